@@ -1,0 +1,244 @@
+"""Checking gradients: numerical differences, gradcheck, and the per-primitive rule check.
+
+`check_op` is the one check every primitive goes through, both in the test suite
+(tests/test_ops.py) and in `tt.check_rules()`: the forward against NumPy, the VJP and the JVP
+against central differences, the adjoint identity <u, J v> = <J^T u, v> that ties the two
+rules together, and float32 against float64.
+"""
+
+import math
+
+import numpy as np
+
+from .tape import REGISTRY, forward_sweep, reverse_sweep
+from .tensor import Tensor
+
+
+class GradcheckError(AssertionError):
+    """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
+
+
+def _is_float(x):
+    return np.issubdtype(np.asarray(x).dtype, np.inexact)
+
+
+def _as_array(x):
+    return np.asarray(x.data if isinstance(x, Tensor) else x)
+
+
+def _evaluate(f, args):
+    out = f(*[Tensor(a) if _is_float(a) else a for a in args])
+    return _as_array(out).astype(np.float64)
+
+
+def numerical_grad(f, *args, eps=1e-6):
+    """Central differences in float64, one array per argument (a tuple).
+
+    For a scalar f each array has the argument's shape (the gradient); otherwise it is the
+    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
+    """
+    values = [_as_array(a) for a in args]
+    values = [v.astype(np.float64) if _is_float(v) else v for v in values]
+    out_shape = _evaluate(f, values).shape
+    result = []
+    for i, v in enumerate(values):
+        if not _is_float(v):
+            result.append(None)
+            continue
+        jac = np.zeros(out_shape + v.shape)
+        flat = jac.reshape(out_shape + (v.size,))
+        for k in range(v.size):
+            shifted = [w.copy() if j == i else w for j, w in enumerate(values)]
+            shifted[i].flat[k] = v.flat[k] + eps
+            up = _evaluate(f, shifted)
+            shifted[i].flat[k] = v.flat[k] - eps
+            down = _evaluate(f, shifted)
+            flat[..., k] = (up - down) / (2 * eps)
+        result.append(jac)
+    return tuple(result)
+
+
+def analytic_jacobians(f, *args, modes=("rev", "fwd")):
+    """The Jacobian of f at args from each mode: {mode: [jacobian per float argument]}.
+
+    "rev" runs one reverse sweep per output element, "fwd" one forward sweep per input element,
+    both on the one recorded tape. Jacobians are out.shape + arg.shape.
+    """
+    inputs = [Tensor(_as_array(a), requires_grad=True) if _is_float(a) else a for a in args]
+    out = f(*inputs)
+    if not isinstance(out, Tensor):
+        raise TypeError(f"the function must return a Tensor, got {type(out).__name__}")
+    leaves = [x for x in inputs if isinstance(x, Tensor)]
+    jacobians = {}
+    if "rev" in modes:
+        jac = [np.zeros(out.shape + x.shape, dtype=x.dtype) for x in leaves]
+        for k in np.ndindex(out.shape):
+            seed = np.zeros_like(out.data)
+            seed[k] = 1
+            grads = reverse_sweep([out], [seed], wrt=leaves) if out.requires_grad else {}
+            for j, x in zip(jac, leaves):
+                if x in grads:
+                    j[k] = grads[x]
+        jacobians["rev"] = jac
+    if "fwd" in modes:
+        jac = []
+        for x in leaves:
+            j = np.zeros(out.shape + x.shape, dtype=out.dtype)
+            for k in np.ndindex(x.shape):
+                tangent = np.zeros_like(x.data)
+                tangent[k] = 1
+                j[(Ellipsis,) + k] = forward_sweep(out, {x: tangent})
+            jac.append(j)
+        jacobians["fwd"] = jac
+    return out, jacobians
+
+
+def _worst(analytic, numerical, atol, rtol):
+    """None if they agree elementwise within atol + rtol*|numerical|; else a report."""
+    err = np.abs(analytic.astype(np.float64) - numerical)
+    excess = err - (atol + rtol * np.abs(numerical))
+    if excess.size == 0 or np.all(excess <= 0) and np.all(np.isfinite(analytic)):
+        return None
+    where = np.unravel_index(np.nanargmax(np.where(np.isfinite(excess), excess, np.inf)), err.shape)
+    rel = err / np.maximum(np.abs(numerical), 1e-300)
+    return (f"largest absolute error {np.nanmax(err):.3g}, largest relative error "
+            f"{np.nanmax(rel[np.abs(numerical) > atol]) if np.any(np.abs(numerical) > atol) else 0:.3g}; "
+            f"worst at Jacobian index {tuple(int(i) for i in where)} (output index, then input "
+            f"index): analytic {analytic[where]:.10g}, numerical {numerical[where]:.10g}")
+
+
+def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
+    """Compare `backward` and `jvp` with central differences; True, or raise GradcheckError.
+
+    `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
+    the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
+    """
+    numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
+    _, analytic = analytic_jacobians(f, *args, modes=modes)
+    positions = [i for i, a in enumerate(args) if _is_float(_as_array(a))]
+    failures = []
+    for mode in modes:
+        for pos, a, n in zip(positions, analytic[mode], numerical):
+            report = _worst(a, n, atol, rtol)
+            if report:
+                failures.append(f"argument {pos}, mode {mode!r}: {report}")
+    if failures:
+        raise GradcheckError("gradcheck failed:\n  " + "\n  ".join(failures))
+    return True
+
+
+# ----- the per-primitive check (tests/test_ops.py and check_rules) -----------------------------------
+def _max_rel_error(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return np.inf
+    if a.size == 0:
+        return 0.0
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        return np.inf
+    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+
+
+def check_op(call, args, params=None, reference=None, eps=1e-6, rng=0, float32=True):
+    """Run one op on one set of inputs through every check; returns the errors found.
+
+    `args` are arrays (float ones are differentiated, others are constants). Returns a dict:
+    forward (vs `reference`), vjp and jvp (vs central differences, relative to the largest
+    entry), adjoint (|<u, J v> - <J^T u, v>|, relative), float32 (float32 run vs float64 run,
+    inf if a float32 value, gradient or tangent came out in another dtype).
+    """
+    params = params or {}
+    rng = np.random.default_rng(rng)
+    args = [np.asarray(a, dtype=np.float64) if _is_float(a) else a for a in args]
+
+    def f(*xs):
+        return call(*xs, **params)
+
+    errors = {}
+    out, jac = analytic_jacobians(f, *args)
+    if reference is not None:
+        errors["forward"] = _max_rel_error(out.data, reference(*args, **params))
+    numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
+    errors["vjp"] = max([_max_rel_error(a, n) for a, n in zip(jac["rev"], numerical)], default=0.0)
+    errors["jvp"] = max([_max_rel_error(a, n) for a, n in zip(jac["fwd"], numerical)], default=0.0)
+    errors["adjoint"] = _adjoint_error(f, args, rng)
+    errors["float32"] = _float32_error(f, args, rng) if float32 else 0.0
+    return errors
+
+
+def _adjoint_error(f, args, rng):
+    """<u, J v> from one forward sweep against <J^T u, v> from one reverse sweep."""
+    inputs = [Tensor(a, requires_grad=True) if _is_float(a) else a for a in args]
+    leaves = [x for x in inputs if isinstance(x, Tensor)]
+    out = f(*inputs)
+    if not out.requires_grad:
+        return 0.0
+    u = rng.standard_normal(out.shape)
+    v = {x: rng.standard_normal(x.shape) for x in leaves}
+    jv = forward_sweep(out, v)
+    jtu = reverse_sweep([out], [u], wrt=leaves)
+    lhs = float(np.sum(u * jv))
+    rhs = math.fsum(float(np.sum(jtu[x] * v[x])) for x in leaves if x in jtu)
+    return abs(lhs - rhs) / max(1.0, abs(lhs))
+
+
+def _float32_error(f, args, rng):
+    """Run in float32: every value, gradient and tangent must stay float32 and agree with float64."""
+    def run(dtype):
+        inputs = [Tensor(np.asarray(a, dtype=dtype), requires_grad=True) if _is_float(a) else a
+                  for a in args]
+        leaves = [x for x in inputs if isinstance(x, Tensor)]
+        out = f(*inputs)
+        u = np.random.default_rng(1).standard_normal(out.shape).astype(dtype)
+        grads = reverse_sweep([out], [u], wrt=leaves) if out.requires_grad else {}
+        tangent = forward_sweep(out, {x: np.ones(x.shape, dtype) for x in leaves}) \
+            if out.requires_grad else np.zeros(out.shape, dtype)
+        return out, [np.asarray(grads.get(x, np.zeros(x.shape, dtype))) for x in leaves], tangent
+    out32, grads32, tan32 = run(np.float32)
+    out64, grads64, tan64 = run(np.float64)
+    produced = [out32.data, tan32] + grads32
+    if any(np.asarray(p).dtype != np.float32 for p in produced):
+        return np.inf
+    pairs = [(out32.data, out64.data), (tan32, tan64)] + list(zip(grads32, grads64))
+    return max(_max_rel_error(a, b) for a, b in pairs)
+
+
+def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True):
+    """Check every registered primitive (built-in and user) as the test suite does.
+
+    Prints a table: op, cases, VJP error, JVP error, adjoint identity error, float32 error,
+    and returns its rows as dicts. Built-in primitives use their rows of `specs.OP_SPECS`;
+    a user primitive without one is tried on positive inputs of shape (3,).
+    """
+    from .specs import OP_SPECS, default_cases
+    rows = []
+    for name, prim in REGISTRY.items():
+        spec = OP_SPECS.get(name)
+        cases = spec.cases() if spec else default_cases(prim)
+        worst = {"forward": 0.0, "vjp": 0.0, "jvp": 0.0, "adjoint": 0.0, "float32": 0.0}
+        failure = None
+        for args, params in cases:
+            try:
+                errors = check_op(spec.call if spec else prim, args, params,
+                                  spec.reference if spec else None,
+                                  float32=spec.float32 if spec else True)
+            except Exception as err:   # noqa: BLE001 - a broken rule is a finding, not a crash
+                failure = f"{type(err).__name__}: {err}"
+                break
+            for key, value in errors.items():
+                worst[key] = max(worst[key], value)
+        ok = (failure is None and max(worst["vjp"], worst["jvp"], worst["adjoint"],
+                                      worst["forward"]) <= tolerance
+              and worst["float32"] <= float32_tolerance)
+        rows.append({"op": name, "cases": len(cases), **worst, "ok": ok, "error": failure})
+    if verbose:
+        print(f"{'op':<24}{'cases':>6}{'VJP error':>12}{'JVP error':>12}{'adjoint':>12}"
+              f"{'float32':>12}  ok")
+        for r in rows:
+            if r["error"]:
+                print(f"{r['op']:<24}{r['cases']:>6}  FAILED  {r['error'][:70]}")
+            else:
+                print(f"{r['op']:<24}{r['cases']:>6}{r['vjp']:>12.2e}{r['jvp']:>12.2e}"
+                      f"{r['adjoint']:>12.2e}{r['float32']:>12.2e}  {'yes' if r['ok'] else 'NO'}")
+    return rows

@@ -1,0 +1,552 @@
+"""The op table: every primitive, each declared once with its forward, VJP and JVP.
+
+How to read a row:
+
+    mul = defprim(np.multiply, "mul",
+                  vjp=[lambda g, ans, a, b: g * b,     # d/da, one rule per input ...
+                       lambda g, ans, a, b: g * a],
+                  jvp=[lambda t, ans, a, b: t * b,     # ... and one tangent rule per input
+                       lambda t, ans, a, b: a * t])
+
+Rules take the cotangent `g` (or tangent `t`), the output `ans`, the inputs, then the static
+parameters as keywords. They are plain NumPy and may return a broadcast shape: the engine
+sums gradients back to each input's shape (`tape.unbroadcast`). Because a Tensor hands NumPy
+calls back to this table (`numpy_dispatch`), the same rules run on Tensors when the reverse
+sweep is itself recorded, which is how second derivatives (hvp, grad of grad) work.
+
+A function is a primitive only when it needs its own rule (for speed or stability);
+everything else at the end of this file is composed from primitives.
+"""
+
+import builtins
+import math
+
+import numpy as np
+import scipy.special
+from scipy.linalg import blas
+
+from .tape import REGISTRY, Primitive
+from .tensor import Tensor
+
+
+# ----- shorthands for declaring primitives ------------------------------------------------------
+def defprim(fun, name, vjp, jvp, nargs=None, **options):
+    """A primitive with one VJP rule and one JVP rule per input."""
+    prim = Primitive(fun, name, nargs=len(vjp) if nargs is None else nargs, **options)
+    return prim.defvjp(*vjp).defjvp(*jvp)
+
+
+def elementwise(fun, name, deriv):
+    """A unary elementwise primitive from its local derivative `deriv(ans, x)` alone."""
+    return defprim(fun, name,
+                   vjp=[lambda g, ans, x: g * deriv(ans, x)],
+                   jvp=[lambda t, ans, x: t * deriv(ans, x)])
+
+
+def _reduced_axes(ndim, axis):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(a % ndim for a in axes) if ndim else ()
+
+
+def _keepdims(g, in_shape, axis, keepdims):
+    """Put back, as size-1 axes, the axes a reduction removed (so `g` broadcasts to the input)."""
+    if keepdims:
+        return g
+    axes = _reduced_axes(len(in_shape), axis)
+    return np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
+
+
+def _spread(g, x, axis, keepdims):
+    """The VJP of summing `x` over `axis`: copy `g` back along the reduced axes."""
+    return np.broadcast_to(_keepdims(g, np.shape(x), axis, keepdims), np.shape(x))
+
+
+# ----- elementwise, one input ---------------------------------------------------------------------
+exp = elementwise(np.exp, "exp", lambda ans, x: ans)
+log = elementwise(np.log, "log", lambda ans, x: 1 / x)
+sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x))
+cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x))
+tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans)
+sigmoid = elementwise(scipy.special.expit, "sigmoid", lambda ans, x: ans * (1 - ans))
+relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0)   # relu'(0) = 0
+sqrt = elementwise(np.sqrt, "sqrt", lambda ans, x: 0.5 / ans)
+square = elementwise(np.square, "square", lambda ans, x: 2 * x)
+abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x))                     # abs'(0) = 0
+neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t])
+
+
+# ----- elementwise, two inputs (NumPy broadcasting) --------------------------------------------
+add = defprim(np.add, "add",
+              vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: g],
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: t])
+sub = defprim(np.subtract, "sub",
+              vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g],
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t])
+mul = defprim(np.multiply, "mul",
+              vjp=[lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a],
+              jvp=[lambda t, ans, a, b: t * b, lambda t, ans, a, b: a * t])
+div = defprim(np.divide, "div",
+              vjp=[lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b],
+              jvp=[lambda t, ans, a, b: t / b, lambda t, ans, a, b: -t * ans / b])
+
+
+def _log_base(a):
+    return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
+
+
+power = defprim(np.power, "power",
+                vjp=[lambda g, ans, a, b: g * (b * a ** (b - 1)),
+                     lambda g, ans, a, b: g * (ans * _log_base(a))],
+                jvp=[lambda t, ans, a, b: t * (b * a ** (b - 1)),
+                     lambda t, ans, a, b: t * (ans * _log_base(a))])
+
+
+def _share(s, a, b):
+    """Gradient share of `a` in max(a, b) for the cotangent s: all of it where a wins,
+    half of it at ties (the documented subgradient, as PyTorch's), none where b wins."""
+    return s * (a > b) + (s * 0.5) * (a == b)
+
+
+maximum = defprim(np.maximum, "maximum",
+                  vjp=[lambda g, ans, a, b: _share(g, a, b), lambda g, ans, a, b: _share(g, b, a)],
+                  jvp=[lambda t, ans, a, b: _share(t, a, b), lambda t, ans, a, b: _share(t, b, a)])
+minimum = defprim(np.minimum, "minimum",
+                  vjp=[lambda g, ans, a, b: _share(g, b, a), lambda g, ans, a, b: _share(g, a, b)],
+                  jvp=[lambda t, ans, a, b: _share(t, b, a), lambda t, ans, a, b: _share(t, a, b)])
+
+
+# ----- reductions --------------------------------------------------------------------------------
+def _max_weights(ans, x, axis, keepdims):
+    """Where the maximum is, as weights summing to 1 along `axis` (ties share evenly)."""
+    hit = x == _keepdims(ans, np.shape(x), axis, keepdims)
+    return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+_sum = defprim(np.sum, "sum", nargs=1,
+               vjp=[lambda g, ans, x, axis, keepdims: _spread(g, x, axis, keepdims)],
+               jvp=[lambda t, ans, x, axis, keepdims: np.sum(t, axis=axis, keepdims=keepdims)])
+_mean = defprim(np.mean, "mean", nargs=1,
+                vjp=[lambda g, ans, x, axis, keepdims:
+                     _spread(g, x, axis, keepdims) / (np.size(x) // builtins.max(np.size(ans), 1))],
+                jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
+_max = defprim(np.max, "max", nargs=1,
+               vjp=[lambda g, ans, x, axis, keepdims:
+                    _keepdims(g, np.shape(x), axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+               jvp=[lambda t, ans, x, axis, keepdims:
+                    np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+def _logsumexp_forward(x, axis=None, keepdims=False):
+    shift = np.max(x, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0)           # rows of all -inf stay -inf
+    out = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
+    return out if keepdims else np.squeeze(out, axis=_reduced_axes(np.ndim(x), axis))
+
+
+def _logsumexp_weights(ans, x, axis, keepdims):   # softmax of x along axis
+    return np.exp(x - _keepdims(ans, np.shape(x), axis, keepdims))
+
+
+_logsumexp = defprim(
+    _logsumexp_forward, "logsumexp", nargs=1,
+    vjp=[lambda g, ans, x, axis, keepdims:
+         _keepdims(g, np.shape(x), axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
+    jvp=[lambda t, ans, x, axis, keepdims:
+         np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+def _softmax_forward(x, axis=-1):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _softmax_rule(g, ans, x, axis):   # the softmax Jacobian is symmetric: one formula for both
+    return ans * (g - np.sum(g * ans, axis=axis, keepdims=True))
+
+
+# keep_inputs: a softmax output remembers its logits even off the tape, so that
+# crossEntropy(softmax(z), y) can be computed from z (finite and exact for any finite z).
+_softmax = defprim(_softmax_forward, "softmax", nargs=1, keep_inputs=True,
+                   vjp=[_softmax_rule], jvp=[_softmax_rule])
+_log_softmax = defprim(lambda x, axis=-1: x - _logsumexp_forward(x, axis=axis, keepdims=True),
+                       "log_softmax", nargs=1,
+                       vjp=[lambda g, ans, x, axis:
+                            g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True)],
+                       jvp=[lambda t, ans, x, axis:
+                            t - np.sum(np.exp(ans) * t, axis=axis, keepdims=True)])
+
+
+# ----- shape -------------------------------------------------------------------------------------
+_reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
+                   vjp=[lambda g, ans, x, shape: np.reshape(g, np.shape(x))],
+                   jvp=[lambda t, ans, x, shape: np.reshape(t, shape)])
+
+
+def _inverse_axes(axes):
+    return None if axes is None else tuple(np.argsort(axes))
+
+
+_transpose = defprim(lambda x, axes=None: np.transpose(x, axes), "transpose", nargs=1,
+                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes))],
+                     jvp=[lambda t, ans, x, axes: np.transpose(t, axes)])
+_broadcast_to = defprim(lambda x, shape: np.broadcast_to(x, shape), "broadcast_to", nargs=1,
+                        vjp=[lambda g, ans, x, shape: g],       # the engine sums it back
+                        jvp=[lambda t, ans, x, shape: np.broadcast_to(t, shape)])
+_astype = defprim(lambda x, dtype: x.astype(dtype), "astype", nargs=1,
+                  vjp=[lambda g, ans, x, dtype: g.astype(x.dtype)],
+                  jvp=[lambda t, ans, x, dtype: t.astype(dtype)])
+
+
+def _is_basic(index):
+    """Basic indexing (ints, slices, None, ...) never repeats an element."""
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))
+                        for i in items)
+
+
+def _index_adjoint_forward(g, index, shape):
+    """Scatter `g` into zeros of `shape` at `index`; repeated indices add up."""
+    out = np.zeros(shape, dtype=g.dtype)
+    if _is_basic(index):
+        out[index] = g
+    else:
+        np.add.at(out, index, g)
+    return out
+
+
+_index_adjoint = defprim(_index_adjoint_forward, "index_adjoint", nargs=1,
+                         vjp=[lambda g, ans, x, index, shape: g[index]],
+                         jvp=[lambda t, ans, x, index, shape: _index_adjoint(t, index=index, shape=shape)])
+getitem = defprim(lambda x, index: x[index], "getitem", nargs=1,
+                  vjp=[lambda g, ans, x, index: _index_adjoint(g, index=index, shape=np.shape(x))],
+                  jvp=[lambda t, ans, x, index: t[index]])
+
+
+def _pieces(g, sizes, axis):
+    """Cut `g` along `axis` into consecutive pieces of the given sizes."""
+    axis = axis % np.ndim(g)
+    lead = (slice(None),) * axis
+    bounds = np.cumsum((0,) + tuple(sizes))
+    return tuple(g[lead + (slice(int(lo), int(hi)),)] for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+
+def _zeros_for_missing(tangents, inputs):
+    return [np.zeros_like(x) if t is None else t for t, x in zip(tangents, inputs)]
+
+
+_concatenate = Primitive(lambda *xs, axis=0: np.concatenate(xs, axis=axis), "concatenate", nargs=None)
+_concatenate.defvjp(lambda g, ans, *xs, axis:
+                    _pieces(g, [np.shape(x)[axis] for x in xs], axis))
+_concatenate.defjvp_joint(lambda ts, ans, *xs, axis:
+                          np.concatenate(_zeros_for_missing(ts, xs), axis=axis))
+
+
+def _stack_slices(g, n, axis):
+    axis = axis % np.ndim(g)
+    return tuple(g[(slice(None),) * axis + (i,)] for i in range(n))
+
+
+_stack = Primitive(lambda *xs, axis=0: np.stack(xs, axis=axis), "stack", nargs=None)
+_stack.defvjp(lambda g, ans, *xs, axis: _stack_slices(g, len(xs), axis))
+_stack.defjvp_joint(lambda ts, ans, *xs, axis: np.stack(_zeros_for_missing(ts, xs), axis=axis))
+
+
+# ----- linear algebra ------------------------------------------------------------------------
+def _matmul_vjp_a(g, ans, a, b):
+    if np.ndim(b) == 1:                       # (..., n, k) @ (k,) -> (..., n), or (k,) @ (k,) -> ()
+        return g * b if np.ndim(a) == 1 else g[..., None] * b
+    if np.ndim(a) == 1:                       # (k,) @ (..., k, m) -> (..., m)
+        return np.matmul(b, g[..., None])[..., 0]
+    return np.matmul(g, np.swapaxes(b, -1, -2))
+
+
+def _matmul_vjp_b(g, ans, a, b):
+    if np.ndim(a) == 1:                       # (k,) @ (k,), or (k,) @ (..., k, m): outer product
+        return g * a if np.ndim(b) == 1 else a[:, None] * g[..., None, :]
+    if np.ndim(b) == 1:                       # (..., n, k) @ (k,): sum over n (and batch)
+        return np.matmul(g[..., None, :], a)[..., 0, :]
+    return np.matmul(np.swapaxes(a, -1, -2), g)
+
+
+matmul = defprim(np.matmul, "matmul",
+                 vjp=[_matmul_vjp_a, _matmul_vjp_b],
+                 jvp=[lambda t, ans, a, b: np.matmul(t, b), lambda t, ans, a, b: np.matmul(a, t)])
+
+
+def _dot_forward(a, b):
+    if not (1 <= np.ndim(a) <= 2 and 1 <= np.ndim(b) <= 2):
+        raise ValueError(f"dot takes 1-D or 2-D operands (as np.dot); got shapes {np.shape(a)} and "
+                         f"{np.shape(b)}; use matmul for batches")
+    return np.dot(a, b)
+
+
+# For 1-D and 2-D operands np.dot is np.matmul, so the rules are matmul's.
+dot = defprim(_dot_forward, "dot",
+              vjp=[_matmul_vjp_a, _matmul_vjp_b],
+              jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+
+
+# ----- the lecture's operations: softmax (above), crossEntropy, frobeniusNorm ----------------------
+def _frobenius_forward(w):
+    w = np.asarray(w)
+    if w.dtype in (np.float32, np.float64) and w.size:
+        # BLAS nrm2: one pass and no overflow or underflow in the squares (1e200, 1e-200).
+        return np.asarray(blas.get_blas_funcs("nrm2", dtype=w.dtype)(w.ravel()), dtype=w.dtype)
+    scale = np.max(np.abs(w)) if w.size else 0
+    return np.sqrt(np.sum((w / scale) ** 2)) * scale if scale else np.zeros((), w.dtype)
+
+
+def _safe(norm):
+    return norm + (norm == 0)   # the gradient of the norm at W = 0 is 0, not 0/0
+
+
+frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
+                         vjp=[lambda g, ans, w: g * w / _safe(ans)],
+                         jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)])
+
+
+def _labels(y, shape, dtype):
+    """Class labels as a dense array of `shape` (one-hot from integer indices, or as given)."""
+    y_value = y.data if isinstance(y, Tensor) else np.asarray(y)
+    if np.issubdtype(y_value.dtype, np.integer) and y_value.shape == tuple(shape[:-1]):
+        if y_value.size and (y_value.min() < 0 or y_value.max() >= shape[-1]):
+            raise IndexError(f"cross_entropy: class indices must lie in [0, {shape[-1]}); got "
+                             f"{y_value.min()}..{y_value.max()}")
+        onehot = np.zeros(shape, dtype=dtype)
+        np.put_along_axis(onehot, y_value[..., None], 1, axis=-1)
+        return onehot
+    if y_value.shape != tuple(shape):
+        raise ValueError(f"cross_entropy: labels must have the probabilities' shape {tuple(shape)} "
+                         f"or be integer class indices of shape {tuple(shape[:-1])}; got "
+                         f"{y_value.dtype} labels of shape {y_value.shape}")
+    return y
+
+
+def _reduce_rows(rows, reduction):
+    if reduction == "mean":
+        return np.mean(rows)
+    if reduction == "sum":
+        return np.sum(rows)
+    if reduction == "none":
+        return rows
+    raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _row_cotangent(g, reduction, shape):
+    """The cotangent of each row's loss, shaped to broadcast over the classes."""
+    if reduction == "mean":
+        return g / (math.prod(shape[:-1]) or 1)
+    if reduction == "sum":
+        return g
+    return g[..., None]
+
+
+def _rows_from_logits(z, y, reduction):
+    """-sum(y * log_softmax(z)) per row: finite for any finite logits."""
+    y = _labels(y, np.shape(z), z.dtype)
+    log_p = z - _logsumexp_forward(z, axis=-1, keepdims=True)
+    return _reduce_rows(-np.sum(y * log_p, axis=-1), reduction)
+
+
+def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
+    if np.ndim(p) == 0:
+        raise ValueError("cross_entropy: p must have a class axis (at least 1-D), got a scalar")
+    if logits is not None:
+        return _rows_from_logits(logits, y, reduction)
+    y = _labels(y, np.shape(p), p.dtype)
+    return _reduce_rows(-np.sum(scipy.special.xlogy(y, p), axis=-1), reduction)
+
+
+def _ce_vjp_p(g, ans, p, y, logits, reduction):
+    if logits is not None:
+        return None                           # the gradient goes straight to the logits
+    y = _labels(y, np.shape(p), p.dtype)
+    return -_row_cotangent(g, reduction, np.shape(p)) * (y / (p + (y == 0)))
+
+
+def _ce_log_p(p, logits):
+    return np.log(p) if logits is None else _log_softmax(logits, axis=-1)
+
+
+def _ce_vjp_y(g, ans, p, y, logits, reduction):
+    return -_row_cotangent(g, reduction, np.shape(p)) * _ce_log_p(p, logits)
+
+
+def _ce_vjp_logits(g, ans, p, y, logits, reduction):
+    # p is softmax(logits) exactly, so (p * sum(y) - y) is the exact gradient, with no 1/p.
+    y = _labels(y, np.shape(p), p.dtype)
+    return _row_cotangent(g, reduction, np.shape(p)) * (p * np.sum(y, axis=-1, keepdims=True) - y)
+
+
+def _ce_jvp(tangent_of_rows):
+    return lambda t, ans, p, y, logits, reduction: _reduce_rows(
+        np.sum(tangent_of_rows(t, p, y, logits), axis=-1), reduction)
+
+
+def _ce_jvp_p(t, ans, p, y, logits, reduction):
+    if logits is not None:
+        return None                           # counted through the logits' tangent
+    y = _labels(y, np.shape(p), p.dtype)
+    return _reduce_rows(-np.sum(t * y / (p + (y == 0)), axis=-1), reduction)
+
+
+_cross_entropy = defprim(
+    _cross_entropy_forward, "crossEntropy", nargs=3, shown_nargs=2,
+    vjp=[_ce_vjp_p, _ce_vjp_y, _ce_vjp_logits],
+    jvp=[_ce_jvp_p,
+         _ce_jvp(lambda t, p, y, logits: -t * _ce_log_p(p, logits)),
+         _ce_jvp(lambda t, p, y, logits:
+                 t * (p * np.sum(_labels(y, p.shape, p.dtype), axis=-1, keepdims=True)
+                      - _labels(y, p.shape, p.dtype)))])
+
+
+def _sce_rows_rule(g, z, y, reduction):
+    y = _labels(y, np.shape(z), z.dtype)
+    p = _softmax(z, axis=-1)
+    return _row_cotangent(g, reduction, np.shape(z)) * (p * np.sum(y, axis=-1, keepdims=True) - y)
+
+
+# Cross-entropy of softmax(logits) as one fused, stable primitive (nn.CrossEntropyLoss).
+softmax_cross_entropy = defprim(
+    lambda z, y, reduction="mean": _rows_from_logits(z, y, reduction), "softmax_cross_entropy",
+    vjp=[lambda g, ans, z, y, reduction: _sce_rows_rule(g, z, y, reduction),
+         lambda g, ans, z, y, reduction:
+         -_row_cotangent(g, reduction, np.shape(z)) * _log_softmax(z, axis=-1)],
+    jvp=[lambda t, ans, z, y, reduction: _reduce_rows(
+             np.sum(t * _sce_rows_rule(np.ones(np.shape(z)[:-1], z.dtype)[..., None], z, y, "sum"),
+                    axis=-1), reduction),
+         lambda t, ans, z, y, reduction: _reduce_rows(
+             -np.sum(t * _log_softmax(z, axis=-1), axis=-1), reduction)])
+
+
+# ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
+def sum(x, axis=None, keepdims=False):
+    return _sum(x, axis=axis, keepdims=keepdims)
+
+
+def mean(x, axis=None, keepdims=False):
+    return _mean(x, axis=axis, keepdims=keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    """The maximum along `axis`; ties share the gradient evenly."""
+    return _max(x, axis=axis, keepdims=keepdims)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))), stable for any finite input."""
+    return _logsumexp(x, axis=axis, keepdims=keepdims)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
+    return _softmax(x, axis=axis)
+
+
+def log_softmax(x, axis=-1):
+    return _log_softmax(x, axis=axis)
+
+
+def reshape(x, shape):
+    return _reshape(x, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
+
+
+def transpose(x, axes=None):
+    return _transpose(x, axes=None if axes is None else tuple(axes))
+
+
+def swapaxes(x, axis1, axis2):
+    axes = list(range(np.ndim(x.data if isinstance(x, Tensor) else x)))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return transpose(x, axes)
+
+
+def broadcast_to(x, shape):
+    return _broadcast_to(x, shape=tuple(shape))
+
+
+def astype(x, dtype):
+    return _astype(x, dtype=np.dtype(dtype))
+
+
+def concatenate(tensors, axis=0):
+    return _concatenate(*tensors, axis=axis)
+
+
+def stack(tensors, axis=0):
+    return _stack(*tensors, axis=axis)
+
+
+def cross_entropy(p, y, reduction="mean"):
+    """-sum(y * log p) per row; `p` holds probabilities along the last axis.
+
+    `y` is an array of p's shape (one-hot or soft labels) or integer class indices of shape
+    p.shape[:-1]; `reduction` is "mean" over rows, "sum" or "none". When `p` is the output of
+    `softmax` over its last axis, the loss and its gradient are computed from the logits
+    (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
+    """
+    logits = None
+    if isinstance(p, Tensor) and p._prim is _softmax and p._params["axis"] in (-1, p.ndim - 1):
+        logits = p._inputs[0]
+    return _cross_entropy(p, y, logits, reduction=reduction)
+
+
+# Every primitive declared above (user primitives register later).
+BUILTIN = frozenset(REGISTRY)
+
+# The lecture's spellings.
+crossEntropy = cross_entropy
+frobeniusNorm = frobenius_norm
+
+
+# ----- handing NumPy calls on Tensors back to the table -----------------------------------------
+# A NumPy function applied to a Tensor becomes the tinytensor operation here. Rules rely on it.
+NUMPY_FUNCTIONS = {
+    np.add: add, np.subtract: sub, np.multiply: mul, np.divide: div, np.negative: neg,
+    np.power: power, np.exp: exp, np.log: log, np.sin: sin, np.cos: cos, np.tanh: tanh,
+    np.sqrt: sqrt, np.square: square, np.absolute: abs, np.maximum: maximum, np.minimum: minimum,
+    scipy.special.expit: sigmoid, np.matmul: matmul, np.dot: dot,
+    np.sum: sum, np.mean: mean, np.max: max, np.amax: max, np.reshape: reshape, np.transpose: transpose,
+    np.swapaxes: swapaxes, np.broadcast_to: broadcast_to, np.concatenate: concatenate,
+    np.stack: stack,
+}
+# Not differentiable (marked here, once): computed on the values, giving plain arrays.
+NONDIFFERENTIABLE = {
+    np.sign, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+    np.isfinite, np.isnan, np.isinf, np.argmax, np.argmin, np.floor, np.ceil, np.round,
+    np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.allclose, np.isclose,
+    np.array_equal, np.logical_and, np.logical_or, np.logical_not,
+}
+
+
+def _unwrap(x):
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(i) for i in x)
+    return x
+
+
+def _needs_grad(args):
+    for a in args:
+        if isinstance(a, Tensor) and a.requires_grad:
+            return True
+        if isinstance(a, (list, tuple)) and _needs_grad(a):
+            return True
+    return False
+
+
+def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
+    """What a NumPy function does when given a Tensor (Tensor.__array_ufunc__/__array_function__)."""
+    if use_table and method == "__call__":
+        op = NUMPY_FUNCTIONS.get(func)
+        if op is not None:
+            return op(*args, **kwargs)
+    if func in NONDIFFERENTIABLE or not _needs_grad(list(args) + list(kwargs.values())):
+        target = func if method == "__call__" else getattr(func, method)
+        return target(*_unwrap(args), **_unwrap(kwargs))
+    name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
+    raise TypeError(f"np.{name} has no gradient rule in tinytensor; use tinytensor operations on "
+                    f"Tensors that require gradients")

@@ -1,0 +1,434 @@
+"""The tape (a Wengert list) and the two sweeps over it.
+
+* `Primitive` is an operation with its NumPy forward, its VJP rule (reverse mode) and its JVP
+  rule (forward mode), declared together. Calling it on Tensors runs the forward and, when an
+  input needs a gradient, records one tape entry: the output Tensor itself.
+* `reverse_sweep` walks the tape from the output back to the inputs, summing cotangents per
+  node (the CS6216 `node_to_grad`), freeing each one once it has been passed on.
+* `forward_sweep` walks the same tape forwards from the inputs, in topological order.
+
+Rule signature, everywhere: cotangent (or tangent) first, then the output, then the inputs,
+then the static parameters as keywords:  vjp(g, ans, *inputs, **params) -> gradient of one
+input;  jvp(t, ans, *inputs, **params) -> output tangent for one input's tangent `t`.
+Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadcast`), and
+`None` stands for a zero gradient or tangent, so unused branches cost nothing.
+"""
+
+import inspect
+import traceback
+import weakref
+from operator import attrgetter
+
+import numpy as np
+
+from .tensor import Tensor, _creation_order
+
+_new_tensor = Tensor.__new__
+_next_id = _creation_order.__next__
+
+
+class _State:
+    grad_enabled = True   # False inside `no_grad()`
+    anomaly = False       # True inside `detect_anomaly()`
+
+
+STATE = _State()
+
+# Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
+REGISTRY = {}
+
+
+class Primitive:
+    """An operation on NumPy arrays that records itself on the tape when given Tensors.
+
+    Given no Tensor at all it is plain NumPy: arrays in, arrays out (this is what lets the
+    rules, which are written with these same functions, run at NumPy speed).
+    """
+
+    def __init__(self, fun, name=None, nargs=None, shown_nargs=None, keep_inputs=False):
+        self.fun = fun
+        self.name = name or fun.__name__
+        if nargs is None:   # positional parameters without defaults of the forward function
+            params = inspect.signature(fun).parameters.values()
+            variadic = any(p.kind is p.VAR_POSITIONAL for p in params)
+            nargs = None if variadic else sum(
+                1 for p in params
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+        self.nargs = nargs                  # None: variadic (concatenate, stack)
+        self.shown_nargs = shown_nargs      # how many inputs `wengert_list` shows
+        self.keep_inputs = keep_inputs      # remember inputs even off the tape (see softmax)
+        self.vjps = None                    # one rule per input ...
+        self.joint_vjp = None               # ... or one rule for all of them
+        self.jvps = None
+        self.joint_jvp = None
+        self.__doc__ = getattr(fun, "__doc__", None)
+        REGISTRY[self.name] = self
+
+    def __repr__(self):
+        return f"<primitive {self.name}>"
+
+    # ----- declaring the rules ---------------------------------------------------------------
+    def defvjp(self, *rules):
+        """One VJP rule per input, in order (None: not differentiable in that input), or a
+        single rule returning a tuple with one gradient per input."""
+        if len(rules) == 1 and self.nargs != 1:
+            self.joint_vjp, self.vjps = rules[0], None
+        else:
+            self._check_count(rules, "VJP")
+            self.vjps, self.joint_vjp = tuple(rules), None
+        return self
+
+    def defjvp(self, *rules):
+        """One JVP rule per input, in order, each mapping that input's tangent to the output's."""
+        self._check_count(rules, "JVP")
+        self.jvps, self.joint_jvp = tuple(rules), None
+        return self
+
+    def defjvp_joint(self, rule):
+        """One JVP rule for all inputs: rule(tangents, ans, *inputs), `None` for a zero tangent."""
+        self.joint_jvp, self.jvps = rule, None
+        return self
+
+    def _check_count(self, rules, kind):
+        if self.nargs is not None and len(rules) != self.nargs:
+            raise TypeError(f"{self.name} takes {self.nargs} input(s) but {len(rules)} {kind} "
+                            f"rule(s) were given")
+
+    # ----- recording -----------------------------------------------------------------------
+    def __call__(self, *args, **params):
+        values = []
+        any_tensor = record = False
+        for a in args:
+            if isinstance(a, Tensor):
+                any_tensor = True
+                record = record or a.requires_grad
+                values.append(a.data)
+            else:
+                values.append(a)
+        try:
+            ans = self.fun(*values, **params)
+        except (ValueError, TypeError, IndexError) as err:
+            raise type(err)(f"{self.name}: {err} (inputs: {_describe(args)})") from err
+        if not any_tensor:
+            return ans
+        if type(ans) is not np.ndarray:   # NumPy gives scalars for 0-d results
+            ans = np.asarray(ans)
+        out = _new_tensor(Tensor)
+        out.data = ans
+        out.grad = None
+        out.name = None
+        out._id = _next_id()
+        if record and STATE.grad_enabled:
+            out.requires_grad = True
+            out._prim = self
+            out._inputs = args
+            out._values = values
+            out._params = params
+        else:
+            out.requires_grad = False
+            keep = self.keep_inputs and STATE.grad_enabled
+            out._prim = self if keep else None
+            out._inputs = args if keep else None
+            out._values = None
+            out._params = params if keep else None
+        if STATE.anomaly:
+            _anomaly_check_forward(out, self, args)
+        return out
+
+    # ----- applying the rules (called by the sweeps) ----------------------------------------
+    def vjp(self, g, ans, node_inputs, inputs, params):
+        """The gradient of every input that needs one (None for the others)."""
+        if self.joint_vjp is not None:
+            parts = self.joint_vjp(g, ans, *inputs, **params)
+            if not isinstance(parts, (tuple, list)):
+                parts = (parts,)
+            return [p if isinstance(a, Tensor) and a.requires_grad else None
+                    for a, p in zip(node_inputs, parts)]
+        rules = self.vjps
+        if rules is None:
+            raise NotImplementedError(f"primitive {self.name} has no VJP rule (use defvjp)")
+        grads = []
+        for i, a in enumerate(node_inputs):
+            if isinstance(a, Tensor) and a.requires_grad:
+                rule = rules[i]
+                if rule is None:
+                    raise NotImplementedError(f"{self.name} is not differentiable in input {i}")
+                grads.append(rule(g, ans, *inputs, **params))
+            else:
+                grads.append(None)
+        return grads
+
+    def jvp(self, tangents, ans, inputs, params):
+        """The output tangent from the input tangents (None where zero); None if all are."""
+        if self.joint_jvp is not None:
+            return self.joint_jvp(tangents, ans, *inputs, **params)
+        rules = self.jvps
+        if rules is None:
+            raise NotImplementedError(f"primitive {self.name} has no JVP rule (use defjvp)")
+        total = None
+        for i, t in enumerate(tangents):
+            if t is None:
+                continue
+            if rules[i] is None:
+                raise NotImplementedError(f"{self.name} is not differentiable in input {i}")
+            d = rules[i](t, ans, *inputs, **params)
+            total = d if total is None else total + d
+        return total
+
+
+def primitive(fun):
+    """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp."""
+    return Primitive(fun)
+
+
+def _describe(args):
+    parts = []
+    for a in args:
+        if isinstance(a, Tensor):
+            parts.append(f"{a.name or 'tensor'} {a.shape} {a.dtype}")
+        elif isinstance(a, np.ndarray):
+            parts.append(f"array {a.shape} {a.dtype}")
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
+            parts.append(", ".join(f"{t.name or 'tensor'} {t.shape}" for t in a))
+        else:
+            parts.append(type(a).__name__)
+    return "; ".join(parts)
+
+
+class no_grad:
+    """`with tt.no_grad():` records nothing (for evaluation and parameter updates)."""
+
+    def __enter__(self):
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+
+    def __exit__(self, *exc):
+        STATE.grad_enabled = self._prev
+
+
+# ----- undoing broadcasting ------------------------------------------------------------------
+def unbroadcast(g, shape):
+    """Sum `g` down to `shape`, undoing NumPy broadcasting (missing axes padded on the left).
+
+    The adjoint of broadcasting `x` of `shape` up to `g.shape`; the one place it is done.
+    """
+    shape = tuple(shape)
+    if g.ndim < len(shape):   # a rule gave fewer axes than the input has: broadcast instead
+        return np.broadcast_to(g, shape)
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = np.sum(g, axis=axes, keepdims=True)
+    if g.shape != shape:
+        g = np.reshape(g, shape)
+    return g
+
+
+# ----- the two sweeps -------------------------------------------------------------------------
+_by_creation = attrgetter("_id")
+
+
+def _tape_of(roots, oldest=-1):
+    """Every recorded node that the roots depend on, newest first (reverse Wengert order).
+
+    Iterative, so graph depth is unlimited. Nodes created before `oldest` are skipped:
+    they cannot depend on anything newer.
+    """
+    seen = set()
+    stack = [r for r in roots if isinstance(r, Tensor) and r.requires_grad]
+    nodes = []
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        nodes.append(node)
+        if node._prim is not None:
+            for a in node._inputs:
+                if isinstance(a, Tensor) and a.requires_grad and a._id >= oldest and a not in seen:
+                    stack.append(a)
+    nodes.sort(key=_by_creation, reverse=True)
+    return nodes
+
+
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
+    """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf).
+
+    With `create_graph` the rules are applied to Tensors, so the gradients are themselves
+    recorded on the tape and can be differentiated again.
+    """
+    wanted = None if wrt is None else set(wrt)
+    oldest = -1 if not wrt else min(w._id for w in wrt)
+    order = _tape_of(roots, oldest)
+    cotangent = {}
+    for r, c in zip(roots, cotangents):
+        if isinstance(r, Tensor) and r.requires_grad:
+            cotangent[r] = c if r not in cotangent else cotangent[r] + c
+    results = {}
+    for node in order:
+        g = cotangent.pop(node, None)   # freed once passed on
+        if g is None:
+            continue
+        prim = node._prim
+        if wanted is None:
+            if prim is None:
+                results[node] = g
+                continue
+        elif node in wanted:
+            results[node] = g
+        if prim is None:
+            continue
+        inputs = node._inputs
+        try:
+            if create_graph:
+                grads = prim.vjp(g, node, inputs, inputs, node._params)
+            else:
+                grads = prim.vjp(g, node.data, inputs, node._values, node._params)
+        except Exception as err:
+            raise _rule_error(err, node, "VJP") from err
+        for a, ga in zip(inputs, grads):
+            if ga is None:
+                continue
+            if ga.shape != a.data.shape:
+                ga = unbroadcast(ga, a.data.shape)
+            if STATE.anomaly:
+                _anomaly_check_gradient(ga, node, a)
+            prev = cotangent.get(a)
+            cotangent[a] = ga if prev is None else prev + ga
+    return results
+
+
+def backward(output, grad=None):
+    """`Tensor.backward`: accumulate gradients into `.grad` of the leaves."""
+    if not output.requires_grad:
+        raise RuntimeError("backward: this tensor does not require grad (no input it depends on "
+                           "has requires_grad=True, or it was computed under no_grad)")
+    if grad is None:
+        if output.data.size != 1:
+            raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
+                               f"array of that shape) for a non-scalar output")
+        grad = np.ones_like(output.data)
+    else:
+        grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+        if grad.shape != output.shape:
+            raise ValueError(f"backward: grad has shape {grad.shape} but {output.name or 'the output'} "
+                             f"has shape {output.shape}")
+        grad = grad.astype(output.dtype, copy=False)
+    for leaf, g in reverse_sweep([output], [grad]).items():
+        if leaf.grad is None:
+            leaf.grad = np.array(g, dtype=leaf.data.dtype)    # a fresh array the leaf owns
+        else:
+            leaf.grad = leaf.grad + g.astype(leaf.data.dtype, copy=False)
+
+
+def forward_sweep(output, tangents):
+    """Forward mode along the tape: d(output) for the tangents {input Tensor: array}.
+
+    Walks, in topological order, only the nodes created after the oldest named input;
+    `None` stands for a zero tangent, so nodes that do not depend on the inputs cost a lookup.
+    """
+    tangent = {}
+    for x, t in tangents.items():
+        if not isinstance(x, Tensor):
+            raise TypeError(f"jvp: tangents must be keyed by Tensors, got {type(x).__name__}")
+        t = np.asarray(t.data if isinstance(t, Tensor) else t)
+        if t.shape != x.shape:
+            raise ValueError(f"jvp: the tangent for {x.name or 'an input'} has shape {t.shape} "
+                             f"but the input has shape {x.shape}")
+        if not x.requires_grad:
+            raise ValueError(f"jvp: {x.name or 'an input'} (shape {x.shape}) does not require grad, "
+                             f"so nothing computed from it was recorded")
+        tangent[x] = t.astype(x.dtype, copy=False)
+    if output in tangent:
+        return tangent[output]
+    if not tangent or not output.requires_grad:
+        return np.zeros_like(output.data)
+    order = _tape_of([output], min(x._id for x in tangent))
+    order.reverse()
+    for node in order:
+        prim = node._prim
+        if prim is None or node in tangent:
+            continue
+        ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
+        if not any(t is not None for t in ts):
+            continue
+        try:
+            t = prim.jvp(ts, node.data, node._values, node._params)
+        except Exception as err:
+            raise _rule_error(err, node, "JVP") from err
+        if t is None:
+            continue
+        if t.shape != node.data.shape:
+            t = np.broadcast_to(t, node.data.shape)
+        if STATE.anomaly:
+            _anomaly_check_gradient(t, node, None, kind="tangent")
+        tangent[node] = t
+    result = tangent.get(output)
+    if result is None:
+        return np.zeros_like(output.data)
+    return np.array(result, dtype=output.dtype)
+
+
+def _rule_error(err, node, kind):
+    if isinstance(err, FloatingPointError) or getattr(err, "_tinytensor_entry", False):
+        return err
+    where = _creation_site(node)
+    msg = (f"in the {kind} rule of tape entry {node.name or ''}{' = ' if node.name else ''}"
+           f"{node._prim.name}({_describe(node._inputs)}){where}: {type(err).__name__}: {err}")
+    new = type(err)(msg) if isinstance(err, (ValueError, TypeError, IndexError,
+                                              NotImplementedError)) else RuntimeError(msg)
+    new._tinytensor_entry = True
+    return new
+
+
+# ----- detect_anomaly ---------------------------------------------------------------------------
+# Where each tape entry was created, only while detect_anomaly() is on: zero cost otherwise.
+_CREATED_AT = weakref.WeakKeyDictionary()
+_PACKAGE_DIR = __file__.rsplit("/", 1)[0]
+
+
+def _user_frame():
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        if not frame.filename.startswith(_PACKAGE_DIR):
+            return f"{frame.filename}:{frame.lineno}: {frame.line}"
+    return "unknown"
+
+
+def _creation_site(node):
+    site = _CREATED_AT.get(node)
+    return f" (created at {site})" if site else ""
+
+
+class detect_anomaly:
+    """`with tt.detect_anomaly():` check every forward value and every gradient for NaN/Inf.
+
+    The first one raises FloatingPointError naming the tape entry (its op, its inputs' names and
+    shapes) and the line of user code that created it.
+    """
+
+    def __enter__(self):
+        self._prev = STATE.anomaly
+        STATE.anomaly = True
+
+    def __exit__(self, *exc):
+        STATE.anomaly = self._prev
+
+
+def _anomaly_check_forward(out, prim, args):
+    site = _user_frame()
+    if out.requires_grad:
+        _CREATED_AT[out] = site
+    if np.issubdtype(out.data.dtype, np.inexact) and not np.all(np.isfinite(out.data)):
+        raise FloatingPointError(f"detect_anomaly: the forward value of {prim.name}"
+                                 f"({_describe(args)}) is not finite (created at {site})")
+
+
+def _anomaly_check_gradient(g, node, wrt, kind="gradient"):
+    value = g.data if isinstance(g, Tensor) else g
+    if not np.all(np.isfinite(value)):
+        target = "" if wrt is None else f" for input {wrt.name or ''} {wrt.shape}"
+        raise FloatingPointError(f"detect_anomaly: the {kind}{target} from tape entry "
+                                 f"{node._prim.name}({_describe(node._inputs)}) is not finite"
+                                 f"{_creation_site(node)}")
+

@@ -1,0 +1,247 @@
+"""The Tensor: a NumPy array plus the one tape entry that produced it.
+
+A Tensor made by an operation on Tensors that need gradients remembers that operation
+(`_prim`), its inputs (`_inputs`, Tensors or constants), their values (`_values`) and its
+static parameters (`_params`). That is the whole tape: every entry points only at its
+inputs, so a graph is freed as soon as its output is no longer referenced.
+Leaves are Tensors made by the user (`_prim is None`).
+"""
+
+import itertools
+
+import numpy as np
+
+# Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
+# Wengert list (evaluation order); both sweeps rely on that.
+_creation_order = itertools.count()
+
+
+class Tensor:
+    __slots__ = ("data", "grad", "requires_grad", "name",
+                 "_prim", "_inputs", "_values", "_params", "_id", "__weakref__")
+
+    # NumPy defers to Tensor in mixed expressions (`ndarray + Tensor`, `np.exp(Tensor)`),
+    # see __array_ufunc__ below.
+    __array_priority__ = 1000
+
+    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+        if isinstance(data, Tensor):
+            data = data.data
+        data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
+        if requires_grad and not np.issubdtype(data.dtype, np.inexact):
+            raise TypeError(f"only floating-point tensors can require gradients; got dtype {data.dtype}")
+        self.data = data
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.name = name
+        self._prim = None
+        self._inputs = None
+        self._values = None
+        self._params = None
+        self._id = next(_creation_order)
+
+    # ----- what it looks like -------------------------------------------------------------
+    shape = property(lambda self: self.data.shape)
+    ndim = property(lambda self: self.data.ndim)
+    dtype = property(lambda self: self.data.dtype)
+    size = property(lambda self: self.data.size)
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extras = ""
+        if self.data.dtype != np.float64:
+            extras += f", dtype={self.data.dtype}"
+        if self.requires_grad:
+            extras += ", requires_grad=True"
+        if self.name is not None:
+            extras += f", name={self.name!r}"
+        return f"tensor({body}{extras})"
+
+    def numpy(self):
+        return self.data
+
+    def item(self):
+        return self.data.item()
+
+    def detach(self):
+        """The same value, cut from the tape (shares memory, as in PyTorch)."""
+        out = Tensor.__new__(Tensor)
+        _init_untracked(out, self.data)
+        return out
+
+    def zero_grad(self):
+        self.grad = None
+
+    def __array__(self, dtype=None, copy=None):
+        if dtype is not None and dtype != self.data.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __float__(self):
+        return float(self.data)
+
+    def __int__(self):
+        return int(self.data)
+
+    __hash__ = object.__hash__   # identity, so Tensors can key the sweeps' dictionaries
+
+    # ----- automatic differentiation on the tape ------------------------------------------
+    def backward(self, grad=None):
+        """Reverse mode: accumulate d(self)/d(leaf) into `.grad` of every leaf that needs it.
+
+        `grad` is the cotangent, an array of self's shape; it may be left out only when self is
+        a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
+        """
+        from .tape import backward
+        backward(self, grad)
+
+    def jvp(self, tangents):
+        """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
+
+        Returns d(self) (an array of self's shape); inputs not named have zero tangent.
+        """
+        from .tape import forward_sweep
+        return forward_sweep(self, tangents)
+
+    # ----- operators: each is one primitive from the op table (ops.py) --------------------
+    def __add__(self, other): return ops.add(self, other)
+    def __radd__(self, other): return ops.add(other, self)
+    def __sub__(self, other): return ops.sub(self, other)
+    def __rsub__(self, other): return ops.sub(other, self)
+    def __mul__(self, other): return ops.mul(self, other)
+    def __rmul__(self, other): return ops.mul(other, self)
+    def __truediv__(self, other): return ops.div(self, other)
+    def __rtruediv__(self, other): return ops.div(other, self)
+    def __pow__(self, other): return ops.power(self, other)
+    def __rpow__(self, other): return ops.power(other, self)
+    def __matmul__(self, other): return ops.matmul(self, other)
+    def __rmatmul__(self, other): return ops.matmul(other, self)
+    def __neg__(self): return ops.neg(self)
+    def __pos__(self): return self
+    def __abs__(self): return ops.abs(self)
+    def __getitem__(self, index): return ops.getitem(self, index=_plain_index(index))
+
+    # Comparisons give plain boolean arrays: they carry no gradient.
+    def __lt__(self, other): return self.data < _value(other)
+    def __le__(self, other): return self.data <= _value(other)
+    def __gt__(self, other): return self.data > _value(other)
+    def __ge__(self, other): return self.data >= _value(other)
+    def __eq__(self, other): return self.data == _value(other)
+    def __ne__(self, other): return self.data != _value(other)
+
+    # ----- methods, as in NumPy / PyTorch --------------------------------------------------
+    @property
+    def T(self):
+        return ops.transpose(self)
+
+    def sum(self, axis=None, keepdims=False): return ops.sum(self, axis=axis, keepdims=keepdims)
+    def mean(self, axis=None, keepdims=False): return ops.mean(self, axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return ops.max(self, axis=axis, keepdims=keepdims)
+    def logsumexp(self, axis=None, keepdims=False):
+        return ops.logsumexp(self, axis=axis, keepdims=keepdims)
+    def softmax(self, axis=-1): return ops.softmax(self, axis=axis)
+    def log_softmax(self, axis=-1): return ops.log_softmax(self, axis=axis)
+    def exp(self): return ops.exp(self)
+    def log(self): return ops.log(self)
+    def sin(self): return ops.sin(self)
+    def cos(self): return ops.cos(self)
+    def tanh(self): return ops.tanh(self)
+    def sigmoid(self): return ops.sigmoid(self)
+    def relu(self): return ops.relu(self)
+    def sqrt(self): return ops.sqrt(self)
+    def square(self): return ops.square(self)
+    def abs(self): return ops.abs(self)
+    def dot(self, other): return ops.dot(self, other)
+    def matmul(self, other): return ops.matmul(self, other)
+    def astype(self, dtype): return ops.astype(self, dtype=np.dtype(dtype))
+
+    def reshape(self, *shape):
+        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return ops.transpose(self, axes or None)
+
+    def swapaxes(self, axis1, axis2):
+        return ops.swapaxes(self, axis1, axis2)
+
+    # ----- NumPy interoperability -----------------------------------------------------------
+    # NumPy calls these when a Tensor meets a NumPy function. The op table maps NumPy's
+    # functions to tinytensor's primitives, so `np.cos(t)` records `cos` on the tape. This is
+    # what lets every VJP rule be written in plain NumPy and still be differentiated again
+    # (the reverse sweep with create_graph=True calls the same rules with Tensors).
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # A call with out= or other keywords, or a method such as np.add.at, is not recorded.
+        plain = method == "__call__" and not kwargs
+        return ops.numpy_dispatch(ufunc, inputs, kwargs, method, use_table=plain)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return ops.numpy_dispatch(func, args, kwargs)
+
+
+def _init_untracked(t, data):
+    """Fill the slots of a fresh Tensor that is not on the tape."""
+    t.data = data
+    t.grad = None
+    t.requires_grad = False
+    t.name = None
+    t._prim = None
+    t._inputs = None
+    t._values = None
+    t._params = None
+    t._id = next(_creation_order)
+
+
+def _value(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _plain_index(index):
+    """Indices may hold Tensors or lists; the tape stores plain NumPy indices."""
+    if isinstance(index, tuple):
+        return tuple(_plain_index(i) for i in index)
+    if isinstance(index, Tensor):
+        return index.data
+    if isinstance(index, list):
+        return np.asarray(index)
+    return index
+
+
+# ----- creating tensors ----------------------------------------------------------------------
+def tensor(data, requires_grad=False, dtype=None, name=None):
+    """A Tensor from a scalar, nested list, ndarray or Tensor (copied).
+
+    Python floats give float64; a float32 array stays float32; integers stay integers
+    (and cannot require gradients).
+    """
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+
+
+def _shape(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        return tuple(shape[0])
+    return tuple(shape)
+
+
+def zeros(*shape, dtype=None, requires_grad=False):
+    return Tensor(np.zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones(*shape, dtype=None, requires_grad=False):
+    return Tensor(np.ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*shape, rng=None, dtype=None, requires_grad=False):
+    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None."""
+    values = np.random.default_rng(rng).standard_normal(_shape(shape))
+    return Tensor(values, requires_grad=requires_grad, dtype=dtype)
+
+
+from . import ops  # noqa: E402  (the operators above call the op table; imported last: it imports Tensor)
