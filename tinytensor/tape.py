@@ -176,9 +176,15 @@ class Primitive:
         return total
 
 
-def primitive(fun):
-    """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp."""
-    return Primitive(fun)
+def primitive(fun=None, *, name=None):
+    """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp.
+
+    Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
+    (the function's by default), so `tt.check_rules()` sweeps it.
+    """
+    if fun is None:
+        return lambda f: Primitive(f, name)
+    return Primitive(fun, name)
 
 
 def _describe(args):
