@@ -130,6 +130,11 @@ def test_cross_entropy_of_softmax_is_exact_for_huge_logits():
         assert loss.item() == pytest.approx((2e4 + 1e4 + (1e4 + 5 + math.log(2))) / 3, rel=1e-12)
         p = tt.softmax(z).data
         np.testing.assert_array_equal(z.grad, (p - np.eye(3)[[1, 0, 2]]) / 3)
+        z.zero_grad()
+        fused = tt.softmax_cross_entropy(z, labels)     # the default reduction is the mean
+        fused.backward()
+        assert fused.item() == loss.item()
+        np.testing.assert_array_equal(z.grad, (p - np.eye(3)[[1, 0, 2]]) / 3)
     # Off the tape too (no input needs a gradient): still computed from the logits.
     assert tt.cross_entropy(tt.softmax(tt.tensor([[1e4, -1e4]])), np.array([1])).item() == 2e4
 

@@ -409,7 +409,7 @@ def _sce_rows_rule(g, z, y, reduction):
 
 
 # Cross-entropy of softmax(logits) as one fused, stable primitive (nn.CrossEntropyLoss).
-softmax_cross_entropy = defprim(
+_softmax_cross_entropy = defprim(
     lambda z, y, reduction="mean": _rows_from_logits(z, y, reduction), "softmax_cross_entropy",
     vjp=[lambda g, ans, z, y, reduction: _sce_rows_rule(g, z, y, reduction),
          lambda g, ans, z, y, reduction:
@@ -477,6 +477,14 @@ def concatenate(tensors, axis=0):
 
 def stack(tensors, axis=0):
     return _stack(*tensors, axis=axis)
+
+
+def softmax_cross_entropy(logits, y, reduction="mean"):
+    """cross_entropy(softmax(logits), y) as one fused primitive: stable for any finite logits.
+
+    `y` holds integer class indices of shape logits.shape[:-1], or labels of logits' shape.
+    """
+    return _softmax_cross_entropy(logits, y, reduction=reduction)
 
 
 def cross_entropy(p, y, reduction="mean"):
