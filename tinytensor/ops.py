@@ -55,23 +55,45 @@ def _keepdims(g, in_shape, axis, keepdims):
     if keepdims:
         return g
     axes = _reduced_axes(len(in_shape), axis)
-    return np.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
+    return g.reshape(tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
 
 
 def _spread(g, x, axis, keepdims):
     """The VJP of summing `x` over `axis`: copy `g` back along the reduced axes."""
-    return np.broadcast_to(_keepdims(g, np.shape(x), axis, keepdims), np.shape(x))
+    g = _keepdims(g, x.shape, axis, keepdims)
+    if isinstance(g, Tensor):
+        return broadcast_to(g, x.shape)
+    out = np.empty(x.shape, g.dtype)   # cheaper than np.broadcast_to, and writable
+    out[...] = g
+    return out
 
 
 # ----- elementwise, one input ---------------------------------------------------------------------
 exp = elementwise(np.exp, "exp", lambda ans, x: ans)
-log = elementwise(np.log, "log", lambda ans, x: 1 / x)
+
+
+@np.errstate(divide="ignore")   # log(0) = -inf is the exact limit, not an error: no RuntimeWarning
+def _log_forward(x):
+    return np.log(x)
+
+
+@np.errstate(divide="ignore")   # log'(0) = inf, as PyTorch, with no RuntimeWarning
+def _log_deriv(ans, x):
+    return 1 / x
+
+
+@np.errstate(divide="ignore")   # sqrt'(0) = inf, as PyTorch, with no RuntimeWarning
+def _sqrt_deriv(ans, x):
+    return 0.5 / ans
+
+
+log = elementwise(_log_forward, "log", _log_deriv)
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x))
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x))
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans)
 sigmoid = elementwise(scipy.special.expit, "sigmoid", lambda ans, x: ans * (1 - ans))
 relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0)   # relu'(0) = 0
-sqrt = elementwise(np.sqrt, "sqrt", lambda ans, x: 0.5 / ans)
+sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x)
 abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x))                     # abs'(0) = 0
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t])
@@ -93,6 +115,8 @@ div = defprim(np.divide, "div",
 
 
 def _log_base(a):
+    if isinstance(a, (int, float)):   # a Python number stays one (weak): 2.0 ** x32 keeps float32
+        return math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
     return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
 
 
@@ -120,7 +144,7 @@ minimum = defprim(np.minimum, "minimum",
 # ----- reductions --------------------------------------------------------------------------------
 def _max_weights(ans, x, axis, keepdims):
     """Where the maximum is, as weights summing to 1 along `axis` (ties share evenly)."""
-    hit = x == _keepdims(ans, np.shape(x), axis, keepdims)
+    hit = x == _keepdims(ans, x.shape, axis, keepdims)
     return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
 
 
@@ -129,37 +153,41 @@ _sum = defprim(np.sum, "sum", nargs=1,
                jvp=[lambda t, ans, x, axis, keepdims: np.sum(t, axis=axis, keepdims=keepdims)])
 _mean = defprim(np.mean, "mean", nargs=1,
                 vjp=[lambda g, ans, x, axis, keepdims:
-                     _spread(g, x, axis, keepdims) / (np.size(x) // builtins.max(np.size(ans), 1))],
+                     _spread(g / (x.size // builtins.max(ans.size, 1)), x, axis, keepdims)],
                 jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
 _max = defprim(np.max, "max", nargs=1,
                vjp=[lambda g, ans, x, axis, keepdims:
-                    _keepdims(g, np.shape(x), axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+                    _keepdims(g, x.shape, axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
                jvp=[lambda t, ans, x, axis, keepdims:
                     np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
 
 
 def _logsumexp_forward(x, axis=None, keepdims=False):
-    shift = np.max(x, axis=axis, keepdims=True)
-    shift = np.where(np.isfinite(shift), shift, 0)           # rows of all -inf stay -inf
-    out = np.log(np.sum(np.exp(x - shift), axis=axis, keepdims=True)) + shift
-    return out if keepdims else np.squeeze(out, axis=_reduced_axes(np.ndim(x), axis))
+    x = np.asarray(x)
+    shift = x.max(axis=axis, keepdims=True)
+    if not np.isfinite(shift).all():
+        shift = np.where(np.isfinite(shift), shift, 0)       # rows of all -inf stay -inf
+    out = np.log(np.exp(x - shift).sum(axis=axis, keepdims=True)) + shift
+    return out if keepdims else out.reshape(np.delete(x.shape, _reduced_axes(x.ndim, axis)))
 
 
 def _logsumexp_weights(ans, x, axis, keepdims):   # softmax of x along axis
-    return np.exp(x - _keepdims(ans, np.shape(x), axis, keepdims))
+    w = np.exp(x - _keepdims(ans, x.shape, axis, keepdims))
+    return w / np.sum(w, axis=axis, keepdims=True)   # renormalised: ans is rounded at the scale of max(x)
 
 
 _logsumexp = defprim(
     _logsumexp_forward, "logsumexp", nargs=1,
     vjp=[lambda g, ans, x, axis, keepdims:
-         _keepdims(g, np.shape(x), axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
+         _keepdims(g, x.shape, axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
     jvp=[lambda t, ans, x, axis, keepdims:
          np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
 
 
 def _softmax_forward(x, axis=-1):
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    return e / np.sum(e, axis=axis, keepdims=True)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def _softmax_rule(g, ans, x, axis):   # the softmax Jacobian is symmetric: one formula for both
@@ -170,7 +198,16 @@ def _softmax_rule(g, ans, x, axis):   # the softmax Jacobian is symmetric: one f
 # crossEntropy(softmax(z), y) can be computed from z (finite and exact for any finite z).
 _softmax = defprim(_softmax_forward, "softmax", nargs=1, keep_inputs=True,
                    vjp=[_softmax_rule], jvp=[_softmax_rule])
-_log_softmax = defprim(lambda x, axis=-1: x - _logsumexp_forward(x, axis=axis, keepdims=True),
+
+
+def _log_softmax_forward(x, axis=-1):
+    # (x - max) - log(sum(exp(x - max))), not x - logsumexp(x): that rounds at the scale of max(x)
+    # (an error of 2e-4 at logits of 1e4 in float32).
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+_log_softmax = defprim(_log_softmax_forward,
                        "log_softmax", nargs=1,
                        vjp=[lambda g, ans, x, axis:
                             g - np.exp(ans) * np.sum(g, axis=axis, keepdims=True)],
@@ -180,7 +217,7 @@ _log_softmax = defprim(lambda x, axis=-1: x - _logsumexp_forward(x, axis=axis, k
 
 # ----- shape -------------------------------------------------------------------------------------
 _reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
-                   vjp=[lambda g, ans, x, shape: np.reshape(g, np.shape(x))],
+                   vjp=[lambda g, ans, x, shape: g.reshape(x.shape)],
                    jvp=[lambda t, ans, x, shape: np.reshape(t, shape)])
 
 
@@ -220,7 +257,7 @@ _index_adjoint = defprim(_index_adjoint_forward, "index_adjoint", nargs=1,
                          vjp=[lambda g, ans, x, index, shape: g[index]],
                          jvp=[lambda t, ans, x, index, shape: _index_adjoint(t, index=index, shape=shape)])
 getitem = defprim(lambda x, index: x[index], "getitem", nargs=1,
-                  vjp=[lambda g, ans, x, index: _index_adjoint(g, index=index, shape=np.shape(x))],
+                  vjp=[lambda g, ans, x, index: _index_adjoint(g, index=index, shape=x.shape)],
                   jvp=[lambda t, ans, x, index: t[index]])
 
 
@@ -254,25 +291,45 @@ _stack.defjvp_joint(lambda ts, ans, *xs, axis: np.stack(_zeros_for_missing(ts, x
 
 
 # ----- linear algebra ------------------------------------------------------------------------
+def _swap_last(m):   # m^T over the last two axes (.T is the cheap spelling for matrices)
+    return m.T if m.ndim == 2 else m.swapaxes(-1, -2)
+
+
 def _matmul_vjp_a(g, ans, a, b):
-    if np.ndim(b) == 1:                       # (..., n, k) @ (k,) -> (..., n), or (k,) @ (k,) -> ()
-        return g * b if np.ndim(a) == 1 else g[..., None] * b
-    if np.ndim(a) == 1:                       # (k,) @ (..., k, m) -> (..., m)
-        return np.matmul(b, g[..., None])[..., 0]
-    return np.matmul(g, np.swapaxes(b, -1, -2))
+    if b.ndim == 1:                           # (..., n, k) @ (k,) -> (..., n), or (k,) @ (k,) -> ()
+        return g * b if a.ndim == 1 else g[..., None] * b
+    if a.ndim == 1:                           # (k,) @ (..., k, m) -> (..., m)
+        return (b @ g[..., None])[..., 0]
+    return g @ _swap_last(b)
 
 
 def _matmul_vjp_b(g, ans, a, b):
-    if np.ndim(a) == 1:                       # (k,) @ (k,), or (k,) @ (..., k, m): outer product
-        return g * a if np.ndim(b) == 1 else a[:, None] * g[..., None, :]
-    if np.ndim(b) == 1:                       # (..., n, k) @ (k,): sum over n (and batch)
-        return np.matmul(g[..., None, :], a)[..., 0, :]
-    return np.matmul(np.swapaxes(a, -1, -2), g)
+    if a.ndim == 1:                           # (k,) @ (k,), or (k,) @ (..., k, m): outer product
+        return g * a if b.ndim == 1 else a[:, None] * g[..., None, :]
+    if b.ndim == 1:                           # (..., n, k) @ (k,): sum over n (and batch)
+        return (g[..., None, :] @ a)[..., 0, :]
+    return _swap_last(a) @ g
 
 
 matmul = defprim(np.matmul, "matmul",
                  vjp=[_matmul_vjp_a, _matmul_vjp_b],
-                 jvp=[lambda t, ans, a, b: np.matmul(t, b), lambda t, ans, a, b: np.matmul(a, t)])
+                 jvp=[lambda t, ans, a, b: t @ b, lambda t, ans, a, b: a @ t])
+
+
+def _linear_forward(x, W, b):
+    out = x @ W
+    out += b            # in place on the fresh product: one array fewer
+    return out
+
+
+# x @ W + b as one tape entry (nn.Linear): matmul's rules, and the bias gradient is g itself,
+# summed over the batch axes by the engine.
+_linear = defprim(_linear_forward, "linear",
+                  vjp=[lambda g, ans, x, W, b: _matmul_vjp_a(g, ans, x, W),
+                       lambda g, ans, x, W, b: _matmul_vjp_b(g, ans, x, W),
+                       lambda g, ans, x, W, b: g],
+                  jvp=[lambda t, ans, x, W, b: t @ W, lambda t, ans, x, W, b: x @ t,
+                       lambda t, ans, x, W, b: t])
 
 
 def _dot_forward(a, b):
@@ -289,11 +346,15 @@ dot = defprim(_dot_forward, "dot",
 
 
 # ----- the lecture's operations: softmax (above), crossEntropy, frobeniusNorm ----------------------
+# BLAS nrm2: one pass, and no overflow or underflow in the squares (1e200, 1e-200).
+_NRM2 = {np.dtype(np.float32): blas.snrm2, np.dtype(np.float64): blas.dnrm2}
+
+
 def _frobenius_forward(w):
     w = np.asarray(w)
-    if w.dtype in (np.float32, np.float64) and w.size:
-        # BLAS nrm2: one pass and no overflow or underflow in the squares (1e200, 1e-200).
-        return np.asarray(blas.get_blas_funcs("nrm2", dtype=w.dtype)(w.ravel()), dtype=w.dtype)
+    nrm2 = _NRM2.get(w.dtype)
+    if nrm2 is not None and w.size:
+        return np.asarray(nrm2(w.ravel()), dtype=w.dtype)
     scale = np.max(np.abs(w)) if w.size else 0
     return np.sqrt(np.sum((w / scale) ** 2)) * scale if scale else np.zeros((), w.dtype)
 
@@ -307,28 +368,44 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)])
 
 
-def _labels(y, shape, dtype):
-    """Class labels as a dense array of `shape` (one-hot from integer indices, or as given)."""
-    y_value = y.data if isinstance(y, Tensor) else np.asarray(y)
-    if np.issubdtype(y_value.dtype, np.integer) and y_value.shape == tuple(shape[:-1]):
-        if y_value.size and (y_value.min() < 0 or y_value.max() >= shape[-1]):
+def _class_indices(y, shape, check=False):
+    """The labels as integer class indices of shape shape[:-1], or None for dense labels of
+    `shape` (one-hot or soft). Anything else is an error naming both shapes."""
+    value = y.data if isinstance(y, Tensor) else np.asarray(y)
+    shape = tuple(shape)
+    if value.dtype.kind in "iu" and value.shape == shape[:-1]:
+        if check and value.size and (value.min() < 0 or value.max() >= shape[-1]):
             raise IndexError(f"cross_entropy: class indices must lie in [0, {shape[-1]}); got "
-                             f"{y_value.min()}..{y_value.max()}")
-        onehot = np.zeros(shape, dtype=dtype)
-        np.put_along_axis(onehot, y_value[..., None], 1, axis=-1)
-        return onehot
-    if y_value.shape != tuple(shape):
-        raise ValueError(f"cross_entropy: labels must have the probabilities' shape {tuple(shape)} "
-                         f"or be integer class indices of shape {tuple(shape[:-1])}; got "
-                         f"{y_value.dtype} labels of shape {y_value.shape}")
-    return y
+                             f"{value.min()}..{value.max()}")
+        return value
+    if value.shape != shape:
+        raise ValueError(f"cross_entropy: labels must have the probabilities' shape {shape} "
+                         f"or be integer class indices of shape {shape[:-1]}; got "
+                         f"{value.dtype} labels of shape {value.shape}")
+    return None
+
+
+def _labels(y, shape, dtype):
+    """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices."""
+    index = _class_indices(y, shape)
+    if index is None:
+        return y
+    onehot = np.zeros(shape, dtype=dtype)
+    onehot.reshape(-1, shape[-1])[np.arange(index.size), index.ravel()] = 1
+    return onehot
+
+
+def _at_labels(rows_by_class, index):
+    """rows_by_class[..., index]: each row's entry at its class."""
+    flat = rows_by_class.reshape(-1, rows_by_class.shape[-1])
+    return flat[np.arange(index.size), index.ravel()].reshape(index.shape)
 
 
 def _reduce_rows(rows, reduction):
     if reduction == "mean":
-        return np.mean(rows)
+        return rows.sum() / builtins.max(rows.size, 1)   # methods: NumPy's np.mean costs ~3 us more
     if reduction == "sum":
-        return np.sum(rows)
+        return rows.sum()
     if reduction == "none":
         return rows
     raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
@@ -345,9 +422,30 @@ def _row_cotangent(g, reduction, shape):
 
 def _rows_from_logits(z, y, reduction):
     """-sum(y * log_softmax(z)) per row: finite for any finite logits."""
-    y = _labels(y, np.shape(z), z.dtype)
-    log_p = z - _logsumexp_forward(z, axis=-1, keepdims=True)
-    return _reduce_rows(-np.sum(y * log_p, axis=-1), reduction)
+    index = _class_indices(y, z.shape, check=True)
+    log_p = _log_softmax_forward(z, axis=-1)
+    if index is not None:
+        return _reduce_rows(-_at_labels(log_p, index), reduction)
+    y = y.data if isinstance(y, Tensor) else np.asarray(y)
+    with np.errstate(invalid="ignore"):   # 0 * -inf is handled just below, without a warning
+        rows = -(y * log_p).sum(axis=-1)
+    if np.isnan(rows).any():              # a logit of -inf with no label mass: 0 * log 0 = 0
+        rows = -(y * np.where(y == 0, 0, log_p)).sum(axis=-1)
+    return _reduce_rows(rows, reduction)
+
+
+def _softmax_minus_labels(g, p, y, reduction):
+    """rowcotangent * (p * sum(y) - y): the exact gradient of crossEntropy(softmax(z), y) in z,
+    given p = softmax(z). No 1/p, so it is finite for any finite logits."""
+    index = _class_indices(y, p.shape)
+    scale = _row_cotangent(g, reduction, p.shape)
+    if index is not None and not isinstance(p, Tensor) and not isinstance(g, Tensor):
+        grad = p * scale                  # arrays: subtract at the labels, in place
+        flat = grad.reshape(-1, p.shape[-1])
+        flat[np.arange(index.size), index.ravel()] -= np.broadcast_to(scale, index.shape + (1,)).ravel()
+        return grad
+    y = _labels(y, p.shape, p.dtype)
+    return scale * (p * y.sum(axis=-1, keepdims=True) - y)
 
 
 def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
@@ -375,9 +473,7 @@ def _ce_vjp_y(g, ans, p, y, logits, reduction):
 
 
 def _ce_vjp_logits(g, ans, p, y, logits, reduction):
-    # p is softmax(logits) exactly, so (p * sum(y) - y) is the exact gradient, with no 1/p.
-    y = _labels(y, np.shape(p), p.dtype)
-    return _row_cotangent(g, reduction, np.shape(p)) * (p * np.sum(y, axis=-1, keepdims=True) - y)
+    return _softmax_minus_labels(g, p, y, reduction)   # p is softmax(logits) exactly
 
 
 def _ce_jvp(tangent_of_rows):
@@ -403,9 +499,7 @@ _cross_entropy = defprim(
 
 
 def _sce_rows_rule(g, z, y, reduction):
-    y = _labels(y, np.shape(z), z.dtype)
-    p = _softmax(z, axis=-1)
-    return _row_cotangent(g, reduction, np.shape(z)) * (p * np.sum(y, axis=-1, keepdims=True) - y)
+    return _softmax_minus_labels(g, _softmax(z, axis=-1), y, reduction)
 
 
 # Cross-entropy of softmax(logits) as one fused, stable primitive (nn.CrossEntropyLoss).
@@ -477,6 +571,11 @@ def concatenate(tensors, axis=0):
 
 def stack(tensors, axis=0):
     return _stack(*tensors, axis=axis)
+
+
+def linear(x, W, b=None):
+    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
+    return matmul(x, W) if b is None else _linear(x, W, b)
 
 
 def softmax_cross_entropy(logits, y, reduction="mean"):

@@ -167,6 +167,8 @@ OP_SPECS = {
     "matmul": OpSpec(ops.matmul, np.matmul, [
         ((2, 3), (3, 4)), ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((5, 2, 3), (3, 4)),
         ((2, 2, 3), (2, 3, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((4, 2, 3), (3,)), ((3,), (2, 3, 4))]),
+    "linear": OpSpec(ops._linear, lambda x, W, b: x @ W + b, [
+        ((4, 3), (3, 2), (2,)), ((3,), (3, 2), (2,)), ((2, 4, 3), (3, 2), (2,)), ((4, 3), (3, 2), (4, 2))]),
     "dot": OpSpec(ops.dot, np.dot, [((2, 3), (3, 4)), ((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4))]),
     "frobeniusNorm": OpSpec(ops.frobenius_norm, np.linalg.norm, [((3, 4),), ((5,),), ((),), ((2, 2, 2),)]),
     "crossEntropy": OpSpec(ops.cross_entropy, _ce_reference, None, sample=(probabilities, positive),

@@ -17,6 +17,7 @@ Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadc
 import inspect
 import traceback
 import weakref
+from heapq import heappop, heappush
 from operator import attrgetter
 
 import numpy as np
@@ -58,9 +59,9 @@ class Primitive:
         self.shown_nargs = shown_nargs      # how many inputs `wengert_list` shows
         self.keep_inputs = keep_inputs      # remember inputs even off the tape (see softmax)
         self.vjps = None                    # one rule per input ...
-        self.joint_vjp = None               # ... or one rule for all of them
+        self.joint_vjp = _missing_rule(self.name, "VJP", "defvjp")   # ... or one for all of them
         self.jvps = None
-        self.joint_jvp = None
+        self.joint_jvp = _missing_rule(self.name, "JVP", "defjvp")
         self.__doc__ = getattr(fun, "__doc__", None)
         REGISTRY[self.name] = self
 
@@ -75,13 +76,17 @@ class Primitive:
             self.joint_vjp, self.vjps = rules[0], None
         else:
             self._check_count(rules, "VJP")
-            self.vjps, self.joint_vjp = tuple(rules), None
+            self.vjps = tuple(_not_differentiable(self.name, i) if r is None else r
+                              for i, r in enumerate(rules))
+            self.joint_vjp = None
         return self
 
     def defjvp(self, *rules):
         """One JVP rule per input, in order, each mapping that input's tangent to the output's."""
         self._check_count(rules, "JVP")
-        self.jvps, self.joint_jvp = tuple(rules), None
+        self.jvps = tuple(_not_differentiable(self.name, i) if r is None else r
+                          for i, r in enumerate(rules))
+        self.joint_jvp = None
         return self
 
     def defjvp_joint(self, rule):
@@ -135,45 +140,29 @@ class Primitive:
             _anomaly_check_forward(out, self, args)
         return out
 
-    # ----- applying the rules (called by the sweeps) ----------------------------------------
-    def vjp(self, g, ans, node_inputs, inputs, params):
-        """The gradient of every input that needs one (None for the others)."""
-        if self.joint_vjp is not None:
-            parts = self.joint_vjp(g, ans, *inputs, **params)
-            if not isinstance(parts, (tuple, list)):
-                parts = (parts,)
-            return [p if isinstance(a, Tensor) and a.requires_grad else None
-                    for a, p in zip(node_inputs, parts)]
-        rules = self.vjps
-        if rules is None:
-            raise NotImplementedError(f"primitive {self.name} has no VJP rule (use defvjp)")
-        grads = []
-        for i, a in enumerate(node_inputs):
-            if isinstance(a, Tensor) and a.requires_grad:
-                rule = rules[i]
-                if rule is None:
-                    raise NotImplementedError(f"{self.name} is not differentiable in input {i}")
-                grads.append(rule(g, ans, *inputs, **params))
-            else:
-                grads.append(None)
-        return grads
-
     def jvp(self, tangents, ans, inputs, params):
         """The output tangent from the input tangents (None where zero); None if all are."""
-        if self.joint_jvp is not None:
-            return self.joint_jvp(tangents, ans, *inputs, **params)
         rules = self.jvps
         if rules is None:
-            raise NotImplementedError(f"primitive {self.name} has no JVP rule (use defjvp)")
+            return self.joint_jvp(tangents, ans, *inputs, **params)
         total = None
-        for i, t in enumerate(tangents):
-            if t is None:
-                continue
-            if rules[i] is None:
-                raise NotImplementedError(f"{self.name} is not differentiable in input {i}")
-            d = rules[i](t, ans, *inputs, **params)
-            total = d if total is None else total + d
+        for rule, t in zip(rules, tangents):
+            if t is not None:
+                d = rule(t, ans, *inputs, **params)
+                total = d if total is None else total + d
         return total
+
+
+def _missing_rule(name, kind, how):
+    def rule(*args, **params):
+        raise NotImplementedError(f"primitive {name} has no {kind} rule (declare it with {how})")
+    return rule
+
+
+def _not_differentiable(name, index):
+    def rule(*args, **params):
+        raise NotImplementedError(f"{name} is not differentiable in input {index}")
+    return rule
 
 
 def primitive(fun=None, *, name=None):
@@ -222,12 +211,14 @@ def unbroadcast(g, shape):
     if g.ndim < len(shape):   # a rule gave fewer axes than the input has: broadcast instead
         return np.broadcast_to(g, shape)
     lead = g.ndim - len(shape)
+    if lead and g.shape[lead:] == shape:     # only leading axes were added (a bias, say)
+        return g.sum(axis=0) if lead == 1 else g.sum(axis=tuple(range(lead)))
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
     if axes:
-        g = np.sum(g, axis=axes, keepdims=True)
+        g = g.sum(axis=axes)    # the method, not np.sum: same on Tensors, ~1.5 us less on arrays
     if g.shape != shape:
-        g = np.reshape(g, shape)
+        g = g.reshape(shape)
     return g
 
 
@@ -261,47 +252,72 @@ def _tape_of(roots, oldest=-1):
 def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf).
 
+    Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
+    a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
+    the heap every contribution to its cotangent has arrived. Traversal and sweep are one pass.
     With `create_graph` the rules are applied to Tensors, so the gradients are themselves
     recorded on the tape and can be differentiated again.
     """
     wanted = None if wrt is None else set(wrt)
-    oldest = -1 if not wrt else min(w._id for w in wrt)
-    order = _tape_of(roots, oldest)
+    oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter
     cotangent = {}
+    frontier = []
     for r, c in zip(roots, cotangents):
         if isinstance(r, Tensor) and r.requires_grad:
-            cotangent[r] = c if r not in cotangent else cotangent[r] + c
+            if r in cotangent:
+                cotangent[r] = cotangent[r] + c
+            else:
+                cotangent[r] = c
+                heappush(frontier, (-r._id, r))
     results = {}
-    for node in order:
-        g = cotangent.pop(node, None)   # freed once passed on
-        if g is None:
-            continue
+    anomaly = STATE.anomaly
+    while frontier:
+        node = heappop(frontier)[1]
+        g = cotangent.pop(node)             # complete now; freed once passed on
         prim = node._prim
         if wanted is None:
             if prim is None:
                 results[node] = g
                 continue
-        elif node in wanted:
-            results[node] = g
-        if prim is None:
-            continue
+        else:
+            if node in wanted:
+                results[node] = g
+            if prim is None:
+                continue
         inputs = node._inputs
+        if create_graph:
+            ans, args = node, inputs
+        else:
+            ans = node.data
+            args = node._values
+        params = node._params
         try:
-            if create_graph:
-                grads = prim.vjp(g, node, inputs, inputs, node._params)
-            else:
-                grads = prim.vjp(g, node.data, inputs, node._values, node._params)
+            rules = prim.vjps
+            parts = None
+            if rules is None:                # one joint rule for all inputs
+                parts = prim.joint_vjp(g, ans, *args, **params)
+                if not isinstance(parts, (tuple, list)):
+                    parts = (parts,)
+            i = -1
+            for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
+                i += 1
+                if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
+                    continue
+                ga = rules[i](g, ans, *args, **params) if parts is None else parts[i]
+                if ga is None:
+                    continue
+                if ga.shape != a.data.shape:
+                    ga = unbroadcast(ga, a.data.shape)
+                if anomaly:
+                    _anomaly_check_gradient(ga, node, a)
+                prev = cotangent.get(a)
+                if prev is None:
+                    cotangent[a] = ga
+                    heappush(frontier, (-a._id, a))
+                else:
+                    cotangent[a] = prev + ga
         except Exception as err:
             raise _rule_error(err, node, "VJP") from err
-        for a, ga in zip(inputs, grads):
-            if ga is None:
-                continue
-            if ga.shape != a.data.shape:
-                ga = unbroadcast(ga, a.data.shape)
-            if STATE.anomaly:
-                _anomaly_check_gradient(ga, node, a)
-            prev = cotangent.get(a)
-            cotangent[a] = ga if prev is None else prev + ga
     return results
 
 
@@ -314,18 +330,30 @@ def backward(output, grad=None):
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")
-        grad = np.ones_like(output.data)
+        grad = np.ones(output.shape, output.dtype)
+        handed = set()
     else:
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
         if grad.shape != output.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but {output.name or 'the output'} "
                              f"has shape {output.shape}")
         grad = grad.astype(output.dtype, copy=False)
+        handed = {id(grad)}                  # the caller's array is never handed to a leaf
     for leaf, g in reverse_sweep([output], [grad]).items():
+        dtype = leaf.data.dtype
         if leaf.grad is None:
-            leaf.grad = np.array(g, dtype=leaf.data.dtype)    # a fresh array the leaf owns
+            # A fresh result of a rule becomes the leaf's own .grad; anything that may be
+            # shared (a view, the seed, an array already given to another leaf) is copied.
+            if (type(g) is np.ndarray and g.dtype == dtype and g.base is None
+                    and g.flags.writeable and id(g) not in handed):
+                leaf.grad = g
+            else:
+                leaf.grad = np.array(g, dtype=dtype)
+            handed.add(id(leaf.grad))
+        elif leaf.grad.flags.writeable:
+            leaf.grad += g                   # accumulate in place, as PyTorch does
         else:
-            leaf.grad = leaf.grad + g.astype(leaf.data.dtype, copy=False)
+            leaf.grad = leaf.grad + g
 
 
 def forward_sweep(output, tangents):
