@@ -54,6 +54,7 @@ from .ops import (
 )
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
 from .tensor import Tensor, ones, randn, tensor, zeros
+from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
@@ -65,4 +66,5 @@ __all__ = [
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "ops",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ]

@@ -333,7 +333,8 @@ _linear = defprim(_linear_forward, "linear",
 
 
 def _dot_forward(a, b):
-    if not (1 <= np.ndim(a) <= 2 and 1 <= np.ndim(b) <= 2):
+    a, b = np.asarray(a), np.asarray(b)
+    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
         raise ValueError(f"dot takes 1-D or 2-D operands (as np.dot); got shapes {np.shape(a)} and "
                          f"{np.shape(b)}; use matmul for batches")
     return np.dot(a, b)
@@ -364,7 +365,7 @@ def _safe(norm):
 
 
 frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
-                         vjp=[lambda g, ans, w: g * w / _safe(ans)],
+                         vjp=[lambda g, ans, w: g * w / _safe(ans)],   # w / norm: finite at 1e-300
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)])
 
 
@@ -427,11 +428,9 @@ def _rows_from_logits(z, y, reduction):
     if index is not None:
         return _reduce_rows(-_at_labels(log_p, index), reduction)
     y = y.data if isinstance(y, Tensor) else np.asarray(y)
-    with np.errstate(invalid="ignore"):   # 0 * -inf is handled just below, without a warning
-        rows = -(y * log_p).sum(axis=-1)
-    if np.isnan(rows).any():              # a logit of -inf with no label mass: 0 * log 0 = 0
-        rows = -(y * np.where(y == 0, 0, log_p)).sum(axis=-1)
-    return _reduce_rows(rows, reduction)
+    if log_p.min() == -np.inf:            # a logit of -inf: 0 * log 0 = 0, and no RuntimeWarning
+        log_p = np.where(y == 0, 0, log_p)
+    return _reduce_rows(-(y * log_p).sum(axis=-1), reduction)
 
 
 def _softmax_minus_labels(g, p, y, reduction):

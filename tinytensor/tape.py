@@ -264,6 +264,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
     frontier = []
     for r, c in zip(roots, cotangents):
         if isinstance(r, Tensor) and r.requires_grad:
+            if not isinstance(c, (np.ndarray, Tensor)):
+                c = np.asarray(c, dtype=r.dtype)      # a plain number: rules need .shape
             if r in cotangent:
                 cotangent[r] = cotangent[r] + c
             else:
@@ -330,7 +332,7 @@ def backward(output, grad=None):
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")
-        grad = np.ones(output.shape, output.dtype)
+        grad = np.array(1, dtype=output.dtype).reshape(output.shape)   # np.ones costs ~1 us more
         handed = set()
     else:
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
@@ -375,7 +377,7 @@ def forward_sweep(output, tangents):
                              f"so nothing computed from it was recorded")
         tangent[x] = t.astype(x.dtype, copy=False)
     if output in tangent:
-        return tangent[output]
+        return np.array(tangent[output])           # never the caller's own array
     if not tangent or not output.requires_grad:
         return np.zeros_like(output.data)
     order = _tape_of([output], min(x._id for x in tangent))
