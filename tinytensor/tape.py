@@ -15,6 +15,7 @@ Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadc
 """
 
 import inspect
+import os
 import traceback
 import weakref
 from heapq import heappop, heappush
@@ -113,7 +114,7 @@ class Primitive:
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
-            raise type(err)(f"{self.name}: {err} (inputs: {_describe(args)})") from err
+            raise _same_kind(err, f"{self.name}: {err} (inputs: {_describe(args)})") from err
         if not any_tensor:
             return ans
         if type(ans) is not np.ndarray:   # NumPy gives scalars for 0-d results
@@ -149,7 +150,8 @@ class Primitive:
         for rule, t in zip(rules, tangents):
             if t is not None:
                 d = rule(t, ans, *inputs, **params)
-                total = d if total is None else total + d
+                if d is not None:
+                    total = d if total is None else total + d
         return total
 
 
@@ -344,18 +346,18 @@ def backward(output, grad=None):
     for leaf, g in reverse_sweep([output], [grad]).items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
-            # A fresh result of a rule becomes the leaf's own .grad; anything that may be
-            # shared (a view, the seed, an array already given to another leaf) is copied.
+            # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
+            # weight matrix per step; anything that may be shared (a view, the seed, an array
+            # already given to another leaf) is copied.
             if (type(g) is np.ndarray and g.dtype == dtype and g.base is None
                     and g.flags.writeable and id(g) not in handed):
                 leaf.grad = g
             else:
                 leaf.grad = np.array(g, dtype=dtype)
             handed.add(id(leaf.grad))
-        elif leaf.grad.flags.writeable:
-            leaf.grad += g                   # accumulate in place, as PyTorch does
         else:
-            leaf.grad = leaf.grad + g
+            # Out of place: .grad may be an array a user's rule also holds, never written into.
+            leaf.grad = leaf.grad + g.astype(dtype, copy=False)
 
 
 def forward_sweep(output, tangents):
@@ -406,22 +408,49 @@ def forward_sweep(output, tangents):
     return np.array(result, dtype=output.dtype)
 
 
+def _same_kind(err, message):
+    """An exception like `err` with a new message. Some exception types cannot be built from a
+    message alone (NumPy's _UFuncNoLoopError): then the nearest built-in base class is used."""
+    if not isinstance(err, (ValueError, TypeError, IndexError, NotImplementedError)):
+        return RuntimeError(message)
+    try:
+        return type(err)(message)
+    except Exception:   # noqa: BLE001
+        return next(k for k in (NotImplementedError, IndexError, ValueError, TypeError)
+                    if isinstance(err, k))(message)
+
+
 def _rule_error(err, node, kind):
     if isinstance(err, FloatingPointError) or getattr(err, "_tinytensor_entry", False):
         return err
     where = _creation_site(node)
     msg = (f"in the {kind} rule of tape entry {node.name or ''}{' = ' if node.name else ''}"
            f"{node._prim.name}({_describe(node._inputs)}){where}: {type(err).__name__}: {err}")
-    new = type(err)(msg) if isinstance(err, (ValueError, TypeError, IndexError,
-                                              NotImplementedError)) else RuntimeError(msg)
+    new = _same_kind(err, msg)
     new._tinytensor_entry = True
     return new
 
 
 # ----- detect_anomaly ---------------------------------------------------------------------------
 # Where each tape entry was created, only while detect_anomaly() is on: zero cost otherwise.
-_CREATED_AT = weakref.WeakKeyDictionary()
-_PACKAGE_DIR = __file__.rsplit("/", 1)[0]
+class _Sites:
+    """node -> creation site, keyed by identity (Tensor.__eq__ is elementwise, so a
+    WeakKeyDictionary cannot compare keys); an entry goes with its node."""
+
+    def __init__(self):
+        self._sites = {}
+
+    def __setitem__(self, node, site):
+        key = id(node)
+        self._sites[key] = (weakref.ref(node, lambda _, key=key: self._sites.pop(key, None)), site)
+
+    def get(self, node, default=None):
+        entry = self._sites.get(id(node))
+        return entry[1] if entry is not None and entry[0]() is node else default
+
+
+_CREATED_AT = _Sites()
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _user_frame():
