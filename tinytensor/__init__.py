@@ -8,7 +8,7 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import ops
+from . import data, nn, ops, optim, scalar
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import to_dot, wengert_list
 from .ops import (
@@ -65,6 +65,6 @@ __all__ = [
     "frobenius_norm", "crossEntropy", "frobeniusNorm",
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "ops",
+    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ]

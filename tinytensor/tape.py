@@ -325,6 +325,19 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
     return results
 
 
+_SEEDS = {}
+
+
+def _seed(dtype, shape):
+    """A read-only array of ones, made once per dtype and shape (read-only: never handed to a
+    leaf as its own .grad, always copied)."""
+    seed = _SEEDS.get((dtype, shape))
+    if seed is None:
+        seed = _SEEDS[(dtype, shape)] = np.ones(shape, dtype)
+        seed.flags.writeable = False
+    return seed
+
+
 def backward(output, grad=None):
     """`Tensor.backward`: accumulate gradients into `.grad` of the leaves."""
     if not output.requires_grad:
@@ -334,7 +347,7 @@ def backward(output, grad=None):
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")
-        grad = np.array(1, dtype=output.dtype).reshape(output.shape)   # np.ones costs ~1 us more
+        grad = _seed(output.dtype, output.shape)
         handed = set()
     else:
         grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)

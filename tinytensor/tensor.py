@@ -98,16 +98,14 @@ class Tensor:
         `grad` is the cotangent, an array of self's shape; it may be left out only when self is
         a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
         """
-        from .tape import backward
-        backward(self, grad)
+        tape.backward(self, grad)
 
     def jvp(self, tangents):
         """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
 
         Returns d(self) (an array of self's shape); inputs not named have zero tangent.
         """
-        from .tape import forward_sweep
-        return forward_sweep(self, tangents)
+        return tape.forward_sweep(self, tangents)
 
     # ----- operators: each is one primitive from the op table (ops.py) --------------------
     def __add__(self, other): return ops.add(self, other)
@@ -244,4 +242,5 @@ def randn(*shape, rng=None, dtype=None, requires_grad=False):
     return Tensor(values, requires_grad=requires_grad, dtype=dtype)
 
 
-from . import ops  # noqa: E402  (the operators above call the op table; imported last: it imports Tensor)
+# The operators and sweeps above live in modules that import Tensor: imported last.
+from . import ops, tape  # noqa: E402

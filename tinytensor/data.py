@@ -1,0 +1,42 @@
+"""Minibatches for the SGD loop.
+
+    rng = np.random.default_rng(0)
+    for epoch in range(epochs):
+        for xb, yb in tt.data.minibatches(X, y, batch_size=32, rng=rng):
+            ...
+"""
+
+import numbers
+
+import numpy as np
+
+
+def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None):
+    """Yield (xb, yb): rows of X and the matching entries of y, batch_size at a time.
+
+    X and y are arrays (or anything np.asarray takes) with the same first dimension n; batches
+    are cut along that axis. Every row appears exactly once per pass; the last batch is shorter
+    when batch_size does not divide n, unless drop_last=True drops it.
+
+    shuffle=True draws one permutation per pass from `rng`: an np.random.Generator (it advances,
+    so each epoch gets a new order; give the same seeded Generator for a reproducible run), an int
+    seed (the same order on every call), or None (fresh OS entropy). shuffle=False yields rows in
+    order, as views of X and y; shuffled batches are copies.
+    """
+    X, y = np.asarray(X), np.asarray(y)
+    if X.ndim == 0 or y.ndim == 0:
+        raise ValueError("minibatches: X and y must have a first (sample) axis")
+    if len(X) != len(y):
+        raise ValueError(f"minibatches: X has {len(X)} rows but y has {len(y)}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
+        raise ValueError(f"minibatches: batch_size must be a positive integer, got {batch_size!r}")
+    n = len(X)
+    # The permutation is drawn before the first batch is asked for, when the generator starts.
+    order = np.random.default_rng(rng).permutation(n) if shuffle else None
+    stop = n - n % batch_size if drop_last else n
+    for start in range(0, stop, batch_size):
+        if order is None:
+            yield X[start:start + batch_size], y[start:start + batch_size]
+        else:
+            idx = order[start:start + batch_size]
+            yield X[idx], y[idx]
