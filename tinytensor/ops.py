@@ -52,7 +52,7 @@ def _reduced_axes(ndim, axis):
 
 def _keepdims(g, in_shape, axis, keepdims):
     """Put back, as size-1 axes, the axes a reduction removed (so `g` broadcasts to the input)."""
-    if keepdims:
+    if keepdims or axis is None:   # nothing to put back, or a 0-d g, which broadcasts as it is
         return g
     axes = _reduced_axes(len(in_shape), axis)
     return g.reshape(tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
@@ -148,10 +148,20 @@ def _max_weights(ans, x, axis, keepdims):
     return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
 
 
-_sum = defprim(np.sum, "sum", nargs=1,
+def _sum_forward(x, axis=None, keepdims=False):
+    return np.asarray(x).sum(axis=axis, keepdims=keepdims)   # the method: ~1 us less than np.sum
+
+
+def _mean_forward(x, axis=None, keepdims=False):
+    x = np.asarray(x)
+    total = x.sum(axis=axis, keepdims=keepdims)
+    return total / (x.size // builtins.max(np.size(total), 1))   # as np.mean, without its wrapper
+
+
+_sum = defprim(_sum_forward, "sum", nargs=1,
                vjp=[lambda g, ans, x, axis, keepdims: _spread(g, x, axis, keepdims)],
                jvp=[lambda t, ans, x, axis, keepdims: np.sum(t, axis=axis, keepdims=keepdims)])
-_mean = defprim(np.mean, "mean", nargs=1,
+_mean = defprim(_mean_forward, "mean", nargs=1,
                 vjp=[lambda g, ans, x, axis, keepdims:
                      _spread(g / (x.size // builtins.max(ans.size, 1)), x, axis, keepdims)],
                 jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
