@@ -451,7 +451,7 @@ def _softmax_minus_labels(g, p, y, reduction):
     if index is not None and not isinstance(p, Tensor) and not isinstance(g, Tensor):
         grad = p * scale                  # arrays: subtract at the labels, in place
         flat = grad.reshape(-1, p.shape[-1])
-        flat[np.arange(index.size), index.ravel()] -= np.broadcast_to(scale, index.shape + (1,)).ravel()
+        flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
         return grad
     y = _labels(y, p.shape, p.dtype)
     return scale * (p * y.sum(axis=-1, keepdims=True) - y)
