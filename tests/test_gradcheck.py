@@ -29,7 +29,7 @@ def make_cube(factor_vjp=1.0, factor_jvp=1.0, name="user_cube"):
     return cube
 
 
-def test_user_primitive_works_in_both_modes():
+def test_user_primitive_works_in_both_modes(registry):
     cube = make_cube()
     x = tt.tensor([1.0, 2.0], requires_grad=True)
     y = cube(x)
@@ -40,7 +40,7 @@ def test_user_primitive_works_in_both_modes():
     assert tt.gradcheck(lambda x: cube(x), np.array([0.5, -1.5]), rtol=1e-7, atol=1e-9)
 
 
-def test_user_primitive_with_two_inputs_and_a_joint_vjp():
+def test_user_primitive_with_two_inputs_and_a_joint_vjp(registry):
     @tt.primitive
     def user_hypot(a, b):
         return np.sqrt(a * a + b * b)
@@ -50,7 +50,7 @@ def test_user_primitive_with_two_inputs_and_a_joint_vjp():
 
 
 @pytest.mark.parametrize("mode", ["rev", "fwd"])
-def test_gradcheck_catches_a_rule_off_by_a_relative_1e_3(mode):
+def test_gradcheck_catches_a_rule_off_by_a_relative_1e_3(mode, registry):
     bad = make_cube(factor_vjp=1.001 if mode == "rev" else 1.0,
                     factor_jvp=1.001 if mode == "fwd" else 1.0, name="user_bad_cube")
     x = np.array([0.7, -1.3])
@@ -63,20 +63,16 @@ def test_gradcheck_catches_a_rule_off_by_a_relative_1e_3(mode):
     assert tt.gradcheck(lambda x: bad(x), x, rtol=1e-6, atol=1e-9, modes=(other,))
 
 
-def test_check_rules_covers_user_primitives_and_flags_broken_ones(capsys):
+def test_check_rules_covers_user_primitives_and_flags_broken_ones(capsys, registry):
     make_cube(name="user_good_cube")
     make_cube(factor_vjp=1.001, name="user_broken_cube")
-    try:
-        rows = {r["op"]: r for r in tt.check_rules()}
-        printed = capsys.readouterr().out
-        assert "VJP error" in printed and "adjoint" in printed and "user_good_cube" in printed
-        assert rows["user_good_cube"]["ok"]
-        assert not rows["user_broken_cube"]["ok"]
-        assert rows["user_broken_cube"]["adjoint"] > 1e-4   # the VJP no longer transposes the JVP
-        assert all(rows[name]["ok"] for name in tt.ops.BUILTIN)
-    finally:
-        for name in ("user_good_cube", "user_broken_cube", "user_cube", "user_bad_cube", "user_hypot"):
-            tt.REGISTRY.pop(name, None)
+    rows = {r["op"]: r for r in tt.check_rules()}
+    printed = capsys.readouterr().out
+    assert "VJP error" in printed and "adjoint" in printed and "user_good_cube" in printed
+    assert rows["user_good_cube"]["ok"]
+    assert not rows["user_broken_cube"]["ok"]
+    assert rows["user_broken_cube"]["adjoint"] > 1e-4   # the VJP no longer transposes the JVP
+    assert all(rows[name]["ok"] for name in tt.ops.BUILTIN)
 
 
 def test_to_dot_lists_values_and_edges():

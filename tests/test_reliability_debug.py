@@ -23,15 +23,6 @@ def next_line():
     return inspect.currentframe().f_back.f_lineno + 1
 
 
-@pytest.fixture
-def registry():
-    """User primitives register globally by name; take the test's ones out again."""
-    saved = dict(tt.REGISTRY)
-    yield
-    tt.REGISTRY.clear()
-    tt.REGISTRY.update(saved)
-
-
 # ----- detect_anomaly: forward values ---------------------------------------------------------------
 def test_anomaly_in_a_forward_value_names_the_entry_and_the_user_line():
     x = tt.tensor([1.0, 600.0], requires_grad=True, name="x")

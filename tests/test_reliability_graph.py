@@ -171,15 +171,6 @@ def test_leaf_gradients_are_arrays_the_leaf_owns():
     np.testing.assert_array_equal(seed, [1, 1])
 
 
-@pytest.fixture
-def registry():
-    """User primitives register globally by name; take the test's ones out again."""
-    saved = dict(tt.REGISTRY)
-    yield
-    tt.REGISTRY.clear()
-    tt.REGISTRY.update(saved)
-
-
 def test_accumulation_never_writes_into_an_array_a_rule_returned(registry):
     jacobian_t = np.array([1.0, 1.0])           # a constant the rule returns as it is
 
