@@ -148,6 +148,18 @@ def test_softmax_family_is_stable():
         assert tt.logsumexp(x).item() == 1e4
 
 
+def test_power_with_exponent_zero_has_gradient_zero_at_zero():
+    x = leaf([0.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (x ** 0).backward(np.ones(2))
+        np.testing.assert_array_equal(x.grad, [0.0, 0.0])          # as PyTorch: no 0 * inf
+        np.testing.assert_array_equal((x ** 0).jvp({x: np.ones(2)}), [0.0, 0.0])
+    e = leaf([0.0, 1.0])
+    (tt.tensor([0.0, 3.0], requires_grad=True) ** e).sum().backward()
+    np.testing.assert_array_equal(e.grad, [0.0, 3.0 * np.log(3.0)])
+
+
 def test_frobenius_norm_gradient_at_zero_is_zero():
     W = leaf(np.zeros((3, 2)))
     n = tt.frobenius_norm(W)

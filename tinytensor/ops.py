@@ -120,10 +120,14 @@ def _log_base(a):
     return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
 
 
+def _power_slope(a, b):
+    return b * a ** (b - 1 + (b == 0))   # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf
+
+
 power = defprim(np.power, "power",
-                vjp=[lambda g, ans, a, b: g * (b * a ** (b - 1)),
+                vjp=[lambda g, ans, a, b: g * _power_slope(a, b),
                      lambda g, ans, a, b: g * (ans * _log_base(a))],
-                jvp=[lambda t, ans, a, b: t * (b * a ** (b - 1)),
+                jvp=[lambda t, ans, a, b: t * _power_slope(a, b),
                      lambda t, ans, a, b: t * (ans * _log_base(a))])
 
 
