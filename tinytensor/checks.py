@@ -128,7 +128,8 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
 
 
 # ----- the per-primitive check (tests/test_ops.py and check_rules) -----------------------------------
-def _max_rel_error(a, b):
+def _max_rel_error(a, b, floor=1.0):
+    """max |a - b| relative to the largest |b|, or to `floor` if that is larger."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape:
@@ -137,7 +138,7 @@ def _max_rel_error(a, b):
         return 0.0
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         return np.inf
-    return float(np.max(np.abs(a - b)) / max(1.0, float(np.max(np.abs(b)))))
+    return float(np.max(np.abs(a - b)) / max(floor, float(np.max(np.abs(b)))))
 
 
 def check_op(call, args, params=None, reference=None, eps=1e-6, rng=0, float32=True):
@@ -160,8 +161,9 @@ def check_op(call, args, params=None, reference=None, eps=1e-6, rng=0, float32=T
     if reference is not None:
         errors["forward"] = _max_rel_error(out.data, reference(*args, **params))
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
-    errors["vjp"] = max([_max_rel_error(a, n) for a, n in zip(jac["rev"], numerical)], default=0.0)
-    errors["jvp"] = max([_max_rel_error(a, n) for a, n in zip(jac["fwd"], numerical)], default=0.0)
+    # Relative to the Jacobian's own scale down to 1e-3, so small gradients are checked too.
+    errors["vjp"] = max([_max_rel_error(a, n, 1e-3) for a, n in zip(jac["rev"], numerical)], default=0.0)
+    errors["jvp"] = max([_max_rel_error(a, n, 1e-3) for a, n in zip(jac["fwd"], numerical)], default=0.0)
     errors["adjoint"] = _adjoint_error(f, args, rng)
     errors["float32"] = _float32_error(f, args, rng) if float32 else 0.0
     return errors
