@@ -397,11 +397,22 @@ def forward_sweep(output, tangents):
         return np.zeros_like(output.data)
     order = _tape_of([output], min(x._id for x in tangent))
     order.reverse()
+    uses = {}            # how many entries still need each node's tangent: freed after the last
+    for node in order:
+        if node._prim is not None:
+            for a in node._inputs:
+                if isinstance(a, Tensor):
+                    uses[a] = uses.get(a, 0) + 1
     for node in order:
         prim = node._prim
         if prim is None or node in tangent:
             continue
         ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
+        for a in node._inputs:
+            if isinstance(a, Tensor):
+                uses[a] -= 1
+                if not uses[a] and a is not output:
+                    tangent.pop(a, None)
         if not any(t is not None for t in ts):
             continue
         try:
