@@ -303,3 +303,14 @@ def test_cross_entropy_validates_labels():
         tt.cross_entropy(p, np.array([0, 3]))
     with pytest.raises(ValueError, match="reduction"):
         tt.cross_entropy(p, np.array([0, 1]), reduction="avg")
+    with pytest.raises(IndexError) as info:
+        tt.softmax_cross_entropy(tt.tensor(np.zeros((2, 3))), np.array([0, 3]))
+    assert str(info.value).count("cross_entropy") == 1      # the op is named once
+
+
+def test_float64_labels_do_not_promote_a_float32_loss():
+    z = leaf(np.zeros((2, 3), np.float32))
+    onehot = np.eye(3)[[0, 2]]                              # float64
+    for loss in (tt.cross_entropy(tt.softmax(z), onehot), tt.softmax_cross_entropy(z, onehot),
+                 tt.cross_entropy(tt.softmax(z).detach() + 0, onehot)):
+        assert loss.dtype == np.float32

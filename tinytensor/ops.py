@@ -390,11 +390,11 @@ def _class_indices(y, shape, check=False):
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
         if check and value.size and (value.min() < 0 or value.max() >= shape[-1]):
-            raise IndexError(f"cross_entropy: class indices must lie in [0, {shape[-1]}); got "
+            raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
                              f"{value.min()}..{value.max()}")
         return value
     if value.shape != shape:
-        raise ValueError(f"cross_entropy: labels must have the probabilities' shape {shape} "
+        raise ValueError(f"labels must have the probabilities' shape {shape} "
                          f"or be integer class indices of shape {shape[:-1]}; got "
                          f"{value.dtype} labels of shape {value.shape}")
     return None
@@ -423,7 +423,7 @@ def _reduce_rows(rows, reduction):
         return rows.sum()
     if reduction == "none":
         return rows
-    raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
 def _row_cotangent(g, reduction, shape):
@@ -591,12 +591,22 @@ def linear(x, W, b=None):
     return matmul(x, W) if b is None else _linear(x, W, b)
 
 
+def _labels_like(y, p):
+    """Label data (not a Tensor) in p's float dtype: float64 one-hot labels must not silently
+    turn a float32 model's loss into float64. Integer class indices stay integers."""
+    if isinstance(y, Tensor):
+        return y
+    y = np.asarray(y)
+    dtype = p.dtype if isinstance(p, Tensor) else np.asarray(p).dtype
+    return y.astype(dtype) if y.dtype.kind == "f" and dtype.kind == "f" and y.dtype != dtype else y
+
+
 def softmax_cross_entropy(logits, y, reduction="mean"):
     """cross_entropy(softmax(logits), y) as one fused primitive: stable for any finite logits.
 
     `y` holds integer class indices of shape logits.shape[:-1], or labels of logits' shape.
     """
-    return _softmax_cross_entropy(logits, y, reduction=reduction)
+    return _softmax_cross_entropy(logits, _labels_like(y, logits), reduction=reduction)
 
 
 def cross_entropy(p, y, reduction="mean"):
@@ -610,7 +620,7 @@ def cross_entropy(p, y, reduction="mean"):
     logits = None
     if isinstance(p, Tensor) and p._prim is _softmax and p._params["axis"] in (-1, p.ndim - 1):
         logits = p._inputs[0]
-    return _cross_entropy(p, y, logits, reduction=reduction)
+    return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
 
 
 # Every primitive declared above (user primitives register later).

@@ -28,11 +28,6 @@ class CrossEntropyLoss(Module):
         self.reduction = _check_reduction(reduction)
 
     def forward(self, logits, target):
-        if not isinstance(target, Tensor):
-            target = np.asarray(target)
-            if target.dtype.kind == "f" and target.dtype != logits.dtype:
-                # float64 one-hot labels must not silently promote a float32 model's loss.
-                target = target.astype(logits.dtype)
         return ops.softmax_cross_entropy(logits, target, reduction=self.reduction)
 
 
