@@ -501,31 +501,23 @@ def _ce_jvp_p(t, ans, p, y, logits, reduction):
     return _reduce_rows(-np.sum(t * y / (p + (y == 0)), axis=-1), reduction)
 
 
+_ce_jvp_y = _ce_jvp(lambda t, p, y, logits: -t * _ce_log_p(p, logits))
+_ce_jvp_logits = _ce_jvp(lambda t, p, y, logits: t * _softmax_minus_labels(1, p, y, "sum"))
+
 _cross_entropy = defprim(
     _cross_entropy_forward, "crossEntropy", nargs=3, shown_nargs=2,
     vjp=[_ce_vjp_p, _ce_vjp_y, _ce_vjp_logits],
-    jvp=[_ce_jvp_p,
-         _ce_jvp(lambda t, p, y, logits: -t * _ce_log_p(p, logits)),
-         _ce_jvp(lambda t, p, y, logits:
-                 t * (p * np.sum(_labels(y, p.shape, p.dtype), axis=-1, keepdims=True)
-                      - _labels(y, p.shape, p.dtype)))])
+    jvp=[_ce_jvp_p, _ce_jvp_y, _ce_jvp_logits])
 
 
-def _sce_rows_rule(g, z, y, reduction):
-    return _softmax_minus_labels(g, _softmax(z, axis=-1), y, reduction)
-
-
-# Cross-entropy of softmax(logits) as one fused, stable primitive (nn.CrossEntropyLoss).
+# Cross-entropy of softmax(logits) as one fused, stable primitive (nn.CrossEntropyLoss): the
+# rules are crossEntropy's logits and label rules, with p = softmax(z) recomputed.
 _softmax_cross_entropy = defprim(
     lambda z, y, reduction="mean": _rows_from_logits(z, y, reduction), "softmax_cross_entropy",
-    vjp=[lambda g, ans, z, y, reduction: _sce_rows_rule(g, z, y, reduction),
-         lambda g, ans, z, y, reduction:
-         -_row_cotangent(g, reduction, np.shape(z)) * _log_softmax(z, axis=-1)],
-    jvp=[lambda t, ans, z, y, reduction: _reduce_rows(
-             np.sum(t * _sce_rows_rule(np.ones(np.shape(z)[:-1], z.dtype)[..., None], z, y, "sum"),
-                    axis=-1), reduction),
-         lambda t, ans, z, y, reduction: _reduce_rows(
-             -np.sum(t * _log_softmax(z, axis=-1), axis=-1), reduction)])
+    vjp=[lambda g, ans, z, y, reduction: _softmax_minus_labels(g, _softmax(z, axis=-1), y, reduction),
+         lambda g, ans, z, y, reduction: _ce_vjp_y(g, ans, z, y, z, reduction)],
+    jvp=[lambda t, ans, z, y, reduction: _ce_jvp_logits(t, ans, _softmax(z, axis=-1), y, z, reduction),
+         lambda t, ans, z, y, reduction: _ce_jvp_y(t, ans, z, y, z, reduction)])
 
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------

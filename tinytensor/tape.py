@@ -407,12 +407,15 @@ def forward_sweep(output, tangents):
         prim = node._prim
         if prim is None or node in tangent:
             continue
-        ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
+        ts = []
         for a in node._inputs:
             if isinstance(a, Tensor):
+                ts.append(tangent.get(a))
                 uses[a] -= 1
                 if not uses[a] and a is not output:
-                    tangent.pop(a, None)
+                    tangent.pop(a, None)          # this was its last use
+            else:
+                ts.append(None)
         if not any(t is not None for t in ts):
             continue
         try:
