@@ -124,6 +124,7 @@ class Primitive:
         out.grad = None
         out.name = None
         out._id = _next_id()
+        out._version = -1
         if record and STATE.grad_enabled:
             out.requires_grad = True
             out._prim = self

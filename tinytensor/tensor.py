@@ -18,7 +18,7 @@ _creation_order = itertools.count()
 
 class Tensor:
     __slots__ = ("data", "grad", "requires_grad", "name",
-                 "_prim", "_inputs", "_values", "_params", "_id", "__weakref__")
+                 "_prim", "_inputs", "_values", "_params", "_id", "_version", "__weakref__")
 
     # NumPy defers to Tensor in mixed expressions (`ndarray + Tensor`, `np.exp(Tensor)`),
     # see __array_ufunc__ below.
@@ -39,6 +39,7 @@ class Tensor:
         self._values = None
         self._params = None
         self._id = next(_creation_order)
+        self._version = -1
 
     # ----- what it looks like -------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -195,6 +196,14 @@ def _init_untracked(t, data):
     t._values = None
     t._params = None
     t._id = next(_creation_order)
+    t._version = -1
+
+
+def mark_modified(t):
+    """Record that tinytensor changed `t.data` in place (in-place operators, optimizer steps,
+    load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
+    entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
+    t._version = next(_creation_order)
 
 
 def _value(x):
