@@ -52,7 +52,17 @@ from .ops import (
                   tanh,
                   transpose,
 )
-from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
+from .tape import (
+                   REGISTRY,
+                   Primitive,
+                   detect_anomaly,
+                   enable_grad,
+                   is_grad_enabled,
+                   no_grad,
+                   primitive,
+                   set_grad_enabled,
+                   unbroadcast,
+)
 from .tensor import Tensor, ones, randn, tensor, zeros
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 
@@ -63,7 +73,8 @@ __all__ = [
     "reshape", "transpose", "swapaxes", "linear", "broadcast_to", "astype", "concatenate", "stack", "dot",
     "matmul", "softmax", "log_softmax", "cross_entropy", "softmax_cross_entropy",
     "frobenius_norm", "crossEntropy", "frobeniusNorm",
-    "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",

@@ -18,12 +18,12 @@ class GradcheckError(AssertionError):
     """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
 
 
-def _is_float(x):
-    return np.issubdtype(np.asarray(x).dtype, np.inexact)
-
-
 def _as_array(x):
     return np.asarray(x.data if isinstance(x, Tensor) else x)
+
+
+def _is_float(x):
+    return np.issubdtype(_as_array(x).dtype, np.inexact)
 
 
 def _evaluate(f, args):
@@ -113,6 +113,11 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
     the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
     """
+    if not any(_is_float(_as_array(a)) for a in args):
+        raise TypeError(f"gradcheck differentiates only floating-point arguments, and none of "
+                        f"{tuple(_as_array(a).dtype.name for a in args)} is one: integer arguments "
+                        f"are passed through as constants (labels, indices). Pass floats, e.g. "
+                        f"gradcheck(f, 2.0, 5.0) rather than gradcheck(f, 2, 5)")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
     _, analytic = analytic_jacobians(f, *args, modes=modes)
     positions = [i for i, a in enumerate(args) if _is_float(_as_array(a))]
@@ -206,12 +211,27 @@ def _float32_error(f, args, rng):
     return max(_max_rel_error(a, b) for a, b in pairs)
 
 
-def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True):
+def _missing_modes(prim):
+    missing = [mode for mode, rules, joint, how in (("VJP", prim.vjps, prim.joint_vjp, "defvjp"),
+                                                    ("JVP", prim.jvps, prim.joint_jvp, "defjvp"))
+               if rules is None and joint is None]
+    if not missing:
+        return None
+    if len(missing) == 2:
+        return "no VJP rule and no JVP rule (declare them with defvjp and defjvp)"
+    have, how = ("JVP", "defvjp") if missing == ["VJP"] else ("VJP", "defjvp")
+    return f"{have} rule only: no {missing[0]} rule (declare it with {prim.name}.{how})"
+
+
+def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_failure=True):
     """Check every registered primitive (built-in and user) as the test suite does.
 
     Prints a table: op, cases, VJP error, JVP error, adjoint identity error, float32 error,
-    and returns its rows as dicts. Built-in primitives use their rows of `specs.OP_SPECS`;
-    a user primitive without one is tried on positive inputs of shape (3,).
+    and returns its rows as dicts (key "ok" says whether the row passed). If any row fails,
+    raises GradcheckError listing the failed rows after printing the table, unless
+    `raise_on_failure=False`. A primitive with a rule for one mode only fails, saying so.
+    Built-in primitives use their rows of `specs.OP_SPECS`; a user primitive without one is
+    tried on positive inputs of shape (3,).
     """
     from .specs import OP_SPECS, default_cases
     rows = []
@@ -219,8 +239,8 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True):
         spec = OP_SPECS.get(name)
         cases = spec.cases() if spec else default_cases(prim)
         worst = {"forward": 0.0, "vjp": 0.0, "jvp": 0.0, "adjoint": 0.0, "float32": 0.0}
-        failure = None
-        for args, params in cases:
+        failure = _missing_modes(prim)
+        for args, params in ([] if failure else cases):
             try:
                 errors = check_op(spec.call if spec else prim, args, params,
                                   spec.reference if spec else None,
@@ -243,4 +263,13 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True):
             else:
                 print(f"{r['op']:<24}{r['cases']:>6}{r['vjp']:>12.2e}{r['jvp']:>12.2e}"
                       f"{r['adjoint']:>12.2e}{r['float32']:>12.2e}  {'yes' if r['ok'] else 'NO'}")
+    failed = [r for r in rows if not r["ok"]]
+    if failed and raise_on_failure:
+        lines = [f"{r['op']}: {r['error']}" if r["error"] else
+                 f"{r['op']}: forward {r['forward']:.2e}, VJP {r['vjp']:.2e}, JVP {r['jvp']:.2e}, "
+                 f"adjoint {r['adjoint']:.2e}, float32 {r['float32']:.2e} (tolerance {tolerance:g}, "
+                 f"float32 {float32_tolerance:g})" for r in failed]
+        raise GradcheckError(f"check_rules: {len(failed)} of {len(rows)} primitive(s) failed "
+                             f"(pass raise_on_failure=False to get the rows instead):\n  "
+                             + "\n  ".join(lines))
     return rows

@@ -670,5 +670,30 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
         target = func if method == "__call__" else getattr(func, method)
         return target(*_unwrap(args), **_unwrap(kwargs))
     name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
-    raise TypeError(f"np.{name} has no gradient rule in tinytensor; use tinytensor operations on "
-                    f"Tensors that require gradients")
+    raise TypeError(f"np.{name} has no gradient rule in tinytensor, and a Tensor that requires grad "
+                    f"was given to it: use tinytensor operations (tt.stack([...]) or "
+                    f"tt.concatenate([...]) for lists of Tensors), t.detach() or t.numpy() for "
+                    f"the value alone, or tt.no_grad() around code that needs no gradient")
+
+
+# ----- setitem: `t[index] = v` while recording (issue 10; Tensor.__setitem__ uses it) -----------
+def _setitem_forward(x, v, index):
+    """A copy of `x` with `v` written at `index` (the previous value stays on the tape)."""
+    if not _is_basic(index):
+        hits = np.zeros(np.shape(x), dtype=np.intp)
+        np.add.at(hits, index, 1)
+        if hits.max(initial=0) > 1:
+            raise IndexError("t[index] = v with an index that repeats a position is ambiguous "
+                             "(NumPy keeps one of the writes); use distinct positions")
+    out = np.array(x, copy=True)
+    out[index] = v
+    return out
+
+
+setitem = defprim(_setitem_forward, "setitem",
+                  vjp=[lambda g, ans, x, v, index: setitem(g, 0.0, index=index),   # overwritten
+                       lambda g, ans, x, v, index: g[index]],   # the engine sums out broadcasting
+                  jvp=[lambda t, ans, x, v, index: setitem(t, 0.0, index=index),
+                       lambda t, ans, x, v, index: setitem(np.zeros_like(ans), t, index=index)])
+BUILTIN = BUILTIN | {"setitem"}
+# ----- end of setitem ------------------------------------------------------------------------------

@@ -156,6 +156,10 @@ OP_SPECS = {
         (((3,),), dict(index=np.array([0, 2, 0]), shape=(4,))),
         (((2,),), dict(index=slice(1, 3), shape=(4,))),
         (((4, 2),), dict(index=(slice(None), slice(0, 2)), shape=(4, 3)))]),
+    "setitem": OpSpec(ops.setitem, None, None, pairs=[
+        (((5,), ()), dict(index=2)), (((5,), (3,)), dict(index=slice(1, 4))),
+        (((4, 3), (4,)), dict(index=(slice(None), 1))), (((4, 3), (3,)), dict(index=np.array([0, 2]))),
+        (((4, 3), (1, 3)), dict(index=np.array([True, False, True, True]))), (((), ()), dict(index=()))]),
     "concatenate": OpSpec(lambda *xs, axis: ops.concatenate(xs, axis=axis),
                           lambda *xs, axis: np.concatenate(xs, axis=axis), None, pairs=[
         (((2, 3), (1, 3), (3, 3)), dict(axis=0)), (((2, 3), (2, 1)), dict(axis=1)),

@@ -14,6 +14,7 @@ Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadc
 `None` stands for a zero gradient or tangent, so unused branches cost nothing.
 """
 
+import functools
 import inspect
 import os
 import traceback
@@ -23,7 +24,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from .tensor import Tensor, _creation_order
+from .tensor import _LAST_WRITE, Tensor, _creation_order
 
 _new_tensor = Tensor.__new__
 _next_id = _creation_order.__next__
@@ -60,9 +61,9 @@ class Primitive:
         self.shown_nargs = shown_nargs      # how many inputs `wengert_list` shows
         self.keep_inputs = keep_inputs      # remember inputs even off the tape (see softmax)
         self.vjps = None                    # one rule per input ...
-        self.joint_vjp = _missing_rule(self.name, "VJP", "defvjp")   # ... or one for all of them
+        self.joint_vjp = None               # ... or one for all of them (None, None: no rule yet)
         self.jvps = None
-        self.joint_jvp = _missing_rule(self.name, "JVP", "defjvp")
+        self.joint_jvp = None
         self.__doc__ = getattr(fun, "__doc__", None)
         REGISTRY[self.name] = self
 
@@ -114,7 +115,8 @@ class Primitive:
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
-            raise _same_kind(err, f"{self.name}: {err} (inputs: {_describe(args)})") from err
+            raise _same_kind(err, f"{self.name}: {_plain(err, self.name, values)} "
+                                  f"(inputs: {_describe(args)})") from err
         if not any_tensor:
             return ans
         if type(ans) is not np.ndarray:   # NumPy gives scalars for 0-d results
@@ -146,6 +148,8 @@ class Primitive:
         """The output tangent from the input tangents (None where zero); None if all are."""
         rules = self.jvps
         if rules is None:
+            if self.joint_jvp is None:
+                raise _missing_rule(self.name, "JVP", "defjvp")
             return self.joint_jvp(tangents, ans, *inputs, **params)
         total = None
         for rule, t in zip(rules, tangents):
@@ -157,9 +161,30 @@ class Primitive:
 
 
 def _missing_rule(name, kind, how):
-    def rule(*args, **params):
-        raise NotImplementedError(f"primitive {name} has no {kind} rule (declare it with {how})")
-    return rule
+    err = NotImplementedError(f"primitive {name} has no {kind} rule (declare it with {name}.{how})")
+    err._tinytensor_entry = True     # already says what is wrong; not re-wrapped
+    return err
+
+
+def _plain(err, name, values):
+    """NumPy's error text, without a repeated op name and without gufunc jargon for matmul."""
+    text = str(err)
+    if text.startswith(name + ": "):
+        text = text[len(name) + 2:]
+    if text.startswith("matmul: "):
+        text = text[len("matmul: "):]
+    if "gufunc" in text or "not aligned" in text or "remapped shapes" in text:
+        a, b = (np.shape(v) for v in values[:2])
+        if len(a) == 0 or len(b) == 0:
+            return (f"matrix products do not take 0-d operands; got shapes {a} and {b} "
+                    f"(use * to multiply by a scalar)")
+        inner = "its only axis" if len(b) == 1 else "its second-to-last axis"
+        if a[-1] != b[0 if len(b) == 1 else -2]:
+            return (f"shapes {a} and {b} do not match: the last axis of the first operand "
+                    f"({a[-1]}) must equal {inner} of the second ({b[0 if len(b) == 1 else -2]})")
+        return (f"shapes {a} and {b} do not match: the batch axes (all but the last two) "
+                f"{a[:-2]} and {b[:-2]} must broadcast together")
+    return text
 
 
 def _not_differentiable(name, index):
@@ -193,15 +218,66 @@ def _describe(args):
     return "; ".join(parts)
 
 
-class no_grad:
-    """`with tt.no_grad():` records nothing (for evaluation and parameter updates)."""
+# ----- grad modes -------------------------------------------------------------------------------
+class _GradMode:
+    """A context manager and decorator that sets whether operations are recorded."""
+    enabled = None
 
     def __enter__(self):
         self._prev = STATE.grad_enabled
-        STATE.grad_enabled = False
+        STATE.grad_enabled = self.enabled
 
     def __exit__(self, *exc):
         STATE.grad_enabled = self._prev
+
+    def __call__(self, fun):
+        @functools.wraps(fun)
+        def wrapped(*args, **kwargs):
+            with self._fresh():          # a fresh one per call: calls may nest or recurse
+                return fun(*args, **kwargs)
+        return wrapped
+
+    def _fresh(self):
+        return type(self)()
+
+
+class no_grad(_GradMode):
+    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates)."""
+    enabled = False
+
+    def __new__(cls, fun=None):
+        if fun is not None and callable(fun):   # bare `@tt.no_grad`
+            return cls()(fun)
+        return super().__new__(cls)
+
+    def __init__(self, fun=None):
+        pass
+
+
+class enable_grad(_GradMode):
+    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad."""
+    enabled = True
+
+
+class set_grad_enabled(_GradMode):
+    """`tt.set_grad_enabled(flag)`, as PyTorch: sets the mode at once (so it works as a plain
+    function call), and as a context manager restores the previous mode on exit."""
+
+    def __init__(self, mode):
+        self.enabled = bool(mode)
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = self.enabled
+
+    def __enter__(self):
+        pass
+
+    def _fresh(self):
+        return set_grad_enabled(self.enabled)
+
+
+def is_grad_enabled():
+    """True while operations are recorded (outside no_grad)."""
+    return STATE.grad_enabled
 
 
 # ----- undoing broadcasting ------------------------------------------------------------------
@@ -211,11 +287,16 @@ def unbroadcast(g, shape):
     The adjoint of broadcasting `x` of `shape` up to `g.shape`; the one place it is done.
     """
     shape = tuple(shape)
-    if g.ndim < len(shape):   # a rule gave fewer axes than the input has: broadcast instead
-        return np.broadcast_to(g, shape)
     lead = g.ndim - len(shape)
-    if lead and g.shape[lead:] == shape:     # only leading axes were added (a bias, say)
+    if lead > 0 and g.shape[lead:] == shape:     # only leading axes were added (a bias, say)
         return g.sum(axis=0) if lead == 1 else g.sum(axis=tuple(range(lead)))
+    if not _broadcasts(shape, g.shape):          # the engine's shape contract
+        if _broadcasts(g.shape, shape):          # fewer or size-1 axes: constant along them
+            return np.broadcast_to(g, shape)
+        raise ValueError(f"a gradient of shape {g.shape} for an input of shape {shape}: a "
+                         f"gradient must have the input's shape, or a shape that broadcasting "
+                         f"reduces to it (or one that broadcasts to it); a transposed, flattened "
+                         f"or reshaped gradient is a bug in the rule")
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
     if axes:
@@ -223,6 +304,12 @@ def unbroadcast(g, shape):
     if g.shape != shape:
         g = g.reshape(shape)
     return g
+
+
+def _broadcasts(small, big):
+    """Whether an array of shape `small` broadcasts to shape `big`."""
+    lead = len(big) - len(small)
+    return lead >= 0 and all(n == 1 or n == m for n, m in zip(small, big[lead:]))
 
 
 # ----- the two sweeps -------------------------------------------------------------------------
@@ -252,8 +339,9 @@ def _tape_of(roots, oldest=-1):
     return nodes
 
 
-def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
-    """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf).
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):
+    """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
+    and the recorded nodes whose ids are in `retained`).
 
     Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
     a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
@@ -276,6 +364,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
                 heappush(frontier, (-r._id, r))
     results = {}
     anomaly = STATE.anomaly
+    last_write = _LAST_WRITE[0]             # entries older than the last in-place write get checked
     while frontier:
         node = heappop(frontier)[1]
         g = cotangent.pop(node)             # complete now; freed once passed on
@@ -284,6 +373,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
             if prim is None:
                 results[node] = g
                 continue
+            if retained is not None and id(node) in retained:
+                results[node] = g
         else:
             if node in wanted:
                 results[node] = g
@@ -296,14 +387,18 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
             ans = node.data
             args = node._values
         params = node._params
+        if node._id < last_write:
+            _check_saved_values(node, "backward")
+        i = -1
         try:
             rules = prim.vjps
             parts = None
             if rules is None:                # one joint rule for all inputs
+                if prim.joint_vjp is None:
+                    raise _missing_rule(prim.name, "VJP", "defvjp")
                 parts = prim.joint_vjp(g, ans, *args, **params)
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
-            i = -1
             for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
                 i += 1
                 if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
@@ -322,7 +417,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False):
                 else:
                     cotangent[a] = prev + ga
         except Exception as err:
-            raise _rule_error(err, node, "VJP") from err
+            raise _rule_error(err, node, "VJP", i) from err
     return results
 
 
@@ -357,7 +452,8 @@ def backward(output, grad=None):
                              f"has shape {output.shape}")
         grad = grad.astype(output.dtype, copy=False)
         handed = {id(grad)}                  # the caller's array is never handed to a leaf
-    for leaf, g in reverse_sweep([output], [grad]).items():
+    retained = RETAINED.ids() or None
+    for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
@@ -404,10 +500,13 @@ def forward_sweep(output, tangents):
             for a in node._inputs:
                 if isinstance(a, Tensor):
                     uses[a] = uses.get(a, 0) + 1
+    last_write = _LAST_WRITE[0]
     for node in order:
         prim = node._prim
         if prim is None or node in tangent:
             continue
+        if node._id < last_write:
+            _check_saved_values(node, "jvp")
         ts = []
         for a in node._inputs:
             if isinstance(a, Tensor):
@@ -426,7 +525,7 @@ def forward_sweep(output, tangents):
         if t is None:
             continue
         if t.shape != node.data.shape:
-            t = np.broadcast_to(t, node.data.shape)
+            t = _broadcast_tangent(t, node)
         if STATE.anomaly:
             _anomaly_check_gradient(t, node, None, kind="tangent")
         tangent[node] = t
@@ -448,12 +547,52 @@ def _same_kind(err, message):
                     if isinstance(err, k))(message)
 
 
-def _rule_error(err, node, kind):
+def _broadcast_tangent(t, node):
+    """A tangent of another shape is legitimate only when it broadcasts to the output's shape."""
+    try:
+        return np.broadcast_to(t, node.data.shape)
+    except ValueError:
+        raise ValueError(
+            f"in the JVP rule of tape entry {_entry(node)}: the rule gave a tangent of shape "
+            f"{t.shape} for an output of shape {node.data.shape}; a tangent must have the output's "
+            f"shape or one that broadcasts to it (a transposed or flattened tangent is a bug in "
+            f"the rule)") from None
+
+
+def _entry(node):
+    return (f"{node.name or ''}{' = ' if node.name else ''}{node._prim.name}"
+            f"({_describe(node._inputs)}){_creation_site(node)}")
+
+
+def _check_saved_values(node, sweep):
+    """Raise if a value this entry saved was changed in place after it was recorded."""
+    stamp = node._id
+    if node._version > stamp:
+        what = "its output"
+    else:
+        changed = [(i, a) for i, a in enumerate(node._inputs)
+                   if isinstance(a, Tensor) and a._version > stamp]
+        if not changed:
+            return
+        i, a = changed[0]
+        what = f"its input {i} ({a.name or 'tensor'} {a.shape} {a.dtype})"
+    raise RuntimeError(
+        f"{sweep}: the tape entry {_entry(node)} saved the value of {what}, which tinytensor "
+        f"modified in place after the entry was recorded (an in-place operator such as += or "
+        f"t[i] = v, an optimizer step, or load_state_dict), so its gradient would be computed "
+        f"from the new value. Do the update after backward() (forward, backward, step), or "
+        f"clone the value before changing it (t + 0 records a copy; tt.tensor(t.data) is a "
+        f"constant one)")
+
+
+def _rule_error(err, node, kind, index=-1):
     if isinstance(err, FloatingPointError) or getattr(err, "_tinytensor_entry", False):
         return err
-    where = _creation_site(node)
-    msg = (f"in the {kind} rule of tape entry {node.name or ''}{' = ' if node.name else ''}"
-           f"{node._prim.name}({_describe(node._inputs)}){where}: {type(err).__name__}: {err}")
+    target = ""
+    if index >= 0:
+        a = node._inputs[index]
+        target = f" for input {index} ({a.name or 'tensor'} {a.shape})" if isinstance(a, Tensor) else ""
+    msg = (f"in the {kind} rule of tape entry {_entry(node)}{target}: {type(err).__name__}: {err}")
     new = _same_kind(err, msg)
     new._tinytensor_entry = True
     return new
@@ -476,8 +615,12 @@ class _Sites:
         entry = self._sites.get(id(node))
         return entry[1] if entry is not None and entry[0]() is node else default
 
+    def ids(self):
+        return set(self._sites)
+
 
 _CREATED_AT = _Sites()
+RETAINED = _Sites()     # recorded Tensors whose .grad is kept (Tensor.retain_grad)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -14,6 +14,9 @@ import numpy as np
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
 _creation_order = itertools.count()
+# The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
+# entries recorded before it, so a training loop that updates after backward pays nothing.
+_LAST_WRITE = [-1]
 
 
 class Tensor:
@@ -62,6 +65,7 @@ class Tensor:
         return f"tensor({body}{extras})"
 
     def numpy(self):
+        """The value, an ndarray (shares memory): the explicit way off the tape."""
         return self.data
 
     def item(self):
@@ -76,7 +80,39 @@ class Tensor:
     def zero_grad(self):
         self.grad = None
 
+    @property
+    def is_leaf(self):
+        """True for Tensors made by the user and for any Tensor that needs no gradient (as PyTorch)."""
+        return self._prim is None or not self.requires_grad
+
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad in place and return self (as PyTorch): only on floating-point
+        Tensors, and only a leaf can stop requiring gradients."""
+        if requires_grad and not np.issubdtype(self.data.dtype, np.inexact):
+            raise TypeError(f"only floating-point tensors can require gradients; got dtype "
+                            f"{self.data.dtype} (convert first: t.astype(np.float64))")
+        if not requires_grad and not self.is_leaf:
+            raise RuntimeError("requires_grad_(False): only a leaf can stop requiring gradients; "
+                               "this Tensor was computed on the tape. Use t.detach() for a copy "
+                               "cut from the tape")
+        if requires_grad and not self.requires_grad:
+            self._prim = self._inputs = self._values = self._params = None   # a plain leaf now
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self):
+        """Keep this recorded Tensor's gradient in `.grad` after backward(), accumulating as a
+        leaf's does (a leaf keeps its gradient anyway)."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: this tensor does not require grad")
+        if not self.is_leaf:
+            tape.RETAINED[self] = True
+
     def __array__(self, dtype=None, copy=None):
+        # Implicit conversion (np.asarray, np.array([t1, t2]), SciPy functions) would drop the
+        # gradient without a word: refused while it could be recorded.
+        if self.requires_grad and tape.STATE.grad_enabled:
+            raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype))
         if dtype is not None and dtype != self.data.dtype:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
@@ -125,6 +161,23 @@ class Tensor:
     def __pos__(self): return self
     def __abs__(self): return ops.abs(self)
     def __getitem__(self, index): return ops.getitem(self, index=_plain_index(index))
+
+    # ----- in-place operators (PyTorch's semantics, see _in_place) ---------------------------
+    def __iadd__(self, other): return _in_place(self, other, ops.add, np.add, "+=")
+    def __isub__(self, other): return _in_place(self, other, ops.sub, np.subtract, "-=")
+    def __imul__(self, other): return _in_place(self, other, ops.mul, np.multiply, "*=")
+    def __itruediv__(self, other): return _in_place(self, other, ops.div, np.divide, "/=")
+
+    def __setitem__(self, index, value):
+        """`t[idx] = v`: in place when nothing needs a gradient (or under no_grad); otherwise
+        `t` becomes a new tape entry setitem(previous t, v)."""
+        index = _plain_index(index)
+        if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
+            self.data[index] = _value(value)
+            mark_modified(self)
+            return
+        _refuse_leaf(self, "t[index] = value")
+        _record_setitem(self, index, value)
 
     # Comparisons give plain boolean arrays: they carry no gradient.
     def __lt__(self, other): return self.data < _value(other)
@@ -203,7 +256,83 @@ def mark_modified(t):
     """Record that tinytensor changed `t.data` in place (in-place operators, optimizer steps,
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
-    t._version = next(_creation_order)
+    t._version = _LAST_WRITE[0] = next(_creation_order)
+
+
+_IMPLICIT_CONVERSION = (
+    "a Tensor that requires grad (shape {shape}, {dtype}) cannot be converted to a NumPy array "
+    "implicitly while recording: its gradient would be lost without a word. This happens in "
+    "np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and NumPy/SciPy "
+    "functions with no tinytensor rule (they call asarray). Use t.detach() or t.numpy() for the "
+    "value, tt.stack([...]) or tt.concatenate([...]) to combine Tensors, tinytensor operations "
+    "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
+    "needs no gradient")
+
+
+def _needs_grad(x):
+    return isinstance(x, Tensor) and x.requires_grad
+
+
+def _refuse_leaf(t, what):
+    if t.requires_grad and t._prim is None:
+        raise RuntimeError(
+            f"{what}: a leaf Tensor that requires grad (shape {t.shape}) is being used in an "
+            f"in-place operation while recording. Update parameters inside `with tt.no_grad():` "
+            f"(e.g. `with tt.no_grad(): p -= lr * p.grad`), or write `t = t + v` for a new Tensor")
+
+
+def _in_place(t, other, op, ufunc, symbol):
+    """`t += v` and friends, as PyTorch: in place on t.data when nothing needs a gradient or
+    under no_grad; refused on a leaf that requires grad; otherwise the operation is recorded
+    and the name rebound to the new Tensor (so `c += c + 1` keeps exact gradients)."""
+    if not (tape.STATE.grad_enabled and (t.requires_grad or _needs_grad(other))):
+        value = _value(other)
+        try:
+            ufunc(t.data, value, out=t.data)      # NumPy's same_kind casting, as `array += v`
+        except (TypeError, ValueError) as err:
+            raise tape._same_kind(err, f"t {symbol} v in place: t is {t.dtype} {t.shape}, v is "
+                                       f"{np.asarray(value).dtype} {np.shape(value)}: {err}") from None
+        mark_modified(t)
+        return t
+    _refuse_leaf(t, f"t {symbol} v")
+    out = op(t, other)
+    if out.shape != t.shape:
+        raise ValueError(f"t {symbol} v: the result has shape {out.shape} but t has shape "
+                         f"{t.shape}; an in-place operation cannot change the shape")
+    if out.dtype != t.dtype:
+        if not np.can_cast(out.dtype, t.dtype, "same_kind"):
+            raise TypeError(f"t {symbol} v: cannot store a {out.dtype} result in t of dtype "
+                            f"{t.dtype} (NumPy's same_kind casting rule)")
+        out = ops.astype(out, t.dtype)
+    return out
+
+
+def _record_setitem(t, index, value):
+    """Turn `t` itself into the tape entry setitem(previous t, value): the previous t lives on
+    in a fresh Tensor (`old`) that takes over its value and tape fields. Entries recorded
+    before that used `t` would now reach the new entry: t is marked modified, so they raise
+    at backward instead, except those inside `value` itself (`t[0] = t[1]`), rewired to `old`."""
+    old = _new_tensor(Tensor)
+    for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
+                 "_params", "_id", "_version"):
+        setattr(old, slot, getattr(t, slot))
+    if not np.issubdtype(t.dtype, np.inexact):
+        raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
+                        f"floating-point tensors carry gradients (make t a float tensor)")
+    if value is t:
+        value = old
+    elif isinstance(value, Tensor) and value.requires_grad and value._id > t._id:
+        for node in tape._tape_of([value], t._id + 1):
+            if node._prim is not None and any(a is t for a in node._inputs):
+                node._inputs = tuple(old if a is t else a for a in node._inputs)
+    mark_modified(t)
+    new = ops.setitem(old, value, index=index)
+    t.data, t.grad, t.requires_grad = new.data, None, True
+    t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
+    t._id = new._id
+
+
+_new_tensor = Tensor.__new__
 
 
 def _value(x):

@@ -1,0 +1,206 @@
+"""In-place operators (PyTorch's semantics) and the version check of saved values."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+
+
+def leaf(value, dtype=None):
+    return tt.tensor(value, requires_grad=True, dtype=dtype)
+
+
+OPS = {"+=": np.add, "-=": np.subtract, "*=": np.multiply, "/=": np.divide}
+
+
+def apply(op, t, v):
+    if op == "+=":
+        t += v
+    elif op == "-=":
+        t -= v
+    elif op == "*=":
+        t *= v
+    else:
+        t /= v
+    return t
+
+
+# ----- in place on the data: nothing needs a gradient, or under no_grad --------------------------
+@pytest.mark.parametrize("op", list(OPS))
+@pytest.mark.parametrize("grad_mode", ["plain", "no_grad"])
+def test_in_place_matches_numpy_and_keeps_identity(op, grad_mode):
+    rng = np.random.default_rng(0)
+    start, v = rng.uniform(1, 2, (2, 3)), rng.uniform(1, 2, (3,))
+    t = leaf(start) if grad_mode == "no_grad" else tt.tensor(start)
+    array = t.data
+    before = t
+    if grad_mode == "no_grad":
+        with tt.no_grad():
+            t = apply(op, t, tt.tensor(v))
+    else:
+        t = apply(op, t, v)
+    assert t is before and t.data is array
+    np.testing.assert_array_equal(t.data, OPS[op](start, v))
+
+
+def test_manual_sgd_update_under_no_grad_learns():
+    """PyTorch's `p -= lr * p.grad` under no_grad: the weights move (they used to stay put)."""
+    rng = np.random.default_rng(1)
+    X, w_true = rng.standard_normal((32, 3)), np.array([1.0, -2.0, 0.5])
+    y = X @ w_true
+    w = tt.zeros(3, requires_grad=True)
+    for _ in range(200):
+        loss = tt.mean((tt.tensor(X) @ w - y) ** 2)
+        w.zero_grad()
+        loss.backward()
+        with tt.no_grad():
+            w -= 0.1 * w.grad
+    np.testing.assert_allclose(w.data, w_true, atol=1e-6)
+
+
+def test_float32_stays_float32_and_numpy_casting_applies():
+    t = tt.ones(3, dtype=np.float32)
+    t += np.ones(3)                      # float64 operand: NumPy's same_kind cast, as PyTorch
+    assert t.dtype == np.float32
+    ints = tt.tensor([1, 2, 3])
+    with pytest.raises(TypeError, match="int64"):
+        ints += 0.5
+    with pytest.raises(ValueError, match=r"\(3,\).*\(2, 3\)"):
+        t += np.ones((2, 3))
+
+
+# ----- leaves that require grad, while recording: refused ------------------------------------------
+@pytest.mark.parametrize("op", list(OPS))
+def test_in_place_on_a_leaf_that_requires_grad_raises(op):
+    w = leaf([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="leaf.*requires grad.*no_grad"):
+        apply(op, w, 1.0)
+    with pytest.raises(RuntimeError, match="leaf.*requires grad.*no_grad"):
+        w[0] = 3.0
+    np.testing.assert_array_equal(w.data, [1.0, 2.0])
+
+
+# ----- recorded intermediates: the operation is recorded and the name rebound ----------------------
+def test_micrograd_style_accumulation_keeps_exact_gradients():
+    a = leaf(-4.0)
+    c = a * 2
+    c += c + 1                       # micrograd's test_sanity_check: c = 2 (2a) + 1
+    c *= 3
+    c -= a
+    c /= 2
+    c.backward()
+    assert c.item() == pytest.approx(((4 * -4.0 + 1) * 3 + 4) / 2)
+    assert a.grad == pytest.approx((4 * 3 - 1) / 2)
+
+
+def test_constant_accumulator_plus_a_tensor_that_needs_grad():
+    x = leaf([1.0, 2.0])
+    acc = tt.zeros(2)
+    for k in range(3):
+        acc += x * k
+    acc.sum().backward()
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0])
+
+
+def test_recorded_in_place_keeps_dtype_and_shape():
+    h = leaf(np.ones(3), dtype=np.float32) * 2
+    h += leaf(np.ones(3))            # float64 operand: the result is cast back, as in place
+    assert h.dtype == np.float32
+    with pytest.raises(ValueError, match="shape"):
+        h += leaf(np.ones((2, 3)))
+
+
+# ----- t[idx] = v ----------------------------------------------------------------------------------------
+def test_setitem_into_a_constant_records_exact_gradients():
+    x = leaf([1.0, 2.0])
+    out = tt.zeros(3)
+    out[0] = x[0] * 2
+    out[1:] = x ** 2
+    assert out.requires_grad and not out.is_leaf
+    (out * np.array([1.0, 10.0, 100.0])).sum().backward()
+    np.testing.assert_array_equal(out.data, [2.0, 1.0, 4.0])
+    np.testing.assert_array_equal(x.grad, [2.0 + 20.0, 400.0])
+    tangent = out.jvp({x: np.array([1.0, 0.0])})
+    np.testing.assert_array_equal(tangent, [2.0, 2.0, 0.0])
+
+
+def test_setitem_overwrites_what_it_replaces():
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 1.0
+    h[1] = 0.0                        # the gradient of x[1] goes nowhere now
+    h[[0, 2]] = h[[2, 0]]             # a swap that reads h before writing it
+    h.backward(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(h.data, [3.0, 0.0, 1.0])
+    np.testing.assert_array_equal(x.grad, [3.0, 0.0, 1.0])
+
+
+def test_setitem_in_place_without_gradients():
+    t = tt.zeros(2, 3)
+    array = t.data
+    t[0] = [1, 2, 3]
+    t[:, 1] = tt.tensor(5.0)
+    assert t.data is array
+    np.testing.assert_array_equal(t.data, [[1, 5, 3], [0, 5, 0]])
+    w = leaf(np.zeros(2))
+    with tt.no_grad():
+        w[1] = 7.0
+    np.testing.assert_array_equal(w.data, [0.0, 7.0])
+
+
+def test_setitem_after_a_use_raises_at_backward():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    y = tt.sin(h)                     # saved h's value
+    h[0] = x[1]
+    with pytest.raises(RuntimeError, match="sin.*modified"):
+        y.sum().backward()
+
+
+# ----- saved values are versioned ----------------------------------------------------------------------
+def test_optimizer_step_between_forward_and_backward_raises():
+    x = tt.tensor(np.ones((4, 3)))
+    W = leaf(np.full((3, 2), 0.5))
+    loss = tt.sum(tt.tanh(x @ W))
+    W.grad = np.ones((3, 2))
+    with tt.no_grad():
+        W -= 0.1 * W.grad             # as SGD.step() would, before loss.backward()
+    with pytest.raises(RuntimeError) as info:
+        loss.backward()
+    message = str(info.value)
+    assert "matmul" in message and "(3, 2)" in message and "modified in place" in message
+    assert "after backward" in message and "clone" in message
+    with pytest.raises(RuntimeError, match="modified in place"):
+        loss.jvp({W: np.ones((3, 2))})
+
+
+def test_in_place_on_a_recorded_output_raises():
+    x = leaf([0.5, 1.0])
+    y = tt.exp(x)                      # exp's rule reads its output
+    with tt.no_grad():
+        y *= 2
+    with pytest.raises(RuntimeError, match="exp.*modified in place"):
+        y.sum().backward()
+
+
+def test_constant_input_changed_in_place_raises():
+    x = leaf([1.0, 2.0])
+    c = tt.tensor([3.0, 4.0])
+    y = x * c
+    c += 1
+    with pytest.raises(RuntimeError, match="mul.*modified in place"):
+        y.sum().backward()
+
+
+def test_version_check_never_fires_in_a_training_loop():
+    rng = np.random.default_rng(0)
+    model = tt.nn.Sequential(tt.nn.Linear(3, 4), tt.nn.Tanh(), tt.nn.Linear(4, 1))
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    X, y = rng.standard_normal((16, 3)), rng.standard_normal((16, 1))
+    for _ in range(5):
+        loss = tt.mean((model(tt.tensor(X)) - y) ** 2)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        with tt.no_grad():
+            for p in model.parameters():
+                p *= 0.999                   # weight decay by hand, after backward
