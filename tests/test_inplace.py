@@ -204,3 +204,76 @@ def test_version_check_never_fires_in_a_training_loop():
         with tt.no_grad():
             for p in model.parameters():
                 p *= 0.999                   # weight decay by hand, after backward
+
+
+def test_detached_view_shares_the_version_both_ways():
+    x = leaf([1.0, 2.0])
+    w = leaf([3.0, 4.0])
+    y = tt.sum(x * w)
+    view = w.detach()
+    view -= 1                           # writes w's memory: w's saved value is stale
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.backward()
+    c = tt.tensor([1.0, 1.0])
+    y = tt.sum(x * c.detach())
+    c += 1                              # writes the memory the detached constant shares
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.backward()
+
+
+def test_power_in_place_and_pow_recorded():
+    t = tt.tensor([2.0, 3.0])
+    array = t.data
+    t **= 2
+    assert t.data is array
+    np.testing.assert_array_equal(t.data, [4.0, 9.0])
+    x = leaf([2.0, 3.0])
+    h = x * 1
+    h **= 3
+    h.sum().backward()
+    np.testing.assert_array_equal(x.grad, 3 * np.array([4.0, 9.0]))
+
+
+def test_in_place_refusals_name_the_problem():
+    t = tt.broadcast_to(tt.tensor([1.0, 2.0]), (3, 2))   # a read-only view
+    with pytest.raises(ValueError, match="read-only"):
+        t += 1
+    out = tt.zeros(3, dtype=np.int64)
+    with pytest.raises(TypeError, match="int64.*floating-point"):
+        out[0] = leaf(1.0)
+    h = leaf([1.0, 2.0, 3.0]) * 1
+    with pytest.raises(IndexError, match="repeats"):
+        h[[0, 0]] = leaf([1.0, 2.0])
+
+
+def test_setitem_of_a_list_of_tensors_is_refused_not_dropped():
+    x = leaf([1.0, 2.0])
+    out = tt.zeros(2)
+    with pytest.raises(TypeError, match="tt.stack"):
+        out[:] = [x[0], x[1]]
+    out[:] = tt.stack([x[1], x[0]])
+    out.sum().backward()
+    np.testing.assert_array_equal(x.grad, [1.0, 1.0])
+
+
+def test_setitem_on_zero_d_and_negative_indices():
+    x = leaf(2.0)
+    s = tt.zeros(())
+    s[()] = x * 3
+    s.backward()
+    assert x.grad == 3.0
+    y = leaf([1.0, 2.0, 3.0])
+    h = y * 1
+    h[-1] = y[0] * 10
+    h.backward(np.ones(3))
+    np.testing.assert_array_equal(y.grad, [11.0, 1.0, 0.0])
+
+
+def test_setitem_keeps_float32():
+    x = leaf(np.ones(2), dtype=np.float32)
+    out = tt.zeros(3, dtype=np.float32)
+    out[:2] = x * tt.tensor(2.0)        # a float64 value written into float32, as NumPy
+    assert out.dtype == np.float32
+    out.sum().backward()
+    assert x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0])

@@ -571,7 +571,7 @@ def _check_saved_values(node, sweep):
         what = "its output"
     else:
         changed = [(i, a) for i, a in enumerate(node._inputs)
-                   if isinstance(a, Tensor) and a._version > stamp]
+                   if isinstance(a, Tensor) and _version(a) > stamp]
         if not changed:
             return
         i, a = changed[0]
@@ -583,6 +583,13 @@ def _check_saved_values(node, sweep):
         f"from the new value. Do the update after backward() (forward, backward, step), or "
         f"clone the value before changing it (t + 0 records a copy; tt.tensor(t.data) is a "
         f"constant one)")
+
+
+def _version(t):
+    """The stamp of the last in-place write to t's memory (through t or, for a detached
+    Tensor, through the Tensor it was detached from)."""
+    base = getattr(t, "_base", None)
+    return t._version if base is None else max(t._version, base._version)
 
 
 def _rule_error(err, node, kind, index=-1):

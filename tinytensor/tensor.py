@@ -21,7 +21,8 @@ _LAST_WRITE = [-1]
 
 class Tensor:
     __slots__ = ("data", "grad", "requires_grad", "name",
-                 "_prim", "_inputs", "_values", "_params", "_id", "_version", "__weakref__")
+                 "_prim", "_inputs", "_values", "_params", "_id", "_version", "_base",
+                 "__weakref__")
 
     # NumPy defers to Tensor in mixed expressions (`ndarray + Tensor`, `np.exp(Tensor)`),
     # see __array_ufunc__ below.
@@ -72,9 +73,11 @@ class Tensor:
         return self.data.item()
 
     def detach(self):
-        """The same value, cut from the tape (shares memory, as in PyTorch)."""
+        """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
+        operator on either one counts as a write to both for the version check)."""
         out = Tensor.__new__(Tensor)
         _init_untracked(out, self.data)
+        out._base = getattr(self, "_base", None) or self   # left unset (fast) on other Tensors
         return out
 
     def zero_grad(self):
@@ -167,6 +170,7 @@ class Tensor:
     def __isub__(self, other): return _in_place(self, other, ops.sub, np.subtract, "-=")
     def __imul__(self, other): return _in_place(self, other, ops.mul, np.multiply, "*=")
     def __itruediv__(self, other): return _in_place(self, other, ops.div, np.divide, "/=")
+    def __ipow__(self, other): return _in_place(self, other, ops.power, np.power, "**=")
 
     def __setitem__(self, index, value):
         """`t[idx] = v`: in place when nothing needs a gradient (or under no_grad); otherwise
@@ -257,6 +261,9 @@ def mark_modified(t):
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
     t._version = _LAST_WRITE[0] = next(_creation_order)
+    base = getattr(t, "_base", None)     # t is a detached view: its source was written too
+    if base is not None:
+        base._version = t._version
 
 
 _IMPLICIT_CONVERSION = (
@@ -316,6 +323,9 @@ def _record_setitem(t, index, value):
     for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
                  "_params", "_id", "_version"):
         setattr(old, slot, getattr(t, slot))
+    if getattr(t, "_base", None) is not None:   # the old value shares the memory, t no longer
+        old._base = t._base
+        del t._base
     if not np.issubdtype(t.dtype, np.inexact):
         raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
                         f"floating-point tensors carry gradients (make t a float tensor)")
