@@ -112,3 +112,27 @@ def test_requires_grad_on_a_softmax_output_makes_it_a_plain_leaf():
     p = tt.softmax(z).requires_grad_()
     tt.cross_entropy(p, [[0.0, 1.0, 0.0]]).backward()
     np.testing.assert_allclose(p.grad, [[0.0, -1.0 / p.data[0, 1], 0.0]])
+
+
+def test_set_grad_enabled_as_decorator_sets_the_mode_per_call():
+    x = leaf(1.0)
+
+    @tt.set_grad_enabled(False)
+    def f(x):
+        return x * 2
+    assert tt.is_grad_enabled()              # applying the decorator changed nothing
+    assert not f(x).requires_grad
+    assert tt.is_grad_enabled()
+
+
+def test_nested_decorated_calls_restore_the_mode():
+    @tt.no_grad()
+    def inner(x):
+        return x * 2
+
+    @tt.no_grad()
+    def outer(x):
+        inner(x)
+        return tt.is_grad_enabled()
+    assert outer(leaf(1.0)) is False
+    assert tt.is_grad_enabled()
