@@ -277,3 +277,17 @@ def test_setitem_keeps_float32():
     out.sum().backward()
     assert x.grad.dtype == np.float32
     np.testing.assert_array_equal(x.grad, [2.0, 2.0])
+
+
+def test_a_detached_value_does_not_keep_its_graph_alive():
+    import gc
+    import weakref
+    x = leaf(np.ones(3))
+    loss = tt.sum(tt.exp(x) * 2)
+    kept = loss.detach()
+    ref = weakref.ref(loss)
+    del loss
+    gc.collect()
+    assert ref() is None and kept.item() == pytest.approx(3 * 2 * np.e)
+    kept += 1                                # the source is gone: nothing to mark, no error
+    assert kept.item() == pytest.approx(3 * 2 * np.e + 1)

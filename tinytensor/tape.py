@@ -600,7 +600,8 @@ def _version(t):
     """The stamp of the last in-place write to t's memory (through t or, for a detached
     Tensor, through the Tensor it was detached from)."""
     base = getattr(t, "_base", None)
-    return t._version if base is None else max(t._version, base._version)
+    source = base() if base is not None else None
+    return t._version if source is None else max(t._version, source._version)
 
 
 def _rule_error(err, node, kind, index=-1):

@@ -8,6 +8,7 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
+import weakref
 
 import numpy as np
 
@@ -77,7 +78,9 @@ class Tensor:
         operator on either one counts as a write to both for the version check)."""
         out = Tensor.__new__(Tensor)
         _init_untracked(out, self.data)
-        out._base = getattr(self, "_base", None) or self   # left unset (fast) on other Tensors
+        # Weakly: a kept value (`losses.append(loss.detach())`) must not keep its graph alive.
+        base = getattr(self, "_base", None)    # left unset (fast) on every other Tensor
+        out._base = base if base is not None and base() is not None else weakref.ref(self)
         return out
 
     def zero_grad(self):
@@ -240,8 +243,9 @@ def mark_modified(t):
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
     t._version = _LAST_WRITE[0] = next(_creation_order)
     base = getattr(t, "_base", None)     # t is a detached view: its source was written too
-    if base is not None:
-        base._version = t._version
+    source = base() if base is not None else None
+    if source is not None:
+        source._version = t._version
 
 
 _IMPLICIT_CONVERSION = (
