@@ -291,3 +291,32 @@ def test_a_detached_value_does_not_keep_its_graph_alive():
     assert ref() is None and kept.item() == pytest.approx(3 * 2 * np.e)
     kept += 1                                # the source is gone: nothing to mark, no error
     assert kept.item() == pytest.approx(3 * 2 * np.e + 1)
+
+
+def test_writes_through_views_are_caught():
+    x = leaf([1.0, 2.0, 3.0])
+    c = tt.tensor([1.0, 2.0, 3.0])
+    y = tt.sum(x * c)
+    part = c[0:2]                           # a view of c's memory
+    part += 1                               # in place through the view: c's saved value changed
+    np.testing.assert_array_equal(c.data, [2.0, 3.0, 3.0])
+    with pytest.raises(RuntimeError, match="mul.*modified in place"):
+        y.backward()
+    c2 = tt.tensor([1.0, 2.0, 3.0])
+    y2 = tt.sum(x * c2[::-1])               # the entry saved a view of c2
+    c2 *= 2                                 # writing the owner changes the saved view
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y2.backward()
+    c3 = tt.tensor([1.0, 2.0, 3.0])
+    y3 = tt.sum(x * c3)
+    c3[1:] += 1                             # t[idx] += v: read, add, write back
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y3.backward()
+
+
+def test_setitem_add_on_a_recorded_tensor_is_exact():
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 1
+    h[0] += x[1] * 5                        # h = [x0 + 5 x1, x1, x2]
+    h.backward(np.array([1.0, 10.0, 100.0]))
+    np.testing.assert_array_equal(x.grad, [1.0, 15.0, 100.0])

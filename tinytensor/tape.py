@@ -25,7 +25,7 @@ from types import MethodType
 
 import numpy as np
 
-from .tensor import _LAST_WRITE, Tensor, _creation_order
+from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 
 _new_tensor = Tensor.__new__
 _next_id = _creation_order.__next__
@@ -578,11 +578,11 @@ def _entry(node):
 def _check_saved_values(node, sweep):
     """Raise if a value this entry saved was changed in place after it was recorded."""
     stamp = node._id
-    if node._version > stamp:
+    if node._version > stamp or written_after(node.data, stamp):
         what = "its output"
     else:
-        changed = [(i, a) for i, a in enumerate(node._inputs)
-                   if isinstance(a, Tensor) and _version(a) > stamp]
+        changed = [(i, a) for i, (a, v) in enumerate(zip(node._inputs, node._values))
+                   if isinstance(a, Tensor) and (a._version > stamp or written_after(v, stamp))]
         if not changed:
             return
         i, a = changed[0]
@@ -590,18 +590,10 @@ def _check_saved_values(node, sweep):
     raise RuntimeError(
         f"{sweep}: the tape entry {_entry(node)} saved the value of {what}, which tinytensor "
         f"modified in place after the entry was recorded (an in-place operator such as += or "
-        f"t[i] = v, an optimizer step, or load_state_dict), so its gradient would be computed "
-        f"from the new value. Do the update after backward() (forward, backward, step), or "
-        f"clone the value before changing it (t + 0 records a copy; tt.tensor(t.data) is a "
-        f"constant one)")
-
-
-def _version(t):
-    """The stamp of the last in-place write to t's memory (through t or, for a detached
-    Tensor, through the Tensor it was detached from)."""
-    base = getattr(t, "_base", None)
-    source = base() if base is not None else None
-    return t._version if source is None else max(t._version, source._version)
+        f"t[i] = v, on it or on a view sharing its memory, an optimizer step, or "
+        f"load_state_dict), so its gradient would be computed from the new value. Do the update "
+        f"after backward() (forward, backward, step), or clone the value before changing it "
+        f"(t + 0 records a copy; tt.tensor(t.data) is a constant one)")
 
 
 def _rule_error(err, node, kind, index=-1):

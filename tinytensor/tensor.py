@@ -22,8 +22,7 @@ _LAST_WRITE = [-1]
 
 class Tensor:
     __slots__ = ("data", "grad", "requires_grad", "name",
-                 "_prim", "_inputs", "_values", "_params", "_id", "_version", "_base",
-                 "__weakref__")
+                 "_prim", "_inputs", "_values", "_params", "_id", "_version", "__weakref__")
 
     # NumPy defers to Tensor in mixed expressions (`ndarray + Tensor`, `np.exp(Tensor)`),
     # see __array_ufunc__ below.
@@ -75,12 +74,9 @@ class Tensor:
 
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
-        operator on either one counts as a write to both for the version check)."""
+        operator on either one is a write to both, see mark_modified)."""
         out = Tensor.__new__(Tensor)
         _init_untracked(out, self.data)
-        # Weakly: a kept value (`losses.append(loss.detach())`) must not keep its graph alive.
-        base = getattr(self, "_base", None)    # left unset (fast) on every other Tensor
-        out._base = base if base is not None and base() is not None else weakref.ref(self)
         return out
 
     def zero_grad(self):
@@ -241,11 +237,36 @@ def mark_modified(t):
     """Record that tinytensor changed `t.data` in place (in-place operators, optimizer steps,
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
-    t._version = _LAST_WRITE[0] = next(_creation_order)
-    base = getattr(t, "_base", None)     # t is a detached view: its source was written too
-    source = base() if base is not None else None
-    if source is not None:
-        source._version = t._version
+    t._version = stamp = _LAST_WRITE[0] = next(_creation_order)
+    # The memory may be shared (t.detach(), a view such as t[0] or t.T, or t a view of another
+    # Tensor's array): the write is recorded against the array that owns the memory too.
+    root = _memory_owner(t.data)
+    entry = _WRITES.get(id(root))
+    if entry is not None and entry[0]() is root:
+        entry[1] = stamp
+        return
+    try:
+        key = id(root)
+        _WRITES[key] = [weakref.ref(root, lambda _, key=key: _WRITES.pop(key, None)), stamp]
+    except TypeError:    # memory owned by an object with no weak references: t._version only
+        pass
+
+
+# id(array owning some memory) -> [weak reference to it, stamp of the last in-place write]
+_WRITES = {}
+
+
+def _memory_owner(array):
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array
+
+
+def written_after(array, stamp):
+    """Whether tinytensor wrote in place into the memory of `array` after creation stamp `stamp`."""
+    root = _memory_owner(array)
+    entry = _WRITES.get(id(root))
+    return entry is not None and entry[1] > stamp and entry[0]() is root
 
 
 _IMPLICIT_CONVERSION = (
@@ -305,9 +326,6 @@ def _record_setitem(t, index, value):
     for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
                  "_params", "_id", "_version"):
         setattr(old, slot, getattr(t, slot))
-    if getattr(t, "_base", None) is not None:   # the old value shares the memory, t no longer
-        old._base = t._base
-        del t._base
     if not np.issubdtype(t.dtype, np.inexact):
         raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
                         f"floating-point tensors carry gradients (make t a float tensor)")
@@ -317,7 +335,8 @@ def _record_setitem(t, index, value):
         for node in tape._tape_of([value], t._id + 1):
             if node._prim is not None and any(a is t for a in node._inputs):
                 node._inputs = tuple(old if a is t else a for a in node._inputs)
-    mark_modified(t)
+    # Not a write into memory (the new value is a copy): only entries that hold t itself break.
+    t._version = _LAST_WRITE[0] = next(_creation_order)
     new = ops.setitem(old, value, index=index)
     t.data, t.grad, t.requires_grad = new.data, None, True
     t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
