@@ -320,3 +320,14 @@ def test_setitem_add_on_a_recorded_tensor_is_exact():
     h[0] += x[1] * 5                        # h = [x0 + 5 x1, x1, x2]
     h.backward(np.array([1.0, 10.0, 100.0]))
     np.testing.assert_array_equal(x.grad, [1.0, 15.0, 100.0])
+
+
+def test_a_failed_setitem_changes_nothing():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    y = h * 3
+    with pytest.raises(ValueError):
+        h[0:2] = x.reshape(2, 1) * tt.ones(2, 3)        # (2, 3) does not fit in (2,)
+    np.testing.assert_array_equal(h.data, [2.0, 4.0])
+    y.sum().backward()                                   # h was not changed: no error
+    np.testing.assert_array_equal(x.grad, [6.0, 6.0])

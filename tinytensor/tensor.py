@@ -322,25 +322,23 @@ def _record_setitem(t, index, value):
     in a fresh Tensor (`old`) that takes over its value and tape fields. Entries recorded
     before that used `t` would now reach the new entry: t is marked modified, so they raise
     at backward instead, except those inside `value` itself (`t[0] = t[1]`), rewired to `old`."""
+    if not np.issubdtype(t.dtype, np.inexact):
+        raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
+                        f"floating-point tensors carry gradients (make t a float tensor)")
     old = _new_tensor(Tensor)
     for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
                  "_params", "_id", "_version"):
         setattr(old, slot, getattr(t, slot))
-    if not np.issubdtype(t.dtype, np.inexact):
-        raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
-                        f"floating-point tensors carry gradients (make t a float tensor)")
-    if value is t:
-        value = old
-    elif isinstance(value, Tensor) and value.requires_grad and value._id > t._id:
+    new = ops.setitem(old, old if value is t else value, index=index)   # may raise: t unchanged
+    if isinstance(value, Tensor) and value.requires_grad and value._id > t._id:
         for node in tape._tape_of([value], t._id + 1):
             if node._prim is not None and any(a is t for a in node._inputs):
                 node._inputs = tuple(old if a is t else a for a in node._inputs)
     # Not a write into memory (the new value is a copy): only entries that hold t itself break.
     t._version = _LAST_WRITE[0] = next(_creation_order)
-    new = ops.setitem(old, value, index=index)
     t.data, t.grad, t.requires_grad = new.data, None, True
     t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
-    t._id = new._id
+    t._id = next(_creation_order)        # after the stamp: t's own entry is not stale
 
 
 _new_tensor = Tensor.__new__
