@@ -136,3 +136,28 @@ def test_nested_decorated_calls_restore_the_mode():
         return tt.is_grad_enabled()
     assert outer(leaf(1.0)) is False
     assert tt.is_grad_enabled()
+
+
+def test_retain_grad_on_the_output_and_with_a_given_cotangent():
+    x = leaf([1.0, 2.0])
+    y = (x * 2).sum()
+    y.retain_grad()
+    y.backward()
+    assert y.grad == 1.0 and y.grad.flags.writeable
+    h = x * 2
+    h.retain_grad()
+    g = np.array([3.0, 4.0])
+    h.backward(g)
+    np.testing.assert_array_equal(h.grad, g)
+    assert h.grad is not g                     # never the caller's own array
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        tt.tensor(1.0).retain_grad()
+
+
+def test_implicit_conversion_follows_the_grad_mode():
+    x = leaf([1.0, 2.0])
+    with tt.no_grad():
+        np.asarray(x)
+        with tt.enable_grad():
+            with pytest.raises(TypeError, match="requires grad"):
+                np.asarray(x)
