@@ -86,3 +86,11 @@ def test_second_order_still_runs_the_rules_on_tensors():
     hv = tt.hvp(f, (x,), (np.ones(2),))
     expected = (2 * np.cos(x) * np.exp(x))        # d2/dx2 of sin(x) e^x, times the tangent 1
     np.testing.assert_allclose(hv, expected, rtol=1e-12)
+
+
+def test_numpy_call_with_out_is_refused_with_the_reason():
+    x = leaf([1.0, 2.0])
+    with pytest.raises(TypeError, match="plain call.*out="):
+        np.add(x, 1.0, out=np.zeros(2))
+    with pytest.raises(TypeError, match="no gradient rule"):
+        np.hstack([x, x])

@@ -331,3 +331,29 @@ def test_a_failed_setitem_changes_nothing():
     np.testing.assert_array_equal(h.data, [2.0, 4.0])
     y.sum().backward()                                   # h was not changed: no error
     np.testing.assert_array_equal(x.grad, [6.0, 6.0])
+
+
+def test_manual_update_under_no_grad_equals_the_sgd_optimizer():
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((16, 3)), rng.integers(0, 2, 16)
+
+    def train(manual):
+        model = tt.nn.Sequential(tt.nn.Linear(3, 5, rng=0, dtype=np.float64), tt.nn.Tanh(),
+                                 tt.nn.Linear(5, 2, rng=1, dtype=np.float64))
+        opt = tt.optim.SGD(model.parameters(), lr=0.5)
+        for _ in range(10):
+            loss = tt.softmax_cross_entropy(model(tt.tensor(X)), y)
+            opt.zero_grad()
+            loss.backward()
+            if manual:
+                with tt.no_grad():
+                    for p in model.parameters():
+                        p -= 0.5 * p.grad
+            else:
+                opt.step()
+        return [p.data for p in model.parameters()], loss.item()
+
+    manual, reference = train(True), train(False)
+    for a, b in zip(manual[0], reference[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    assert manual[1] == pytest.approx(reference[1], rel=1e-12)

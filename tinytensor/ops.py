@@ -755,7 +755,9 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
         target = func if method == "__call__" else getattr(func, method)
         return target(*_unwrap(args), **_unwrap(kwargs))
     name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
-    raise TypeError(f"np.{name} has no gradient rule in tinytensor, and a Tensor that requires grad "
+    why = ("is recorded only as a plain call (no out= or other keywords, no ufunc methods)"
+           if func in NUMPY_FUNCTIONS else "has no gradient rule in tinytensor")
+    raise TypeError(f"np.{name} {why}, and a Tensor that requires grad "
                     f"was given to it: use tinytensor operations (tt.stack([...]) or "
                     f"tt.concatenate([...]) for lists of Tensors), t.detach() or t.numpy() for "
                     f"the value alone, or tt.no_grad() around code that needs no gradient")
