@@ -12,6 +12,11 @@ then the static parameters as keywords:  vjp(g, ans, *inputs, **params) -> gradi
 input;  jvp(t, ans, *inputs, **params) -> output tangent for one input's tangent `t`.
 Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadcast`), and
 `None` stands for a zero gradient or tangent, so unused branches cost nothing.
+
+The engine also owns two contracts: a rule's gradient (tangent) must have its input's (output's)
+shape up to broadcasting, and an entry whose saved values tinytensor changed in place after it
+was recorded (`tensor.mark_modified`) raises instead of being differentiated; that check runs
+only on entries older than the last in-place write, so a normal training loop never pays for it.
 """
 
 import functools
@@ -185,10 +190,11 @@ def _plain(err, name, values):
         if len(a) == 0 or len(b) == 0:
             return (f"matrix products do not take 0-d operands; got shapes {a} and {b} "
                     f"(use * to multiply by a scalar)")
-        inner = "its only axis" if len(b) == 1 else "its second-to-last axis"
-        if a[-1] != b[0 if len(b) == 1 else -2]:
-            return (f"shapes {a} and {b} do not match: the last axis of the first operand "
-                    f"({a[-1]}) must equal {inner} of the second ({b[0 if len(b) == 1 else -2]})")
+        k = b[0] if len(b) == 1 else b[-2]
+        if a[-1] != k:
+            inner = "only" if len(b) == 1 else "second-to-last"
+            return (f"shapes {a} and {b} do not match: the first operand's last axis ({a[-1]}) "
+                    f"must equal the second operand's {inner} axis ({k})")
         return (f"shapes {a} and {b} do not match: the batch axes (all but the last two) "
                 f"{a[:-2]} and {b[:-2]} must broadcast together")
     return text
