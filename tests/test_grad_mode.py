@@ -40,8 +40,12 @@ def test_enable_grad_inside_no_grad():
     @tt.enable_grad()
     def f(x):
         return x * 2
+
+    @tt.enable_grad
+    def g(x):
+        return x * 2
     with tt.no_grad():
-        assert f(x).requires_grad
+        assert f(x).requires_grad and g(x).requires_grad
 
 
 def test_set_grad_enabled_as_function_and_context():

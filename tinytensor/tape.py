@@ -233,8 +233,17 @@ def _describe(args):
 
 # ----- grad modes -------------------------------------------------------------------------------
 class _GradMode:
-    """A context manager and decorator that sets whether operations are recorded."""
+    """A context manager and decorator (`@tt.no_grad()` or bare `@tt.no_grad`) that sets
+    whether operations are recorded."""
     enabled = None
+
+    def __new__(cls, fun=None):
+        if callable(fun):                 # used bare as a decorator
+            return cls()(fun)
+        return super().__new__(cls)
+
+    def __init__(self, fun=None):
+        pass
 
     def __enter__(self):
         self._prev = STATE.grad_enabled
@@ -257,14 +266,6 @@ class _GradMode:
 class no_grad(_GradMode):
     """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates)."""
     enabled = False
-
-    def __new__(cls, fun=None):
-        if fun is not None and callable(fun):   # bare `@tt.no_grad`
-            return cls()(fun)
-        return super().__new__(cls)
-
-    def __init__(self, fun=None):
-        pass
 
 
 class enable_grad(_GradMode):
