@@ -94,3 +94,11 @@ def test_numpy_call_with_out_is_refused_with_the_reason():
         np.add(x, 1.0, out=np.zeros(2))
     with pytest.raises(TypeError, match="no gradient rule"):
         np.hstack([x, x])
+
+
+def test_format_a_one_element_tensor():
+    loss = leaf(1.23456) * 2
+    assert f"{loss:.3f}" == "2.469" and f"{tt.tensor([[0.5]]):.1%}" == "50.0%"
+    assert f"{loss}" == str(loss)
+    with pytest.raises(TypeError, match=r"one-element.*\(2,\)"):
+        f"{tt.tensor([1.0, 2.0]):.2f}"

@@ -119,6 +119,15 @@ class Tensor:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
 
+    def __format__(self, spec):
+        """f"{loss:.4f}" formats a one-element Tensor as its number (as PyTorch)."""
+        if not spec:
+            return str(self)
+        if self.data.size != 1:
+            raise TypeError(f"format spec {spec!r} needs a one-element Tensor; this one has shape "
+                            f"{self.shape} (format t.numpy() or its elements)")
+        return format(self.data.item(), spec)
+
     def __bool__(self):
         return bool(self.data)
 
