@@ -359,7 +359,7 @@ def _tape_of(roots, oldest=-1):
 
 def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
-    and the recorded nodes whose ids are in `retained`).
+    and the recorded nodes in the set `retained`).
 
     Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
     a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
@@ -368,6 +368,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     recorded on the tape and can be differentiated again.
     """
     wanted = None if wrt is None else set(wrt)
+    keep = wanted if wrt is not None else retained   # recorded nodes whose cotangent is returned
     oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter
     cotangent = {}
     frontier = []
@@ -382,22 +383,17 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                 heappush(frontier, (-r._id, r))
     results = {}
     anomaly = STATE.anomaly
-    last_write = _LAST_WRITE[0]             # entries older than the last in-place write get checked
+    stale = -_LAST_WRITE[0]                 # entries older than the last in-place write get checked
     while frontier:
-        node = heappop(frontier)[1]
+        key, node = heappop(frontier)       # key = -node._id
         g = cotangent.pop(node)             # complete now; freed once passed on
         prim = node._prim
-        if wanted is None:
-            if prim is None:
+        if prim is None:
+            if wanted is None or node in wanted:
                 results[node] = g
-                continue
-            if retained is not None and id(node) in retained:
-                results[node] = g
-        else:
-            if node in wanted:
-                results[node] = g
-            if prim is None:
-                continue
+            continue
+        if keep is not None and node in keep:
+            results[node] = g
         inputs = node._inputs
         if create_graph:
             ans, args = node, inputs
@@ -405,7 +401,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             ans = node.data
             args = node._values
         params = node._params
-        if node._id < last_write:
+        if key > stale:
             _check_saved_values(node, "backward")
         i = -1
         try:
@@ -470,7 +466,7 @@ def backward(output, grad=None):
                              f"has shape {output.shape}")
         grad = grad.astype(output.dtype, copy=False)
         handed = {id(grad)}                  # the caller's array is never handed to a leaf
-    retained = RETAINED.ids() or None
+    retained = RETAINED.nodes() or None
     for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
@@ -633,8 +629,8 @@ class _Sites:
         entry = self._sites.get(id(node))
         return entry[1] if entry is not None and entry[0]() is node else default
 
-    def ids(self):
-        return set(self._sites)
+    def nodes(self):
+        return {ref() for ref, _ in self._sites.values()} - {None}
 
 
 _CREATED_AT = _Sites()
