@@ -283,7 +283,8 @@ _IMPLICIT_CONVERSION = (
     "implicitly while recording: its gradient would be lost without a word. This happens in "
     "np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and NumPy/SciPy "
     "functions with no tinytensor rule (they call asarray). Use t.detach() or t.numpy() for the "
-    "value, tt.stack([...]) or tt.concatenate([...]) to combine Tensors, tinytensor operations "
+    "value (t.item() for a number, e.g. losses to plot), tt.stack([...]) or tt.concatenate([...]) "
+    "to combine Tensors, tinytensor operations "
     "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
     "needs no gradient")
 
