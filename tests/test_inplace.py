@@ -357,3 +357,18 @@ def test_manual_update_under_no_grad_equals_the_sgd_optimizer():
     for a, b in zip(manual[0], reference[0]):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
     assert manual[1] == pytest.approx(reference[1], rel=1e-12)
+
+
+def test_numpy_out_and_at_write_into_tensors_and_count_as_writes():
+    a, b = tt.tensor([1.0, 2.0]), tt.tensor([0.0, 0.0])
+    array = b.data
+    assert np.add(a, 1.0, out=b) is b and b.data is array
+    np.testing.assert_array_equal(b.data, [2.0, 3.0])
+    x = leaf([1.0, 2.0])
+    y = tt.sum(x * b)
+    np.add.at(b, [0, 0], 1.0)
+    np.testing.assert_array_equal(b.data, [4.0, 3.0])
+    with pytest.raises(RuntimeError, match="modified in place"):
+        y.backward()
+    with pytest.raises(TypeError, match="out="):
+        np.multiply(a, 2.0, out=x)            # x requires grad: refused, not written

@@ -34,7 +34,7 @@ import scipy.special
 from scipy.linalg import blas
 
 from .tape import Primitive
-from .tensor import Tensor
+from .tensor import Tensor, mark_modified
 
 # ----- the table: what each operation is called, in tinytensor, in NumPy, as a method ---------------
 # Filled by the rows below (and by the other op modules: linalg.py, ...). tinytensor/__init__.py
@@ -753,7 +753,15 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
             return op(*args, **kwargs)
     if func in NONDIFFERENTIABLE or not _needs_grad(list(args) + list(kwargs.values())):
         target = func if method == "__call__" else getattr(func, method)
-        return target(*_unwrap(args), **_unwrap(kwargs))
+        result = target(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+        # Tensors written in place (out=, np.add.at): marked, as by an in-place operator.
+        written = kwargs.get("out", args[:1] if method == "at" else ())
+        for t in written if isinstance(written, tuple) else (written,):
+            if isinstance(t, Tensor):
+                mark_modified(t)
+        if "out" in kwargs:
+            return written[0] if isinstance(written, tuple) and len(written) == 1 else written
+        return result
     name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
     why = ("is recorded only as a plain call (no out= or other keywords, no ufunc methods)"
            if func in NUMPY_FUNCTIONS else "has no gradient rule in tinytensor")
