@@ -8,11 +8,11 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import data, nn, ops, optim, scalar
+from . import data, nn, ops, ops_elementwise, ops_reductions, optim, scalar  # noqa: F401  (ops_*: rows)
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import to_dot, wengert_list
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
-from .tensor import Tensor, ones, randn, tensor, zeros
+from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
@@ -21,6 +21,7 @@ globals().update(ops.PUBLIC)
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
+    "zeros_like", "ones_like", "full", "arange", "eye", "rand",
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",

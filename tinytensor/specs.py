@@ -14,6 +14,8 @@ import numpy as np
 import scipy.special
 
 from . import ops
+from . import ops_elementwise as ew
+from . import ops_reductions as red
 
 
 # ----- samplers: sample(rng, shape) -> array inside the op's domain ----------------------------------
@@ -32,6 +34,60 @@ def away_from_zero(rng, shape):   # kinks (relu, abs) and poles (div) stay away 
 def distinct(rng, shape):          # no ties for max, so central differences are meaningful
     n = int(np.prod(shape))
     return (rng.permutation(n) * 0.37 + rng.uniform(0, 0.1, n)).reshape(shape) - n * 0.15
+
+
+def inside_unit(rng, shape):       # arcsin, arccos, arctanh: (-1, 1), away from the poles
+    return rng.uniform(-0.9, 0.9, shape)
+
+
+def above_one(rng, shape):         # arccosh
+    return rng.uniform(1.2, 3.0, shape)
+
+
+def moderate(rng, shape):          # tan: away from its poles at +-pi/2
+    return rng.uniform(-1.2, 1.2, shape)
+
+
+def near_zero(rng, shape):         # both sides of the switch to a series (sinc)
+    return rng.uniform(-2e-3, 2e-3, shape)
+
+
+def with_zeros(rng, shape):        # prod: slices with one zero, with two, and with none
+    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+    x.flat[[i for i in (0, 5, 6) if i < x.size]] = 0.0
+    return x
+
+
+def booleans(rng, shape):          # a constant condition (where)
+    return rng.random(shape) < 0.5
+
+
+def wide(rng, shape):              # clip: x below, inside and above the bounds below/above
+    return rng.uniform(-2.5, 2.5, shape)
+
+
+def below(rng, shape):
+    return rng.uniform(-1.5, -0.2, shape)
+
+
+def above(rng, shape):
+    return rng.uniform(0.2, 1.5, shape)
+
+
+def _prod_others_reference(x, axis):
+    """The product of the others, one entry at a time (set it to 1, take the product)."""
+    out = np.empty_like(x)
+    reduced = range(x.ndim) if axis is None else [a % x.ndim for a in np.atleast_1d(axis)]
+    for index in np.ndindex(x.shape):
+        y = x.copy()
+        y[index] = 1.0
+        p = np.prod(y, axis=axis, keepdims=True)
+        out[index] = p[tuple(0 if d in reduced else i for d, i in enumerate(index))]
+    return out
+
+
+def _gelu_tanh_reference(x, approximate):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def probabilities(rng, shape):
@@ -81,6 +137,10 @@ REDUCE = [(((3, 4),), dict(axis=None, keepdims=False)), (((3, 4),), dict(axis=1,
           (((3, 4),), dict(axis=0, keepdims=True)), (((2, 3, 4),), dict(axis=(0, 2), keepdims=False)),
           (((2, 3, 4),), dict(axis=-1, keepdims=True)), (((),), dict(axis=None, keepdims=False)),
           (((5,),), dict(axis=0, keepdims=False))]
+VAR_CASES = [(shapes, dict(params, ddof=ddof)) for shapes, params in REDUCE for ddof in (0, 1)
+             if ddof == 0 or shapes != ((),)]
+ZERO_CASES = [(((3, 4),), dict(axis=1, keepdims=False)), (((3, 4),), dict(axis=0, keepdims=True)),
+              (((3, 4),), dict(axis=None, keepdims=False)), (((5,),), dict(axis=-1, keepdims=False))]
 SOFTMAX = [(((4,),), dict(axis=-1)), (((3, 4),), dict(axis=-1)), (((3, 4),), dict(axis=0)),
            (((2, 3, 4),), dict(axis=1))]
 
@@ -175,6 +235,52 @@ OP_SPECS = {
                            pairs=CE_CASES),
     "softmax_cross_entropy": OpSpec(ops._softmax_cross_entropy, _sce_reference, None,
                                     sample=(normal, positive), pairs=CE_CASES),
+    # ----- elementwise and reductions (issue 11a) -----
+    "log1p": unary(np.log1p, ew.log1p, sample=positive),
+    "expm1": unary(np.expm1, ew.expm1),
+    "log2": unary(np.log2, ew.log2, sample=positive),
+    "log10": unary(np.log10, ew.log10, sample=positive),
+    "exp2": unary(np.exp2, ew.exp2),
+    "reciprocal": unary(np.reciprocal, ew.reciprocal, sample=away_from_zero),
+    "tan": unary(np.tan, ew.tan, sample=moderate),
+    "arcsin": unary(np.arcsin, ew.arcsin, sample=inside_unit),
+    "arccos": unary(np.arccos, ew.arccos, sample=inside_unit),
+    "arctan": unary(np.arctan, ew.arctan),
+    "sinh": unary(np.sinh, ew.sinh),
+    "cosh": unary(np.cosh, ew.cosh),
+    "arcsinh": unary(np.arcsinh, ew.arcsinh),
+    "arccosh": unary(np.arccosh, ew.arccosh, sample=above_one),
+    "arctanh": unary(np.arctanh, ew.arctanh, sample=inside_unit),
+    "sinc": unary(np.sinc, ew.sinc),
+    "erf": unary(scipy.special.erf, ew.erf),
+    "softplus": unary(lambda x: np.logaddexp(0, x), ew.softplus),
+    "gelu": unary(lambda x: x * scipy.special.ndtr(x), ew.gelu),
+    "leaky_relu": OpSpec(ew.leaky_relu, lambda x, negative_slope: np.where(x > 0, x, negative_slope * x),
+                         UNARY, params=[dict(negative_slope=0.01), dict(negative_slope=0.2)],
+                         sample=away_from_zero),
+    "clone": unary(np.copy, ew.clone),
+    "hypot": binary(np.hypot, ew.hypot),
+    "arctan2": binary(np.arctan2, ew.arctan2, sample=away_from_zero),
+    "logaddexp": binary(np.logaddexp, ew.logaddexp),
+    "logaddexp2": binary(np.logaddexp2, ew.logaddexp2),
+    "remainder": binary(np.remainder, ew.remainder, sample=(normal, away_from_zero)),
+    "fmax": binary(np.fmax, ew.fmax, sample=distinct),
+    "fmin": binary(np.fmin, ew.fmin, sample=distinct),
+    "where": OpSpec(ew.where, np.where, [
+        ((3,), (3,), (3,)), ((2, 3), (3,), ()), ((2, 1), (1, 3), (2, 3)), ((), (), ()), ((3,), (2, 3), (3,))],
+        sample=(booleans, normal, normal)),
+    "clip": OpSpec(ew.clip, np.clip, [((3, 4), (3, 4), (3, 4)), ((3, 4), (), ()), ((2, 3), (3,), (2, 1)),
+                                      ((), (), ())], sample=(wide, below, above)),
+    "min": OpSpec(red.min, np.min, None, pairs=REDUCE, sample=distinct),
+    "prod": OpSpec(red.prod, np.prod, None, pairs=REDUCE),
+    "prod_others": OpSpec(red._prod_others, _prod_others_reference, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=1)), (((2, 3, 4),), dict(axis=(0, -1))),
+        (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    "var": OpSpec(red.var, np.var, None, pairs=VAR_CASES),
+    "std": OpSpec(red.std, np.std, None, pairs=VAR_CASES),
+    "cumsum": OpSpec(red.cumsum, np.cumsum, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=0)),
+        (((2, 3, 4),), dict(axis=-2)), (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.
@@ -190,4 +296,18 @@ EXTRA_SPECS = {
     "softmax_cross_entropy(labels)": OpSpec(ops.softmax_cross_entropy, _sce_reference, None,
                                             sample=(normal, class_indices(3)), pairs=CE_INDEX_CASES),
     "swapaxes": OpSpec(ops.swapaxes, np.swapaxes, None, pairs=[(((2, 3, 4),), dict(axis1=0, axis2=2))]),
+    # ----- elementwise and reductions (issue 11a) -----
+    "clip(numbers, None)": OpSpec(ew.clip, lambda x, a_min, a_max: np.clip(x, a_min, a_max), None, pairs=[
+        (((3, 4),), dict(a_min=-0.5, a_max=0.5)), (((3, 4),), dict(a_min=None, a_max=0.3)),
+        (((3, 4),), dict(a_min=-0.3, a_max=None)), (((),), dict(a_min=0.1, a_max=None))]),
+    "sinc(near 0)": OpSpec(ew.sinc, np.sinc, [((8,),)], sample=near_zero),
+    "softplus(beta)": OpSpec(ew.softplus, lambda x, beta: np.logaddexp(0, beta * x) / beta, UNARY,
+                             params=[dict(beta=2.0)]),
+    "gelu(tanh)": OpSpec(ew.gelu, _gelu_tanh_reference, UNARY, params=[dict(approximate="tanh")]),
+    "x % y (operator)": OpSpec(lambda a, b: a % b, np.remainder, [((2, 3), (3,))],
+                               sample=(normal, away_from_zero)),
+    "prod(zeros)": OpSpec(red.prod, np.prod, None, pairs=ZERO_CASES, sample=with_zeros),
+    "diff": OpSpec(red.diff, np.diff, None, pairs=[
+        (((5,),), dict(n=1)), (((3, 4),), dict(n=2, axis=1)), (((3, 4),), dict(n=1, axis=0)),
+        (((2, 3, 4),), dict(n=1, axis=-2)), (((3, 4),), dict(n=1, axis=-1, prepend=0.5, append=-1.0))]),
 }
