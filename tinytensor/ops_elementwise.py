@@ -70,12 +70,10 @@ _softplus = elementwise(lambda x: np.logaddexp(0, x), "softplus",
                         lambda ans, x: scipy.special.expit(x))
 
 
-def _gelu_forward(x):
-    return 0.5 * x * scipy.special.erfc(-x / SQRT2)   # erfc: no cancellation for negative x
-
-
-# x * Phi(x), Phi the standard normal CDF: PyTorch's default (exact) GELU.
-_gelu = elementwise(_gelu_forward, "gelu", lambda ans, x: 0.5 * (1 + scipy.special.erf(x / SQRT2))
+# x * Phi(x), Phi the standard normal CDF (scipy's ndtr: exact far out): PyTorch's default GELU.
+# Its derivative Phi(x) + x phi(x) is written with erf, which a Tensor hands back to the table.
+_gelu = elementwise(lambda x: x * scipy.special.ndtr(x), "gelu",
+                    lambda ans, x: 0.5 * (1 + scipy.special.erf(x / SQRT2))
                     + x * (ONE_OVER_SQRT_2PI * np.exp(-0.5 * (x * x))))
 
 # max(x, 0) + negative_slope * min(x, 0); its slope at 0 is negative_slope (as PyTorch).
