@@ -50,13 +50,20 @@ arctanh = elementwise(np.arctanh, "arctanh", lambda ans, x: 1 / (1 - x * x),
                       numpy=np.arctanh, method=True)
 
 
+# sinc'(x) = (cos(pi x) - sinc(x)) / x cancels near 0; there its series, x * P(x^2), with
+# P's coefficients (-1)^n 2n pi^2n / (2n+1)!, n = 1..5 (a relative error below 1e-14 in float64
+# up to 0.08, below 1e-6 in float32 up to 0.3, where the closed form takes over).
+_SINC_SERIES = [(-1) ** n * 2 * n * math.pi ** (2 * n) / math.factorial(2 * n + 1) for n in range(5, 0, -1)]
+
+
 def _sinc_deriv(ans, x):
-    """d/dx sin(pi x)/(pi x) = (cos(pi x) - sinc(x)) / x; its Taylor series near 0, where
-    that difference cancels (and sinc'(0) = 0)."""
-    small = np.abs(x) < 1e-3                 # values: the branch is not differentiated
+    small = np.abs(x) < (0.3 if x.dtype == np.float32 else 0.08)   # values: a constant branch
     safe = np.where(small, 1, x)             # the other branch stays finite (no 0/0 in grad of grad)
-    series = x * (-math.pi ** 2 / 3) + x * x * x * (math.pi ** 4 / 30)
-    return np.where(small, series, (np.cos(math.pi * safe) - np.sinc(safe)) / safe)
+    x2 = x * x
+    series = _SINC_SERIES[0]
+    for c in _SINC_SERIES[1:]:
+        series = series * x2 + c
+    return np.where(small, x * series, (np.cos(math.pi * safe) - np.sinc(safe)) / safe)
 
 
 sinc = elementwise(np.sinc, "sinc", _sinc_deriv, numpy=np.sinc, method=True)

@@ -25,9 +25,19 @@ _min = defprim(np.min, "min", nargs=1,
                     np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
 
 
+def _cast(x, dtype):
+    return x if dtype is None else (x.astype(dtype) if isinstance(x, Tensor) else np.asarray(x, dtype))
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported on Tensors; use the returned value")
+
+
 @public(numpy=(np.min, np.amin), method=True)
-def min(x, axis=None, keepdims=False):
+def min(x, axis=None, out=None, keepdims=False):
     """The minimum along `axis`; ties share the gradient evenly."""
+    _no_out("min", out)
     return _min(x, axis=axis, keepdims=keepdims)
 
 
@@ -90,10 +100,11 @@ _prod = defprim(np.prod, "prod", nargs=1,
 
 
 @public(numpy=np.prod, method=True)
-def prod(x, axis=None, keepdims=False):
+def prod(x, axis=None, dtype=None, out=None, keepdims=False):
     """The product along `axis`; its gradient is the product of the other entries (no division:
     exact when entries are zero)."""
-    return _prod(x, axis=axis, keepdims=keepdims)
+    _no_out("prod", out)
+    return _prod(_cast(x, dtype), axis=axis, keepdims=keepdims)
 
 
 # ----- var, std -------------------------------------------------------------------------------
@@ -139,16 +150,11 @@ def _ddof(ddof, correction):
     return correction
 
 
-def _cast(x, dtype):
-    return x if dtype is None else (x.astype(dtype) if isinstance(x, Tensor) else np.asarray(x, dtype))
-
-
 @public(numpy=np.var, method=True)
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The variance along `axis`, sum((x - mean)^2) / (N - ddof), as np.var (ddof=0 by default,
     where PyTorch's default is 1; `correction=` is the same as ddof)."""
-    if out is not None:
-        raise TypeError("var: out= is not supported on Tensors; use the returned value")
+    _no_out("var", out)
     return _var(_cast(x, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
 
@@ -156,8 +162,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The standard deviation, sqrt(var), as np.std (ddof=0 by default). Where the spread is
     zero (all entries equal) its gradient is 0, as PyTorch's, not the NaN of sqrt'(0)."""
-    if out is not None:
-        raise TypeError("std: out= is not supported on Tensors; use the returned value")
+    _no_out("std", out)
     return _std(_cast(x, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
 
@@ -180,8 +185,7 @@ _cumsum = deflinear(lambda x, axis: np.cumsum(x, axis=axis), "cumsum", _cumsum_v
 @public(numpy=np.cumsum, method=True)
 def cumsum(x, axis=None, dtype=None, out=None):
     """The cumulative sum along `axis`; axis=None works on the flattened x, as NumPy."""
-    if out is not None:
-        raise TypeError("cumsum: out= is not supported on Tensors; use the returned value")
+    _no_out("cumsum", out)
     return _cumsum(_cast(x, dtype), axis=axis)
 
 

@@ -48,8 +48,8 @@ def moderate(rng, shape):          # tan: away from its poles at +-pi/2
     return rng.uniform(-1.2, 1.2, shape)
 
 
-def near_zero(rng, shape):         # both sides of the switch to a series (sinc)
-    return rng.uniform(-2e-3, 2e-3, shape)
+def near_zero(rng, shape):         # sinc: both sides of its switch to a series (at 0.08), and tiny
+    return rng.uniform(-0.12, 0.12, shape) * rng.choice([1.0, 1e-4], shape)
 
 
 def with_zeros(rng, shape):        # prod: slices with one zero, with two, and with none
