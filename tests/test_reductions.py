@@ -187,3 +187,13 @@ def test_full_arange_eye_rand():
     assert tt.rand(2, rng=1, dtype=np.float32, requires_grad=True).dtype == np.float32
     with pytest.raises(TypeError, match="floating-point"):
         tt.arange(3, requires_grad=True)
+
+
+@pytest.mark.parametrize("np_fun, prim", [(np.min, "min"), (np.amin, "min"), (np.prod, "prod"),
+                                          (np.var, "var"), (np.std, "std"), (np.cumsum, "cumsum")])
+@pytest.mark.parametrize("args, kwargs", [((), {}), ((), dict(axis=-1)), ((0,), {})])
+def test_numpy_reductions_on_a_tensor_are_recorded(np_fun, prim, args, kwargs):
+    x = leaf([[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]])
+    y = np_fun(x, *args, **kwargs)
+    assert isinstance(y, tt.Tensor) and y._prim is tt.REGISTRY[prim]
+    np.testing.assert_allclose(y.data, np_fun(x.data, *args, **kwargs), rtol=1e-15)
