@@ -178,6 +178,7 @@ def test_full_arange_eye_rand():
     np.testing.assert_array_equal(tt.arange(1, 2, 0.25).data, [1.0, 1.25, 1.5, 1.75])
     np.testing.assert_array_equal(tt.arange(2, 8, 3).data, [2, 5])
     np.testing.assert_array_equal(tt.arange(3, 6).data, [3, 4, 5])
+    np.testing.assert_array_equal(tt.arange(5, step=2).data, [0, 2, 4])
     assert tt.arange(3.0, requires_grad=True).requires_grad
     np.testing.assert_array_equal(tt.eye(2, 3, k=1).data, np.eye(2, 3, k=1))
     assert tt.eye(3).dtype == np.float64 and tt.eye(2, dtype=np.float32).dtype == np.float32

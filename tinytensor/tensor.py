@@ -249,9 +249,7 @@ def full(shape, fill_value, dtype=None, requires_grad=False):
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False):
     """Evenly spaced values in [start, stop), as np.arange: integers give integers."""
-    values = np.arange(start, dtype=dtype) if stop is None and step is None else \
-        np.arange(start, stop, 1 if step is None else step, dtype=dtype)
-    return Tensor(values, requires_grad=requires_grad)
+    return Tensor(np.arange(start, stop, step, dtype=dtype), requires_grad=requires_grad)
 
 
 def eye(N, M=None, k=0, dtype=None, requires_grad=False):
