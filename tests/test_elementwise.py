@@ -160,6 +160,15 @@ def test_clip_with_crossed_bounds_is_numpys_and_all_goes_to_a_max():
     assert (x.grad == 0).all() and lo.grad == 0.0 and hi.grad == 3.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_clip_with_random_broadcast_bounds_some_crossed_matches_differences(seed):
+    rng = np.random.default_rng(seed)
+    x, lo, hi = rng.uniform(-2, 2, (3, 4)), rng.uniform(-1, 1, (4,)), rng.uniform(-1, 1, (3, 1))
+    assert (lo > hi).any() and (lo < hi).any()
+    np.testing.assert_array_equal(tt.clip(x, lo, hi), np.clip(x, lo, hi))
+    assert tt.gradcheck(tt.clip, x, lo, hi)
+
+
 def test_clip_spellings_and_none_bounds():
     x = leaf([-2.0, 0.5, 3.0], dtype=np.float32)
     for y in (x.clip(0, 1), np.clip(x, 0, 1), np.clip(x, a_min=0, a_max=1), np.clip(x, min=0, max=1),
