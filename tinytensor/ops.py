@@ -664,6 +664,8 @@ def astype(x, dtype):
 
 @public(numpy=np.concatenate)
 def concatenate(tensors, axis=0):
+    if axis is None:   # as NumPy: every input flattened first
+        tensors, axis = [reshape(t, -1) for t in tensors], 0
     return _concatenate(*tensors, axis=axis)
 
 

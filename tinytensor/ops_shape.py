@@ -19,7 +19,18 @@ import operator
 
 import numpy as np
 
-from .ops import METHODS, _concatenate, broadcast_to, deflinear, defprim, getitem, public, reshape, transpose
+from .ops import (
+    METHODS,
+    _concatenate,
+    broadcast_to,
+    deflinear,
+    defprim,
+    getitem,
+    nondifferentiable,
+    public,
+    reshape,
+    transpose,
+)
 from .tensor import Tensor
 
 
@@ -316,6 +327,10 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         raise IndexError(f"take: index {index.min() if index.min() < -n else index.max()} is out "
                          f"of bounds for axis {axis} of length {n}")
     return getitem(a, index=(slice(None),) * axis + (index,))
+
+
+# The indices take_along_axis is usually given: computed on the values, with no gradient.
+nondifferentiable(np.argsort, np.argpartition, np.nonzero, np.flatnonzero)
 
 
 @public(numpy=np.take_along_axis)
