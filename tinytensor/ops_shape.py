@@ -81,8 +81,8 @@ def squeeze(a, axis=None):
     axes = _axes(axis, a.ndim, "squeeze")
     for ax in axes:
         if shape[ax] != 1:
-            raise ValueError(f"squeeze: cannot squeeze out axis {ax - a.ndim if ax >= 0 else ax} "
-                             f"of length {shape[ax]} (shape {shape}); only axes of length 1 can go")
+            raise ValueError(f"squeeze: cannot squeeze out axis {ax} of length {shape[ax]} "
+                             f"(shape {shape}); only axes of length 1 can go")
     return reshape(a, tuple(n for i, n in enumerate(shape) if i not in axes))
 
 
@@ -194,10 +194,9 @@ atleast_3d = public(_atleast(3), numpy=np.atleast_3d)
 
 
 def _sequence(tup, op):
-    if isinstance(tup, (Tensor, np.ndarray)):
-        raise TypeError(f"{op} takes a sequence (list or tuple) of arrays or Tensors, got one "
-                        f"{type(tup).__name__} of shape {tup.shape}")
-    tup = list(tup)
+    if isinstance(tup, (Tensor, np.ndarray)) and tup.ndim == 0:
+        raise TypeError(f"{op} takes a sequence of arrays or Tensors, got a 0-d {type(tup).__name__}")
+    tup = list(tup)   # an array or a Tensor is the sequence of its rows, as in NumPy
     if not tup:
         raise ValueError(f"{op}: need at least one array to join")
     return tup
@@ -236,8 +235,8 @@ def _split(ary, indices_or_sections, axis, op, equal):
     ary = _input(ary)
     axis = _axes(axis, ary.ndim, op)[0]
     n = ary.shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
-        sections = int(indices_or_sections)
+    if np.ndim(indices_or_sections) == 0:
+        sections = operator.index(indices_or_sections)
         if sections <= 0:
             raise ValueError(f"{op}: the number of sections must be positive, got {sections}")
         if equal and n % sections:
@@ -268,7 +267,7 @@ def array_split(ary, indices_or_sections, axis=0):
 def tile(A, reps):
     """A repeated `reps` times along each axis (NumPy's tile; PyTorch's Tensor.repeat)."""
     A = _input(A)
-    reps = tuple(operator.index(r) for r in (reps if isinstance(reps, (tuple, list)) else (reps,)))
+    reps = tuple(int(r) for r in np.ravel(_indices(reps, "tile") if np.size(reps) else ()))
     if any(r < 0 for r in reps):
         raise ValueError(f"tile: reps must be non-negative, got {reps}")
     ndim = max(A.ndim, len(reps))
@@ -286,10 +285,9 @@ def repeat(a, repeats, axis=None):
 
     NumPy's repeat (np.repeat, ndarray.repeat); PyTorch's Tensor.repeat is `tile`."""
     a = _input(a)
-    if axis is None:
-        a, axis = reshape(a, (-1,)), 0
-    axis = _axes(axis, a.ndim, "repeat")[0]
-    shape, n = a.shape, a.shape[axis]
+    shape = (a.size,) if axis is None else a.shape
+    axis = 0 if axis is None else _axes(axis, a.ndim, "repeat")[0]
+    n = shape[axis]
     counts = _indices(repeats, "repeat")
     if (counts < 0).any():
         raise ValueError(f"repeat: repeats must be non-negative, got {counts}")
@@ -301,6 +299,7 @@ def repeat(a, repeats, axis=None):
     if counts.shape != (n,):
         raise ValueError(f"repeat: repeats of shape {counts.shape} do not match axis {axis} of "
                          f"length {n}; give one count, or one per entry")
+    a = a if a.shape == shape else reshape(a, shape)
     return getitem(a, index=(slice(None),) * axis + (np.repeat(np.arange(n), counts),))
 
 
@@ -361,7 +360,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     if a.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 axes, got shape {a.shape}")
     axis1, axis2 = _axes((axis1, axis2), a.ndim, "diagonal")
-    planes = moveaxis(a, (axis1, axis2), (-2, -1))
+    planes = a if (axis1, axis2) == (a.ndim - 2, a.ndim - 1) else moveaxis(a, (axis1, axis2), (-2, -1))
     rows, cols = planes.shape[-2:]
     length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
     i = np.arange(length)
