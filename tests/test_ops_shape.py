@@ -146,6 +146,18 @@ def test_float32_stays_float32_and_integers_work_without_gradients():
         np.testing.assert_array_equal(f(ints).data, f(np.arange(12).reshape(3, 4)))
 
 
+@pytest.mark.parametrize("order", ["C", "F", "A", "K"])
+def test_ravel_orders_follow_numpy_on_views_of_any_layout(order):
+    base = np.arange(60.0).reshape(3, 4, 5)
+    x = leaf(base)
+    for perm in [(0, 1, 2), (2, 0, 1), (1, 0, 2), (2, 1, 0)]:
+        for index in [(slice(None),) * 3, (slice(None, None, -1), slice(1, None), slice(None, None, 2)),
+                      (slice(0, 1), slice(None), slice(None, None, -1)), (slice(None), 0)]:
+            view = x.transpose(perm)[index]   # a Tensor whose data is a strided view
+            np.testing.assert_array_equal(tt.ravel(view, order).data, np.ravel(view.data, order))
+            np.testing.assert_array_equal(tt.ravel(view.data, order), np.ravel(view.data, order))
+
+
 def test_plain_arrays_and_lists_give_plain_arrays():
     assert type(tt.flip([1.0, 2.0])) is np.ndarray
     np.testing.assert_array_equal(tt.roll([1, 2, 3], 1), [3, 1, 2])

@@ -107,9 +107,11 @@ def unsqueeze(x, dim):
 def ravel(a, order="C"):
     """The entries as a 1-D Tensor, read in C (row-major) or "F" (column-major) order."""
     a = _input(a)
-    if order in ("A", "K"):   # follow the memory layout, as NumPy does for arrays
-        data = a.data if isinstance(a, Tensor) else a
+    data = a.data if isinstance(a, Tensor) else a
+    if order == "A":   # F if the data is laid out in Fortran order, C otherwise
         order = "F" if data.flags.f_contiguous and not data.flags.c_contiguous else "C"
+    if order == "K":   # memory order: the axes by decreasing stride (as NumPy sorts them)
+        a, order = transpose(a, sorted(range(a.ndim), key=lambda i: -abs(data.strides[i]))), "C"
     if order == "F":
         a = transpose(a)
     elif order != "C":
