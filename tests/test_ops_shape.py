@@ -129,6 +129,23 @@ def test_stacks_of_0d_tensors_numbers_and_negative_axes():
         tt.concatenate([a, b])   # 0-d arrays cannot be concatenated, as in NumPy
 
 
+def test_joins_take_numpys_dtype_and_casting_keywords():
+    x = leaf(np.ones(2, np.float32))
+    for join in (np.concatenate, np.stack, np.vstack, np.hstack):
+        out = join([x, np.zeros(2)], dtype=np.float32)
+        assert out.dtype == np.float32 and out.requires_grad, join
+        assert join([x, np.zeros(2)]).dtype == np.float64   # NumPy's promotion otherwise
+        out.backward(np.ones(out.shape, np.float32))
+        assert x.grad.dtype == np.float32
+        x.grad = None
+        with pytest.raises(TypeError, match="cannot cast float32 to int32"):
+            join([x, np.zeros(2)], dtype=np.int32)
+    for join in (np.concatenate, np.stack):
+        with pytest.raises(TypeError, match="out= is not supported"):
+            join([x, x], out=np.empty(4))
+    assert np.concatenate([x, x], dtype=np.int32, casting="unsafe").dtype == np.int32
+
+
 def test_float32_stays_float32_and_integers_work_without_gradients():
     x = leaf(A.astype(np.float32))
     for name, f in NUMPY_CALLS.items():

@@ -22,6 +22,7 @@ import numpy as np
 from .ops import (
     METHODS,
     _concatenate,
+    _joined,
     broadcast_to,
     deflinear,
     defprim,
@@ -205,15 +206,17 @@ def _sequence(tup, op):
 
 
 @public(numpy=np.vstack)
-def vstack(tup):
+def vstack(tup, *, dtype=None, casting="same_kind"):
     """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n))."""
-    return _concatenate(*[_at_least(a, 2) for a in _sequence(tup, "vstack")], axis=0)
+    arrays = _joined(_sequence(tup, "vstack"), "vstack", dtype=dtype, casting=casting)
+    return _concatenate(*[_at_least(a, 2) for a in arrays], axis=0)
 
 
 @public(numpy=np.hstack)
-def hstack(tup):
+def hstack(tup, *, dtype=None, casting="same_kind"):
     """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D."""
-    arrays = [_at_least(a, 1) for a in _sequence(tup, "hstack")]
+    arrays = _joined(_sequence(tup, "hstack"), "hstack", dtype=dtype, casting=casting)
+    arrays = [_at_least(a, 1) for a in arrays]
     return _concatenate(*arrays, axis=0 if arrays[0].ndim == 1 else 1)
 
 
