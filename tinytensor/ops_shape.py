@@ -483,20 +483,24 @@ PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
 def _pad_pairs(pad_width, ndim):
     """pad_width as NumPy reads it: one width, one (before, after) pair, or one pair per axis."""
+    if isinstance(pad_width, (int, np.integer)) and pad_width >= 0:   # the common case, fast
+        return ((int(pad_width),) * 2,) * ndim
     widths = np.asarray(pad_width.data if isinstance(pad_width, Tensor) else pad_width)
     if widths.dtype.kind not in "iu":
         raise TypeError(f"pad: pad_width must be integers, got {pad_width!r}")
     if widths.size == 2 and widths.shape != (2, 1):
         widths = widths.ravel()
-    try:
-        pairs = np.broadcast_to(widths, (ndim, 2))
-    except ValueError:
-        raise ValueError(f"pad: pad_width of shape {widths.shape} does not fit an input with "
-                         f"{ndim} axes; give one width, one (before, after) pair, or one pair "
-                         f"per axis") from None
-    if (pairs < 0).any():
+    if widths.shape != (ndim, 2):
+        try:
+            widths = np.broadcast_to(widths, (ndim, 2))
+        except ValueError:
+            raise ValueError(f"pad: pad_width of shape {widths.shape} does not fit an input with "
+                             f"{ndim} axes; give one width, one (before, after) pair, or one pair "
+                             f"per axis") from None
+    pairs = tuple(tuple(pair) for pair in widths.tolist())
+    if any(w < 0 for pair in pairs for w in pair):
         raise ValueError(f"pad: pad widths must be non-negative, got {pad_width!r}")
-    return tuple((int(b), int(a)) for b, a in pairs)
+    return pairs
 
 
 @public(numpy=np.pad)
@@ -522,7 +526,8 @@ def pad(array, pad_width, mode="constant", **kwargs):
         if isinstance(values, Tensor):
             raise TypeError("pad: constant_values must be numbers, not a Tensor (no gradient "
                             "flows to them); pad with 0 and add the border instead")
-        return _pad(array, pad_width=pairs, constant_values=values if np.any(values) else None)
+        zero = values == 0 if isinstance(values, (int, float)) else not np.any(values)
+        return _pad(array, pad_width=pairs, constant_values=None if zero else values)
     # Which input entry each output entry copies: NumPy pads the entries' flat positions.
     source = np.pad(np.arange(array.size).reshape(array.shape), pairs, mode=mode)
     return getitem(reshape(array, (-1,)), index=source)
