@@ -336,3 +336,90 @@ def test_gradient_of_a_jvp_is_the_hessian_times_the_tangent(name):
         fwd_over_rev = tt.hvp(f, tuple(args), t)
         for a, b in zip(rev_over_fwd, fwd_over_rev if len(args) > 1 else (fwd_over_rev,)):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=f"{name} case {index}")
+
+
+# ----- random shapes and arguments: the exact Jacobian from NumPy itself ---------------------------
+def _random_case(r, name):
+    """(shape, f) for one op with random arguments; f works on arrays and on Tensors."""
+    ndim = int(r.integers(1, 4))
+    shape = tuple(int(n) for n in r.integers(1, 4, ndim))
+    axis = int(r.integers(-ndim, ndim))
+    some_axes = tuple(int(a) for a in r.permutation(ndim)[:r.integers(0, ndim + 1)])
+    if name == "moveaxis":
+        destination = tuple(int(i) - ndim for i in r.permutation(ndim)[:len(some_axes)])
+        return shape, lambda a: np.moveaxis(a, some_axes, destination)
+    if name == "squeeze":
+        shape = tuple(1 if r.random() < 0.5 else n for n in shape)
+        ones = tuple(i - ndim for i, n in enumerate(shape) if n == 1 and r.random() < 0.5)
+        return shape, lambda a: np.squeeze(a, ones or None)
+    if name == "expand_dims":
+        new_axes = tuple(int(i) - 1 for i in r.permutation(ndim + 2)[:2])   # -1 included
+        return shape, lambda a: np.expand_dims(a, new_axes)
+    if name == "flip":
+        return shape, lambda a: np.flip(a, some_axes or None)
+    if name == "roll":
+        shift = tuple(int(s) for s in r.integers(-4, 5, len(some_axes)))
+        return shape, lambda a: np.roll(a, shift or 2, some_axes or None)
+    if name == "tile":
+        reps = tuple(int(n) for n in r.integers(0, 3, int(r.integers(0, 4))))
+        return shape, lambda a: np.tile(a, reps)
+    if name == "repeat":
+        counts = r.integers(0, 3, shape[axis]) if r.random() < 0.5 else int(r.integers(0, 3))
+        return shape, lambda a: np.repeat(a, counts, axis=axis)
+    if name == "pad":
+        mode = str(r.choice(["constant", "edge", "reflect", "symmetric", "wrap"]))
+        widths = [(int(b), int(e)) for b, e in r.integers(0, 4, (ndim, 2))]
+        extra = dict(constant_values=float(r.integers(-2, 3))) if mode == "constant" else {}
+        return shape, lambda a: np.pad(a, widths, mode=mode, **extra)
+    if name in ("tril", "triu"):
+        k = int(r.integers(-3, 4))
+        return shape, lambda a: getattr(np, name)(a, k)
+    if name in ("diagonal", "trace"):
+        shape = shape + (int(r.integers(1, 4)),)
+        a1, a2 = (int(i) for i in r.permutation(ndim + 1)[:2])
+        offset = int(r.integers(-3, 4))
+        return shape, lambda a: getattr(np, name)(a, offset, a1, a2)
+    if name == "take":
+        index = r.integers(-shape[axis], shape[axis], tuple(r.integers(1, 3, int(r.integers(0, 3)))))
+        return shape, lambda a: np.take(a, index, axis=axis)
+    if name == "take_along_axis":
+        index_shape = tuple(int(r.integers(1, 4)) if i == axis % ndim else n for i, n in enumerate(shape))
+        index = r.integers(0, shape[axis], index_shape)
+        return shape, lambda a: np.take_along_axis(a, index, axis=axis)
+    if name in ("split", "array_split"):
+        points = sorted(int(i) for i in r.integers(-4, 5, int(r.integers(0, 3))))
+        sections = int(r.integers(1, 5)) if name == "array_split" else shape[axis]   # divides it
+        how = points if r.random() < 0.5 else sections
+        piece = int(r.integers(0, len(points) + 1 if how is points else sections))
+        return shape, lambda a: getattr(np, name)(a, how, axis=axis)[piece]
+    if name == "ravel":
+        order = str(r.choice(list("CFAK")))
+        return shape, lambda a: np.ravel(np.transpose(a), order)
+    raise KeyError(name)
+
+
+RANDOM_OPS = ["moveaxis", "squeeze", "expand_dims", "flip", "roll", "tile", "repeat", "pad", "tril",
+              "triu", "diagonal", "trace", "take", "take_along_axis", "split", "array_split", "ravel"]
+
+
+@pytest.mark.parametrize("name", RANDOM_OPS)
+def test_random_arguments_against_the_jacobian_numpy_itself_gives(name):
+    """Each op is linear (pad: affine), so NumPy's own function applied to the unit vectors gives
+    its exact Jacobian J; then x.grad must be J^T w and the JVP J v, for 40 random cases."""
+    r = np.random.default_rng(RANDOM_OPS.index(name))
+    for case in range(40):
+        shape, g = _random_case(r, name)
+        x0 = r.standard_normal(shape)
+        expected = g(x0)
+        basis = np.eye(x0.size).reshape((x0.size,) + shape)
+        offset = np.asarray(g(np.zeros(shape)))
+        J = np.stack([np.asarray(g(e)) - offset for e in basis], axis=-1).reshape(-1, x0.size)
+        x = leaf(x0)
+        out = g(x)
+        assert isinstance(out, tt.Tensor), (name, case)
+        np.testing.assert_array_equal(out.data, expected, err_msg=f"{name} case {case}")
+        w, v = r.standard_normal(out.shape), r.standard_normal(shape)
+        if out.size:
+            out.backward(w)
+            np.testing.assert_allclose(x.grad.ravel(), J.T @ w.ravel(), atol=1e-12, err_msg=f"{name} {case}")
+            np.testing.assert_allclose(out.jvp({x: v}).ravel(), J @ v.ravel(), atol=1e-12)
