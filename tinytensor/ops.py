@@ -662,14 +662,34 @@ def astype(x, dtype):
     return _astype(x, dtype=np.dtype(dtype))
 
 
+def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
+    """The inputs of a join (concatenate, stack, ...) as a list, cast to `dtype` when given
+    (under NumPy's `casting` rule), as NumPy's keywords ask."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported on Tensors; use the returned value")
+    arrays = list(arrays)
+    if dtype is None:
+        return arrays
+    dtype, cast = np.dtype(dtype), []
+    for a in arrays:
+        a = a if isinstance(a, Tensor) else np.asarray(a)
+        if not np.can_cast(a.dtype, dtype, casting):
+            raise TypeError(f"{op}: cannot cast {a.dtype} to {dtype} with casting={casting!r}")
+        cast.append(a if a.dtype == dtype else astype(a, dtype))
+    return cast
+
+
 @public(numpy=np.concatenate)
-def concatenate(tensors, axis=0):
+def concatenate(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    tensors = _joined(tensors, "concatenate", out, dtype, casting)
+    if axis is None:   # as NumPy: every input flattened first
+        tensors, axis = [reshape(t, -1) for t in tensors], 0
     return _concatenate(*tensors, axis=axis)
 
 
 @public(numpy=np.stack)
-def stack(tensors, axis=0):
-    return _stack(*tensors, axis=axis)
+def stack(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _stack(*_joined(tensors, "stack", out, dtype, casting), axis=axis)
 
 
 @public

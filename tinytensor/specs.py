@@ -13,7 +13,7 @@ from itertools import product
 import numpy as np
 import scipy.special
 
-from . import ops
+from . import ops, ops_shape
 from . import ops_elementwise as ew
 from . import ops_reductions as red
 
@@ -281,6 +281,24 @@ OP_SPECS = {
     "cumsum": OpSpec(red.cumsum, np.cumsum, None, pairs=[
         (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=0)),
         (((2, 3, 4),), dict(axis=-2)), (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    # ----- shapes and indexing (issue 11) -----
+    "flip": OpSpec(ops_shape.flip, np.flip, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=-1)), (((2, 3, 4),), dict(axis=(0, 2))),
+        (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    "roll": OpSpec(ops_shape.roll, np.roll, None, pairs=[
+        (((5,),), dict(shift=2, axis=None)), (((3, 4),), dict(shift=-5, axis=None)),
+        (((3, 4),), dict(shift=(1, 3), axis=(0, -1))), (((2, 3, 4),), dict(shift=(1, 3), axis=(1, 1))),
+        (((),), dict(shift=1, axis=None))]),
+    "tril": OpSpec(ops_shape.tril, np.tril, None, pairs=[
+        (((4, 4),), dict(k=0)), (((3, 5),), dict(k=1)), (((2, 3, 3),), dict(k=-1)), (((4,),), dict(k=0))]),
+    "triu": OpSpec(ops_shape.triu, np.triu, None, pairs=[
+        (((4, 4),), dict(k=0)), (((5, 3),), dict(k=-2)), (((2, 3, 3),), dict(k=1)), (((4,),), dict(k=1))]),
+    "diag": OpSpec(ops_shape.diag, np.diag, None, pairs=[
+        (((3,),), dict(k=0)), (((3,),), dict(k=2)), (((2,),), dict(k=-1)), (((1,),), dict(k=0))]),
+    "pad": OpSpec(ops_shape.pad, np.pad, None, pairs=[
+        (((3, 4),), dict(pad_width=1)), (((3, 4),), dict(pad_width=((1, 0), (2, 3)))),
+        (((5,),), dict(pad_width=(2, 1), constant_values=1.5)), (((),), dict(pad_width=2)),
+        (((2, 3, 2),), dict(pad_width=((0, 0), (1, 1), (0, 2)), constant_values=((1, 2), (3, 4), (5, 6))))]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.
@@ -310,4 +328,76 @@ EXTRA_SPECS = {
     "diff": OpSpec(red.diff, np.diff, None, pairs=[
         (((5,),), dict(n=1)), (((3, 4),), dict(n=2, axis=1)), (((3, 4),), dict(n=1, axis=0)),
         (((2, 3, 4),), dict(n=1, axis=-2)), (((3, 4),), dict(n=1, axis=-1, prepend=0.5, append=-1.0))]),
+    # ----- shapes and indexing (issue 11) -----
+    "moveaxis": OpSpec(ops_shape.moveaxis, np.moveaxis, None, pairs=[
+        (((2, 3, 4),), dict(source=0, destination=-1)),
+        (((2, 3, 4),), dict(source=(0, 1), destination=(2, 0))), (((3,),), dict(source=-1, destination=0))]),
+    "squeeze": OpSpec(ops_shape.squeeze, np.squeeze, None, pairs=[
+        (((1, 3, 1),), dict(axis=None)), (((1, 3, 1),), dict(axis=-1)), (((1, 1),), dict(axis=(0, 1))),
+        (((),), dict(axis=None))]),
+    "expand_dims": OpSpec(ops_shape.expand_dims, np.expand_dims, None, pairs=[
+        (((3,),), dict(axis=0)), (((2, 3),), dict(axis=(-1, 1))), (((),), dict(axis=0))]),
+    "ravel": OpSpec(ops_shape.ravel, np.ravel, None, pairs=[
+        (((2, 3),), dict(order="C")), (((2, 3, 4),), dict(order="F")), (((),), dict(order="C"))]),
+    "flatten(start_dim, end_dim)": OpSpec(ops_shape.flatten, lambda x, start_dim, end_dim: x.reshape(
+        x.shape[:start_dim] + (-1,) + x.shape[end_dim % x.ndim + 1:]), None, pairs=[
+        (((2, 3, 4),), dict(start_dim=1, end_dim=-1)), (((2, 3, 4),), dict(start_dim=0, end_dim=1))]),
+    "vstack": OpSpec(lambda *xs: ops_shape.vstack(xs), lambda *xs: np.vstack(xs),
+                     [((3,), (2, 3)), ((), ())]),
+    "hstack": OpSpec(lambda *xs: ops_shape.hstack(xs), lambda *xs: np.hstack(xs),
+                     [((3,), (2,)), ((2, 3), (2, 1))]),
+    "dstack": OpSpec(lambda *xs: ops_shape.dstack(xs), lambda *xs: np.dstack(xs),
+                     [((3,), (3,)), ((2, 3), (2, 3, 2))]),
+    "column_stack": OpSpec(lambda *xs: ops_shape.column_stack(xs), lambda *xs: np.column_stack(xs),
+                           [((3,), (3, 2)), ((2,), (2,))]),
+    "concatenate(with an array)": OpSpec(
+        lambda x, axis: ops.concatenate([x, np.ones(x.shape, x.dtype)], axis=axis),
+        lambda x, axis: np.concatenate([x, np.ones(x.shape)], axis=axis), None,
+        pairs=[(((2, 3),), dict(axis=-1)), (((2, 3),), dict(axis=None))]),
+    "stack(with an array)": OpSpec(
+        lambda x, axis: ops.stack([np.ones(x.shape, x.dtype), x], axis=axis),
+        lambda x, axis: np.stack([np.ones(x.shape), x], axis=axis), None,
+        pairs=[(((2, 3),), dict(axis=-1)), (((),), dict(axis=0))]),
+    "split": OpSpec(   # the pieces weighted 1, 2, 3, ... and joined again
+        lambda x, **p: ops.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(ops_shape.split(x, **p))], axis=p["axis"]),
+        lambda x, **p: np.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(np.split(x, **p))], axis=p["axis"]),
+        None, pairs=[(((6,),), dict(indices_or_sections=3, axis=0)),
+                     (((2, 5),), dict(indices_or_sections=[1, 3, 3], axis=-1))]),
+    "array_split": OpSpec(
+        lambda x, **p: ops.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(ops_shape.array_split(x, **p))], axis=p["axis"]),
+        lambda x, **p: np.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(np.array_split(x, **p))], axis=p["axis"]),
+        None, pairs=[(((7, 2),), dict(indices_or_sections=3, axis=0))]),
+    "tile": OpSpec(ops_shape.tile, np.tile, None, pairs=[
+        (((3,),), dict(reps=2)), (((2, 3),), dict(reps=(2, 1, 2))), (((2, 3),), dict(reps=(3,))),
+        (((),), dict(reps=(2, 2)))]),
+    "repeat": OpSpec(ops_shape.repeat, np.repeat, None, pairs=[
+        (((2, 3),), dict(repeats=2, axis=None)), (((2, 3),), dict(repeats=3, axis=-1)),
+        (((3, 2),), dict(repeats=[2, 0, 1], axis=0)), (((),), dict(repeats=2, axis=None))]),
+    "pad(edge, reflect, symmetric, wrap)": OpSpec(ops_shape.pad, np.pad, None, pairs=[
+        (((3, 4),), dict(pad_width=2, mode="edge")),
+        (((3, 4),), dict(pad_width=((2, 1), (3, 0)), mode="reflect")),
+        (((4,),), dict(pad_width=5, mode="symmetric")),
+        (((2, 3),), dict(pad_width=((1, 4), (0, 2)), mode="wrap"))]),
+    "diag(matrix)": OpSpec(ops_shape.diag, np.diag, None, pairs=[
+        (((3, 3),), dict(k=0)), (((3, 5),), dict(k=1)), (((4, 2),), dict(k=-2))]),
+    "diagonal": OpSpec(ops_shape.diagonal, np.diagonal, None, pairs=[
+        (((3, 4),), dict(offset=0, axis1=0, axis2=1)), (((3, 4),), dict(offset=-1, axis1=1, axis2=0)),
+        (((2, 3, 4),), dict(offset=1, axis1=-1, axis2=0)), (((2, 2),), dict(offset=5, axis1=0, axis2=1))]),
+    "trace": OpSpec(ops_shape.trace, np.trace, None, pairs=[
+        (((3, 3),), dict(offset=0)), (((3, 4),), dict(offset=1)),
+        (((2, 3, 4),), dict(offset=-1, axis1=2, axis2=1))]),
+    "take": OpSpec(ops_shape.take, np.take, None, pairs=[
+        (((3, 4),), dict(indices=np.array([0, 5, 5, -1]), axis=None)),
+        (((3, 4),), dict(indices=np.array([[3, 0], [3, 3]]), axis=-1)),
+        (((3, 4),), dict(indices=np.array([4, -5]), axis=0, mode="wrap")),
+        (((4,),), dict(indices=2, axis=0))]),
+    "take_along_axis": OpSpec(ops_shape.take_along_axis, np.take_along_axis, None, pairs=[
+        (((3, 4),), dict(indices=np.array([[0, 3], [1, 1], [2, 0]]), axis=1)),
+        (((3, 4),), dict(indices=np.array([[2, 0, 0, 1]]), axis=0)),
+        (((2, 3, 2),), dict(indices=np.array([[[1], [0], [1]]]), axis=-1)),
+        (((5,),), dict(indices=np.array([4, 4, 0]), axis=None))]),
 }
