@@ -9,6 +9,9 @@
 """
 
 from . import data, nn, ops, optim, scalar
+
+# isort: split
+from . import linalg  # noqa: F401  (registers its rows)
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import to_dot, wengert_list
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
