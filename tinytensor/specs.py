@@ -319,6 +319,23 @@ EXTRA_SPECS = {
                            sample=signed_distinct),
     "norm(matrix)": OpSpec(linalg.norm, np.linalg.norm, None, pairs=NORM_MATRIX_CASES,
                            sample=signed_distinct),
+    # (NumPy 2 functions: with an older NumPy the reference is None and only the rules are checked)
+    "vector_norm": OpSpec(linalg.vector_norm, getattr(np.linalg, "vector_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(axis=(0, 2), keepdims=True, ord=1)),
+        (((3, 4),), dict(axis=-1, ord=np.inf)), (((),), dict())]),
+    "matrix_norm": OpSpec(linalg.matrix_norm, getattr(np.linalg, "matrix_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(ord="nuc", keepdims=True))]),
+    "vecdot": OpSpec(linalg.vecdot, getattr(np, "vecdot", None), None,
+                     pairs=[(((2, 3), (3,)), {}), (((3, 2), (3, 2)), dict(axis=0))]),
+    "matrix_transpose": OpSpec(linalg.matrix_transpose, getattr(np.linalg, "matrix_transpose", None),
+                               [((2, 3),), ((2, 3, 4),)]),
+    "matrix_power": OpSpec(linalg.matrix_power, np.linalg.matrix_power, None, sample=matrices(_invertible),
+                           pairs=[(((3, 3),), dict(n=n)) for n in (1, 2, 5, -2)] + [
+                               (((2, 2, 2),), dict(n=3))]),
+    "multi_dot": OpSpec(lambda *xs: linalg.multi_dot(xs), lambda *xs: np.linalg.multi_dot(xs),
+                        [((3,), (3, 4), (4, 2)), ((2, 3), (3, 4), (4, 2), (2,))]),
     "np.linalg.* on Tensors": OpSpec(lambda a, b: np.linalg.solve(a, b) + np.linalg.inv(a) @ b,
                                      lambda a, b: 2 * np.linalg.solve(a, b), [((3, 3), (3, 2))],
                                      sample=(matrices(_invertible), normal)),
