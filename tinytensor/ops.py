@@ -427,7 +427,7 @@ _linear = defprim(_linear_forward, "linear",
 
 
 def _dot_vjp_a(g, ans, a, b):
-    if a.ndim == 0 or b.ndim == 0:            # a 0-d operand: np.dot multiplies
+    if np.ndim(a) == 0 or np.ndim(b) == 0:    # a 0-d operand (or a number): np.dot multiplies
         return g * b
     if a.ndim > 1 and b.ndim > 2:             # N-D: a's last axis against b's second-to-last
         return np.tensordot(g, b, axes=(list(range(a.ndim - 1, g.ndim)),
@@ -436,7 +436,7 @@ def _dot_vjp_a(g, ans, a, b):
 
 
 def _dot_vjp_b(g, ans, a, b):
-    if a.ndim == 0 or b.ndim == 0:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
         return g * a
     if a.ndim > 1 and b.ndim > 2:             # (k, B..., m) back to (B..., k, m)
         outer_axes = list(range(a.ndim - 1))
