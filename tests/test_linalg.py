@@ -111,6 +111,13 @@ def test_eigh_reads_one_triangle_and_its_gradient_lies_there(UPLO):
     assert abs(np.sum(g * E) - numerical) < 1e-6
 
 
+def test_eigh_takes_uplo_in_either_case_as_numpy():
+    s = matrices(_symmetric)(rng, (3, 3)) + np.triu(np.ones((3, 3)), 1)
+    close(L.eigh(leaf(s), UPLO="u")[0], np.linalg.eigh(s, UPLO="u")[0])
+    g = tt.grad(lambda a: tt.sum(L.eigvalsh(a, UPLO="u") ** 3))(s)
+    assert np.all(np.tril(g, -1) == 0)
+
+
 def test_cholesky_reads_the_lower_triangle_and_upper_is_its_transpose():
     garbage = SPD + np.triu(np.ones((3, 3)), 1) * 5
     close(L.cholesky(leaf(garbage)), np.linalg.cholesky(garbage))

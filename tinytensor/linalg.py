@@ -1,8 +1,9 @@
 """Linear algebra: `tt.einsum tensordot outer inner kron`, and this module is `tt.linalg`.
 
-`tt.linalg.inv solve det slogdet cholesky eigh eigvalsh svd svdvals norm` live here only (as in
-NumPy, they are not `tt.inv`); `np.linalg.<name>(tensor)` runs them (`_stands_for` below puts
-them in ops.NUMPY_FUNCTIONS). Matrices are the last two axes, leading axes are a batch, as NumPy.
+`tt.linalg.inv solve det slogdet cholesky eigh eigvalsh svd svdvals norm vector_norm matrix_norm
+matrix_power multi_dot vecdot matrix_transpose` live here only (as in NumPy, they are not
+`tt.inv`); `np.linalg.<name>(tensor)` runs them (`_stands_for` below puts them in
+ops.NUMPY_FUNCTIONS). Matrices are the last two axes, leading axes are a batch, as NumPy.
 
 Rules follow ops.py: cotangent (or tangent) first, then the output, the inputs, the static
 parameters. They are written with functions that dispatch on Tensors (np.*, methods, the
@@ -19,7 +20,7 @@ counting twice. Along symmetric directions it agrees with the symmetric gradient
 
 import string
 from collections import Counter, namedtuple
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import numpy as np
 
@@ -50,17 +51,21 @@ def _shape(x):
     return x.shape if isinstance(x, (Tensor, np.ndarray)) else np.shape(x)
 
 
+def _array(x):   # lists and numbers as arrays (rules use .ndim and .T); Tensors as they are
+    return x if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x)
+
+
 def _eye(n, like):
     return np.eye(n, dtype=like.dtype)
 
 
 def _real(fun):
     """The NumPy forward `fun`, refusing complex input (tinytensor's rules are for real numbers)."""
+    @wraps(fun)
     def forward(a, *args, **params):
         if np.iscomplexobj(a):
             raise TypeError("complex matrices are not supported by tinytensor (real only)")
         return fun(a, *args, **params)
-    forward.__name__ = fun.__name__
     return forward
 
 
@@ -322,7 +327,7 @@ _solve = defprim(_real(_solve_forward), "solve", nargs=2,
 def solve(a, b):
     """np.linalg.solve (NumPy 2): x with a @ x = b; a 1-D b is a vector, otherwise b is a
     (batch of) matrices (..., n, k); batches broadcast."""
-    return _solve(a, b)
+    return _solve(_array(a), _array(b))
 
 
 def _inverse_transpose(a):
@@ -381,17 +386,14 @@ def _triangle_adjoint(G, lower=True):
     return (G + _mT(G)) * _triangle(n, G, lower) - G * _eye(n, G)
 
 
-def _lower_solve(L, X):   # L^-1 X (with the general solver: batched, and differentiable again)
-    return _solve(L, X)
-
-
 def _cholesky_vjp(g, ans, a):
     """Murray (2016): A-bar = L^-T phi(L^T L-bar) L^-1, phi = the lower triangle, halved diagonal;
     then the gradient in the lower triangle that NumPy reads."""
     n = ans.shape[-1]
     phi = _triangle(n, ans) - 0.5 * _eye(n, ans)
     P = (_mT(ans) @ g) * phi
-    G = _mT(_lower_solve(_mT(ans), _mT(_lower_solve(_mT(ans), P))))   # L^-T P L^-1
+    # L^-T P L^-1 by two solves (the general solver: batched, and differentiable again)
+    G = _mT(_solve(_mT(ans), _mT(_solve(_mT(ans), P))))
     return _triangle_adjoint(G)
 
 
@@ -399,7 +401,7 @@ def _cholesky_jvp(t, ans, a):
     """dL = L phi(L^-1 dA L^-T), dA the symmetric matrix the lower triangle of t stands for."""
     n = ans.shape[-1]
     phi = _triangle(n, ans) - 0.5 * _eye(n, ans)
-    X = _mT(_lower_solve(ans, _mT(_lower_solve(ans, _symmetric_from(t)))))   # L^-1 dA L^-T
+    X = _mT(_solve(ans, _mT(_solve(ans, _symmetric_from(t)))))   # L^-1 dA L^-T
     return ans @ (X * phi)
 
 
@@ -410,7 +412,7 @@ _cholesky = defprim(_real(np.linalg.cholesky), "cholesky", vjp=[_cholesky_vjp], 
 def cholesky(a, upper=False):
     """np.linalg.cholesky: L (lower) with a = L L^T, reading a's lower triangle; `upper=True`
     gives U = L^T from the upper triangle. `a` must be symmetric positive definite."""
-    return _mT(_cholesky(_mT(a))) if upper else _cholesky(a)
+    return _mT(_cholesky(_mT(_array(a)))) if upper else _cholesky(a)
 
 
 def _eigh_forward(a, UPLO="L"):
@@ -441,7 +443,7 @@ def eigh(a, UPLO="L"):
     eigenvectors in the columns; reads a's lower triangle (UPLO="U": the upper one).
     Gradients need distinct eigenvalues (terms 1/(w_j - w_i)); see the module docstring and the
     README for exactly repeated ones."""
-    packed = _eigh(a, UPLO=UPLO)
+    packed = _eigh(a, UPLO=UPLO.upper() if isinstance(UPLO, str) else UPLO)   # NumPy takes "u" too
     return EighResult(packed[..., 0, :], packed[..., 1:, :])
 
 
