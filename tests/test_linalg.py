@@ -249,6 +249,8 @@ def test_einsum_interleaved_form():
 def test_einsum_errors_name_the_problem(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+    with pytest.raises(TypeError, match="no subscripts"):
+        tt.einsum()
 
 
 # ----- products ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Linear algebra: `tt.einsum tensordot outer inner kron`, and this module is `tt.linalg`.
 
 `tt.linalg.inv solve det slogdet cholesky eigh eigvalsh svd svdvals norm vector_norm matrix_norm
-matrix_power multi_dot vecdot matrix_transpose` live here only (as in NumPy, they are not
+matrix_power multi_dot vecdot matrix_transpose diagonal trace` live here only (as in NumPy, they are not
 `tt.inv`); `np.linalg.<name>(tensor)` runs them (`_stands_for` below puts them in
 ops.NUMPY_FUNCTIONS). Matrices are the last two axes, leading axes are a batch, as NumPy.
 
@@ -195,6 +195,8 @@ def einsum(*args, optimize=False):
     (diagonals 'ii->i', traces 'ii'), '...' broadcasting, any number of operands; also NumPy's
     interleaved form einsum(x, [0, 1], y, [1, 2], [0, 2]). `optimize` is accepted for NumPy's
     signature; more than two operands are contracted in an optimized order anyway."""
+    if not args:
+        raise TypeError("einsum: no subscripts or operands given")
     if isinstance(args[0], str):
         subscripts, operands = args[0], args[1:]
     else:
@@ -281,7 +283,7 @@ def kron(a, b):
 
 _stands_for(getattr(np.linalg, "tensordot", None))(tensordot)
 _stands_for(getattr(np.linalg, "outer", None))(outer)
-_stands_for(getattr(np.linalg, "matmul", None))(ops.matmul)
+matmul = _stands_for(getattr(np.linalg, "matmul", None))(ops.matmul)   # tt.linalg.matmul is tt.matmul
 
 
 # ----- inverse, solve, determinants ------------------------------------------------------------------
@@ -704,3 +706,21 @@ def vecdot(x1, x2, axis=-1):
 def matrix_transpose(x):
     """np.linalg.matrix_transpose (NumPy 2): the last two axes swapped."""
     return ops.swapaxes(x, -1, -2)
+
+
+@_stands_for(getattr(np.linalg, "diagonal", None))
+def diagonal(x, offset=0):
+    """np.linalg.diagonal (NumPy 2): the `offset` diagonal of the last two axes (not np.diagonal,
+    which takes the first two)."""
+    n, m = _shape(x)[-2:]
+    size = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
+    rows, cols = (slice(0, size), slice(offset, offset + size)) if offset >= 0 else \
+        (slice(-offset, -offset + size), slice(0, size))
+    return einsum("...ii->...i", ops.getitem(x, index=(Ellipsis, rows, cols)))
+
+
+@_stands_for(getattr(np.linalg, "trace", None))
+def trace(x, offset=0, dtype=None):
+    """np.linalg.trace (NumPy 2): the sum of the `offset` diagonal of the last two axes."""
+    total = ops.sum(diagonal(x, offset=offset), axis=-1)
+    return total if dtype is None else ops.astype(total, dtype)

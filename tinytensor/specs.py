@@ -331,6 +331,10 @@ EXTRA_SPECS = {
                      pairs=[(((2, 3), (3,)), {}), (((3, 2), (3, 2)), dict(axis=0))]),
     "matrix_transpose": OpSpec(linalg.matrix_transpose, getattr(np.linalg, "matrix_transpose", None),
                                [((2, 3),), ((2, 3, 4),)]),
+    "linalg.diagonal": OpSpec(linalg.diagonal, getattr(np.linalg, "diagonal", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=1)), (((4, 3),), dict(offset=-2))]),
+    "linalg.trace": OpSpec(linalg.trace, getattr(np.linalg, "trace", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=-1))]),
     "matrix_power": OpSpec(linalg.matrix_power, np.linalg.matrix_power, None, sample=matrices(_invertible),
                            pairs=[(((3, 3),), dict(n=n)) for n in (1, 2, 5, -2)] + [
                                (((2, 2, 2),), dict(n=3))]),
