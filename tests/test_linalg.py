@@ -92,6 +92,8 @@ def test_solve_treats_a_1d_b_as_one_vector_and_anything_else_as_matrices():
         assert x.shape == expected.shape
         close(x, expected)
     assert L.solve(leaf(a), rng.standard_normal(3)).shape == (4, 3)
+    with pytest.raises(ValueError, match=r"b\[\.\.\., None\]"):
+        L.solve(leaf(a), rng.standard_normal((4, 3)))   # NumPy 1's batch of vectors
 
 
 # ----- eigh and cholesky read one triangle, as NumPy ---------------------------------------------

@@ -297,7 +297,13 @@ _stands_for(np.linalg.inv)(inv)
 def _solve_forward(a, b):
     if np.ndim(b) == 1:   # NumPy 2: a 1-D b is one vector (broadcast against a's batch)
         return np.linalg.solve(a, b[..., None])[..., 0]
-    return np.linalg.solve(a, b)
+    try:
+        return np.linalg.solve(a, b)
+    except ValueError as err:
+        if np.ndim(b) == np.ndim(a) - 1:   # NumPy 1 read this b as a batch of vectors
+            raise ValueError(f"{err}; b of shape {np.shape(b)} is read as a batch of matrices (as NumPy "
+                             f"2 does); for a batch of vectors pass b[..., None] and take [..., 0]") from err
+        raise
 
 
 def _vector_solve(a, v):   # solve(a, v) for a batch of vectors v (..., n)
