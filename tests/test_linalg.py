@@ -316,3 +316,32 @@ def test_empty_batches_and_1x1_matrices():
     close(L.inv(leaf(np.full((1, 1), 4.0))), [[0.25]])
     close(tt.grad(L.det)(np.full((1, 1), 4.0)), [[1.0]])
     assert L.eigh(leaf(np.zeros((0, 2, 2)))).eigenvalues.shape == (0, 2)
+
+
+def test_random_einsums_match_numpy_and_central_differences():
+    """Random subscripts: repeated letters within and across operands, summed-out and kept
+    indices, '...' with size-1 broadcasting, 1 to 3 operands."""
+    r = np.random.default_rng(5)
+    sizes = dict(zip("abcde", [2, 3, 2, 1, 3]))
+    checked = 0
+    while checked < 25:
+        subs, operands = [], []
+        ellipsis = r.random() < 0.3
+        for _ in range(r.integers(1, 4)):
+            s = "".join(r.choice(list("abcde"), r.integers(0, 4)))
+            shape = [sizes[c] for c in s]
+            if ellipsis:
+                s, shape = "..." + s, list(r.choice([1, 2], r.integers(0, 3))) + shape
+            subs.append(s)
+            operands.append(r.standard_normal(shape))
+        spec = ",".join(subs)
+        if r.random() < 0.5:
+            letters = sorted(set("".join(subs).replace(".", "")))
+            spec += "->" + ("..." if ellipsis else "") + "".join(r.permutation(letters)[:r.integers(0, 3)])
+        try:
+            expected = np.einsum(spec, *operands)
+        except ValueError:
+            continue
+        close(tt.einsum(spec, *[leaf(x) for x in operands]), expected)
+        assert tt.gradcheck(lambda *xs, spec=spec: tt.einsum(spec, *xs), *operands)
+        checked += 1
