@@ -110,6 +110,7 @@ CE_CASES = [(((4, 3), (4, 3)), dict(reduction="mean")), (((3,), (3,)), dict(redu
 CE_INDEX_CASES = [(((4, 3), (4,)), dict(reduction=r)) for r in ("mean", "sum", "none")] + \
                  [(((2, 2, 3), (2, 2)), dict(reduction="mean"))]
 
+
 # ----- linear algebra (issue 11): samplers of matrices in the last two axes, and the cases ---------
 def _orthogonal(rng, n):
     q, r = np.linalg.qr(rng.standard_normal((n, n)))
