@@ -8,7 +8,7 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import data, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401  (ops_*: rows)
+from . import data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import to_dot, wengert_list
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast

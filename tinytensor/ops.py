@@ -426,17 +426,28 @@ _linear = defprim(_linear_forward, "linear",
                        lambda t, ans, x, W, b: t])
 
 
-def _dot_forward(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
-        raise ValueError(f"dot takes 1-D or 2-D operands (as np.dot); got shapes {np.shape(a)} and "
-                         f"{np.shape(b)}; use matmul for batches")
-    return np.dot(a, b)
+def _dot_vjp_a(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:    # a 0-d operand (or a number): np.dot multiplies
+        return g * b
+    if a.ndim > 1 and b.ndim > 2:             # N-D: a's last axis against b's second-to-last
+        return np.tensordot(g, b, axes=(list(range(a.ndim - 1, g.ndim)),
+                                        list(range(b.ndim - 2)) + [b.ndim - 1]))
+    return _matmul_vjp_a(g, ans, a, b)
 
 
-# For 1-D and 2-D operands np.dot is np.matmul, so the rules are matmul's.
-dot = defprim(_dot_forward, "dot",
-              vjp=[_matmul_vjp_a, _matmul_vjp_b],
+def _dot_vjp_b(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return g * a
+    if a.ndim > 1 and b.ndim > 2:             # (k, B..., m) back to (B..., k, m)
+        outer_axes = list(range(a.ndim - 1))
+        g_b = np.tensordot(a, g, axes=(outer_axes, outer_axes))
+        return np.transpose(g_b, list(range(1, b.ndim - 1)) + [0, b.ndim - 1])
+    return _matmul_vjp_b(g, ans, a, b)
+
+
+# Where np.dot is np.matmul (1-D and 2-D operands, or a 1-D one) the rules are matmul's.
+dot = defprim(np.dot, "dot",
+              vjp=[_dot_vjp_a, _dot_vjp_b],
               jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)],
               numpy=np.dot, method=True)
 

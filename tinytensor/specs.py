@@ -13,7 +13,7 @@ from itertools import product
 import numpy as np
 import scipy.special
 
-from . import ops, ops_shape
+from . import linalg, ops, ops_shape
 from . import ops_elementwise as ew
 from . import ops_reductions as red
 
@@ -170,6 +170,98 @@ CE_CASES = [(((4, 3), (4, 3)), dict(reduction="mean")), (((3,), (3,)), dict(redu
 CE_INDEX_CASES = [(((4, 3), (4,)), dict(reduction=r)) for r in ("mean", "sum", "none")] + \
                  [(((2, 2, 3), (2, 2)), dict(reduction="mean"))]
 
+
+# ----- linear algebra (issue 11): samplers of matrices in the last two axes, and the cases ---------
+def _orthogonal(rng, n):
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def _spaced(rng, k, low, gap):   # k values at least `gap` apart, in random order
+    return rng.permutation(low + gap * np.arange(k) + rng.uniform(0, gap / 4, k))
+
+
+def matrices(make):
+    """A sampler of a (batch of) matrices, each from make(rng, m, n)."""
+    def sample(rng, shape):
+        return np.array([make(rng, *shape[-2:]) for _ in np.ndindex(shape[:-2])]).reshape(shape)
+    return sample
+
+
+def _invertible(rng, m, n):        # singular values in [0.7, 2]; determinants of either sign
+    return (_orthogonal(rng, n) * rng.uniform(0.7, 2.0, n)) @ _orthogonal(rng, n)
+
+
+def _positive_definite(rng, m, n):  # eigenvalues 1, 1.5, 2, ... (cholesky)
+    q = _orthogonal(rng, n)
+    return (q * _spaced(rng, n, 1.0, 0.5)) @ q.T
+
+
+def _symmetric(rng, m, n):         # distinct eigenvalues of both signs, at least 0.6 apart (eigh)
+    q = _orthogonal(rng, n)
+    return (q * _spaced(rng, n, -1.2, 0.6)) @ q.T
+
+
+def _distinct_singular(rng, m, n):  # singular values at least 0.5 apart, the smallest >= 0.5 (svd)
+    k = min(m, n)
+    return (_orthogonal(rng, m)[:, :k] * _spaced(rng, k, 0.5, 0.5)) @ _orthogonal(rng, n)[:k]
+
+
+def signed_distinct(rng, shape):   # |x| distinct and >= 0.4: no ties for max |x|, no kink of |x|
+    n = int(np.prod(shape))
+    magnitudes = 0.4 + 0.25 * rng.permutation(n) + rng.uniform(0, 0.05, n)
+    return (rng.choice([-1.0, 1.0], n) * magnitudes).reshape(shape)
+
+
+def _weights(n, like):             # fixed weights in like's dtype, for the combinations below
+    return np.linspace(0.5, 1.5, n).astype(like.dtype)
+
+
+def _eigh_combination(eigh):
+    """V diag(c) V^T + diag(w) from eigh: every output in, and no eigenvector's sign matters."""
+    def call(a, **params):
+        w, V = eigh(a, **params)
+        n = w.shape[-1]
+        return (V * _weights(n, w)) @ V.swapaxes(-1, -2) + w[..., None, :] * np.eye(n, dtype=w.dtype)
+    return call
+
+
+def _svd_combination(svd):
+    """U diag(c) Vh, U diag(c) U^T, V diag(c) Vh and s side by side: every output of the reduced
+    SVD in, and no singular vector's sign matters."""
+    def call(a):
+        U, s, Vh = svd(a, full_matrices=False)
+        c, batch = _weights(s.shape[-1], s), tuple(s.shape[:-1])
+        parts = [(U * c) @ Vh, (U * c) @ U.swapaxes(-1, -2), (Vh.swapaxes(-1, -2) * c) @ Vh, s]
+        return np.concatenate([p.reshape(batch + (-1,)) for p in parts], axis=-1)
+    return call
+
+
+def _signed_logdet(slogdet):
+    def call(a):
+        sign, logabsdet = slogdet(a)
+        return sign * logabsdet
+    return call
+
+
+EINSUM_CASES = [(shapes, dict(subscripts=subscripts)) for subscripts, shapes in [
+    ("ij,jk->ik", ((2, 3), (3, 4))), ("ij,jk", ((2, 3), (3, 2))), ("ba", ((2, 3),)),   # implicit
+    ("ii->i", ((3, 3),)), ("ii", ((3, 3),)), ("iij->ji", ((3, 3, 2),)),     # diagonals, trace
+    ("ij->", ((2, 3),)), ("i,i", ((4,), (4,))), ("i,j->ij", ((2,), (3,))),
+    ("...ij,...jk->...ik", ((2, 1, 2, 3), (4, 3, 2))), ("i...->...", ((3, 2, 2),)),
+    ("bij,bjk->bik", ((2, 2, 3), (2, 3, 2))), ("ij,jk,kl->il", ((2, 3), (3, 4), (4, 2))),
+    ("ij,i,j->", ((2, 3), (2,), (3,))), ("ij,ij->ij", ((1, 3), (2, 3))), (",i->i", ((), (3,)))]]
+SQUARE = [((3, 3),), ((2, 3, 3),), ((1, 1),)]
+NORM_VECTOR_CASES = [(((5,),), dict(ord=o)) for o in (None, 2, 1, np.inf, -np.inf, 3, -1.5, 0.5)] + [
+    (((3, 4),), dict(ord=o, axis=1)) for o in (None, 1, np.inf, 3)] + [
+    (((2, 3, 4),), dict(ord=2, axis=-2, keepdims=True)), (((2, 3, 4),), dict(ord=-np.inf, axis=0)),
+    (((),), dict()), (((2, 3, 4),), dict()), (((3, 4),), dict(keepdims=True))]
+NORM_MATRIX_CASES = [
+    (((3, 4),), dict(ord=o)) for o in (None, "fro", "nuc", 1, -1, np.inf, -np.inf, 2, -2)] + [
+    (((2, 3, 4),), dict(ord=o, axis=(2, 0), keepdims=True)) for o in ("fro", "nuc", 1, np.inf, 2, -2)] + [
+    (((2, 3, 4),), dict(ord=-1, axis=(-1, -2)))]
+
+
 OP_SPECS = {
     "add": binary(np.add, ops.add),
     "sub": binary(np.subtract, ops.sub),
@@ -299,6 +391,26 @@ OP_SPECS = {
         (((3, 4),), dict(pad_width=1)), (((3, 4),), dict(pad_width=((1, 0), (2, 3)))),
         (((5,),), dict(pad_width=(2, 1), constant_values=1.5)), (((),), dict(pad_width=2)),
         (((2, 3, 2),), dict(pad_width=((0, 0), (1, 1), (0, 2)), constant_values=((1, 2), (3, 4), (5, 6))))]),
+    # ----- linear algebra (issue 11) -----
+    "einsum": OpSpec(lambda *xs, subscripts: linalg.einsum(subscripts, *xs),
+                     lambda *xs, subscripts: np.einsum(subscripts, *xs), None, pairs=EINSUM_CASES),
+    "inv": OpSpec(linalg.inv, np.linalg.inv, SQUARE, sample=matrices(_invertible)),
+    "solve": OpSpec(linalg.solve, np.linalg.solve, [
+        ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)), ((3, 3), (2, 3, 2)),
+        ((1, 3, 3), (2, 3, 2)), ((1, 1), (1,))], sample=(matrices(_invertible), normal)),
+    "det": OpSpec(linalg.det, np.linalg.det, SQUARE, sample=matrices(_invertible)),
+    "slogdet": OpSpec(_signed_logdet(linalg.slogdet), _signed_logdet(np.linalg.slogdet), SQUARE,
+                      sample=matrices(_invertible)),
+    "cholesky": OpSpec(linalg.cholesky, np.linalg.cholesky, SQUARE, params=[{}, dict(upper=True)],
+                       sample=matrices(_positive_definite)),
+    "eigh": OpSpec(_eigh_combination(linalg.eigh), _eigh_combination(np.linalg.eigh), SQUARE,
+                   params=[{}, dict(UPLO="U")], sample=matrices(_symmetric)),
+    "svd": OpSpec(_svd_combination(linalg.svd), _svd_combination(np.linalg.svd),
+                  [((3, 3),), ((4, 2),), ((2, 4),), ((2, 3, 2),), ((1, 1),)],
+                  sample=matrices(_distinct_singular)),
+    "norm2": OpSpec(linalg._norm2, lambda x, axis: np.linalg.norm(x, axis=axis), None, pairs=[
+        (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=(0, 1))), (((2, 3, 4),), dict(axis=(2, 0))),
+        (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.
@@ -400,4 +512,48 @@ EXTRA_SPECS = {
         (((3, 4),), dict(indices=np.array([[2, 0, 0, 1]]), axis=0)),
         (((2, 3, 2),), dict(indices=np.array([[[1], [0], [1]]]), axis=-1)),
         (((5,),), dict(indices=np.array([4, 4, 0]), axis=None))]),
+    # ----- linear algebra (issue 11) -----
+    "tensordot": OpSpec(linalg.tensordot, np.tensordot, None, pairs=[
+        (((2, 3, 4), (3, 4, 2)), dict(axes=2)), (((2, 3, 4), (4, 5, 2)), dict(axes=([0, 2], [2, 0]))),
+        (((3,), (4,)), dict(axes=0)), (((3, 4), (4,)), dict(axes=([-1], [0]))),
+        (((2, 3), (2, 3)), dict(axes=([0, 1], [0, 1])))]),
+    "outer": OpSpec(linalg.outer, np.outer, [((3,), (4,)), ((2, 2), (3,)), ((), (3,))]),
+    "inner": OpSpec(linalg.inner, np.inner,
+                    [((3,), (3,)), ((2, 3), (4, 3)), ((), (2, 3)), ((2, 2, 3), (3,))]),
+    "kron": OpSpec(linalg.kron, np.kron, [((2, 3), (3, 2)), ((2,), (2, 3)), ((), (3,)), ((2, 1, 2), (2, 3))]),
+    "dot(0-d, N-D)": OpSpec(ops.dot, np.dot, [((), (3,)), ((2, 3), ()), ((), ()), ((2, 3, 4), (5, 4, 2)),
+                                               ((3, 4), (2, 4, 3)), ((2, 2, 3), (3,)), ((2, 2, 3), (3, 2))]),
+    "eigvalsh": OpSpec(linalg.eigvalsh, np.linalg.eigvalsh, SQUARE, sample=matrices(_symmetric)),
+    "svdvals": OpSpec(linalg.svdvals, lambda a: np.linalg.svd(a, compute_uv=False),
+                      [((3, 3),), ((4, 2),), ((2, 2, 3),)], sample=matrices(_distinct_singular)),
+    "norm(vector)": OpSpec(linalg.norm, np.linalg.norm, None, pairs=NORM_VECTOR_CASES,
+                           sample=signed_distinct),
+    "norm(matrix)": OpSpec(linalg.norm, np.linalg.norm, None, pairs=NORM_MATRIX_CASES,
+                           sample=signed_distinct),
+    # (NumPy 2 functions: with an older NumPy the reference is None and only the rules are checked)
+    "vector_norm": OpSpec(linalg.vector_norm, getattr(np.linalg, "vector_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(axis=(0, 2), keepdims=True, ord=1)),
+        (((3, 4),), dict(axis=-1, ord=np.inf)), (((),), dict())]),
+    "matrix_norm": OpSpec(linalg.matrix_norm, getattr(np.linalg, "matrix_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(ord="nuc", keepdims=True))]),
+    "vecdot": OpSpec(linalg.vecdot, getattr(np, "vecdot", None), None,
+                     pairs=[(((2, 3), (3,)), {}), (((3, 2), (3, 2)), dict(axis=0))]),
+    "matrix_transpose": OpSpec(linalg.matrix_transpose, getattr(np.linalg, "matrix_transpose", None),
+                               [((2, 3),), ((2, 3, 4),)]),
+    "linalg.diagonal": OpSpec(linalg.diagonal, getattr(np.linalg, "diagonal", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=1)), (((4, 3),), dict(offset=-2))]),
+    "linalg.trace": OpSpec(linalg.trace, getattr(np.linalg, "trace", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=-1))]),
+    "matrix_power": OpSpec(linalg.matrix_power, np.linalg.matrix_power, None, sample=matrices(_invertible),
+                           pairs=[(((3, 3),), dict(n=n)) for n in (1, 2, 5, -2)] + [
+                               (((2, 2, 2),), dict(n=3))]),
+    "multi_dot": OpSpec(lambda *xs: linalg.multi_dot(xs), lambda *xs: np.linalg.multi_dot(xs),
+                        [((3,), (3, 4), (4, 2)), ((2, 3), (3, 4), (4, 2), (2,))]),
+    "np.linalg.* on Tensors": OpSpec(lambda a, b: np.linalg.solve(a, b) + np.linalg.inv(a) @ b,
+                                     lambda a, b: 2 * np.linalg.solve(a, b), [((3, 3), (3, 2))],
+                                     sample=(matrices(_invertible), normal)),
+    "np.einsum on Tensors": OpSpec(lambda a, b: np.einsum("ij,kj->ik", a, b), lambda a, b: a @ b.T,
+                                   [((2, 3), (4, 3))]),
 }
