@@ -10,7 +10,7 @@
 
 from . import data, nn, ops, optim, scalar
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
-from .graph import to_dot, wengert_list
+from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .ops import (
                   abs,
                   add,
@@ -65,6 +65,6 @@ __all__ = [
     "frobenius_norm", "crossEntropy", "frobeniusNorm",
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
+    "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ]
