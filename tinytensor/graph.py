@@ -158,7 +158,7 @@ def _plain(array):
     return array.item() if array.ndim == 0 else np.array(array)
 
 
-def _summary(value):
+def _summary(value, shape=True):
     """Numbers as the lecture prints them; arrays as their shape and a short summary."""
     if value is None:
         return ""
@@ -166,13 +166,14 @@ def _summary(value):
         value = np.asarray(value)
     if value.ndim == 0:
         return _number(float(value)) if value.dtype.kind in "fiub" else str(value)
+    head = f"{value.shape} " if shape else ""
     if value.size == 0:
-        return f"{value.shape} empty"
+        return f"{head}empty"
     if value.dtype.kind not in "fiub":
-        return f"{value.shape} {value.dtype}"
+        return f"{head}{value.dtype}"
     if value.size <= 4:
-        return f"{value.shape} [{', '.join(_number(float(v)) for v in value.ravel())}]"
-    return f"{value.shape} in [{_number(float(np.min(value)))}, {_number(float(np.max(value)))}]"
+        return f"{head}[{', '.join(_number(float(v)) for v in value.ravel())}]"
+    return f"{head}in [{_number(float(np.min(value)))}, {_number(float(np.max(value)))}]"
 
 
 def _adjoints(output, nodes):
@@ -295,10 +296,10 @@ def to_dot(output, values=False, grads=False, names=None):
         else:
             parts, style = [name, "constant", str(data.shape)], ", style=dashed"
         if values:
-            parts.append(f"value {_summary(data)}")
+            parts.append(f"value {_summary(data, shape=False)}")
         if found is not None and isinstance(value, Tensor) and value.requires_grad:
             g = found[value]
-            parts.append(f"grad {_summary(np.zeros_like(data) if g is None else g)}")
+            parts.append(f"grad {_summary(np.zeros_like(data) if g is None else g, shape=False)}")
         lines.append(f"  {_dot_string(name)} [label={_dot_label(*parts)}{style}];")
     numbers = 0
     for node in nodes:
