@@ -89,6 +89,7 @@ def test_the_tensor_engine_matches_the_scalar_engine_node_by_node(capsys):
         w = m.sigmoid(m.sub(c, u))
         return m.add(m.mul(u, w), m.div(m.exp(a), m.sin(c)))
 
+    scalar.reset_names()   # x1, x2, x3, v1, ... as the tensor engine's labels
     nodes = [scalar.Node(v) for v in point]
     y = expression(scalar, *nodes)
     y.backward()
@@ -145,6 +146,20 @@ def test_logistic_regression_rows_against_central_differences(capsys):
     np.testing.assert_allclose(rows[1].adjoint, numerical, rtol=1e-6, atol=1e-9)
     out = capsys.readouterr().out
     assert "v1 = dot(x, W)" in out and "= (4, 3) in [" in out
+    # crossEntropy(softmax(z), y) sends its gradient straight to z: dy/dv2 is never formed, and
+    # the table says so rather than showing a zero.
+    assert rows[2].adjoint is None and "dy/dv2 = skipped (fused into crossEntropy)" in out
+    assert "grad skipped (fused into crossEntropy)" in tt.to_dot(loss, grads=True)
+
+
+def test_cross_entropy_of_plain_probabilities_has_every_adjoint(capsys):
+    z = tt.tensor([[0.2, 1.0, -0.5]], requires_grad=True, name="z")
+    p = tt.exp(z) / tt.sum(tt.exp(z))                     # softmax by hand: not fused
+    y = tt.tensor([[0.0, 1.0, 0.0]])
+    rows = tt.evaluation_trace(tt.crossEntropy(p, y), adjoints=True)
+    p_row = [r for r in rows if r.op == "div"][0]
+    np.testing.assert_allclose(p_row.adjoint, -y.data / p.data, rtol=1e-12)
+    assert "skipped" not in capsys.readouterr().out
 
 
 def test_a_non_scalar_output_and_float32(capsys):

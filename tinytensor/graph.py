@@ -162,6 +162,8 @@ def _summary(value, shape=True):
     """Numbers as the lecture prints them; arrays as their shape and a short summary."""
     if value is None:
         return ""
+    if isinstance(value, _Fused):
+        return value.describe()
     if not isinstance(value, np.ndarray):
         value = np.asarray(value)
     if value.ndim == 0:
@@ -178,7 +180,12 @@ def _summary(value, shape=True):
 
 def _adjoints(output, nodes):
     """{node: dy/d node} for every node on the tape (y = output; the seed is ones, so for a
-    non-scalar y it is the gradient of y.sum()). Leaves every .grad as it was."""
+    non-scalar y it is the gradient of y.sum()). Leaves every .grad as it was.
+
+    A node that a fused entry steps over gets the name of that entry instead of a number:
+    crossEntropy(softmax(z), y) sends its gradient straight to z (exact and stable), so the
+    sweep never forms dy/d softmax(z), and a zero there would be a wrong number.
+    """
     saved = [(node, node.grad) for node in nodes]
     try:
         seed = np.ones(output.shape, dtype=output.dtype)
@@ -186,7 +193,25 @@ def _adjoints(output, nodes):
     finally:
         for node, grad in saved:
             node.grad = grad
-    return {node: found.get(node) for node in nodes}
+    adjoints = {}
+    for node in nodes:
+        g = found.get(node)
+        adjoints[node] = np.zeros_like(node.data) if g is None else g
+        prim = node._prim
+        if prim is not None and prim.shown_nargs is not None:   # an entry with hidden inputs
+            hidden = [h for h in node._inputs[prim.shown_nargs:] if isinstance(h, Tensor)]
+            for a in _shown_inputs(node):
+                if (isinstance(a, Tensor) and a._prim is not None
+                        and any(h is i for h in hidden for i in a._inputs)):
+                    adjoints[a] = _Fused(prim.name)
+    return adjoints
+
+
+class _Fused(str):
+    """In place of an adjoint the sweep did not form: the name of the fused entry."""
+
+    def describe(self):
+        return f"skipped (fused into {self})"
 
 
 def _seeds(wrt, who):
@@ -219,8 +244,10 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
     entry, `v3 = add(v1, v2) = 10.693`. With `wrt` (an input Tensor, seeded with ones, or a dict
     {input: tangent}), each row's tangent d entry / d input by forward mode along the tape; with
     `adjoints=True`, each row's adjoint dy / d entry (y = output; y.sum() for a non-scalar y) by
-    reverse mode. Scalars print as numbers (3 decimals), arrays as shape and range. Every
-    `.grad` is left as it was. Labels as in `wengert_list`, with results named v1, v2, ....
+    reverse mode (None, printed as "skipped", for the softmax output of a fused
+    crossEntropy(softmax(z), y), whose gradient goes straight to z). Scalars print as numbers
+    (3 decimals), arrays as shape and range. Every `.grad` is left as it was. Labels as in
+    `wengert_list`, with results named v1, v2, ....
     """
     who = "evaluation_trace"
     nodes = _recorded(output, who)
@@ -232,39 +259,32 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
         tangent = adjoint = None
         if seeds is not None:   # forward mode along the tape, one sweep per entry
             tangent = _plain(seeds[node] if node in seeds else forward_sweep(node, seeds))
-        if found is not None:
-            g = found[node]
-            adjoint = _plain(np.zeros_like(node.data) if g is None else g)
+        if found is not None and not isinstance(found[node], _Fused):
+            adjoint = _plain(found[node])
         if node._prim is None:
             rows.append(TraceRow(labels[node], "input", (), _plain(node.data), tangent, adjoint))
         else:
             rows.append(TraceRow(labels[node], node._prim.name, labels.arguments(node),
                                  _plain(node.data), tangent, adjoint))
-    print(_trace_table(rows, output_label=labels[output], seeds=seeds, labels=labels))
-    return rows
-
-
-def _trace_table(rows, output_label, seeds, labels):
-    wrt = None
-    if seeds is not None and len(seeds) == 1:
-        (x,) = seeds
-        if np.all(seeds[x] == 1):
-            wrt = labels[x]
-    columns = []
-    for row in rows:
-        lhs = f"{row.label} = " + ("input" if row.op == "input" else f"{row.op}({', '.join(row.args)})")
-        line = [lhs, f"= {_summary(row.value)}"]
+    wrt_label = None   # "dv/dx1" for the lecture's seed dx1/dx1 = 1; "dv" for another tangent
+    if seeds is not None and len(seeds) == 1 and all(np.all(t == 1) for t in seeds.values()):
+        wrt_label = labels[next(iter(seeds))]
+    table = []
+    for node, row in zip(nodes, rows):
+        lhs = "input" if row.op == "input" else f"{row.op}({', '.join(row.args)})"
+        line = [f"{row.label} = {lhs}", f"= {_summary(row.value)}"]
         if seeds is not None:
-            line.append(f"d{row.label}/d{wrt} = " if wrt else f"d{row.label} = ")
-            line[-1] += _summary(row.tangent)
-        if row.adjoint is not None:
-            line.append(f"dy/d{row.label} = {_summary(row.adjoint)}")
-        columns.append(line)
-    widths = [max(len(line[i]) for line in columns) for i in range(len(columns[0]))]
-    text = ["   ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in columns]
-    if rows[-1].adjoint is not None:
-        text.append(f"(y = {output_label})")
-    return "\n".join(text)
+            d = f"d{row.label}/d{wrt_label}" if wrt_label else f"d{row.label}"
+            line.append(f"{d} = {_summary(row.tangent)}")
+        if found is not None:
+            line.append(f"dy/d{row.label} = {_summary(found[node])}")
+        table.append(line)
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    text = ["   ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
+    if found is not None:
+        text.append(f"(y = {labels[output]})")
+    print("\n".join(text))
+    return rows
 
 
 # ----- pictures -----------------------------------------------------------------------------------
@@ -298,8 +318,7 @@ def to_dot(output, values=False, grads=False, names=None):
         if values:
             parts.append(f"value {_summary(data, shape=False)}")
         if found is not None and isinstance(value, Tensor) and value.requires_grad:
-            g = found[value]
-            parts.append(f"grad {_summary(np.zeros_like(data) if g is None else g, shape=False)}")
+            parts.append(f"grad {_summary(found[value], shape=False)}")
         lines.append(f"  {_dot_string(name)} [label={_dot_label(*parts)}{style}];")
     numbers = 0
     for node in nodes:
