@@ -74,14 +74,16 @@ class Node:
 
     def __init__(self, value, parent_nodes=(), operator="input", grad_wrt_parents=(), name=None):
         self.value = float(value)
-        self.parent_nodes = list(parent_nodes)
+        # The wrapping functions hand over fresh lists: kept as they are (as the reference does),
+        # which saves two copies per node; anything else becomes a list.
+        self.parent_nodes = parent_nodes if parent_nodes.__class__ is list else list(parent_nodes)
         self.operator = operator
-        self.grad_wrt_parents = list(grad_wrt_parents)
+        self.grad_wrt_parents = (grad_wrt_parents if grad_wrt_parents.__class__ is list
+                                 else list(grad_wrt_parents))
         self.grad = 0.0
         self._child_refs = []     # weak references to the children, in creation order
         self._prune_at = 8        # drop dead references once the list grows past this
-        self._partial_derivative = 0.0
-        self._pass = -1
+        self._pass = -1           # no forward pass yet: partial_derivative reads 0
         # The name's number, taken now (creation order); the string is made only when asked for.
         if name is None:
             self._label = _next_input_number() if operator == "input" else _next_value_number()
