@@ -310,3 +310,16 @@ def test_a_scalar_neuron_matches_the_tensor_engine():
     ot.backward()
     assert out.value == pytest.approx(float(ot.data), rel=1e-15)
     np.testing.assert_allclose([n.grad for n in ws], wt.grad, rtol=1e-15)
+
+
+def test_the_reference_counters_read_and_restart_the_numbering():
+    scalar.reset_names()
+    x = Node(1.0)
+    x * x
+    assert (Node.input_count, Node.intermediate_count) == (1, 1)
+    assert (Node.input_count, Node.intermediate_count) == (1, 1)   # reading does not count
+    Node.input_count = Node.intermediate_count = 0                  # the reference's own reset
+    a = Node(3.0)
+    assert (a.name, (a + a).name) == ("x1", "v1")
+    Node.intermediate_count = 10
+    assert (a * a).name == "v11" and Node(0.0).name == "x2"

@@ -8,7 +8,8 @@ It is the teaching baseline that tinytensor is benchmarked against and cross-che
   (d node / d parent, one per parent, computed when the node is made), `partial_derivative`
   (set by forward mode) and `grad` (set by reverse mode).
 * Nodes are named as the NTU reference names them: `x1, x2, ...` for inputs and `v1, v2, ...`
-  for the others, in creation order. `reset_names()` (or `Node.reset()`) starts again at x1/v1;
+  for the others, in creation order. `reset_names()` (or `Node.reset()`, or the reference's
+  `Node.input_count = Node.intermediate_count = 0`) starts again at x1/v1;
   `Node(value, name="a")` or `node.name = "a"` names one yourself.
 * Wrapping functions (`add sub mul div neg power log exp sin cos tanh relu sqrt sigmoid abs`,
   and the operators `+ - * / **` with numbers on either side) compute a value, create exactly
@@ -49,17 +50,39 @@ __all__ = ["Node", "add", "sub", "mul", "div", "neg", "power", "log", "exp", "si
 _forward_pass = 0
 
 
-def reset_names():
+def reset_names(input_count=0, intermediate_count=0):
     """Start naming nodes again at x1 and v1 (for a new example); nodes made before keep theirs."""
     global _next_input_number, _next_value_number
-    _next_input_number = itertools.count(1).__next__
-    _next_value_number = itertools.count(1).__next__
+    _next_input_number = itertools.count(input_count + 1).__next__
+    _next_value_number = itertools.count(intermediate_count + 1).__next__
 
 
 reset_names()
 
 
-class Node:
+def _count(which):
+    """How many names of one kind were given so far (read without losing the place)."""
+    global _next_input_number, _next_value_number
+    if which == "input":
+        n = _next_input_number() - 1
+        _next_input_number = itertools.count(n + 1).__next__
+    else:
+        n = _next_value_number() - 1
+        _next_value_number = itertools.count(n + 1).__next__
+    return n
+
+
+class _NodeType(type):
+    """`Node.input_count` and `Node.intermediate_count`, the NTU reference's class attributes:
+    how many inputs and other nodes were named so far; assigning one (say 0) restarts it."""
+
+    input_count = property(lambda cls: _count("input"),
+                           lambda cls, n: reset_names(n, _count("intermediate")))
+    intermediate_count = property(lambda cls: _count("intermediate"),
+                                  lambda cls, n: reset_names(_count("input"), n))
+
+
+class Node(metaclass=_NodeType):
     """One number in the computational graph.
 
     Node(value) makes an input (operator "input", no parents); the wrapping functions make the
