@@ -323,3 +323,25 @@ def test_the_reference_counters_read_and_restart_the_numbering():
     assert (a.name, (a + a).name) == ("x1", "v1")
     Node.intermediate_count = 10
     assert (a * a).name == "v11" and Node(0.0).name == "x2"
+
+
+def test_a_wrapping_function_written_as_in_the_slides_works(verbose, capsys):
+    """The slides' own `mul`: Node(value, parents, "mul"), grad_wrt_parents set afterwards, and
+    the new node appended to its parents' child nodes by hand (harmless: Node already did)."""
+    def my_mul(node1, node2):
+        new_node = Node(node1.value * node2.value, [node1, node2], "mul")
+        new_node.grad_wrt_parents = [node2.value, node1.value]
+        node1.child_nodes.append(new_node)
+        node2.child_nodes.append(new_node)
+        return new_node
+
+    x1, x2 = Node(2), Node(5)
+    v1 = my_mul(x1, x2)
+    assert x1.child_nodes == [v1] and len(x2.child_nodes) == 1
+    scalar.forward(x1)
+    assert v1.partial_derivative == 5.0
+    v1.backward()
+    assert (x1.grad, x2.grad) == (5.0, 2.0)
+    assert lines(capsys.readouterr().out)[:4] == [
+        "x1 = input[] = 2", "x2 = input[] = 5", "v1 = mul['x1', 'x2'] = 10",
+        "dv1/dx1 = (dv1/dx1)(dx1/dx1) + (dv1/dx2)(dx2/dx1)"]
