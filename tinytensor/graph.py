@@ -56,65 +56,57 @@ def _given_names(names, who):
     return given
 
 
-class _Labels:
-    """One unique label per distinct value on the tape of `output`, keyed by identity.
+def _values_shown(nodes):
+    """Every value the views show, in evaluation order, each once, with its kind: "x" a leaf,
+    "z" a result, "c" a constant an entry uses (a Tensor that needs no gradient, an array;
+    numbers are shown as themselves)."""
+    values, seen = [], set()
+    for node in nodes:
+        shown = [] if node._prim is None else [
+            (a, "c") for a in _shown_inputs(node)
+            if not (isinstance(a, _NUMBERS) or a is None or isinstance(a, Tensor) and a.requires_grad)]
+        for value, kind in shown + [(node, "x" if node._prim is None else "z")]:
+            if id(value) not in seen:
+                seen.add(id(value))
+                values.append((value, kind))
+    return values
 
-    `items` lists every value in evaluation order: leaves and results (`nodes`), and the
-    constants their entries use (Tensors that need no gradient, arrays; numbers are shown as
-    themselves). User names are kept when unique; a repeated one gets `_2`, `_3`, ...; the rest
-    get generated names that no user name takes.
-    """
+
+class _Labels:
+    """One unique label per value on the tape of `output`, keyed by identity (`id`; the values
+    stay alive in `items`). A user name is kept by the first value that has it, a repeated one
+    gets `_2`, `_3`, ...; unnamed values get generated names that no user name takes."""
 
     def __init__(self, nodes, names=None, result_prefix="z", who="wengert_list"):
         given = _given_names(names, who)
-        self.items, kinds, seen = [], {}, set()   # items keep every value labelled by id alive
-
-        def add(value, kind):
-            if id(value) not in seen:
-                seen.add(id(value))
-                self.items.append(value)
-                kinds[id(value)] = kind
-
-        for node in nodes:
-            if node._prim is not None:
-                for a in _shown_inputs(node):
-                    if not isinstance(a, _NUMBERS) and a is not None and not (
-                            isinstance(a, Tensor) and a.requires_grad):
-                        add(a, "c")
-                add(node, "z")
-            else:
-                add(node, "x")
-        preferred = {}
-        for value in self.items:
-            name = given.get(id(value)) or (value.name if isinstance(value, Tensor) else None)
-            if name:
-                preferred[id(value)] = name
+        kinds = _values_shown(nodes)
+        self.items = [value for value, _ in kinds]
+        preferred = {id(v): given.get(id(v)) or (v.name if isinstance(v, Tensor) else None)
+                     for v in self.items}
         self.label, taken = {}, set()
-        for value in self.items:            # a user name is kept by the first value that has it
-            name = preferred.get(id(value))
+
+        def assign(value, name):
+            self.label[id(value)] = name
+            taken.add(name)
+
+        for value in self.items:                      # user names, first come
+            name = preferred[id(value)]
             if name and name not in taken:
-                self.label[id(value)] = name
-                taken.add(name)
-        for value in self.items:            # ... and suffixed for the others
-            name = preferred.get(id(value))
+                assign(value, name)
+        for value in self.items:                      # repeated user names, suffixed
+            name = preferred[id(value)]
             if name and id(value) not in self.label:
                 k = 2
                 while f"{name}_{k}" in taken:
                     k += 1
-                self.label[id(value)] = f"{name}_{k}"
-                taken.add(f"{name}_{k}")
-        counters = {"x": 0, "z": 0, "c": 0}
-        prefixes = {"x": "x", "z": result_prefix, "c": "c"}
-        for value in self.items:            # generated names skip every name already taken
+                assign(value, f"{name}_{k}")
+        counters, prefixes = {"x": 0, "z": 0, "c": 0}, {"x": "x", "z": result_prefix, "c": "c"}
+        for value, kind in kinds:                     # generated names, skipping taken ones
             if id(value) not in self.label:
-                kind = kinds[id(value)]
-                while True:
+                counters[kind] += 1
+                while f"{prefixes[kind]}{counters[kind]}" in taken:
                     counters[kind] += 1
-                    name = f"{prefixes[kind]}{counters[kind]}"
-                    if name not in taken:
-                        break
-                self.label[id(value)] = name
-                taken.add(name)
+                assign(value, f"{prefixes[kind]}{counters[kind]}")
 
     def __getitem__(self, value):
         if isinstance(value, _NUMBERS) or value is None:
