@@ -312,13 +312,15 @@ def to_dot(output, values=False, grads=False, names=None):
         if found is not None and isinstance(value, Tensor) and value.requires_grad:
             parts.append(f"grad {_summary(found[value], shape=False)}")
         lines.append(f"  {_dot_string(name)} [label={_dot_label(*parts)}{style}];")
-    numbers = 0
+    numbers, taken = 0, set(labels.label.values())
     for node in nodes:
         if node._prim is None:
             continue
         for a in _shown_inputs(node):
             if isinstance(a, _NUMBERS) or a is None:   # each use of a number its own small node
                 numbers += 1
+                while f"#number{numbers}" in taken:    # (a label could be anything)
+                    numbers += 1
                 source = _dot_string(f"#number{numbers}")
                 lines.append(f"  {source} [label={_dot_label(labels[a])}, shape=plain];")
             else:
