@@ -110,7 +110,9 @@ def test_constants_and_numbers_are_labelled_without_merging():
     assert len(number_nodes) == 2              # each use of 2.0 is its own node
     x.name = "#number1"                        # even a label that looks like a number node's id
     nodes = dot_nodes(tt.to_dot(y))
-    assert len(nodes) == 6 and nodes['"#number1"'].startswith('"#number1\\ninput')
+    assert len(nodes) == 12                    # x, c1, x_2 -> x, 7 entries, 2 numbers
+    assert nodes['"#number1"'].startswith('"#number1\\ninput')
+    assert sorted(n for n in nodes if n.startswith('"#number')) == ['"#number1"', '"#number2"', '"#number3"']
 
 
 def test_nothing_recorded_is_an_error_that_says_why():
