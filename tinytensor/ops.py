@@ -6,7 +6,15 @@ How to read a row:
                   vjp=[lambda g, ans, a, b: g * b,     # d/da, one rule per input ...
                        lambda g, ans, a, b: g * a],
                   jvp=[lambda t, ans, a, b: t * b,     # ... and one tangent rule per input
-                       lambda t, ans, a, b: a * t])
+                       lambda t, ans, a, b: a * t],
+                  numpy=np.multiply)                   # np.multiply(tensor, ...) records mul
+
+A row is the whole declaration: `tt.mul`, the NumPy function it stands for and the Tensor method
+(`method=True`) derive from it (PUBLIC, NUMPY_FUNCTIONS, METHODS below), and its spec row in
+specs.py makes the test sweep check both rules. Shorthands: `elementwise` (from the local
+derivative), `deflinear` (only the transpose is written), `nondifferentiable`; `@public` gives a
+primitive NumPy's signature or makes a composite public. Other op families live in their own
+modules (ops_*.py, linalg.py) and use the same shorthands.
 
 Rules take the cotangent `g` (or tangent `t`), the output `ans`, the inputs, then the static
 parameters as keywords. They are plain NumPy and may return a broadcast shape: the engine
@@ -25,22 +33,91 @@ import numpy as np
 import scipy.special
 from scipy.linalg import blas
 
-from .tape import REGISTRY, Primitive
+from .tape import Primitive
 from .tensor import Tensor
+
+# ----- the table: what each operation is called, in tinytensor, in NumPy, as a method ---------------
+# Filled by the rows below (and by the other op modules: linalg.py, ...). tinytensor/__init__.py
+# exports PUBLIC as `tt.<name>`; numpy_dispatch maps NumPy functions through NUMPY_FUNCTIONS; every
+# METHODS entry is installed on Tensor (`t.sum(axis=1)` is `tt.sum(t, axis=1)`).
+PUBLIC = {}            # name -> function
+NONDIFFERENTIABLE = set()   # NumPy functions computed on the values, with no gradient
+NUMPY_FUNCTIONS = {}   # NumPy (or SciPy) function -> tinytensor function
+METHODS = {}           # Tensor method name -> function taking the tensor first
+BUILTIN = set()        # names of the built-in primitives (user primitives register elsewhere)
+
+
+def _names(spec, default):
+    if spec is None or spec is False:
+        return ()
+    if spec is True:
+        return (default,)
+    return (spec,) if isinstance(spec, str) else tuple(spec)
+
+
+def publish(fun, name, numpy=None, method=None):
+    """Make `fun` public: `tt.<name>`, the NumPy function(s) `numpy` it stands for, and the Tensor
+    method(s) `method` (True: the same name). Returns `fun`."""
+    if name in PUBLIC and PUBLIC[name] is not fun:
+        raise ValueError(f"two operations are both published as tt.{name}")
+    PUBLIC[name] = fun
+    for np_fun in () if numpy is None else (numpy if isinstance(numpy, tuple) else (numpy,)):
+        NUMPY_FUNCTIONS[np_fun] = fun
+    for m in _names(method, name):
+        METHODS[m] = fun
+        setattr(Tensor, m, fun)
+    return fun
+
+
+def public(fun=None, *, name=None, numpy=None, method=None):
+    """Decorator form of `publish`, for composites and the wrappers that give a primitive NumPy's
+    signature: `@public(numpy=np.sum, method=True) def sum(x, axis=None, keepdims=False): ...`."""
+    if fun is None:
+        return lambda f: public(f, name=name, numpy=numpy, method=method)
+    return publish(fun, name or fun.__name__, numpy, method)
 
 
 # ----- shorthands for declaring primitives ------------------------------------------------------
-def defprim(fun, name, vjp, jvp, nargs=None, **options):
-    """A primitive with one VJP rule and one JVP rule per input."""
-    prim = Primitive(fun, name, nargs=len(vjp) if nargs is None else nargs, **options)
-    return prim.defvjp(*vjp).defjvp(*jvp)
+def defprim(fun, name, vjp, jvp, nargs=None, numpy=None, method=None, export=False, **options):
+    """A primitive with one VJP rule and one JVP rule per input.
+
+    `vjp`/`jvp` are lists with one rule per input (None: not differentiable in that input), or a
+    single joint rule (a callable) for variadic ops. With `export` (or `numpy`/`method`) the
+    primitive itself is public as `tt.<name>` (`export="other"`: as `tt.other`)."""
+    prim = Primitive(fun, name, nargs=(len(vjp) if isinstance(vjp, (list, tuple)) else None)
+                     if nargs is None else nargs, **options)
+    if callable(vjp):
+        prim.defvjp(vjp)
+    else:
+        prim.defvjp(*vjp)
+    if callable(jvp):
+        prim.defjvp_joint(jvp)
+    else:
+        prim.defjvp(*jvp)
+    BUILTIN.add(name)
+    if export or numpy is not None or method:
+        publish(prim, export if isinstance(export, str) else name, numpy, method)
+    return prim
 
 
-def elementwise(fun, name, deriv):
+def elementwise(fun, name, deriv, **public):
     """A unary elementwise primitive from its local derivative `deriv(ans, x)` alone."""
     return defprim(fun, name,
                    vjp=[lambda g, ans, x: g * deriv(ans, x)],
-                   jvp=[lambda t, ans, x: t * deriv(ans, x)])
+                   jvp=[lambda t, ans, x: t * deriv(ans, x)], **public)
+
+
+def deflinear(fun, name, vjp, **public):
+    """A primitive linear in its one input: its JVP is the op itself applied to the tangent, so
+    only the VJP (the transpose) is written. `fun(x, **params)`; `vjp(g, ans, x, **params)`."""
+    return defprim(fun, name, vjp=[vjp], jvp=[lambda t, ans, x, **params: fun(t, **params)],
+                   nargs=1, **public)
+
+
+def nondifferentiable(*np_funs):
+    """Mark NumPy functions as carrying no gradient: given Tensors they compute on the values
+    and return plain arrays (comparisons, sign, argmax, ...)."""
+    NONDIFFERENTIABLE.update(np_funs)
 
 
 def _reduced_axes(ndim, axis):
@@ -69,7 +146,7 @@ def _spread(g, x, axis, keepdims):
 
 
 # ----- elementwise, one input ---------------------------------------------------------------------
-exp = elementwise(np.exp, "exp", lambda ans, x: ans)
+exp = elementwise(np.exp, "exp", lambda ans, x: ans, numpy=np.exp, method=True)
 
 
 @np.errstate(divide="ignore")   # log(0) = -inf is the exact limit, not an error: no RuntimeWarning
@@ -87,31 +164,34 @@ def _sqrt_deriv(ans, x):
     return 0.5 / ans
 
 
-log = elementwise(_log_forward, "log", _log_deriv)
-sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x))
-cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x))
-tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans)
-sigmoid = elementwise(scipy.special.expit, "sigmoid", lambda ans, x: ans * (1 - ans))
-relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0)   # relu'(0) = 0
-sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv)
-square = elementwise(np.square, "square", lambda ans, x: 2 * x)
-abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x))                     # abs'(0) = 0
-neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t])
+log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
+sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
+cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
+tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
+sigmoid = elementwise(scipy.special.expit, "sigmoid", lambda ans, x: ans * (1 - ans),
+                      numpy=scipy.special.expit, method=True)
+relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0,   # relu'(0) = 0
+                   method=True)
+sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
+square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
+abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x),                     # abs'(0) = 0
+                  numpy=np.absolute, method=True)
+neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
 # ----- elementwise, two inputs (NumPy broadcasting) --------------------------------------------
 add = defprim(np.add, "add",
               vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: g],
-              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: t])
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: t], numpy=np.add)
 sub = defprim(np.subtract, "sub",
               vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g],
-              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t])
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t], numpy=np.subtract)
 mul = defprim(np.multiply, "mul",
               vjp=[lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a],
-              jvp=[lambda t, ans, a, b: t * b, lambda t, ans, a, b: a * t])
+              jvp=[lambda t, ans, a, b: t * b, lambda t, ans, a, b: a * t], numpy=np.multiply)
 div = defprim(np.divide, "div",
               vjp=[lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b],
-              jvp=[lambda t, ans, a, b: t / b, lambda t, ans, a, b: -t * ans / b])
+              jvp=[lambda t, ans, a, b: t / b, lambda t, ans, a, b: -t * ans / b], numpy=np.divide)
 
 
 def _log_base(a):
@@ -128,7 +208,7 @@ power = defprim(np.power, "power",
                 vjp=[lambda g, ans, a, b: g * _power_slope(a, b),
                      lambda g, ans, a, b: g * (ans * _log_base(a))],
                 jvp=[lambda t, ans, a, b: t * _power_slope(a, b),
-                     lambda t, ans, a, b: t * (ans * _log_base(a))])
+                     lambda t, ans, a, b: t * (ans * _log_base(a))], numpy=np.power, method="pow")
 
 
 def _share(s, a, b):
@@ -139,10 +219,12 @@ def _share(s, a, b):
 
 maximum = defprim(np.maximum, "maximum",
                   vjp=[lambda g, ans, a, b: _share(g, a, b), lambda g, ans, a, b: _share(g, b, a)],
-                  jvp=[lambda t, ans, a, b: _share(t, a, b), lambda t, ans, a, b: _share(t, b, a)])
+                  jvp=[lambda t, ans, a, b: _share(t, a, b), lambda t, ans, a, b: _share(t, b, a)],
+                  numpy=np.maximum)
 minimum = defprim(np.minimum, "minimum",
                   vjp=[lambda g, ans, a, b: _share(g, b, a), lambda g, ans, a, b: _share(g, a, b)],
-                  jvp=[lambda t, ans, a, b: _share(t, b, a), lambda t, ans, a, b: _share(t, a, b)])
+                  jvp=[lambda t, ans, a, b: _share(t, b, a), lambda t, ans, a, b: _share(t, a, b)],
+                  numpy=np.minimum)
 
 
 # ----- reductions --------------------------------------------------------------------------------
@@ -287,11 +369,9 @@ def _zeros_for_missing(tangents, inputs):
     return [np.zeros_like(x) if t is None else t for t, x in zip(tangents, inputs)]
 
 
-_concatenate = Primitive(lambda *xs, axis=0: np.concatenate(xs, axis=axis), "concatenate", nargs=None)
-_concatenate.defvjp(lambda g, ans, *xs, axis:
-                    _pieces(g, [np.shape(x)[axis] for x in xs], axis))
-_concatenate.defjvp_joint(lambda ts, ans, *xs, axis:
-                          np.concatenate(_zeros_for_missing(ts, xs), axis=axis))
+_concatenate = defprim(lambda *xs, axis=0: np.concatenate(xs, axis=axis), "concatenate", nargs=None,
+                       vjp=lambda g, ans, *xs, axis: _pieces(g, [np.shape(x)[axis] for x in xs], axis),
+                       jvp=lambda ts, ans, *xs, axis: np.concatenate(_zeros_for_missing(ts, xs), axis=axis))
 
 
 def _stack_slices(g, n, axis):
@@ -299,9 +379,9 @@ def _stack_slices(g, n, axis):
     return tuple(g[(slice(None),) * axis + (i,)] for i in range(n))
 
 
-_stack = Primitive(lambda *xs, axis=0: np.stack(xs, axis=axis), "stack", nargs=None)
-_stack.defvjp(lambda g, ans, *xs, axis: _stack_slices(g, len(xs), axis))
-_stack.defjvp_joint(lambda ts, ans, *xs, axis: np.stack(_zeros_for_missing(ts, xs), axis=axis))
+_stack = defprim(lambda *xs, axis=0: np.stack(xs, axis=axis), "stack", nargs=None,
+                 vjp=lambda g, ans, *xs, axis: _stack_slices(g, len(xs), axis),
+                 jvp=lambda ts, ans, *xs, axis: np.stack(_zeros_for_missing(ts, xs), axis=axis))
 
 
 # ----- linear algebra ------------------------------------------------------------------------
@@ -327,7 +407,7 @@ def _matmul_vjp_b(g, ans, a, b):
 
 matmul = defprim(np.matmul, "matmul",
                  vjp=[_matmul_vjp_a, _matmul_vjp_b],
-                 jvp=[lambda t, ans, a, b: t @ b, lambda t, ans, a, b: a @ t])
+                 jvp=[lambda t, ans, a, b: t @ b, lambda t, ans, a, b: a @ t], numpy=np.matmul, method=True)
 
 
 def _linear_forward(x, W, b):
@@ -357,7 +437,8 @@ def _dot_forward(a, b):
 # For 1-D and 2-D operands np.dot is np.matmul, so the rules are matmul's.
 dot = defprim(_dot_forward, "dot",
               vjp=[_matmul_vjp_a, _matmul_vjp_b],
-              jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+              jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)],
+              numpy=np.dot, method=True)
 
 
 # ----- the lecture's operations: softmax (above), crossEntropy, frobeniusNorm ----------------------
@@ -380,7 +461,7 @@ def _safe(norm):
 
 frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          vjp=[lambda g, ans, w: g * w / _safe(ans)],   # w / norm: finite at 1e-300
-                         jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)])
+                         jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
 
 
 def _class_indices(y, shape, check=False):
@@ -521,63 +602,77 @@ _softmax_cross_entropy = defprim(
 
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
+@public(numpy=np.sum, method=True)
 def sum(x, axis=None, keepdims=False):
     return _sum(x, axis=axis, keepdims=keepdims)
 
 
+@public(numpy=np.mean, method=True)
 def mean(x, axis=None, keepdims=False):
     return _mean(x, axis=axis, keepdims=keepdims)
 
 
+@public(numpy=(np.max, np.amax), method=True)
 def max(x, axis=None, keepdims=False):
     """The maximum along `axis`; ties share the gradient evenly."""
     return _max(x, axis=axis, keepdims=keepdims)
 
 
+@public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(x, axis=None, keepdims=False):
     """log(sum(exp(x))), stable for any finite input."""
     return _logsumexp(x, axis=axis, keepdims=keepdims)
 
 
+@public(numpy=scipy.special.softmax, method=True)
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
     return _softmax(x, axis=axis)
 
 
+@public(numpy=scipy.special.log_softmax, method=True)
 def log_softmax(x, axis=-1):
     return _log_softmax(x, axis=axis)
 
 
+@public(numpy=np.reshape)
 def reshape(x, shape):
     return _reshape(x, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
 
 
+@public(numpy=np.transpose)
 def transpose(x, axes=None):
     return _transpose(x, axes=None if axes is None else tuple(axes))
 
 
+@public(numpy=np.swapaxes, method=True)
 def swapaxes(x, axis1, axis2):
     axes = list(range(np.ndim(x.data if isinstance(x, Tensor) else x)))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(x, axes)
 
 
+@public(numpy=np.broadcast_to)
 def broadcast_to(x, shape):
     return _broadcast_to(x, shape=tuple(shape))
 
 
+@public(method=True)
 def astype(x, dtype):
     return _astype(x, dtype=np.dtype(dtype))
 
 
+@public(numpy=np.concatenate)
 def concatenate(tensors, axis=0):
     return _concatenate(*tensors, axis=axis)
 
 
+@public(numpy=np.stack)
 def stack(tensors, axis=0):
     return _stack(*tensors, axis=axis)
 
 
+@public
 def linear(x, W, b=None):
     """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
     return matmul(x, W) if b is None else _linear(x, W, b)
@@ -593,6 +688,7 @@ def _labels_like(y, p):
     return y.astype(dtype) if y.dtype.kind == "f" and dtype.kind == "f" and y.dtype != dtype else y
 
 
+@public
 def softmax_cross_entropy(logits, y, reduction="mean"):
     """cross_entropy(softmax(logits), y) as one fused primitive: stable for any finite logits.
 
@@ -601,6 +697,7 @@ def softmax_cross_entropy(logits, y, reduction="mean"):
     return _softmax_cross_entropy(logits, _labels_like(y, logits), reduction=reduction)
 
 
+@public
 def cross_entropy(p, y, reduction="mean"):
     """-sum(y * log p) per row; `p` holds probabilities along the last axis.
 
@@ -615,32 +712,20 @@ def cross_entropy(p, y, reduction="mean"):
     return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
 
 
-# Every primitive declared above (user primitives register later).
-BUILTIN = frozenset(REGISTRY)
-
 # The lecture's spellings.
-crossEntropy = cross_entropy
-frobeniusNorm = frobenius_norm
+crossEntropy = publish(cross_entropy, "crossEntropy")
+frobeniusNorm = publish(frobenius_norm, "frobeniusNorm")
 
 
 # ----- handing NumPy calls on Tensors back to the table -----------------------------------------
-# A NumPy function applied to a Tensor becomes the tinytensor operation here. Rules rely on it.
-NUMPY_FUNCTIONS = {
-    np.add: add, np.subtract: sub, np.multiply: mul, np.divide: div, np.negative: neg,
-    np.power: power, np.exp: exp, np.log: log, np.sin: sin, np.cos: cos, np.tanh: tanh,
-    np.sqrt: sqrt, np.square: square, np.absolute: abs, np.maximum: maximum, np.minimum: minimum,
-    scipy.special.expit: sigmoid, np.matmul: matmul, np.dot: dot,
-    np.sum: sum, np.mean: mean, np.max: max, np.amax: max, np.reshape: reshape, np.transpose: transpose,
-    np.swapaxes: swapaxes, np.broadcast_to: broadcast_to, np.concatenate: concatenate,
-    np.stack: stack,
-}
-# Not differentiable (marked here, once): computed on the values, giving plain arrays.
-NONDIFFERENTIABLE = {
+# A NumPy function applied to a Tensor becomes the tinytensor operation in NUMPY_FUNCTIONS (filled by
+# the rows above). Rules rely on it. Not differentiable (marked here, once): computed on the values,
+# giving plain arrays.
+nondifferentiable(
     np.sign, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.isfinite, np.isnan, np.isinf, np.argmax, np.argmin, np.floor, np.ceil, np.round,
     np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.allclose, np.isclose,
-    np.array_equal, np.logical_and, np.logical_or, np.logical_not,
-}
+    np.array_equal, np.logical_and, np.logical_or, np.logical_not)
 
 
 def _unwrap(x):

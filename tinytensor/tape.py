@@ -20,6 +20,7 @@ import traceback
 import weakref
 from heapq import heappop, heappush
 from operator import attrgetter
+from types import MethodType
 
 import numpy as np
 
@@ -68,6 +69,10 @@ class Primitive:
 
     def __repr__(self):
         return f"<primitive {self.name}>"
+
+    def __get__(self, obj, objtype=None):
+        """A primitive stored on a class is a method, as a function would be (`t.exp()`)."""
+        return self if obj is None else MethodType(self, obj)
 
     # ----- declaring the rules ---------------------------------------------------------------
     def defvjp(self, *rules):
