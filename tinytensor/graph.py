@@ -262,9 +262,9 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
     if seeds is not None and len(seeds) == 1 and all(np.all(t == 1) for t in seeds.values()):
         wrt_label = labels[next(iter(seeds))]
     table = []
-    for node, row in zip(nodes, rows):
-        lhs = "input" if row.op == "input" else f"{row.op}({', '.join(row.args)})"
-        line = [f"{row.label} = {lhs}", f"= {_summary(row.value)}"]
+    for node, row in zip(nodes, rows):   # `x1 = 2`, `v3 = add(v1, v2) = 10.693`, then the columns
+        rhs = "" if row.op == "input" else f"{row.op}({', '.join(row.args)}) = "
+        line = [f"{row.label} = {rhs}{_summary(row.value)}"]
         if seeds is not None:
             d = f"d{row.label}/d{wrt_label}" if wrt_label else f"d{row.label}"
             line.append(f"{d} = {_summary(row.tangent)}")
