@@ -10,7 +10,7 @@
 
 from . import data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
-from .graph import to_dot, wengert_list
+from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
@@ -24,6 +24,6 @@ __all__ = [
     "zeros_like", "ones_like", "full", "arange", "eye", "rand",
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
+    "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ] + sorted(ops.PUBLIC)
