@@ -18,6 +18,7 @@ sweep's tolerance (1e-6) and by `tt.gradcheck(rtol=1e-6, atol=1e-9)`: 100%.
 """
 
 import contextlib
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,7 @@ def _recorded_prims(spec):
     return names
 
 
+@functools.cache   # each row's forward is run once, not once per mutant
 def rows_for(name):
     rows = [OP_SPECS[name]]
     rows += [spec for spec in EXTRA_SPECS.values() if name in _recorded_prims(spec)]
@@ -87,7 +89,8 @@ def _wrap_rule(rule, i, transform):
 def _wrap_joint_vjp(joint, i, transform):
     def mutated(g, ans, *xs, **params):
         parts = list(joint(g, ans, *xs, **params))
-        parts[i] = transform(parts[i], np.shape(xs[i]))
+        if i < len(xs):                       # a variadic op may have fewer inputs (einsum)
+            parts[i] = transform(parts[i], np.shape(xs[i]))
         return tuple(parts)
     return mutated
 
@@ -95,7 +98,7 @@ def _wrap_joint_vjp(joint, i, transform):
 def _wrap_joint_jvp(joint, i, transform):
     def mutated(ts, ans, *xs, **params):      # change input i's contribution only
         full = joint(ts, ans, *xs, **params)
-        if ts[i] is None:
+        if i >= len(xs) or ts[i] is None:
             return full
         own = joint([t if j == i else None for j, t in enumerate(ts)], ans, *xs, **params)
         changed = transform(own, np.shape(xs[i]))

@@ -8,9 +8,9 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import data, nn, ops, optim, scalar
+from . import data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
-from .graph import to_dot, wengert_list
+from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .tape import (
                    REGISTRY,
                    Primitive,
@@ -22,7 +22,7 @@ from .tape import (
                    set_grad_enabled,
                    unbroadcast,
 )
-from .tensor import Tensor, ones, randn, tensor, zeros
+from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
@@ -31,9 +31,10 @@ globals().update(ops.PUBLIC)
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
+    "zeros_like", "ones_like", "full", "arange", "eye", "rand",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
+    "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ] + sorted(ops.PUBLIC)

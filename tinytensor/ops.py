@@ -426,17 +426,28 @@ _linear = defprim(_linear_forward, "linear",
                        lambda t, ans, x, W, b: t])
 
 
-def _dot_forward(a, b):
-    a, b = np.asarray(a), np.asarray(b)
-    if not (1 <= a.ndim <= 2 and 1 <= b.ndim <= 2):
-        raise ValueError(f"dot takes 1-D or 2-D operands (as np.dot); got shapes {np.shape(a)} and "
-                         f"{np.shape(b)}; use matmul for batches")
-    return np.dot(a, b)
+def _dot_vjp_a(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:    # a 0-d operand (or a number): np.dot multiplies
+        return g * b
+    if a.ndim > 1 and b.ndim > 2:             # N-D: a's last axis against b's second-to-last
+        return np.tensordot(g, b, axes=(list(range(a.ndim - 1, g.ndim)),
+                                        list(range(b.ndim - 2)) + [b.ndim - 1]))
+    return _matmul_vjp_a(g, ans, a, b)
 
 
-# For 1-D and 2-D operands np.dot is np.matmul, so the rules are matmul's.
-dot = defprim(_dot_forward, "dot",
-              vjp=[_matmul_vjp_a, _matmul_vjp_b],
+def _dot_vjp_b(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return g * a
+    if a.ndim > 1 and b.ndim > 2:             # (k, B..., m) back to (B..., k, m)
+        outer_axes = list(range(a.ndim - 1))
+        g_b = np.tensordot(a, g, axes=(outer_axes, outer_axes))
+        return np.transpose(g_b, list(range(1, b.ndim - 1)) + [0, b.ndim - 1])
+    return _matmul_vjp_b(g, ans, a, b)
+
+
+# Where np.dot is np.matmul (1-D and 2-D operands, or a 1-D one) the rules are matmul's.
+dot = defprim(np.dot, "dot",
+              vjp=[_dot_vjp_a, _dot_vjp_b],
               jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)],
               numpy=np.dot, method=True)
 
@@ -662,14 +673,34 @@ def astype(x, dtype):
     return _astype(x, dtype=np.dtype(dtype))
 
 
+def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
+    """The inputs of a join (concatenate, stack, ...) as a list, cast to `dtype` when given
+    (under NumPy's `casting` rule), as NumPy's keywords ask."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported on Tensors; use the returned value")
+    arrays = list(arrays)
+    if dtype is None:
+        return arrays
+    dtype, cast = np.dtype(dtype), []
+    for a in arrays:
+        a = a if isinstance(a, Tensor) else np.asarray(a)
+        if not np.can_cast(a.dtype, dtype, casting):
+            raise TypeError(f"{op}: cannot cast {a.dtype} to {dtype} with casting={casting!r}")
+        cast.append(a if a.dtype == dtype else astype(a, dtype))
+    return cast
+
+
 @public(numpy=np.concatenate)
-def concatenate(tensors, axis=0):
+def concatenate(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    tensors = _joined(tensors, "concatenate", out, dtype, casting)
+    if axis is None:   # as NumPy: every input flattened first
+        tensors, axis = [reshape(t, -1) for t in tensors], 0
     return _concatenate(*tensors, axis=axis)
 
 
 @public(numpy=np.stack)
-def stack(tensors, axis=0):
-    return _stack(*tensors, axis=axis)
+def stack(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _stack(*_joined(tensors, "stack", out, dtype, casting), axis=axis)
 
 
 @public

@@ -13,7 +13,9 @@ from itertools import product
 import numpy as np
 import scipy.special
 
-from . import ops
+from . import linalg, ops, ops_shape
+from . import ops_elementwise as ew
+from . import ops_reductions as red
 
 
 # ----- samplers: sample(rng, shape) -> array inside the op's domain ----------------------------------
@@ -32,6 +34,60 @@ def away_from_zero(rng, shape):   # kinks (relu, abs) and poles (div) stay away 
 def distinct(rng, shape):          # no ties for max, so central differences are meaningful
     n = int(np.prod(shape))
     return (rng.permutation(n) * 0.37 + rng.uniform(0, 0.1, n)).reshape(shape) - n * 0.15
+
+
+def inside_unit(rng, shape):       # arcsin, arccos, arctanh: (-1, 1), away from the poles
+    return rng.uniform(-0.9, 0.9, shape)
+
+
+def above_one(rng, shape):         # arccosh
+    return rng.uniform(1.2, 3.0, shape)
+
+
+def moderate(rng, shape):          # tan: away from its poles at +-pi/2
+    return rng.uniform(-1.2, 1.2, shape)
+
+
+def near_zero(rng, shape):         # sinc: both sides of its switch to a series (at 0.08), and tiny
+    return rng.uniform(-0.12, 0.12, shape) * rng.choice([1.0, 1e-4], shape)
+
+
+def with_zeros(rng, shape):        # prod: slices with one zero, with two, and with none
+    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+    x.flat[[i for i in (0, 5, 6) if i < x.size]] = 0.0
+    return x
+
+
+def booleans(rng, shape):          # a constant condition (where)
+    return rng.random(shape) < 0.5
+
+
+def wide(rng, shape):              # clip: x below, inside and above the bounds below/above
+    return rng.uniform(-2.5, 2.5, shape)
+
+
+def below(rng, shape):
+    return rng.uniform(-1.5, -0.2, shape)
+
+
+def above(rng, shape):
+    return rng.uniform(0.2, 1.5, shape)
+
+
+def _prod_others_reference(x, axis):
+    """The product of the others, one entry at a time (set it to 1, take the product)."""
+    out = np.empty_like(x)
+    reduced = range(x.ndim) if axis is None else [a % x.ndim for a in np.atleast_1d(axis)]
+    for index in np.ndindex(x.shape):
+        y = x.copy()
+        y[index] = 1.0
+        p = np.prod(y, axis=axis, keepdims=True)
+        out[index] = p[tuple(0 if d in reduced else i for d, i in enumerate(index))]
+    return out
+
+
+def _gelu_tanh_reference(x, approximate):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 def probabilities(rng, shape):
@@ -81,6 +137,10 @@ REDUCE = [(((3, 4),), dict(axis=None, keepdims=False)), (((3, 4),), dict(axis=1,
           (((3, 4),), dict(axis=0, keepdims=True)), (((2, 3, 4),), dict(axis=(0, 2), keepdims=False)),
           (((2, 3, 4),), dict(axis=-1, keepdims=True)), (((),), dict(axis=None, keepdims=False)),
           (((5,),), dict(axis=0, keepdims=False))]
+VAR_CASES = [(shapes, dict(params, ddof=ddof)) for shapes, params in REDUCE for ddof in (0, 1)
+             if ddof == 0 or shapes != ((),)]
+ZERO_CASES = [(((3, 4),), dict(axis=1, keepdims=False)), (((3, 4),), dict(axis=0, keepdims=True)),
+              (((3, 4),), dict(axis=None, keepdims=False)), (((5,),), dict(axis=-1, keepdims=False))]
 SOFTMAX = [(((4,),), dict(axis=-1)), (((3, 4),), dict(axis=-1)), (((3, 4),), dict(axis=0)),
            (((2, 3, 4),), dict(axis=1))]
 
@@ -109,6 +169,98 @@ CE_CASES = [(((4, 3), (4, 3)), dict(reduction="mean")), (((3,), (3,)), dict(redu
             (((2, 3, 4), (2, 3, 4)), dict(reduction="none")), (((4, 3), (4, 3)), dict(reduction="sum"))]
 CE_INDEX_CASES = [(((4, 3), (4,)), dict(reduction=r)) for r in ("mean", "sum", "none")] + \
                  [(((2, 2, 3), (2, 2)), dict(reduction="mean"))]
+
+
+# ----- linear algebra (issue 11): samplers of matrices in the last two axes, and the cases ---------
+def _orthogonal(rng, n):
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.sign(np.diag(r))
+
+
+def _spaced(rng, k, low, gap):   # k values at least `gap` apart, in random order
+    return rng.permutation(low + gap * np.arange(k) + rng.uniform(0, gap / 4, k))
+
+
+def matrices(make):
+    """A sampler of a (batch of) matrices, each from make(rng, m, n)."""
+    def sample(rng, shape):
+        return np.array([make(rng, *shape[-2:]) for _ in np.ndindex(shape[:-2])]).reshape(shape)
+    return sample
+
+
+def _invertible(rng, m, n):        # singular values in [0.7, 2]; determinants of either sign
+    return (_orthogonal(rng, n) * rng.uniform(0.7, 2.0, n)) @ _orthogonal(rng, n)
+
+
+def _positive_definite(rng, m, n):  # eigenvalues 1, 1.5, 2, ... (cholesky)
+    q = _orthogonal(rng, n)
+    return (q * _spaced(rng, n, 1.0, 0.5)) @ q.T
+
+
+def _symmetric(rng, m, n):         # distinct eigenvalues of both signs, at least 0.6 apart (eigh)
+    q = _orthogonal(rng, n)
+    return (q * _spaced(rng, n, -1.2, 0.6)) @ q.T
+
+
+def _distinct_singular(rng, m, n):  # singular values at least 0.5 apart, the smallest >= 0.5 (svd)
+    k = min(m, n)
+    return (_orthogonal(rng, m)[:, :k] * _spaced(rng, k, 0.5, 0.5)) @ _orthogonal(rng, n)[:k]
+
+
+def signed_distinct(rng, shape):   # |x| distinct and >= 0.4: no ties for max |x|, no kink of |x|
+    n = int(np.prod(shape))
+    magnitudes = 0.4 + 0.25 * rng.permutation(n) + rng.uniform(0, 0.05, n)
+    return (rng.choice([-1.0, 1.0], n) * magnitudes).reshape(shape)
+
+
+def _weights(n, like):             # fixed weights in like's dtype, for the combinations below
+    return np.linspace(0.5, 1.5, n).astype(like.dtype)
+
+
+def _eigh_combination(eigh):
+    """V diag(c) V^T + diag(w) from eigh: every output in, and no eigenvector's sign matters."""
+    def call(a, **params):
+        w, V = eigh(a, **params)
+        n = w.shape[-1]
+        return (V * _weights(n, w)) @ V.swapaxes(-1, -2) + w[..., None, :] * np.eye(n, dtype=w.dtype)
+    return call
+
+
+def _svd_combination(svd):
+    """U diag(c) Vh, U diag(c) U^T, V diag(c) Vh and s side by side: every output of the reduced
+    SVD in, and no singular vector's sign matters."""
+    def call(a):
+        U, s, Vh = svd(a, full_matrices=False)
+        c, batch = _weights(s.shape[-1], s), tuple(s.shape[:-1])
+        parts = [(U * c) @ Vh, (U * c) @ U.swapaxes(-1, -2), (Vh.swapaxes(-1, -2) * c) @ Vh, s]
+        return np.concatenate([p.reshape(batch + (-1,)) for p in parts], axis=-1)
+    return call
+
+
+def _signed_logdet(slogdet):
+    def call(a):
+        sign, logabsdet = slogdet(a)
+        return sign * logabsdet
+    return call
+
+
+EINSUM_CASES = [(shapes, dict(subscripts=subscripts)) for subscripts, shapes in [
+    ("ij,jk->ik", ((2, 3), (3, 4))), ("ij,jk", ((2, 3), (3, 2))), ("ba", ((2, 3),)),   # implicit
+    ("ii->i", ((3, 3),)), ("ii", ((3, 3),)), ("iij->ji", ((3, 3, 2),)),     # diagonals, trace
+    ("ij->", ((2, 3),)), ("i,i", ((4,), (4,))), ("i,j->ij", ((2,), (3,))),
+    ("...ij,...jk->...ik", ((2, 1, 2, 3), (4, 3, 2))), ("i...->...", ((3, 2, 2),)),
+    ("bij,bjk->bik", ((2, 2, 3), (2, 3, 2))), ("ij,jk,kl->il", ((2, 3), (3, 4), (4, 2))),
+    ("ij,i,j->", ((2, 3), (2,), (3,))), ("ij,ij->ij", ((1, 3), (2, 3))), (",i->i", ((), (3,)))]]
+SQUARE = [((3, 3),), ((2, 3, 3),), ((1, 1),)]
+NORM_VECTOR_CASES = [(((5,),), dict(ord=o)) for o in (None, 2, 1, np.inf, -np.inf, 3, -1.5, 0.5)] + [
+    (((3, 4),), dict(ord=o, axis=1)) for o in (None, 1, np.inf, 3)] + [
+    (((2, 3, 4),), dict(ord=2, axis=-2, keepdims=True)), (((2, 3, 4),), dict(ord=-np.inf, axis=0)),
+    (((),), dict()), (((2, 3, 4),), dict()), (((3, 4),), dict(keepdims=True))]
+NORM_MATRIX_CASES = [
+    (((3, 4),), dict(ord=o)) for o in (None, "fro", "nuc", 1, -1, np.inf, -np.inf, 2, -2)] + [
+    (((2, 3, 4),), dict(ord=o, axis=(2, 0), keepdims=True)) for o in ("fro", "nuc", 1, np.inf, 2, -2)] + [
+    (((2, 3, 4),), dict(ord=-1, axis=(-1, -2)))]
+
 
 OP_SPECS = {
     "add": binary(np.add, ops.add),
@@ -179,6 +331,90 @@ OP_SPECS = {
                            pairs=CE_CASES),
     "softmax_cross_entropy": OpSpec(ops._softmax_cross_entropy, _sce_reference, None,
                                     sample=(normal, positive), pairs=CE_CASES),
+    # ----- elementwise and reductions (issue 11a) -----
+    "log1p": unary(np.log1p, ew.log1p, sample=positive),
+    "expm1": unary(np.expm1, ew.expm1),
+    "log2": unary(np.log2, ew.log2, sample=positive),
+    "log10": unary(np.log10, ew.log10, sample=positive),
+    "exp2": unary(np.exp2, ew.exp2),
+    "reciprocal": unary(np.reciprocal, ew.reciprocal, sample=away_from_zero),
+    "tan": unary(np.tan, ew.tan, sample=moderate),
+    "arcsin": unary(np.arcsin, ew.arcsin, sample=inside_unit),
+    "arccos": unary(np.arccos, ew.arccos, sample=inside_unit),
+    "arctan": unary(np.arctan, ew.arctan),
+    "sinh": unary(np.sinh, ew.sinh),
+    "cosh": unary(np.cosh, ew.cosh),
+    "arcsinh": unary(np.arcsinh, ew.arcsinh),
+    "arccosh": unary(np.arccosh, ew.arccosh, sample=above_one),
+    "arctanh": unary(np.arctanh, ew.arctanh, sample=inside_unit),
+    "sinc": unary(np.sinc, ew.sinc),
+    "erf": unary(scipy.special.erf, ew.erf),
+    "softplus": unary(lambda x: np.logaddexp(0, x), ew.softplus),
+    "gelu": unary(lambda x: x * scipy.special.ndtr(x), ew.gelu),
+    "leaky_relu": OpSpec(ew.leaky_relu, lambda x, negative_slope: np.where(x > 0, x, negative_slope * x),
+                         UNARY, params=[dict(negative_slope=0.01), dict(negative_slope=0.2)],
+                         sample=away_from_zero),
+    "clone": unary(np.copy, ew.clone),
+    "hypot": binary(np.hypot, ew.hypot),
+    "arctan2": binary(np.arctan2, ew.arctan2, sample=away_from_zero),
+    "logaddexp": binary(np.logaddexp, ew.logaddexp),
+    "logaddexp2": binary(np.logaddexp2, ew.logaddexp2),
+    "remainder": binary(np.remainder, ew.remainder, sample=(normal, away_from_zero)),
+    "fmax": binary(np.fmax, ew.fmax, sample=distinct),
+    "fmin": binary(np.fmin, ew.fmin, sample=distinct),
+    "where": OpSpec(ew.where, np.where, [
+        ((3,), (3,), (3,)), ((2, 3), (3,), ()), ((2, 1), (1, 3), (2, 3)), ((), (), ()), ((3,), (2, 3), (3,))],
+        sample=(booleans, normal, normal)),
+    "clip": OpSpec(ew.clip, np.clip, [((3, 4), (3, 4), (3, 4)), ((3, 4), (), ()), ((2, 3), (3,), (2, 1)),
+                                      ((), (), ())], sample=(wide, below, above)),
+    "min": OpSpec(red.min, np.min, None, pairs=REDUCE, sample=distinct),
+    "prod": OpSpec(red.prod, np.prod, None, pairs=REDUCE),
+    "prod_others": OpSpec(red._prod_others, _prod_others_reference, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=1)), (((2, 3, 4),), dict(axis=(0, -1))),
+        (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    "var": OpSpec(red.var, np.var, None, pairs=VAR_CASES),
+    "std": OpSpec(red.std, np.std, None, pairs=VAR_CASES),
+    "cumsum": OpSpec(red.cumsum, np.cumsum, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=0)),
+        (((2, 3, 4),), dict(axis=-2)), (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    # ----- shapes and indexing (issue 11) -----
+    "flip": OpSpec(ops_shape.flip, np.flip, None, pairs=[
+        (((3, 4),), dict(axis=None)), (((3, 4),), dict(axis=-1)), (((2, 3, 4),), dict(axis=(0, 2))),
+        (((),), dict(axis=None)), (((5,),), dict(axis=0))]),
+    "roll": OpSpec(ops_shape.roll, np.roll, None, pairs=[
+        (((5,),), dict(shift=2, axis=None)), (((3, 4),), dict(shift=-5, axis=None)),
+        (((3, 4),), dict(shift=(1, 3), axis=(0, -1))), (((2, 3, 4),), dict(shift=(1, 3), axis=(1, 1))),
+        (((),), dict(shift=1, axis=None))]),
+    "tril": OpSpec(ops_shape.tril, np.tril, None, pairs=[
+        (((4, 4),), dict(k=0)), (((3, 5),), dict(k=1)), (((2, 3, 3),), dict(k=-1)), (((4,),), dict(k=0))]),
+    "triu": OpSpec(ops_shape.triu, np.triu, None, pairs=[
+        (((4, 4),), dict(k=0)), (((5, 3),), dict(k=-2)), (((2, 3, 3),), dict(k=1)), (((4,),), dict(k=1))]),
+    "diag": OpSpec(ops_shape.diag, np.diag, None, pairs=[
+        (((3,),), dict(k=0)), (((3,),), dict(k=2)), (((2,),), dict(k=-1)), (((1,),), dict(k=0))]),
+    "pad": OpSpec(ops_shape.pad, np.pad, None, pairs=[
+        (((3, 4),), dict(pad_width=1)), (((3, 4),), dict(pad_width=((1, 0), (2, 3)))),
+        (((5,),), dict(pad_width=(2, 1), constant_values=1.5)), (((),), dict(pad_width=2)),
+        (((2, 3, 2),), dict(pad_width=((0, 0), (1, 1), (0, 2)), constant_values=((1, 2), (3, 4), (5, 6))))]),
+    # ----- linear algebra (issue 11) -----
+    "einsum": OpSpec(lambda *xs, subscripts: linalg.einsum(subscripts, *xs),
+                     lambda *xs, subscripts: np.einsum(subscripts, *xs), None, pairs=EINSUM_CASES),
+    "inv": OpSpec(linalg.inv, np.linalg.inv, SQUARE, sample=matrices(_invertible)),
+    "solve": OpSpec(linalg.solve, np.linalg.solve, [
+        ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)), ((3, 3), (2, 3, 2)),
+        ((1, 3, 3), (2, 3, 2)), ((1, 1), (1,))], sample=(matrices(_invertible), normal)),
+    "det": OpSpec(linalg.det, np.linalg.det, SQUARE, sample=matrices(_invertible)),
+    "slogdet": OpSpec(_signed_logdet(linalg.slogdet), _signed_logdet(np.linalg.slogdet), SQUARE,
+                      sample=matrices(_invertible)),
+    "cholesky": OpSpec(linalg.cholesky, np.linalg.cholesky, SQUARE, params=[{}, dict(upper=True)],
+                       sample=matrices(_positive_definite)),
+    "eigh": OpSpec(_eigh_combination(linalg.eigh), _eigh_combination(np.linalg.eigh), SQUARE,
+                   params=[{}, dict(UPLO="U")], sample=matrices(_symmetric)),
+    "svd": OpSpec(_svd_combination(linalg.svd), _svd_combination(np.linalg.svd),
+                  [((3, 3),), ((4, 2),), ((2, 4),), ((2, 3, 2),), ((1, 1),)],
+                  sample=matrices(_distinct_singular)),
+    "norm2": OpSpec(linalg._norm2, lambda x, axis: np.linalg.norm(x, axis=axis), None, pairs=[
+        (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=(0, 1))), (((2, 3, 4),), dict(axis=(2, 0))),
+        (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.
@@ -194,4 +430,134 @@ EXTRA_SPECS = {
     "softmax_cross_entropy(labels)": OpSpec(ops.softmax_cross_entropy, _sce_reference, None,
                                             sample=(normal, class_indices(3)), pairs=CE_INDEX_CASES),
     "swapaxes": OpSpec(ops.swapaxes, np.swapaxes, None, pairs=[(((2, 3, 4),), dict(axis1=0, axis2=2))]),
+    # ----- elementwise and reductions (issue 11a) -----
+    "clip(numbers, None)": OpSpec(ew.clip, lambda x, a_min, a_max: np.clip(x, a_min, a_max), None, pairs=[
+        (((3, 4),), dict(a_min=-0.5, a_max=0.5)), (((3, 4),), dict(a_min=None, a_max=0.3)),
+        (((3, 4),), dict(a_min=-0.3, a_max=None)), (((),), dict(a_min=0.1, a_max=None))]),
+    "sinc(near 0)": OpSpec(ew.sinc, np.sinc, [((8,),)], sample=near_zero),
+    "softplus(beta)": OpSpec(ew.softplus, lambda x, beta: np.logaddexp(0, beta * x) / beta, UNARY,
+                             params=[dict(beta=2.0)]),
+    "gelu(tanh)": OpSpec(ew.gelu, _gelu_tanh_reference, UNARY, params=[dict(approximate="tanh")]),
+    "x % y (operator)": OpSpec(lambda a, b: a % b, np.remainder, [((2, 3), (3,))],
+                               sample=(normal, away_from_zero)),
+    "prod(zeros)": OpSpec(red.prod, np.prod, None, pairs=ZERO_CASES, sample=with_zeros),
+    "diff": OpSpec(red.diff, np.diff, None, pairs=[
+        (((5,),), dict(n=1)), (((3, 4),), dict(n=2, axis=1)), (((3, 4),), dict(n=1, axis=0)),
+        (((2, 3, 4),), dict(n=1, axis=-2)), (((3, 4),), dict(n=1, axis=-1, prepend=0.5, append=-1.0))]),
+    # ----- shapes and indexing (issue 11) -----
+    "moveaxis": OpSpec(ops_shape.moveaxis, np.moveaxis, None, pairs=[
+        (((2, 3, 4),), dict(source=0, destination=-1)),
+        (((2, 3, 4),), dict(source=(0, 1), destination=(2, 0))), (((3,),), dict(source=-1, destination=0))]),
+    "squeeze": OpSpec(ops_shape.squeeze, np.squeeze, None, pairs=[
+        (((1, 3, 1),), dict(axis=None)), (((1, 3, 1),), dict(axis=-1)), (((1, 1),), dict(axis=(0, 1))),
+        (((),), dict(axis=None))]),
+    "expand_dims": OpSpec(ops_shape.expand_dims, np.expand_dims, None, pairs=[
+        (((3,),), dict(axis=0)), (((2, 3),), dict(axis=(-1, 1))), (((),), dict(axis=0))]),
+    "ravel": OpSpec(ops_shape.ravel, np.ravel, None, pairs=[
+        (((2, 3),), dict(order="C")), (((2, 3, 4),), dict(order="F")), (((),), dict(order="C"))]),
+    "flatten(start_dim, end_dim)": OpSpec(ops_shape.flatten, lambda x, start_dim, end_dim: x.reshape(
+        x.shape[:start_dim] + (-1,) + x.shape[end_dim % x.ndim + 1:]), None, pairs=[
+        (((2, 3, 4),), dict(start_dim=1, end_dim=-1)), (((2, 3, 4),), dict(start_dim=0, end_dim=1))]),
+    "vstack": OpSpec(lambda *xs: ops_shape.vstack(xs), lambda *xs: np.vstack(xs),
+                     [((3,), (2, 3)), ((), ())]),
+    "hstack": OpSpec(lambda *xs: ops_shape.hstack(xs), lambda *xs: np.hstack(xs),
+                     [((3,), (2,)), ((2, 3), (2, 1))]),
+    "dstack": OpSpec(lambda *xs: ops_shape.dstack(xs), lambda *xs: np.dstack(xs),
+                     [((3,), (3,)), ((2, 3), (2, 3, 2))]),
+    "column_stack": OpSpec(lambda *xs: ops_shape.column_stack(xs), lambda *xs: np.column_stack(xs),
+                           [((3,), (3, 2)), ((2,), (2,))]),
+    "concatenate(with an array)": OpSpec(
+        lambda x, axis: ops.concatenate([x, np.ones(x.shape, x.dtype)], axis=axis),
+        lambda x, axis: np.concatenate([x, np.ones(x.shape)], axis=axis), None,
+        pairs=[(((2, 3),), dict(axis=-1)), (((2, 3),), dict(axis=None))]),
+    "stack(with an array)": OpSpec(
+        lambda x, axis: ops.stack([np.ones(x.shape, x.dtype), x], axis=axis),
+        lambda x, axis: np.stack([np.ones(x.shape), x], axis=axis), None,
+        pairs=[(((2, 3),), dict(axis=-1)), (((),), dict(axis=0))]),
+    "split": OpSpec(   # the pieces weighted 1, 2, 3, ... and joined again
+        lambda x, **p: ops.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(ops_shape.split(x, **p))], axis=p["axis"]),
+        lambda x, **p: np.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(np.split(x, **p))], axis=p["axis"]),
+        None, pairs=[(((6,),), dict(indices_or_sections=3, axis=0)),
+                     (((2, 5),), dict(indices_or_sections=[1, 3, 3], axis=-1))]),
+    "array_split": OpSpec(
+        lambda x, **p: ops.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(ops_shape.array_split(x, **p))], axis=p["axis"]),
+        lambda x, **p: np.concatenate(
+            [q * (i + 1.0) for i, q in enumerate(np.array_split(x, **p))], axis=p["axis"]),
+        None, pairs=[(((7, 2),), dict(indices_or_sections=3, axis=0))]),
+    "tile": OpSpec(ops_shape.tile, np.tile, None, pairs=[
+        (((3,),), dict(reps=2)), (((2, 3),), dict(reps=(2, 1, 2))), (((2, 3),), dict(reps=(3,))),
+        (((),), dict(reps=(2, 2)))]),
+    "repeat": OpSpec(ops_shape.repeat, np.repeat, None, pairs=[
+        (((2, 3),), dict(repeats=2, axis=None)), (((2, 3),), dict(repeats=3, axis=-1)),
+        (((3, 2),), dict(repeats=[2, 0, 1], axis=0)), (((),), dict(repeats=2, axis=None))]),
+    "pad(edge, reflect, symmetric, wrap)": OpSpec(ops_shape.pad, np.pad, None, pairs=[
+        (((3, 4),), dict(pad_width=2, mode="edge")),
+        (((3, 4),), dict(pad_width=((2, 1), (3, 0)), mode="reflect")),
+        (((4,),), dict(pad_width=5, mode="symmetric")),
+        (((2, 3),), dict(pad_width=((1, 4), (0, 2)), mode="wrap"))]),
+    "diag(matrix)": OpSpec(ops_shape.diag, np.diag, None, pairs=[
+        (((3, 3),), dict(k=0)), (((3, 5),), dict(k=1)), (((4, 2),), dict(k=-2))]),
+    "diagonal": OpSpec(ops_shape.diagonal, np.diagonal, None, pairs=[
+        (((3, 4),), dict(offset=0, axis1=0, axis2=1)), (((3, 4),), dict(offset=-1, axis1=1, axis2=0)),
+        (((2, 3, 4),), dict(offset=1, axis1=-1, axis2=0)), (((2, 2),), dict(offset=5, axis1=0, axis2=1))]),
+    "trace": OpSpec(ops_shape.trace, np.trace, None, pairs=[
+        (((3, 3),), dict(offset=0)), (((3, 4),), dict(offset=1)),
+        (((2, 3, 4),), dict(offset=-1, axis1=2, axis2=1))]),
+    "take": OpSpec(ops_shape.take, np.take, None, pairs=[
+        (((3, 4),), dict(indices=np.array([0, 5, 5, -1]), axis=None)),
+        (((3, 4),), dict(indices=np.array([[3, 0], [3, 3]]), axis=-1)),
+        (((3, 4),), dict(indices=np.array([4, -5]), axis=0, mode="wrap")),
+        (((4,),), dict(indices=2, axis=0))]),
+    "take_along_axis": OpSpec(ops_shape.take_along_axis, np.take_along_axis, None, pairs=[
+        (((3, 4),), dict(indices=np.array([[0, 3], [1, 1], [2, 0]]), axis=1)),
+        (((3, 4),), dict(indices=np.array([[2, 0, 0, 1]]), axis=0)),
+        (((2, 3, 2),), dict(indices=np.array([[[1], [0], [1]]]), axis=-1)),
+        (((5,),), dict(indices=np.array([4, 4, 0]), axis=None))]),
+    # ----- linear algebra (issue 11) -----
+    "tensordot": OpSpec(linalg.tensordot, np.tensordot, None, pairs=[
+        (((2, 3, 4), (3, 4, 2)), dict(axes=2)), (((2, 3, 4), (4, 5, 2)), dict(axes=([0, 2], [2, 0]))),
+        (((3,), (4,)), dict(axes=0)), (((3, 4), (4,)), dict(axes=([-1], [0]))),
+        (((2, 3), (2, 3)), dict(axes=([0, 1], [0, 1])))]),
+    "outer": OpSpec(linalg.outer, np.outer, [((3,), (4,)), ((2, 2), (3,)), ((), (3,))]),
+    "inner": OpSpec(linalg.inner, np.inner,
+                    [((3,), (3,)), ((2, 3), (4, 3)), ((), (2, 3)), ((2, 2, 3), (3,))]),
+    "kron": OpSpec(linalg.kron, np.kron, [((2, 3), (3, 2)), ((2,), (2, 3)), ((), (3,)), ((2, 1, 2), (2, 3))]),
+    "dot(0-d, N-D)": OpSpec(ops.dot, np.dot, [((), (3,)), ((2, 3), ()), ((), ()), ((2, 3, 4), (5, 4, 2)),
+                                               ((3, 4), (2, 4, 3)), ((2, 2, 3), (3,)), ((2, 2, 3), (3, 2))]),
+    "eigvalsh": OpSpec(linalg.eigvalsh, np.linalg.eigvalsh, SQUARE, sample=matrices(_symmetric)),
+    "svdvals": OpSpec(linalg.svdvals, lambda a: np.linalg.svd(a, compute_uv=False),
+                      [((3, 3),), ((4, 2),), ((2, 2, 3),)], sample=matrices(_distinct_singular)),
+    "norm(vector)": OpSpec(linalg.norm, np.linalg.norm, None, pairs=NORM_VECTOR_CASES,
+                           sample=signed_distinct),
+    "norm(matrix)": OpSpec(linalg.norm, np.linalg.norm, None, pairs=NORM_MATRIX_CASES,
+                           sample=signed_distinct),
+    # (NumPy 2 functions: with an older NumPy the reference is None and only the rules are checked)
+    "vector_norm": OpSpec(linalg.vector_norm, getattr(np.linalg, "vector_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(axis=(0, 2), keepdims=True, ord=1)),
+        (((3, 4),), dict(axis=-1, ord=np.inf)), (((),), dict())]),
+    "matrix_norm": OpSpec(linalg.matrix_norm, getattr(np.linalg, "matrix_norm", None), None,
+                          sample=signed_distinct, pairs=[
+        (((2, 3, 4),), dict()), (((2, 3, 4),), dict(ord="nuc", keepdims=True))]),
+    "vecdot": OpSpec(linalg.vecdot, getattr(np, "vecdot", None), None,
+                     pairs=[(((2, 3), (3,)), {}), (((3, 2), (3, 2)), dict(axis=0))]),
+    "matrix_transpose": OpSpec(linalg.matrix_transpose, getattr(np.linalg, "matrix_transpose", None),
+                               [((2, 3),), ((2, 3, 4),)]),
+    "linalg.diagonal": OpSpec(linalg.diagonal, getattr(np.linalg, "diagonal", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=1)), (((4, 3),), dict(offset=-2))]),
+    "linalg.trace": OpSpec(linalg.trace, getattr(np.linalg, "trace", None), None, pairs=[
+        (((3, 3),), {}), (((2, 3, 4),), dict(offset=-1))]),
+    "matrix_power": OpSpec(linalg.matrix_power, np.linalg.matrix_power, None, sample=matrices(_invertible),
+                           pairs=[(((3, 3),), dict(n=n)) for n in (1, 2, 5, -2)] + [
+                               (((2, 2, 2),), dict(n=3))]),
+    "multi_dot": OpSpec(lambda *xs: linalg.multi_dot(xs), lambda *xs: np.linalg.multi_dot(xs),
+                        [((3,), (3, 4), (4, 2)), ((2, 3), (3, 4), (4, 2), (2,))]),
+    "np.linalg.* on Tensors": OpSpec(lambda a, b: np.linalg.solve(a, b) + np.linalg.inv(a) @ b,
+                                     lambda a, b: 2 * np.linalg.solve(a, b), [((3, 3), (3, 2))],
+                                     sample=(matrices(_invertible), normal)),
+    "np.einsum on Tensors": OpSpec(lambda a, b: np.einsum("ij,kj->ik", a, b), lambda a, b: a @ b.T,
+                                   [((2, 3), (4, 3))]),
 }

@@ -166,6 +166,8 @@ class Tensor:
     def __rtruediv__(self, other): return ops.div(other, self)
     def __pow__(self, other): return ops.power(self, other)
     def __rpow__(self, other): return ops.power(other, self)
+    def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
+    def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
     def __neg__(self): return ops.neg(self)
@@ -396,6 +398,38 @@ def ones(*shape, dtype=None, requires_grad=False):
 def randn(*shape, rng=None, dtype=None, requires_grad=False):
     """Standard normal samples; `rng` is an np.random.Generator, a seed, or None."""
     values = np.random.default_rng(rng).standard_normal(_shape(shape))
+    return Tensor(values, requires_grad=requires_grad, dtype=dtype)
+
+
+# ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
+def zeros_like(x, dtype=None, requires_grad=False):
+    """Zeros of the shape and dtype of `x` (a Tensor, an array or a list), as np.zeros_like."""
+    return Tensor(np.zeros_like(_value(x), dtype=dtype), requires_grad=requires_grad)
+
+
+def ones_like(x, dtype=None, requires_grad=False):
+    """Ones of the shape and dtype of `x`, as np.ones_like."""
+    return Tensor(np.ones_like(_value(x), dtype=dtype), requires_grad=requires_grad)
+
+
+def full(shape, fill_value, dtype=None, requires_grad=False):
+    """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64)."""
+    return Tensor(np.full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
+
+
+def arange(start, stop=None, step=None, dtype=None, requires_grad=False):
+    """Evenly spaced values in [start, stop), as np.arange: integers give integers."""
+    return Tensor(np.arange(start, stop, step, dtype=dtype), requires_grad=requires_grad)
+
+
+def eye(N, M=None, k=0, dtype=None, requires_grad=False):
+    """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye."""
+    return Tensor(np.eye(N, M, k, dtype=float if dtype is None else dtype), requires_grad=requires_grad)
+
+
+def rand(*shape, rng=None, dtype=None, requires_grad=False):
+    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None."""
+    values = np.random.default_rng(rng).random(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype)
 
 
