@@ -372,3 +372,12 @@ def test_numpy_out_and_at_write_into_tensors_and_count_as_writes():
         y.backward()
     with pytest.raises(TypeError, match="out="):
         np.multiply(a, 2.0, out=x)            # x requires grad: refused, not written
+
+
+def test_clone_before_changing_keeps_the_gradient():
+    x = leaf([1.0, 2.0])
+    y = tt.exp(x)
+    z = y.clone()
+    z[0] = 0.0                               # the clone changes, y's saved output does not
+    (y.sum() + z.sum()).backward()
+    np.testing.assert_allclose(x.grad, np.exp([1.0, 2.0]) * [1.0, 2.0])

@@ -595,8 +595,8 @@ def _check_saved_values(node, sweep):
         f"modified in place after the entry was recorded (an in-place operator such as += or "
         f"t[i] = v, on it or on a view sharing its memory, an optimizer step, or "
         f"load_state_dict), so its gradient would be computed from the new value. Do the update "
-        f"after backward() (forward, backward, step), or clone the value before changing it "
-        f"(t + 0 records a copy; tt.tensor(t.data) is a constant one)")
+        f"after backward() (forward, backward, step), or use a copy made before the change "
+        f"(t.clone() records one; tt.tensor(t.data) is a constant one)")
 
 
 def _rule_error(err, node, kind, index=-1):

@@ -300,7 +300,8 @@ def _refuse_leaf(t, what):
         raise RuntimeError(
             f"{what}: a leaf Tensor that requires grad (shape {t.shape}) is being used in an "
             f"in-place operation while recording. Update parameters inside `with tt.no_grad():` "
-            f"(e.g. `with tt.no_grad(): p -= lr * p.grad`), or write `t = t + v` for a new Tensor")
+            f"(e.g. `with tt.no_grad(): p -= lr * p.grad`), or write `t = t + v` (or work on "
+            f"`t.clone()`) for a new Tensor")
 
 
 def _in_place(t, other, op, ufunc, symbol):
