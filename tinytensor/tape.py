@@ -466,7 +466,7 @@ def backward(output, grad=None):
                              f"has shape {output.shape}")
         grad = grad.astype(output.dtype, copy=False)
         handed = {id(grad)}                  # the caller's array is never handed to a leaf
-    retained = RETAINED.nodes() or None
+    retained = RETAINED.nodes() if RETAINED else None
     for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
@@ -628,6 +628,9 @@ class _Sites:
     def get(self, node, default=None):
         entry = self._sites.get(id(node))
         return entry[1] if entry is not None and entry[0]() is node else default
+
+    def __bool__(self):
+        return bool(self._sites)
 
     def nodes(self):
         return {ref() for ref, _ in self._sites.values()} - {None}
