@@ -381,3 +381,19 @@ def test_clone_before_changing_keeps_the_gradient():
     z[0] = 0.0                               # the clone changes, y's saved output does not
     (y.sum() + z.sum()).backward()
     np.testing.assert_allclose(x.grad, np.exp([1.0, 2.0]) * [1.0, 2.0])
+
+
+def test_setitem_through_the_transforms_and_second_order():
+    def f(x):
+        h = tt.zeros(3)
+        h[0] = x[0] * x[1]
+        h[1:] = tt.sin(x)
+        return h
+    x = np.array([0.3, 0.7])
+    assert tt.gradcheck(f, x)
+    expected = [[x[1], x[0]], [np.cos(x[0]), 0.0], [0.0, np.cos(x[1])]]
+    np.testing.assert_allclose(tt.jacobian(f)(x), expected, rtol=1e-14)
+    np.testing.assert_allclose(tt.jacobian(f, mode="fwd")(x), expected, rtol=1e-14)
+    # sum(f(x)**2) = x0^2 x1^2 + sin(x0)^2 + sin(x1)^2; its Hessian times e0:
+    hv = tt.hvp(lambda x: tt.sum(f(x) ** 2), (x,), (np.array([1.0, 0.0]),))
+    np.testing.assert_allclose(hv, [2 * x[1] ** 2 + 2 * np.cos(2 * x[0]), 4 * x[0] * x[1]], rtol=1e-12)
