@@ -45,6 +45,9 @@ def test_gradcheck_with_integer_arguments_explains():
     with pytest.raises(TypeError, match=r"floating-point.*2\.0"):
         tt.gradcheck(lambda x, y: x * y, 2, 5)
     assert tt.gradcheck(lambda x, y: x * y, 2.0, 5.0)
+    with pytest.raises(TypeError, match=r"numerical_grad.*floating-point.*int64"):
+        tt.numerical_grad(lambda x: x * 2, np.array([1, 2]))
+    assert tt.gradcheck(lambda x, labels: tt.sum(x[labels]), np.ones(3), np.array([0, 2]))
 
 
 @pytest.mark.parametrize("call", [

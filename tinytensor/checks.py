@@ -31,12 +31,21 @@ def _evaluate(f, args):
     return _as_array(out).astype(np.float64)
 
 
+def _require_a_float(args, who):
+    if not any(_is_float(a) for a in args):
+        raise TypeError(f"{who} differentiates only floating-point arguments, and none of "
+                        f"{tuple(_as_array(a).dtype.name for a in args)} is one: integer arguments "
+                        f"are passed through as constants (labels, indices). Pass floats, e.g. "
+                        f"{who}(f, 2.0, 5.0) rather than {who}(f, 2, 5)")
+
+
 def numerical_grad(f, *args, eps=1e-6):
     """Central differences in float64, one array per argument (a tuple).
 
     For a scalar f each array has the argument's shape (the gradient); otherwise it is the
     Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
     """
+    _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
     values = [v.astype(np.float64) if _is_float(v) else v for v in values]
     out_shape = _evaluate(f, values).shape
@@ -113,11 +122,7 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
     the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
     """
-    if not any(_is_float(_as_array(a)) for a in args):
-        raise TypeError(f"gradcheck differentiates only floating-point arguments, and none of "
-                        f"{tuple(_as_array(a).dtype.name for a in args)} is one: integer arguments "
-                        f"are passed through as constants (labels, indices). Pass floats, e.g. "
-                        f"gradcheck(f, 2.0, 5.0) rather than gradcheck(f, 2, 5)")
+    _require_a_float(args, "gradcheck")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
     _, analytic = analytic_jacobians(f, *args, modes=modes)
     positions = [i for i, a in enumerate(args) if _is_float(_as_array(a))]
