@@ -61,3 +61,14 @@ def test_scalar_tangent_still_broadcasts(registry):
     op = user_op(lambda g, ans, x: 2 * g, lambda t, ans, x: np.sum(t) * 0 + 2.0, "user_const_jvp")
     x = tt.tensor(np.ones(3), requires_grad=True)
     np.testing.assert_array_equal(op(x).jvp({x: np.ones(3)}), [2.0, 2.0, 2.0])
+
+
+def test_unbroadcast_sums_broadcast_axes_and_refuses_anything_else():
+    g = np.arange(24.0).reshape(4, 2, 3)
+    np.testing.assert_array_equal(tt.unbroadcast(g, (2, 3)), g.sum(axis=0))
+    np.testing.assert_array_equal(tt.unbroadcast(g, (2, 1)), g.sum(axis=(0, 2))[:, None])
+    np.testing.assert_array_equal(tt.unbroadcast(g, ()), g.sum())
+    np.testing.assert_array_equal(tt.unbroadcast(np.ones(3), (2, 3)), np.ones((2, 3)))
+    for shape in [(3, 2), (24,), (4, 3, 2), (5, 2, 3)]:
+        with pytest.raises(ValueError, match=r"gradient of shape \(4, 2, 3\)"):
+            tt.unbroadcast(g, shape)
