@@ -175,6 +175,8 @@ OP_SPECS = {
                            pairs=CE_CASES),
     "softmax_cross_entropy": OpSpec(ops._softmax_cross_entropy, _sce_reference, None,
                                     sample=(normal, positive), pairs=CE_CASES),
+    # The device sweep (tests/device_sweep.py) runs it with the device under test.
+    "to_device": OpSpec(ops._to_device, lambda x, device: x, UNARY, params=[dict(device="cpu")]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.
