@@ -136,7 +136,7 @@ def describe_devices(values):
 
 
 def _mixed(what, have, want):
-    return TypeError(f"{what} is on device '{have}' but must be on '{want}' (tinytensor never moves "
+    return TypeError(f"{what}: on device '{have}' but must be on '{want}' (tinytensor never moves "
                      f"arrays between devices silently): move it with tt.tensor(..., device='{want}'), "
                      f"t.to('{want}') or tt.backend.to_device(array, '{want}')")
 

@@ -1,0 +1,228 @@
+"""No code path pins NumPy: everything runs on a stand-in for another array library, on the CPU.
+
+tests/foreign.py registers the device "foreign": arrays that reach NumPy's functions only through
+NumPy's dispatch protocols and refuse silent conversion to NumPy arrays and mixing with them,
+as CuPy's do. What passes here runs on CuPy, short of functions CuPy lacks (tests/test_gpu.py).
+A failing row of the op sweep is named in the test id: `test_op_rows_on_another_device[<row>-<case>-<dtype>]`.
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from device_sweep import check_case, sweep_params
+from foreign import NAME, ForeignArray
+
+import tinytensor as tt
+from tinytensor import backend
+
+
+def on(x, dtype=None):
+    return backend.to_device(np.asarray(x, dtype=dtype), NAME)
+
+
+@pytest.mark.parametrize("name, index, dtype", sweep_params())
+def test_op_rows_on_another_device(name, index, dtype):
+    check_case(name, index, NAME, dtype)
+
+
+# ----- the stand-in itself: it must catch what CuPy catches ---------------------------------------
+def test_the_stand_in_refuses_numpy_like_cupy():
+    f = on([1.0, 2.0])
+    with pytest.raises(TypeError):
+        np.asarray(f)
+    with pytest.raises(TypeError):
+        f + np.ones(2)
+    with pytest.raises(TypeError):
+        import scipy.special
+        scipy.special.expit(f)
+    assert isinstance(np.exp(f), ForeignArray) and isinstance(f.sum(), ForeignArray)
+    assert isinstance(f * 2.0 + np.float32(1), ForeignArray)
+
+
+# ----- Tensors on a device ------------------------------------------------------------------------
+def test_tensor_device_creation_and_moves():
+    x = tt.tensor([[1.0, 2.0], [3.0, 4.0]], device=NAME)
+    assert x.device == NAME and isinstance(x.data, ForeignArray)
+    assert tt.tensor(x.data).device == NAME                  # a device array stays there
+    assert tt.tensor(x.data, dtype=np.float32).dtype == np.float32
+    assert tt.tensor([1.0]).device == "cpu"
+    for t in (tt.zeros(2, 3, device=NAME), tt.ones((2,), device=NAME, dtype=np.float32),
+              tt.randn(3, rng=0, device=NAME, requires_grad=True)):
+        assert t.device == NAME
+    np.testing.assert_array_equal(tt.randn(3, rng=0, device=NAME).cpu().numpy(), tt.randn(3, rng=0).numpy())
+    back = x.cpu()
+    assert back.device == "cpu" and type(back.data) is np.ndarray
+    np.testing.assert_array_equal(back.numpy(), [[1.0, 2.0], [3.0, 4.0]])
+    assert x.to(NAME) is x and back.to("cpu") is back
+    assert x.to(np.float32).dtype == np.float32 and x.to(np.float32).device == NAME
+    assert "device='foreign'" in repr(x)
+
+
+def test_a_device_tensor_never_becomes_numpy_silently():
+    x = tt.tensor([1.0, 2.0], device=NAME)
+    with pytest.raises(TypeError, match=r"cpu\(\)"):
+        x.numpy()
+    with pytest.raises(TypeError, match=r"cpu\(\)"):
+        np.asarray(x)
+    assert x.sum().item() == 3.0 and float(x[0]) == 1.0
+
+
+def test_gradients_flow_across_devices():
+    x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)       # a CPU leaf
+    y = x.to(NAME)
+    loss = (y * y).sum()
+    assert loss.device == NAME
+    loss.backward()
+    assert x.grad is not None and type(x.grad) is np.ndarray
+    np.testing.assert_allclose(x.grad, [2.0, 4.0, 6.0])
+    w = tt.tensor([1.0, -2.0], requires_grad=True, device=NAME)
+    w.cpu().sum().backward()
+    assert isinstance(w.grad, ForeignArray)
+    np.testing.assert_array_equal(w.grad.get(), [1.0, 1.0])
+    tangent = (x.to(NAME) * 2).jvp({x: np.ones(3)})
+    np.testing.assert_array_equal(tangent.get(), [2.0, 2.0, 2.0])
+
+
+def test_mixing_devices_raises_naming_both():
+    cpu = tt.tensor([1.0, 2.0], requires_grad=True)
+    dev = tt.tensor([1.0, 2.0], device=NAME)
+    for operation in (lambda: cpu + dev, lambda: dev * cpu, lambda: tt.matmul(cpu, dev),
+                      lambda: dev + np.ones(2)):
+        with pytest.raises(TypeError, match=r"different devices \(cpu and foreign\)"):
+            operation()
+    y = (dev * 2).sum()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        y.backward()
+    d = tt.tensor([1.0, 2.0], requires_grad=True, device=NAME)
+    out = d * 3
+    with pytest.raises(TypeError, match=r"backward's grad: on device 'cpu' but must be on 'foreign'"):
+        out.backward(np.ones(2))
+    with pytest.raises(TypeError, match=r"tangent .*: on device 'cpu' but must be on 'foreign'"):
+        out.jvp({d: np.ones(2)})
+    out.backward([1.0, 1.0])              # a list is made on the output's device
+    np.testing.assert_array_equal(d.grad.get(), [3.0, 3.0])
+
+
+def test_numbers_mix_with_device_tensors():
+    x = tt.tensor([1.0, 2.0], requires_grad=True, device=NAME, dtype=np.float32)
+    y = 2.0 * x + np.float32(1) - x ** 2 / 3
+    assert y.device == NAME and y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and isinstance(x.grad, ForeignArray)
+
+
+def test_unknown_devices_and_missing_cupy_are_clear_errors():
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        tt.tensor([1.0], device="tpu")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        with pytest.raises(RuntimeError, match=r"needs CuPy: pip install -e \"\.\[gpu\]\""):
+            tt.zeros(2, device="cuda")
+
+
+def test_cpu_users_never_import_cupy():
+    code = ("import sys, numpy as np, tinytensor as tt\n"
+            "x = tt.tensor(np.ones((2, 3)), requires_grad=True)\n"
+            "(tt.sigmoid(x @ np.ones((3, 2))).sum() + tt.frobenius_norm(x)).backward()\n"
+            "print(x.device, x.cpu() is x)\n"
+            "assert 'cupy' not in sys.modules, 'cupy was imported'\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=".")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["cpu", "True"]
+
+
+# ----- checks, transforms, nn, optim, data on a device ----------------------------------------------
+def test_gradcheck_and_numerical_grad_on_a_device():
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    f = lambda x, w: tt.softmax_cross_entropy(tt.tanh(x @ w), [0, 1, 1])   # a list: made on x's device
+    assert tt.gradcheck(f, on(a), on(b))
+    numerical = tt.numerical_grad(f, on(a), on(b))
+    assert all(isinstance(n, ForeignArray) for n in numerical)
+    for n, ref in zip(numerical, tt.numerical_grad(f, a, b)):
+        np.testing.assert_allclose(n.get(), ref, rtol=1e-12, atol=1e-14)
+    with pytest.raises(tt.GradcheckError):
+        bad = tt.primitive(lambda x: x * 2.0, name="bad_double_on_device")
+        bad.defvjp(lambda g, ans, x: g * 3.0)
+        bad.defjvp(lambda t, ans, x: t * 2.0)
+        tt.gradcheck(bad, on(a))
+    tt.REGISTRY.pop("bad_double_on_device")
+
+
+def test_transforms_on_a_device():
+    rng = np.random.default_rng(1)
+    x, v = rng.standard_normal(3), rng.standard_normal(3)
+    f = lambda x: tt.sum(tt.sin(x) * x ** 2)
+    cases = {
+        "grad": lambda x: tt.grad(f)(x),
+        "value_and_grad": lambda x: tt.value_and_grad(f)(x)[1],
+        "jacobian rev": lambda x: tt.jacobian(lambda x: tt.tanh(x) * x)(x),
+        "jacobian fwd": lambda x: tt.jacobian(lambda x: tt.tanh(x) * x, mode="fwd")(x),
+        "hvp": lambda x: tt.hvp(f, (x,), (on(v) if isinstance(x, ForeignArray) else v,)),
+        "grad of grad": lambda x: tt.grad(lambda y: tt.sum(tt.grad(f)(y) ** 2))(x),
+        "jvp": lambda x: tt.jvp(f, (x,), (on(v) if isinstance(x, ForeignArray) else v,))[1],
+        "vjp": lambda x: tt.vjp(lambda x: tt.exp(x), x)[1](on(v) if isinstance(x, ForeignArray) else v)[0],
+    }
+    for what, transform in cases.items():
+        ref, got = transform(x), transform(on(x))
+        assert isinstance(got, ForeignArray), what
+        np.testing.assert_allclose(got.get(), ref, rtol=1e-12, err_msg=what)
+
+
+def _train(device, optimizer, steps=5):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((32, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 32)
+    model = tt.nn.Sequential(tt.nn.Linear(8, 16, rng=1), tt.nn.ReLU(), tt.nn.Linear(16, 3, rng=2))
+    model.to(device)
+    opt = (tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3) if optimizer == "sgd"
+           else tt.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3))
+    loss_fn = tt.nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        for xb, yb in tt.data.minibatches(X, y, 8, rng=3, device=device):
+            loss = loss_fn(model(xb), yb) + 1e-3 * tt.frobenius_norm(model[0].W)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return model, losses
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_mlp_training_on_a_device_matches_the_cpu(optimizer):
+    cpu_model, cpu_losses = _train("cpu", optimizer)
+    model, losses = _train(NAME, optimizer)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-5)
+    for (name, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
+        assert p.device == NAME and p.dtype == np.float32 and p.grad.dtype == np.float32, name
+        np.testing.assert_allclose(p.data.get(), q.data, rtol=1e-4, atol=1e-6, err_msg=name)
+    state = model.state_dict()
+    assert all(isinstance(v, ForeignArray) for v in state.values())
+    cpu_model.load_state_dict({k: v.get() for k, v in state.items()})
+    mse = tt.nn.MSELoss()(model(on(np.ones((2, 8)), np.float32)), np.zeros((2, 3), np.float32).tolist())
+    assert mse.device == NAME
+
+
+def test_module_to_moves_parameters_and_gradients():
+    model = tt.nn.Linear(3, 2, rng=0)
+    model(np.ones((1, 3), np.float32)).sum().backward()
+    assert model.to(NAME) is model
+    assert model.W.device == NAME and model.b.grad is not None and isinstance(model.b.grad, ForeignArray)
+    assert model.W.is_leaf if hasattr(model.W, "is_leaf") else model.W._prim is None
+    model.to("cpu")
+    assert type(model.W.data) is np.ndarray and type(model.W.grad) is np.ndarray
+
+
+def test_minibatches_of_device_arrays():
+    X, y = on(np.arange(20.0).reshape(10, 2)), on(np.arange(10))
+    seen = []
+    for xb, yb in tt.data.minibatches(X, y, 4, rng=0):
+        assert isinstance(xb, ForeignArray) and isinstance(yb, ForeignArray)
+        seen.extend(yb.get().tolist())
+    assert sorted(seen) == list(range(10))
+    xb, yb = next(iter(tt.data.minibatches(np.ones((4, 2)), np.zeros(4), 2, shuffle=False, device=NAME)))
+    assert isinstance(xb, ForeignArray) and isinstance(yb, ForeignArray)
