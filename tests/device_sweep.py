@@ -1,7 +1,7 @@
-"""The op sweep on another device, shared by tests/test_device_neutral.py (a stand-in library on
-the CPU) and tests/test_gpu.py (CuPy).
+"""Checks of a device against the CPU, shared by tests/test_device_neutral.py (a stand-in
+library, on the CPU) and tests/test_gpu.py (CuPy): the op sweep, the transforms, MLP training.
 
-Every row of specs.OP_SPECS and specs.EXTRA_SPECS (so rows added later are covered) runs once on
+The op sweep: every row of specs.OP_SPECS and specs.EXTRA_SPECS (so rows added later are covered) runs once on
 the CPU and once on the device from the same inputs: the value, the VJP of a random cotangent
 (reverse mode), the JVP of random tangents (forward mode) and, for scalar outputs, `backward()`.
 Each result must live on the device, keep the CPU result's dtype (float32 stays float32) and
@@ -74,3 +74,73 @@ def check_case(name, index, device, dtype):
         assert value.dtype == ref.dtype, f"{what}: dtype {value.dtype} on {device}, {ref.dtype} on the CPU"
         np.testing.assert_allclose(backend.to_host(value), np.asarray(ref), err_msg=what,
                                    **TOLERANCE.get(np.dtype(ref.dtype), dict(rtol=0, atol=0)))
+
+
+# ----- the transforms ------------------------------------------------------------------------------
+def check_transforms(device):
+    """grad, value_and_grad, jacobian (both modes), hvp, grad of grad, jvp and vjp on `device`
+    give arrays there, equal to the CPU's."""
+    rng = np.random.default_rng(1)
+    x, v = rng.standard_normal(3), rng.standard_normal(3)
+    f = lambda x: tt.sum(tt.sin(x) * x ** 2)
+    g = lambda x: tt.tanh(x) * x
+    cases = {
+        "grad": lambda x, v: tt.grad(f)(x),
+        "value_and_grad": lambda x, v: tt.value_and_grad(f)(x)[1],
+        "jacobian rev": lambda x, v: tt.jacobian(g)(x),
+        "jacobian fwd": lambda x, v: tt.jacobian(g, mode="fwd")(x),
+        "hvp": lambda x, v: tt.hvp(f, (x,), (v,)),
+        "grad of grad": lambda x, v: tt.grad(lambda y: tt.sum(tt.grad(f)(y) ** 2))(x),
+        "jvp": lambda x, v: tt.jvp(f, (x,), (v,))[1],
+        "vjp": lambda x, v: tt.vjp(tt.exp, x)[1](v)[0],
+        "jacobian of grad": lambda x, v: tt.jacobian(tt.grad(f), mode="fwd")(x),
+    }
+    for what, transform in cases.items():
+        ref = transform(x, v)
+        got = transform(backend.to_device(x, device), backend.to_device(v, device))
+        assert backend.device_of(got) == device, f"{what} came back on {backend.device_of(got)}"
+        np.testing.assert_allclose(backend.to_host(got), ref, rtol=1e-10, err_msg=what)
+
+
+# ----- training -------------------------------------------------------------------------------------
+def train(device, optimizer, steps=5):
+    """A few epochs of an MLP 8-16-3 (float32) with `optimizer` on `device`: (model, losses)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((32, 8)).astype(np.float32)
+    y = rng.integers(0, 3, 32)
+    model = tt.nn.Sequential(tt.nn.Linear(8, 16, rng=1), tt.nn.ReLU(), tt.nn.Linear(16, 3, rng=2))
+    model.to(device)
+    opt = (tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3) if optimizer == "sgd"
+           else tt.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3))
+    loss_fn = tt.nn.CrossEntropyLoss()
+    losses = []
+    for _ in range(steps):
+        for xb, yb in tt.data.minibatches(X, y, 8, rng=3, device=device):
+            loss = loss_fn(model(xb), yb) + 1e-3 * tt.frobenius_norm(model[0].W)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    return model, losses
+
+
+def check_training(device, optimizer):
+    """The same training on `device` and on the CPU: same losses and parameters, all float32 and
+    all on the device; the state dict moves back to the CPU."""
+    cpu_model, cpu_losses = train("cpu", optimizer)
+    model, losses = train(device, optimizer)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-4)
+    for (name, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
+        assert p.device == device and p.dtype == np.float32 and p.grad.dtype == np.float32, name
+        assert backend.device_of(p.grad) == device, name
+        np.testing.assert_allclose(backend.to_host(p.data), q.data, rtol=1e-4, atol=1e-5, err_msg=name)
+    state = model.state_dict()
+    assert all(backend.device_of(v) == device for v in state.values())
+    cpu_model.load_state_dict(state)           # across devices, as PyTorch's
+    fresh = train("cpu", optimizer, steps=0)[0]
+    fresh.to(device).load_state_dict({k: backend.to_host(v) for k, v in state.items()})
+    x = np.ones((2, 8), np.float32)
+    out = fresh(backend.to_device(x, device))
+    np.testing.assert_allclose(backend.to_host(out.data), cpu_model(x).data, rtol=1e-5, atol=1e-6)
+    mse = tt.nn.MSELoss()(out, np.zeros((2, 3), np.float32).tolist())
+    assert mse.device == device

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from device_sweep import check_case, sweep_params
+from device_sweep import check_case, check_training, check_transforms, sweep_params
 from foreign import NAME, ForeignArray
 
 import tinytensor as tt
@@ -153,58 +153,12 @@ def test_gradcheck_and_numerical_grad_on_a_device():
 
 
 def test_transforms_on_a_device():
-    rng = np.random.default_rng(1)
-    x, v = rng.standard_normal(3), rng.standard_normal(3)
-    f = lambda x: tt.sum(tt.sin(x) * x ** 2)
-    cases = {
-        "grad": lambda x: tt.grad(f)(x),
-        "value_and_grad": lambda x: tt.value_and_grad(f)(x)[1],
-        "jacobian rev": lambda x: tt.jacobian(lambda x: tt.tanh(x) * x)(x),
-        "jacobian fwd": lambda x: tt.jacobian(lambda x: tt.tanh(x) * x, mode="fwd")(x),
-        "hvp": lambda x: tt.hvp(f, (x,), (on(v) if isinstance(x, ForeignArray) else v,)),
-        "grad of grad": lambda x: tt.grad(lambda y: tt.sum(tt.grad(f)(y) ** 2))(x),
-        "jvp": lambda x: tt.jvp(f, (x,), (on(v) if isinstance(x, ForeignArray) else v,))[1],
-        "vjp": lambda x: tt.vjp(lambda x: tt.exp(x), x)[1](on(v) if isinstance(x, ForeignArray) else v)[0],
-    }
-    for what, transform in cases.items():
-        ref, got = transform(x), transform(on(x))
-        assert isinstance(got, ForeignArray), what
-        np.testing.assert_allclose(got.get(), ref, rtol=1e-12, err_msg=what)
-
-
-def _train(device, optimizer, steps=5):
-    rng = np.random.default_rng(0)
-    X = rng.standard_normal((32, 8)).astype(np.float32)
-    y = rng.integers(0, 3, 32)
-    model = tt.nn.Sequential(tt.nn.Linear(8, 16, rng=1), tt.nn.ReLU(), tt.nn.Linear(16, 3, rng=2))
-    model.to(device)
-    opt = (tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-3) if optimizer == "sgd"
-           else tt.optim.Adam(model.parameters(), lr=1e-2, weight_decay=1e-3))
-    loss_fn = tt.nn.CrossEntropyLoss()
-    losses = []
-    for _ in range(steps):
-        for xb, yb in tt.data.minibatches(X, y, 8, rng=3, device=device):
-            loss = loss_fn(model(xb), yb) + 1e-3 * tt.frobenius_norm(model[0].W)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-    return model, losses
+    check_transforms(NAME)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_mlp_training_on_a_device_matches_the_cpu(optimizer):
-    cpu_model, cpu_losses = _train("cpu", optimizer)
-    model, losses = _train(NAME, optimizer)
-    np.testing.assert_allclose(losses, cpu_losses, rtol=1e-5)
-    for (name, p), (_, q) in zip(model.named_parameters(), cpu_model.named_parameters()):
-        assert p.device == NAME and p.dtype == np.float32 and p.grad.dtype == np.float32, name
-        np.testing.assert_allclose(p.data.get(), q.data, rtol=1e-4, atol=1e-6, err_msg=name)
-    state = model.state_dict()
-    assert all(isinstance(v, ForeignArray) for v in state.values())
-    cpu_model.load_state_dict({k: v.get() for k, v in state.items()})
-    mse = tt.nn.MSELoss()(model(on(np.ones((2, 8)), np.float32)), np.zeros((2, 3), np.float32).tolist())
-    assert mse.device == NAME
+    check_training(NAME, optimizer)
 
 
 def test_module_to_moves_parameters_and_gradients():
@@ -226,3 +180,20 @@ def test_minibatches_of_device_arrays():
     assert sorted(seen) == list(range(10))
     xb, yb = next(iter(tt.data.minibatches(np.ones((4, 2)), np.zeros(4), 2, shuffle=False, device=NAME)))
     assert isinstance(xb, ForeignArray) and isinstance(yb, ForeignArray)
+
+
+def test_the_digits_example_runs_on_another_device(tmp_path, monkeypatch, capsys):
+    """examples/train_mlp.py --device: the same run, the same test accuracy (shortened)."""
+    import importlib.util
+    import pathlib
+
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")     # the script sets these; monkeypatch restores them after
+    path = pathlib.Path(__file__).parent.parent / "examples" / "train_mlp.py"
+    spec = importlib.util.spec_from_file_location("train_mlp", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    run = lambda device: script.main(["--epochs", "2", "--quiet", "--plot", str(tmp_path / "c.png"),
+                                      "--device", device])
+    assert run(NAME) == run("cpu") > 0.85
+    assert f"hidden [256, 128], {NAME})" in capsys.readouterr().out
