@@ -175,12 +175,16 @@ def time_cpu(step, steps):
 
 
 def check(name, grads, reference):
-    """Every gradient within float32 accuracy of the float64 reference (relative to its scale)."""
+    """The largest error of the gradients against the float64 reference, relative to each one's
+    largest entry; more than 1e-2 (not float32 rounding) is an error."""
+    worst = 0.0
     for i, (g, r) in enumerate(zip(grads, reference)):
         g = backend.to_host(g) if not isinstance(g, np.ndarray) else g
-        err = np.max(np.abs(g - r)) / max(np.max(np.abs(r)), 1e-30)
-        if not err < 1e-3:
+        err = float(np.max(np.abs(g - r)) / max(np.max(np.abs(r)), 1e-30))
+        if not err < 1e-2:
             raise AssertionError(f"{name}: gradient {i} differs from the float64 reference by {err:.2g}")
+        worst = max(worst, err)
+    return worst
 
 
 def main(argv=None):
@@ -224,12 +228,13 @@ def main(argv=None):
             else:
                 step, gradients = by_hand(cupy if name == "cupy" else np, layers, x, labels)
                 sync = cupy.cuda.Device().synchronize if name == "cupy" else (lambda: None)
-            check(name, gradients(), reference)
+            error = check(name, gradients(), reference)
             if name.endswith("-cpu"):
                 times[name] = time_cpu(step, args.cpu_steps)
             else:
                 times[name] = time_gpu(step, sync, rounds)
-            print(f"  B={batch} H={hidden} {name}: {format_time(times[name])}", flush=True)
+            print(f"  B={batch} H={hidden} {name}: {format_time(times[name])} (gradient error vs float64 "
+                  f"{error:.1e})", flush=True)
             del step, gradients
             if cupy is not None:
                 cupy.get_default_memory_pool().free_all_blocks()

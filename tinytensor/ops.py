@@ -491,13 +491,20 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
 
 
+def _out_of_range(index, n):
+    if type(index) is np.ndarray:
+        return index.min() < 0 or index.max() >= n
+    return bool(((index < 0) | (index >= n)).any())   # one round trip to the device: CuPy would
+                                                      # wrap an out-of-range index silently
+
+
 def _class_indices(y, shape, check=False):
     """The labels as integer class indices of shape shape[:-1], or None for dense labels of
     `shape` (one-hot or soft). Anything else is an error naming both shapes."""
     value = y.data if isinstance(y, Tensor) else _array(y)
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
-        if check and value.size and (value.min() < 0 or value.max() >= shape[-1]):
+        if check and value.size and _out_of_range(value, shape[-1]):
             raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
                              f"{value.min()}..{value.max()}")
         return value
