@@ -144,3 +144,18 @@ def check_training(device, optimizer):
     np.testing.assert_allclose(backend.to_host(out.data), cpu_model(x).data, rtol=1e-5, atol=1e-6)
     mse = tt.nn.MSELoss()(out, np.zeros((2, 3), np.float32).tolist())
     assert mse.device == device
+
+
+def check_out_of_range_labels(device, bad):
+    """A class index outside [0, classes) on a device gives NaN for its row (loss and gradient),
+    never a silently wrong number (CuPy wraps such an index; the CPU raises IndexError)."""
+    z = tt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True, device=device)
+    labels = backend.to_device(np.array([0, bad]), device)
+    rows = tt.softmax_cross_entropy(z, labels, reduction="none")
+    rows.sum().backward()
+    loss, grad = backend.to_host(rows.data), backend.to_host(z.grad)
+    assert np.isfinite(loss[0]) and np.isnan(loss[1]), loss
+    assert np.isfinite(grad[0]).all() and np.isnan(grad[1]).all(), grad
+    p = tt.softmax(tt.tensor(np.ones((2, 3)), device=device))
+    assert np.isnan(backend.to_host(tt.cross_entropy(p.detach(), labels, reduction="none").data)[1])
+    assert np.isnan(tt.softmax_cross_entropy(z, labels).item())

@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from device_sweep import check_case, check_training, check_transforms, sweep_params
+from device_sweep import check_case, check_out_of_range_labels, check_training, check_transforms, sweep_params
 from foreign import NAME, ForeignArray
 
 import tinytensor as tt
@@ -150,6 +150,12 @@ def test_gradcheck_and_numerical_grad_on_a_device():
         bad.defjvp(lambda t, ans, x: t * 2.0)
         tt.gradcheck(bad, on(a))
     tt.REGISTRY.pop("bad_double_on_device")
+
+
+def test_out_of_range_labels_give_nan_on_a_device():
+    check_out_of_range_labels(NAME, -1)      # the stand-in's NumPy raises for +3 itself
+    with pytest.raises(IndexError, match=r"class indices must lie in \[0, 3\)"):
+        tt.softmax_cross_entropy(tt.tensor(np.zeros((2, 3))), np.array([0, -1]))
 
 
 def test_transforms_on_a_device():

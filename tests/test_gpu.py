@@ -24,7 +24,7 @@ try:
 except Exception as err:   # noqa: BLE001 - no GPU, no driver, a broken install: all mean skip
     pytest.skip(f"no usable GPU for CuPy: {err}", allow_module_level=True)
 
-from device_sweep import check_case, check_training, check_transforms, sweep_params  # noqa: E402
+from device_sweep import check_case, check_out_of_range_labels, check_training, check_transforms, sweep_params  # noqa: E402
 
 CUDA = "cuda"
 
@@ -60,6 +60,11 @@ def test_the_lecture_loss_on_the_gpu():
     np.testing.assert_allclose(tangent.get(), ref_tangent, rtol=1e-10)
     f = lambda x, W: tt.crossEntropy(tt.softmax(tt.dot(x, W)), on_gpu(y)) + tt.frobeniusNorm(W)
     assert tt.gradcheck(f, on_gpu(x), on_gpu(W))
+
+
+@pytest.mark.parametrize("bad", [3, -1, 10**6])
+def test_out_of_range_labels_give_nan_on_the_gpu(bad):
+    check_out_of_range_labels(CUDA, bad)
 
 
 def test_transforms_on_the_gpu():

@@ -491,11 +491,13 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
 
 
-def _out_of_range(index, n):
-    if type(index) is np.ndarray:
-        return index.min() < 0 or index.max() >= n
-    return bool(((index < 0) | (index >= n)).any())   # one round trip to the device: CuPy would
-                                                      # wrap an out-of-range index silently
+def _nan_if_out_of_range(values, index, n):
+    """On another device (CuPy): `values` (one per label, or rows of them) with NaN where the
+    class index lies outside [0, n). CuPy wraps such an index silently, and raising IndexError, as
+    on the CPU, would cost a round trip to the device every step: a NaN loss is never mistaken."""
+    valid = (index >= 0) & (index < n)
+    valid = valid.reshape(valid.shape + (1,) * (values.ndim - valid.ndim))
+    return np.where(valid, values, np.nan).astype(values.dtype, copy=False)
 
 
 def _class_indices(y, shape, check=False):
@@ -504,7 +506,8 @@ def _class_indices(y, shape, check=False):
     value = y.data if isinstance(y, Tensor) else _array(y)
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
-        if check and value.size and _out_of_range(value, shape[-1]):
+        if check and value.size and type(value) is np.ndarray and (
+                value.min() < 0 or value.max() >= shape[-1]):   # elsewhere: NaN (see below)
             raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
                              f"{value.min()}..{value.max()}")
         return value
@@ -523,14 +526,15 @@ def _labels(y, shape, dtype):
     xp = backend.namespace(index)
     onehot = xp.zeros(shape, dtype=dtype)
     onehot.reshape(-1, shape[-1])[xp.arange(index.size), index.ravel()] = 1
-    return onehot
+    return onehot if xp is np else _nan_if_out_of_range(onehot, index, shape[-1])
 
 
 def _at_labels(rows_by_class, index):
     """rows_by_class[..., index]: each row's entry at its class."""
     flat = rows_by_class.reshape(-1, rows_by_class.shape[-1])
-    rows = backend.namespace(index).arange(index.size)
-    return flat[rows, index.ravel()].reshape(index.shape)
+    xp = backend.namespace(index)
+    picked = flat[xp.arange(index.size), index.ravel()].reshape(index.shape)
+    return picked if xp is np else _nan_if_out_of_range(picked, index, flat.shape[-1])
 
 
 def _reduce_rows(rows, reduction):
@@ -559,7 +563,8 @@ def _rows_from_logits(z, y, reduction):
     if index is not None:
         return _reduce_rows(-_at_labels(log_p, index), reduction)
     y = y.data if isinstance(y, Tensor) else _array(y)
-    if log_p.min() == -np.inf:            # a logit of -inf: 0 * log 0 = 0, and no RuntimeWarning
+    if type(log_p) is not np.ndarray or log_p.min() == -np.inf:   # a logit of -inf: 0 * log 0 = 0,
+        # and no RuntimeWarning (on a GPU always: asking would cost a round trip)
         log_p = np.where(y == 0, 0, log_p)
     return _reduce_rows(-(y * log_p).sum(axis=-1), reduction)
 
@@ -572,9 +577,9 @@ def _softmax_minus_labels(g, p, y, reduction):
     if index is not None and not isinstance(p, Tensor) and not isinstance(g, Tensor):
         grad = p * scale                  # arrays: subtract at the labels, in place
         flat = grad.reshape(-1, p.shape[-1])
-        rows = backend.namespace(index).arange(index.size)
-        flat[rows, index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
-        return grad
+        xp = backend.namespace(index)
+        flat[xp.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
+        return grad if xp is np else _nan_if_out_of_range(grad, index, p.shape[-1])
     y = _labels(y, p.shape, p.dtype)
     return scale * (p * y.sum(axis=-1, keepdims=True) - y)
 
