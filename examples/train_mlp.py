@@ -162,7 +162,8 @@ def main(argv=None):
     _, test_acc = evaluate(model, loss_fn, X_test, y_test)
     save_plot(history, args.plot)
     print(f"trained {args.epochs} epochs in {elapsed:.2f} s ({elapsed / args.epochs * 1000:.1f} ms/epoch, "
-          f"{args.optimizer}, {args.dtype}, hidden {args.hidden}, {args.device})")
+          f"{args.optimizer}, {args.dtype}, hidden {args.hidden}"
+          f"{'' if args.device == 'cpu' else ', ' + args.device})")
     print(f"kept epoch {best_epoch} (validation loss {best_loss:.4f}, accuracy "
           f"{history['val_acc'][best_epoch - 1]:.4f}); curves saved to {args.plot}")
     print(f"test accuracy: {test_acc:.4f}")

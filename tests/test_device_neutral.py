@@ -6,6 +6,7 @@ as CuPy's do. What passes here runs on CuPy, short of functions CuPy lacks (test
 A failing row of the op sweep is named in the test id: `test_op_rows_on_another_device[<row>-<case>-<dtype>]`.
 """
 
+import os
 import subprocess
 import sys
 
@@ -129,7 +130,8 @@ def test_cpu_users_never_import_cupy():
             "(tt.sigmoid(x @ np.ones((3, 2))).sum() + tt.frobenius_norm(x)).backward()\n"
             "print(x.device, x.cpu() is x)\n"
             "assert 'cupy' not in sys.modules, 'cupy was imported'\n")
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=".")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["cpu", "True"]
 

@@ -8,7 +8,7 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import data, nn, ops, optim, scalar
+from . import backend, data, nn, ops, optim, scalar
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import to_dot, wengert_list
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
@@ -23,6 +23,6 @@ __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
+    "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ] + sorted(ops.PUBLIC)

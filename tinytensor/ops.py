@@ -170,6 +170,8 @@ log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
+
+
 def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable formula) elsewhere
     return scipy.special.expit(x) if type(x) is np.ndarray else backend.expit(x)
 
