@@ -8,6 +8,8 @@ Each result must live on the device, keep the CPU result's dtype (float32 stays 
 agree with it.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -159,3 +161,11 @@ def check_out_of_range_labels(device, bad):
     p = tt.softmax(tt.tensor(np.ones((2, 3)), device=device))
     assert np.isnan(backend.to_host(tt.cross_entropy(p.detach(), labels, reduction="none").data)[1])
     assert np.isnan(tt.softmax_cross_entropy(z, labels).item())
+
+
+def readme_gpu_example():
+    """The first Python block of README.md's "On a GPU" section."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md")) as f:
+        section = f.read().split("## On a GPU", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]

@@ -12,7 +12,14 @@ import sys
 
 import numpy as np
 import pytest
-from device_sweep import check_case, check_out_of_range_labels, check_training, check_transforms, sweep_params
+from device_sweep import (
+    check_case,
+    check_out_of_range_labels,
+    check_training,
+    check_transforms,
+    readme_gpu_example,
+    sweep_params,
+)
 from foreign import NAME, ForeignArray
 
 import tinytensor as tt
@@ -155,7 +162,8 @@ def test_gradcheck_and_numerical_grad_on_a_device():
 
 
 def test_out_of_range_labels_give_nan_on_a_device():
-    check_out_of_range_labels(NAME, -1)      # the stand-in's NumPy raises for +3 itself
+    for bad in (-1, 3, 10**6):
+        check_out_of_range_labels(NAME, bad)
     with pytest.raises(IndexError, match=r"class indices must lie in \[0, 3\)"):
         tt.softmax_cross_entropy(tt.tensor(np.zeros((2, 3))), np.array([0, -1]))
 
@@ -205,3 +213,11 @@ def test_the_digits_example_runs_on_another_device(tmp_path, monkeypatch, capsys
                                       "--device", device])
     assert run(NAME) == run("cpu") > 0.85
     assert f"hidden [256, 128], {NAME})" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("device", ["cpu", NAME])
+def test_the_readme_gpu_example_runs(device, capsys):
+    code = readme_gpu_example()
+    assert 'device = "cuda"' in code
+    exec(code.replace('device = "cuda"', f"device = {device!r}"), {})
+    assert capsys.readouterr().out.split()[-1] == device

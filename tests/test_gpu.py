@@ -24,7 +24,14 @@ try:
 except Exception as err:   # noqa: BLE001 - no GPU, no driver, a broken install: all mean skip
     pytest.skip(f"no usable GPU for CuPy: {err}", allow_module_level=True)
 
-from device_sweep import check_case, check_out_of_range_labels, check_training, check_transforms, sweep_params  # noqa: E402
+from device_sweep import (  # noqa: E402
+    check_case,
+    check_out_of_range_labels,
+    check_training,
+    check_transforms,
+    readme_gpu_example,
+    sweep_params,
+)
 
 CUDA = "cuda"
 
@@ -74,6 +81,11 @@ def test_transforms_on_the_gpu():
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_mlp_training_on_the_gpu_matches_the_cpu(optimizer):
     check_training(CUDA, optimizer)
+
+
+def test_the_readme_gpu_example_runs_on_the_gpu(capsys):
+    exec(readme_gpu_example(), {})
+    assert capsys.readouterr().out.split()[-1] == CUDA
 
 
 def test_tensor_api_on_the_gpu():

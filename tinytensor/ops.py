@@ -493,12 +493,16 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
 
 
-def _nan_if_out_of_range(values, index, n):
-    """On another device (CuPy): `values` (one per label, or rows of them) with NaN where the
-    class index lies outside [0, n). CuPy wraps such an index silently, and raising IndexError, as
-    on the CPU, would cost a round trip to the device every step: a NaN loss is never mistaken."""
-    valid = (index >= 0) & (index < n)
-    valid = valid.reshape(valid.shape + (1,) * (values.ndim - valid.ndim))
+def _hits(index, n):
+    """On another device (CuPy): class indices as one-hot booleans, and per row whether the index
+    lies in [0, n). There, labels are never used to index: CuPy wraps an out-of-range index
+    silently, and raising IndexError, as on the CPU, would cost a round trip to the device every
+    step. Rows with such a label get NaN (loss and gradient), which is never mistaken."""
+    hit = index[..., None] == backend.namespace(index).arange(n)
+    return hit, hit.any(axis=-1)
+
+
+def _nan_unless(valid, values):
     return np.where(valid, values, np.nan).astype(values.dtype, copy=False)
 
 
@@ -509,7 +513,7 @@ def _class_indices(y, shape, check=False):
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
         if check and value.size and type(value) is np.ndarray and (
-                value.min() < 0 or value.max() >= shape[-1]):   # elsewhere: NaN (see below)
+                value.min() < 0 or value.max() >= shape[-1]):   # elsewhere: NaN (see _hits)
             raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
                              f"{value.min()}..{value.max()}")
         return value
@@ -525,18 +529,21 @@ def _labels(y, shape, dtype):
     index = _class_indices(y, shape)
     if index is None:
         return y
-    xp = backend.namespace(index)
-    onehot = xp.zeros(shape, dtype=dtype)
-    onehot.reshape(-1, shape[-1])[xp.arange(index.size), index.ravel()] = 1
-    return onehot if xp is np else _nan_if_out_of_range(onehot, index, shape[-1])
+    if type(index) is not np.ndarray:
+        hit, valid = _hits(index, shape[-1])
+        return _nan_unless(valid[..., None], hit.astype(dtype))
+    onehot = np.zeros(shape, dtype=dtype)
+    onehot.reshape(-1, shape[-1])[np.arange(index.size), index.ravel()] = 1
+    return onehot
 
 
 def _at_labels(rows_by_class, index):
     """rows_by_class[..., index]: each row's entry at its class."""
+    if type(index) is not np.ndarray:
+        hit, valid = _hits(index, rows_by_class.shape[-1])
+        return _nan_unless(valid, np.where(hit, rows_by_class, 0).sum(axis=-1))
     flat = rows_by_class.reshape(-1, rows_by_class.shape[-1])
-    xp = backend.namespace(index)
-    picked = flat[xp.arange(index.size), index.ravel()].reshape(index.shape)
-    return picked if xp is np else _nan_if_out_of_range(picked, index, flat.shape[-1])
+    return flat[np.arange(index.size), index.ravel()].reshape(index.shape)
 
 
 def _reduce_rows(rows, reduction):
@@ -577,11 +584,13 @@ def _softmax_minus_labels(g, p, y, reduction):
     index = _class_indices(y, p.shape)
     scale = _row_cotangent(g, reduction, p.shape)
     if index is not None and not isinstance(p, Tensor) and not isinstance(g, Tensor):
+        if type(index) is not np.ndarray:
+            hit, valid = _hits(index, p.shape[-1])
+            return _nan_unless(valid[..., None], (p - hit) * scale)
         grad = p * scale                  # arrays: subtract at the labels, in place
         flat = grad.reshape(-1, p.shape[-1])
-        xp = backend.namespace(index)
-        flat[xp.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
-        return grad if xp is np else _nan_if_out_of_range(grad, index, p.shape[-1])
+        flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
+        return grad
     y = _labels(y, p.shape, p.dtype)
     return scale * (p * y.sum(axis=-1, keepdims=True) - y)
 
