@@ -68,6 +68,26 @@ def test_tensor_device_creation_and_moves():
     assert "device='foreign'" in repr(x)
 
 
+def test_more_moves_and_edge_cases():
+    f = tt.tensor([1.0, 2.0], device=NAME)
+    assert tt.tensor(f).device == NAME and tt.tensor(f).data is not f.data      # a copy, still there
+    host = tt.tensor(f.data, device="cpu")                                     # an explicit copy home
+    assert type(host.data) is np.ndarray and host.data.tolist() == [1.0, 2.0]
+    assert tt.tensor(np.ones(2), device=NAME, dtype=np.float32).dtype == np.float32
+    both = f.to("cpu", np.float32)
+    assert both.device == "cpu" and both.dtype == np.float32
+    assert tt.nn.Linear(2, 2, rng=0).to(np.float64).W.dtype == np.float64
+    s = tt.tensor(3.0, requires_grad=True, device=NAME)                        # 0-d
+    (s * s).backward()
+    assert isinstance(s.grad, ForeignArray) and s.grad.shape == () and float(s.grad) == 6.0
+    with pytest.raises(ValueError, match="cuda:1"):
+        tt.tensor([1.0], device="cuda:1")
+    xs = tt.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True, device=NAME)
+    out = tt.concatenate([xs[:, -1:], xs[:, :1]], axis=-1).max(axis=-1).sum()   # negative axes
+    out.backward()
+    np.testing.assert_array_equal(backend.to_host(xs.grad), [[0, 0, 1], [0, 0, 1]])
+
+
 def test_a_device_tensor_never_becomes_numpy_silently():
     x = tt.tensor([1.0, 2.0], device=NAME)
     with pytest.raises(TypeError, match=r"cpu\(\)"):

@@ -168,11 +168,10 @@ def array(data, dtype=None, device=None):
 def to_device(a, device):
     """Array `a` on `device`: `a` itself if it is there already, else a copy there."""
     want = get_device(device)
+    if not is_array(a):
+        a = np.asarray(a)          # numbers and lists: from the host
     have = _device(a)
-    if have is want:
-        return a
-    host = have.to_host(a) if is_array(a) else np.asarray(a)
-    return want.from_host(host)
+    return a if have is want else want.from_host(have.to_host(a))
 
 
 def to_host(a):
