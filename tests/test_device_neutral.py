@@ -241,3 +241,23 @@ def test_the_readme_gpu_example_runs(device, capsys):
     assert 'device = "cuda"' in code
     exec(code.replace('device = "cuda"', f"device = {device!r}"), {})
     assert capsys.readouterr().out.split()[-1] == device
+
+
+def test_the_device_paths_of_scipy_only_calls_are_as_accurate():
+    """sigmoid, xlogy (cross_entropy on probabilities) and frobenius_norm off NumPy: the portable
+    formulas in backend.py against SciPy and BLAS, at the extremes."""
+    x = np.array([-800.0, -40.0, -1e-8, 0.0, 3.0, 40.0, 800.0])
+    got = tt.sigmoid(tt.tensor(x, device=NAME)).data.get()
+    np.testing.assert_allclose(got, tt.sigmoid(tt.tensor(x)).data, rtol=1e-15, atol=0)
+    assert got.dtype == np.float64
+    assert tt.sigmoid(tt.tensor(x, device=NAME, dtype=np.float32)).dtype == np.float32
+    y, p = np.array([0.0, 0.0, 0.5, 1.0]), np.array([0.0, 1.0, 0.25, 1e-300])
+    np.testing.assert_array_equal(backend.xlogy(on(y), on(p)).get(), backend.xlogy(y, p))
+    for w in (np.array([1e200, -1e200, 3e199]), np.array([1e-200, 2e-200]), np.zeros(3), np.zeros(0)):
+        for dtype in (np.float64, np.float32):
+            if dtype == np.float32 and np.abs(w).max(initial=0) > 1e30:
+                continue
+            v = w.astype(dtype)
+            dev = tt.frobenius_norm(tt.tensor(v, device=NAME))
+            np.testing.assert_allclose(dev.data.get(), tt.frobenius_norm(tt.tensor(v)).data, rtol=1e-6)
+            assert dev.dtype == dtype
