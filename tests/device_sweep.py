@@ -23,9 +23,16 @@ TOLERANCE = {np.dtype(np.float64): dict(rtol=1e-9, atol=1e-12),
              np.dtype(np.float32): dict(rtol=2e-5, atol=2e-6)}
 
 
-def sweep_params(marks=()):
+# Rows that cannot run off NumPy yet, with the reason: expected to fail (strictly, so a fixed row
+# must leave this list). Empty today; a way to merge new primitives before their device paths.
+HOST_ONLY = {}
+
+
+def sweep_params():
     """pytest params (row, case index, dtype) with ids such as "softmax-2-float32"."""
-    return [pytest.param(name, i, dtype, id=f"{name}-{i}-{np.dtype(dtype).name}", marks=marks)
+    def marks(name):
+        return [pytest.mark.xfail(reason=HOST_ONLY[name], strict=True)] if name in HOST_ONLY else []
+    return [pytest.param(name, i, dtype, id=f"{name}-{i}-{np.dtype(dtype).name}", marks=marks(name))
             for name, spec in ROWS.items() for i in range(len(spec.cases()))
             for dtype in (np.float64, np.float32)]
 
