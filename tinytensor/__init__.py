@@ -8,7 +8,7 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
+from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .tape import (
@@ -35,6 +35,6 @@ __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
-    "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar",
+    "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
 ] + sorted(ops.PUBLIC)

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from . import backend
 from .tape import REGISTRY, forward_sweep, reverse_sweep
 from .tensor import Tensor
 
@@ -18,8 +19,8 @@ class GradcheckError(AssertionError):
     """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
 
 
-def _as_array(x):
-    return np.asarray(x.data if isinstance(x, Tensor) else x)
+def _as_array(x):   # arrays stay on their device (NumPy's, CuPy's)
+    return backend.asarray(x.data if isinstance(x, Tensor) else x)
 
 
 def _is_float(x):
@@ -43,7 +44,8 @@ def numerical_grad(f, *args, eps=1e-6):
     """Central differences in float64, one array per argument (a tuple).
 
     For a scalar f each array has the argument's shape (the gradient); otherwise it is the
-    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
+    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None. Arguments
+    on a device (CuPy arrays) are differentiated there, and the results stay there.
     """
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
@@ -54,13 +56,15 @@ def numerical_grad(f, *args, eps=1e-6):
         if not _is_float(v):
             result.append(None)
             continue
-        jac = np.zeros(out_shape + v.shape)
+        jac = backend.namespace(v).zeros(out_shape + v.shape)
         flat = jac.reshape(out_shape + (v.size,))
+        center = v.reshape(-1)
         for k in range(v.size):
             shifted = [w.copy() if j == i else w for j, w in enumerate(values)]
-            shifted[i].flat[k] = v.flat[k] + eps
+            element = shifted[i].reshape(-1)      # a view of the copy: writes move one element
+            element[k] = center[k] + eps
             up = _evaluate(f, shifted)
-            shifted[i].flat[k] = v.flat[k] - eps
+            element[k] = center[k] - eps
             down = _evaluate(f, shifted)
             flat[..., k] = (up - down) / (2 * eps)
         result.append(jac)
@@ -80,7 +84,7 @@ def analytic_jacobians(f, *args, modes=("rev", "fwd")):
     leaves = [x for x in inputs if isinstance(x, Tensor)]
     jacobians = {}
     if "rev" in modes:
-        jac = [np.zeros(out.shape + x.shape, dtype=x.dtype) for x in leaves]
+        jac = [backend.namespace(x.data).zeros(out.shape + x.shape, dtype=x.dtype) for x in leaves]
         for k in np.ndindex(out.shape):
             seed = np.zeros_like(out.data)
             seed[k] = 1
@@ -92,7 +96,7 @@ def analytic_jacobians(f, *args, modes=("rev", "fwd")):
     if "fwd" in modes:
         jac = []
         for x in leaves:
-            j = np.zeros(out.shape + x.shape, dtype=out.dtype)
+            j = backend.namespace(x.data).zeros(out.shape + x.shape, dtype=out.dtype)
             for k in np.ndindex(x.shape):
                 tangent = np.zeros_like(x.data)
                 tangent[k] = 1
@@ -129,7 +133,7 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     failures = []
     for mode in modes:
         for pos, a, n in zip(positions, analytic[mode], numerical):
-            report = _worst(a, n, atol, rtol)
+            report = _worst(backend.to_host(a), backend.to_host(n), atol, rtol)
             if report:
                 failures.append(f"argument {pos}, mode {mode!r}: {report}")
     if failures:

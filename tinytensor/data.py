@@ -10,8 +10,11 @@ import numbers
 
 import numpy as np
 
+from . import backend
+from .tensor import Tensor
 
-def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None):
+
+def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None):
     """Yield (xb, yb): rows of X and the matching entries of y, batch_size at a time.
 
     X and y are arrays (or anything np.asarray takes) with the same first dimension n; batches
@@ -22,8 +25,13 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None):
     so each epoch gets a new order; give the same seeded Generator for a reproducible run), an int
     seed (the same order on every call), or None (fresh OS entropy). shuffle=False yields rows in
     order, as views of X and y; shuffled batches are copies.
+
+    Batches are arrays of X's and y's device: CuPy arrays give CuPy batches. `device` ("cpu",
+    "cuda") moves X and y there first, once per pass (a Tensor gives its values).
     """
-    X, y = np.asarray(X), np.asarray(y)
+    X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
+    if device is not None:
+        X, y = backend.to_device(X, device), backend.to_device(y, device)
     if X.ndim == 0 or y.ndim == 0:
         raise ValueError("minibatches: X and y must have a first (sample) axis")
     if len(X) != len(y):
@@ -33,6 +41,8 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None):
     n = len(X)
     # The permutation is drawn before the first batch is asked for, when the generator starts.
     order = np.random.default_rng(rng).permutation(n) if shuffle else None
+    if order is not None and type(X) is not np.ndarray:
+        order = backend.to_device(order, backend.device_of(X))    # indices where the rows are
     stop = n - n % batch_size if drop_last else n
     for start in range(0, stop, batch_size):
         if order is None:

@@ -33,6 +33,7 @@ import numpy as np
 import scipy.special
 from scipy.linalg import blas
 
+from . import backend
 from .tape import Primitive
 from .tensor import Tensor, mark_modified
 
@@ -140,7 +141,8 @@ def _spread(g, x, axis, keepdims):
     g = _keepdims(g, x.shape, axis, keepdims)
     if isinstance(g, Tensor):
         return broadcast_to(g, x.shape)
-    out = np.empty(x.shape, g.dtype)   # cheaper than np.broadcast_to, and writable
+    xp = np if type(g) is np.ndarray else backend.namespace(g)
+    out = xp.empty(x.shape, g.dtype)   # cheaper than np.broadcast_to, and writable
     out[...] = g
     return out
 
@@ -168,7 +170,13 @@ log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
-sigmoid = elementwise(scipy.special.expit, "sigmoid", lambda ans, x: ans * (1 - ans),
+
+
+def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable formula) elsewhere
+    return scipy.special.expit(x) if type(x) is np.ndarray else backend.expit(x)
+
+
+sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
 relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0,   # relu'(0) = 0
                    method=True)
@@ -234,12 +242,17 @@ def _max_weights(ans, x, axis, keepdims):
     return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
 
 
+def _array(x):
+    """x as an array: NumPy's and other libraries' arrays as they are, numbers and lists as NumPy's."""
+    return x if type(x) is np.ndarray else backend.asarray(x)
+
+
 def _sum_forward(x, axis=None, keepdims=False):
-    return np.asarray(x).sum(axis=axis, keepdims=keepdims)   # the method: ~1 us less than np.sum
+    return _array(x).sum(axis=axis, keepdims=keepdims)   # the method: ~1 us less than np.sum
 
 
 def _mean_forward(x, axis=None, keepdims=False):
-    x = np.asarray(x)
+    x = _array(x)
     total = x.sum(axis=axis, keepdims=keepdims)
     return total / (x.size // builtins.max(np.size(total), 1))   # as np.mean, without its wrapper
 
@@ -259,7 +272,7 @@ _max = defprim(np.max, "max", nargs=1,
 
 
 def _logsumexp_forward(x, axis=None, keepdims=False):
-    x = np.asarray(x)
+    x = _array(x)
     shift = x.max(axis=axis, keepdims=True)
     if not np.isfinite(shift).all():
         shift = np.where(np.isfinite(shift), shift, 0)       # rows of all -inf stay -inf
@@ -332,6 +345,19 @@ _astype = defprim(lambda x, dtype: x.astype(dtype), "astype", nargs=1,
                   jvp=[lambda t, ans, x, dtype: t.astype(dtype)])
 
 
+def _to_device_forward(x, device):
+    return backend.to_device(x, device)
+
+
+def _device_name(x):
+    return x.device if isinstance(x, Tensor) else backend.device_of(x)
+
+
+# Tensor.to(device): a copy to another device (CPU <-> GPU), linear; its transpose copies back.
+_to_device = deflinear(_to_device_forward, "to_device",
+                       vjp=lambda g, ans, x, device: _to_device(g, device=_device_name(x)))
+
+
 def _is_basic(index):
     """Basic indexing (ints, slices, None, ...) never repeats an element."""
     items = index if isinstance(index, tuple) else (index,)
@@ -341,11 +367,11 @@ def _is_basic(index):
 
 def _index_adjoint_forward(g, index, shape):
     """Scatter `g` into zeros of `shape` at `index`; repeated indices add up."""
-    out = np.zeros(shape, dtype=g.dtype)
+    out = backend.namespace(g).zeros(shape, dtype=g.dtype)
     if _is_basic(index):
         out[index] = g
     else:
-        np.add.at(out, index, g)
+        backend.add_at(out, index, g)    # np.add.at, or the array library's own
     return out
 
 
@@ -458,7 +484,10 @@ _NRM2 = {np.dtype(np.float32): blas.snrm2, np.dtype(np.float64): blas.dnrm2}
 
 
 def _frobenius_forward(w):
-    w = np.asarray(w)
+    w = _array(w)
+    if type(w) is not np.ndarray:   # another library: the same scaling, without a host round trip
+        scale = np.max(np.abs(w)) if w.size else backend.namespace(w).zeros((), w.dtype)
+        return np.sqrt(np.sum((w / (scale + (scale == 0))) ** 2)) * scale
     nrm2 = _NRM2.get(w.dtype)
     if nrm2 is not None and w.size:
         return np.asarray(nrm2(w.ravel()), dtype=w.dtype)
@@ -475,13 +504,27 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
                          jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
 
 
+def _hits(index, n):
+    """On another device (CuPy): class indices as one-hot booleans, and per row whether the index
+    lies in [0, n). There, labels are never used to index: CuPy wraps an out-of-range index
+    silently, and raising IndexError, as on the CPU, would cost a round trip to the device every
+    step. Rows with such a label get NaN (loss and gradient), which is never mistaken."""
+    hit = index[..., None] == backend.namespace(index).arange(n)
+    return hit, hit.any(axis=-1)
+
+
+def _nan_unless(valid, values):
+    return np.where(valid, values, np.nan).astype(values.dtype, copy=False)
+
+
 def _class_indices(y, shape, check=False):
     """The labels as integer class indices of shape shape[:-1], or None for dense labels of
     `shape` (one-hot or soft). Anything else is an error naming both shapes."""
-    value = y.data if isinstance(y, Tensor) else np.asarray(y)
+    value = y.data if isinstance(y, Tensor) else _array(y)
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
-        if check and value.size and (value.min() < 0 or value.max() >= shape[-1]):
+        if check and value.size and type(value) is np.ndarray and (
+                value.min() < 0 or value.max() >= shape[-1]):   # elsewhere: NaN (see _hits)
             raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
                              f"{value.min()}..{value.max()}")
         return value
@@ -497,6 +540,9 @@ def _labels(y, shape, dtype):
     index = _class_indices(y, shape)
     if index is None:
         return y
+    if type(index) is not np.ndarray:
+        hit, valid = _hits(index, shape[-1])
+        return _nan_unless(valid[..., None], hit.astype(dtype))
     onehot = np.zeros(shape, dtype=dtype)
     onehot.reshape(-1, shape[-1])[np.arange(index.size), index.ravel()] = 1
     return onehot
@@ -504,6 +550,9 @@ def _labels(y, shape, dtype):
 
 def _at_labels(rows_by_class, index):
     """rows_by_class[..., index]: each row's entry at its class."""
+    if type(index) is not np.ndarray:
+        hit, valid = _hits(index, rows_by_class.shape[-1])
+        return _nan_unless(valid, np.where(hit, rows_by_class, 0).sum(axis=-1))
     flat = rows_by_class.reshape(-1, rows_by_class.shape[-1])
     return flat[np.arange(index.size), index.ravel()].reshape(index.shape)
 
@@ -533,8 +582,9 @@ def _rows_from_logits(z, y, reduction):
     log_p = _log_softmax_forward(z, axis=-1)
     if index is not None:
         return _reduce_rows(-_at_labels(log_p, index), reduction)
-    y = y.data if isinstance(y, Tensor) else np.asarray(y)
-    if log_p.min() == -np.inf:            # a logit of -inf: 0 * log 0 = 0, and no RuntimeWarning
+    y = y.data if isinstance(y, Tensor) else _array(y)
+    if type(log_p) is not np.ndarray or log_p.min() == -np.inf:   # a logit of -inf: 0 * log 0 = 0,
+        # and no RuntimeWarning (on a GPU always: asking would cost a round trip)
         log_p = np.where(y == 0, 0, log_p)
     return _reduce_rows(-(y * log_p).sum(axis=-1), reduction)
 
@@ -545,6 +595,9 @@ def _softmax_minus_labels(g, p, y, reduction):
     index = _class_indices(y, p.shape)
     scale = _row_cotangent(g, reduction, p.shape)
     if index is not None and not isinstance(p, Tensor) and not isinstance(g, Tensor):
+        if type(index) is not np.ndarray:
+            hit, valid = _hits(index, p.shape[-1])
+            return _nan_unless(valid[..., None], (p - hit) * scale)
         grad = p * scale                  # arrays: subtract at the labels, in place
         flat = grad.reshape(-1, p.shape[-1])
         flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
@@ -559,7 +612,8 @@ def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
     if logits is not None:
         return _rows_from_logits(logits, y, reduction)
     y = _labels(y, np.shape(p), p.dtype)
-    return _reduce_rows(-np.sum(scipy.special.xlogy(y, p), axis=-1), reduction)
+    xlogy = scipy.special.xlogy(y, p) if type(p) is np.ndarray else backend.xlogy(y, p)
+    return _reduce_rows(-np.sum(xlogy, axis=-1), reduction)
 
 
 def _ce_vjp_p(g, ans, p, y, logits, reduction):
@@ -714,8 +768,10 @@ def _labels_like(y, p):
     turn a float32 model's loss into float64. Integer class indices stay integers."""
     if isinstance(y, Tensor):
         return y
-    y = np.asarray(y)
-    dtype = p.dtype if isinstance(p, Tensor) else np.asarray(p).dtype
+    p = p.data if isinstance(p, Tensor) else _array(p)
+    if type(y) is not np.ndarray or type(p) is not np.ndarray:   # lists, or arrays of a device
+        y = backend.asarray(y, like=p, what="the labels")
+    dtype = p.dtype
     return y.astype(dtype) if y.dtype.kind == "f" and dtype.kind == "f" and y.dtype != dtype else y
 
 

@@ -18,6 +18,7 @@ from numbers import Real
 
 import numpy as np
 
+from . import backend
 from .tensor import Tensor
 
 
@@ -101,7 +102,7 @@ class SGD(Optimizer):
             if momentum:
                 buf = self.momentum_buffers[i]
                 if buf is None:
-                    buf = self.momentum_buffers[i] = np.array(g, dtype=p.dtype)   # a copy
+                    buf = self.momentum_buffers[i] = backend.copy(g, p.dtype)   # on p's device
                 else:
                     buf *= momentum
                     buf += g

@@ -415,6 +415,8 @@ OP_SPECS = {
     "norm2": OpSpec(linalg._norm2, lambda x, axis: np.linalg.norm(x, axis=axis), None, pairs=[
         (((3, 4),), dict(axis=1)), (((3, 4),), dict(axis=(0, 1))), (((2, 3, 4),), dict(axis=(2, 0))),
         (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),
+    # The device sweep (tests/device_sweep.py) runs it with the device under test.
+    "to_device": OpSpec(ops._to_device, lambda x, device: x, UNARY, params=[dict(device="cpu")]),
 }
 
 # Rows that are not single primitives: the fused pattern, the label forms, and composites.

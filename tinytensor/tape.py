@@ -30,6 +30,7 @@ from types import MethodType
 
 import numpy as np
 
+from . import backend
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 
 _new_tensor = Tensor.__new__
@@ -125,12 +126,12 @@ class Primitive:
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
-            raise _same_kind(err, f"{self.name}: {_plain(err, self.name, values)} "
+            raise _same_kind(err, f"{self.name}: {_mixed_devices(values) or _plain(err, self.name, values)} "
                                   f"(inputs: {_describe(args)})") from err
         if not any_tensor:
             return ans
-        if type(ans) is not np.ndarray:   # NumPy gives scalars for 0-d results
-            ans = np.asarray(ans)
+        if type(ans) is not np.ndarray and not backend.is_array(ans):   # NumPy gives scalars for 0-d
+            ans = np.asarray(ans)                                           # results; CuPy arrays stay
         out = _new_tensor(Tensor)
         out.data = ans
         out.grad = None
@@ -221,14 +222,29 @@ def _describe(args):
     parts = []
     for a in args:
         if isinstance(a, Tensor):
-            parts.append(f"{a.name or 'tensor'} {a.shape} {a.dtype}")
-        elif isinstance(a, np.ndarray):
-            parts.append(f"array {a.shape} {a.dtype}")
+            parts.append(f"{a.name or 'tensor'} {a.shape} {a.dtype}{_on(a.data)}")
+        elif backend.is_array(a):
+            parts.append(f"array {a.shape} {a.dtype}{_on(a)}")
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
             parts.append(", ".join(f"{t.name or 'tensor'} {t.shape}" for t in a))
         else:
             parts.append(type(a).__name__)
     return "; ".join(parts)
+
+
+def _on(array):
+    device = backend.device_of(array)
+    return "" if device == "cpu" else f" on {device}"
+
+
+def _mixed_devices(values):
+    """A message naming the devices when arrays of several devices met in one operation, else ''.
+    Only called once an operation failed: mixing raises in the array libraries themselves."""
+    devices = backend.describe_devices([v.data if isinstance(v, Tensor) else v for v in values])
+    if len(devices) < 2:
+        return ""
+    return (f"operands on different devices ({' and '.join(sorted(devices))}); tinytensor never moves "
+            f"arrays silently: put them on one device with t.to(device) or tt.tensor(..., device=)")
 
 
 # ----- grad modes -------------------------------------------------------------------------------
@@ -374,8 +390,9 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     frontier = []
     for r, c in zip(roots, cotangents):
         if isinstance(r, Tensor) and r.requires_grad:
-            if not isinstance(c, (np.ndarray, Tensor)):
-                c = np.asarray(c, dtype=r.dtype)      # a plain number: rules need .shape
+            if type(c) is not np.ndarray and not isinstance(c, Tensor):   # a number: rules need .shape
+                c = backend.asarray(c, None if backend.is_array(c) else r.dtype, like=r.data,
+                                    what="the cotangent")
             if r in cotangent:
                 cotangent[r] = cotangent[r] + c
             else:
@@ -438,14 +455,23 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
 _SEEDS = {}
 
 
-def _seed(dtype, shape):
-    """A read-only array of ones, made once per dtype and shape (read-only: never handed to a
-    leaf as its own .grad, always copied)."""
-    seed = _SEEDS.get((dtype, shape))
+def _seed(like):
+    """An array of ones like `like`, made once per array type, dtype and shape (read-only where
+    the library allows: never handed to a leaf as its own .grad, always copied)."""
+    key = (type(like), like.dtype, like.shape)
+    seed = _SEEDS.get(key)
     if seed is None:
-        seed = _SEEDS[(dtype, shape)] = np.ones(shape, dtype)
-        seed.flags.writeable = False
+        seed = _SEEDS[key] = backend.namespace(like).ones(like.shape, like.dtype)
+        if type(seed) is np.ndarray:
+            seed.flags.writeable = False
     return seed
+
+
+def _fresh(g, dtype):
+    """A rule's own new array of `dtype` (not a view, not read-only, not a NumPy scalar)."""
+    if type(g) is np.ndarray:
+        return g.dtype == dtype and g.base is None and g.flags.writeable
+    return backend.is_array(g) and g.dtype == dtype and g.base is None
 
 
 def backward(output, grad=None):
@@ -457,15 +483,15 @@ def backward(output, grad=None):
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")
-        grad = _seed(output.dtype, output.shape)
-        handed = set()
+        grad = _seed(output.data)
     else:
-        grad = np.asarray(grad.data if isinstance(grad, Tensor) else grad)
+        grad = backend.asarray(grad.data if isinstance(grad, Tensor) else grad, like=output.data,
+                               what="backward's grad")
         if grad.shape != output.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but {output.name or 'the output'} "
                              f"has shape {output.shape}")
         grad = grad.astype(output.dtype, copy=False)
-        handed = {id(grad)}                  # the caller's array is never handed to a leaf
+    handed = {id(grad)}                      # the caller's array (or the seed) is never handed to a leaf
     retained = RETAINED.nodes() if RETAINED else None
     for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
         dtype = leaf.data.dtype
@@ -473,11 +499,7 @@ def backward(output, grad=None):
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
             # weight matrix per step; anything that may be shared (a view, the seed, an array
             # already given to another leaf) is copied.
-            if (type(g) is np.ndarray and g.dtype == dtype and g.base is None
-                    and g.flags.writeable and id(g) not in handed):
-                leaf.grad = g
-            else:
-                leaf.grad = np.array(g, dtype=dtype)
+            leaf.grad = g if _fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
             handed.add(id(leaf.grad))
         else:
             # Out of place: .grad may be an array a user's rule also holds, never written into.
@@ -494,7 +516,8 @@ def forward_sweep(output, tangents):
     for x, t in tangents.items():
         if not isinstance(x, Tensor):
             raise TypeError(f"jvp: tangents must be keyed by Tensors, got {type(x).__name__}")
-        t = np.asarray(t.data if isinstance(t, Tensor) else t)
+        t = backend.asarray(t.data if isinstance(t, Tensor) else t, like=x.data,
+                            what=f"the tangent for {x.name or 'an input'}")
         if t.shape != x.shape:
             raise ValueError(f"jvp: the tangent for {x.name or 'an input'} has shape {t.shape} "
                              f"but the input has shape {x.shape}")
@@ -503,7 +526,7 @@ def forward_sweep(output, tangents):
                              f"so nothing computed from it was recorded")
         tangent[x] = t.astype(x.dtype, copy=False)
     if output in tangent:
-        return np.array(tangent[output])           # never the caller's own array
+        return backend.copy(tangent[output])       # never the caller's own array
     if not tangent or not output.requires_grad:
         return np.zeros_like(output.data)
     order = _tape_of([output], min(x._id for x in tangent))
@@ -546,7 +569,7 @@ def forward_sweep(output, tangents):
     result = tangent.get(output)
     if result is None:
         return np.zeros_like(output.data)
-    return np.array(result, dtype=output.dtype)
+    return backend.copy(result, output.dtype)
 
 
 def _same_kind(err, message):
@@ -606,7 +629,8 @@ def _rule_error(err, node, kind, index=-1):
     if index >= 0:
         a = node._inputs[index]
         target = f" for input {index} ({a.name or 'tensor'} {a.shape})" if isinstance(a, Tensor) else ""
-    msg = (f"in the {kind} rule of tape entry {_entry(node)}{target}: {type(err).__name__}: {err}")
+    msg = (f"in the {kind} rule of tape entry {_entry(node)}{target}: {type(err).__name__}: "
+           f"{_mixed_devices(node._inputs) or err}")
     new = _same_kind(err, msg)
     new._tinytensor_entry = True
     return new

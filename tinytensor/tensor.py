@@ -12,6 +12,8 @@ import weakref
 
 import numpy as np
 
+from . import backend
+
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
 _creation_order = itertools.count()
@@ -28,10 +30,13 @@ class Tensor:
     # see __array_ufunc__ below.
     __array_priority__ = 1000
 
-    def __init__(self, data, requires_grad=False, dtype=None, name=None):
+    def __init__(self, data, requires_grad=False, dtype=None, name=None, device=None):
         if isinstance(data, Tensor):
             data = data.data
-        data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
+        if device is None and (type(data) is np.ndarray or not backend.is_array(data)):
+            data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
+        else:   # on `device`, or where data is (a CuPy array stays on the GPU)
+            data = backend.array(data, dtype, device)
         if requires_grad and not np.issubdtype(data.dtype, np.inexact):
             raise TypeError(f"only floating-point tensors can require gradients; got dtype {data.dtype}")
         self.data = data
@@ -50,13 +55,14 @@ class Tensor:
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
     size = property(lambda self: self.data.size)
+    device = property(lambda self: backend.device_of(self.data), doc='"cpu" (NumPy) or "cuda" (CuPy)')
 
     def __len__(self):
         return len(self.data)
 
     def __repr__(self):
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extras = ""
+        body = np.array2string(backend.to_host(self.data), separator=", ", prefix="tensor(")
+        extras = "" if type(self.data) is np.ndarray else f", device={self.device!r}"
         if self.data.dtype != np.float64:
             extras += f", dtype={self.data.dtype}"
         if self.requires_grad:
@@ -67,6 +73,9 @@ class Tensor:
 
     def numpy(self):
         """The value, an ndarray (shares memory): the explicit way off the tape."""
+        if type(self.data) is not np.ndarray and backend.device_of(self.data) != "cpu":
+            raise TypeError(f"numpy(): this tensor is on {self.device!r}; t.cpu().numpy() copies it to "
+                            f"the host (t.data is the {self.device} array itself)")
         return self.data
 
     def item(self):
@@ -115,6 +124,8 @@ class Tensor:
         # gradient without a word: refused while it could be recorded.
         if self.requires_grad and tape.STATE.grad_enabled:
             raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype))
+        if type(self.data) is not np.ndarray:
+            self.numpy()    # raises for another device: never a silent copy to the host
         if dtype is not None and dtype != self.data.dtype:
             return self.data.astype(dtype)
         return self.data.copy() if copy else self.data
@@ -210,6 +221,24 @@ class Tensor:
 
     def reshape(self, *shape):
         return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def to(self, device=None, dtype=None):
+        """This tensor on `device` ("cpu", "cuda") and/or in `dtype`, as in PyTorch: itself when
+        nothing changes, else a copy that stays on the tape (gradients flow back across)."""
+        if dtype is None and not _is_device_name(device):     # t.to(np.float32)
+            device, dtype = None, device
+        out = self
+        if device is not None and backend.get_device(device) is not backend._device(self.data):
+            out = ops._to_device(out, device=backend.get_device(device).name)
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = ops.astype(out, dtype)
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self):
+        return self.to("cuda")
 
     def transpose(self, *axes):
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
@@ -361,6 +390,11 @@ def _value(x):
     return x.data if isinstance(x, Tensor) else x
 
 
+def _is_device_name(x):
+    return isinstance(x, backend.Device) or isinstance(x, str) and (
+        x.split(":")[0] in ("cpu", "cuda") or x in backend._DEVICES)
+
+
 def _plain_index(index):
     """Indices may hold Tensors or lists; the tape stores plain NumPy indices."""
     if isinstance(index, tuple):
@@ -373,13 +407,14 @@ def _plain_index(index):
 
 
 # ----- creating tensors ----------------------------------------------------------------------
-def tensor(data, requires_grad=False, dtype=None, name=None):
+def tensor(data, requires_grad=False, dtype=None, name=None, device=None):
     """A Tensor from a scalar, nested list, ndarray or Tensor (copied).
 
     Python floats give float64; a float32 array stays float32; integers stay integers
-    (and cannot require gradients).
+    (and cannot require gradients). `device` ("cpu", "cuda"): where the copy goes; by default
+    where `data` is (a CuPy array stays on the GPU; lists and NumPy arrays: the CPU).
     """
-    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name)
+    return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name, device=device)
 
 
 def _shape(shape):
@@ -388,50 +423,59 @@ def _shape(shape):
     return tuple(shape)
 
 
-def zeros(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+def _library(device):
+    return np if device is None else backend.get_device(device).xp
 
 
-def ones(*shape, dtype=None, requires_grad=False):
-    return Tensor(np.ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+def zeros(*shape, dtype=None, requires_grad=False, device=None):
+    return Tensor(_library(device).zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
 
-def randn(*shape, rng=None, dtype=None, requires_grad=False):
-    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None."""
+def ones(*shape, dtype=None, requires_grad=False, device=None):
+    return Tensor(_library(device).ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
+
+
+def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
+    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None. They are drawn
+    on the CPU, so a seed gives the same numbers on every device."""
     values = np.random.default_rng(rng).standard_normal(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype)
+    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
 
 
 # ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
-def zeros_like(x, dtype=None, requires_grad=False):
-    """Zeros of the shape and dtype of `x` (a Tensor, an array or a list), as np.zeros_like."""
-    return Tensor(np.zeros_like(_value(x), dtype=dtype), requires_grad=requires_grad)
+def zeros_like(x, dtype=None, requires_grad=False, device=None):
+    """Zeros of the shape and dtype of `x` (a Tensor, an array or a list), as np.zeros_like,
+    on the device of `x` unless `device` is given."""
+    return Tensor(np.zeros_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
-    """Ones of the shape and dtype of `x`, as np.ones_like."""
-    return Tensor(np.ones_like(_value(x), dtype=dtype), requires_grad=requires_grad)
+def ones_like(x, dtype=None, requires_grad=False, device=None):
+    """Ones of the shape and dtype of `x`, as np.ones_like, on the device of `x` unless `device`."""
+    return Tensor(np.ones_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
-def full(shape, fill_value, dtype=None, requires_grad=False):
+def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64)."""
-    return Tensor(np.full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
+    return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
 
 
-def arange(start, stop=None, step=None, dtype=None, requires_grad=False):
+def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):
     """Evenly spaced values in [start, stop), as np.arange: integers give integers."""
-    return Tensor(np.arange(start, stop, step, dtype=dtype), requires_grad=requires_grad)
+    values = np.arange(start, stop, step, dtype=dtype)
+    return Tensor(values, requires_grad=requires_grad, device=device)
 
 
-def eye(N, M=None, k=0, dtype=None, requires_grad=False):
+def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
     """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye."""
-    return Tensor(np.eye(N, M, k, dtype=float if dtype is None else dtype), requires_grad=requires_grad)
+    values = _library(device).eye(N, M, k, dtype=float if dtype is None else dtype)
+    return Tensor(values, requires_grad=requires_grad)
 
 
-def rand(*shape, rng=None, dtype=None, requires_grad=False):
-    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None."""
+def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
+    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None. Drawn on the
+    CPU, so a seed gives the same numbers on every device."""
     values = np.random.default_rng(rng).random(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype)
+    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
 
 
 # The operators and sweeps above live in modules that import Tensor: imported last.

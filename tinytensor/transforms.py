@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import ops
+from . import backend, ops
 from .tape import STATE, forward_sweep, reverse_sweep
 from .tensor import Tensor
 
@@ -147,7 +147,7 @@ def _tracked(x):
 
 
 def _value(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    return x.data if isinstance(x, Tensor) else backend.asarray(x)   # a CuPy array stays one
 
 
 def _input(x, nested):
@@ -186,7 +186,7 @@ def _float_dtype(value):
 
 def _zeros(x):
     value = _value(x)
-    return np.zeros(value.shape, _float_dtype(value))
+    return backend.namespace(value).zeros(value.shape, _float_dtype(value))
 
 
 def _checked(seeds, like, what, nested):
@@ -196,7 +196,7 @@ def _checked(seeds, like, what, nested):
     for i, (s, x) in enumerate(zip(seeds, like)):
         x = _value(x)
         if not (nested and isinstance(s, Tensor)):
-            s = np.asarray(_value(s), dtype=_float_dtype(x))
+            s = backend.asarray(s.data if isinstance(s, Tensor) else s, _float_dtype(x), like=x, what=what)
         if s.shape != x.shape:
             raise ValueError(f"{what}: leaf {i} has shape {s.shape} but must have shape {x.shape}")
         out.append(s)
@@ -242,7 +242,7 @@ def _gradient(g, x, nested):
         return _zeros(x)
     if nested:
         return g if not isinstance(g, Tensor) or g.dtype == x.dtype else ops.astype(g, x.dtype)
-    return np.array(_value(g), dtype=x.dtype)
+    return backend.copy(_value(g), x.dtype)
 
 
 def _linearize(f, primals):
@@ -305,7 +305,7 @@ def value_and_grad(f, argnums=0):
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
         out, vjp_fn = vjp(lambda p: f(*rebuild(p), **kwargs), primal)
-        if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != 1:
+        if isinstance(out, (tuple, list, dict)) or _value(out).size != 1:
             shape = np.shape(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__
             raise TypeError(f"grad needs a scalar-valued function, but f returned {shape}; use "
                             f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
@@ -374,13 +374,14 @@ def _ravel(leaves):
 
 
 def _basis(leaves):
-    """For each element of the leaves, in order: leaves of zeros with a single 1 there."""
-    sizes = [np.size(_value(x)) for x in leaves]
-    for k in range(sum(sizes)):
-        flat = np.zeros(sum(sizes))
-        flat[k] = 1
-        pieces = np.split(flat, np.cumsum(sizes)[:-1])
-        yield [p.reshape(_value(x).shape).astype(_float_dtype(_value(x))) for p, x in zip(pieces, leaves)]
+    """For each element of the leaves, in order: leaves of zeros (on each leaf's device) with a
+    single 1 there."""
+    values = [_value(x) for x in leaves]
+    for j, v in enumerate(values):
+        for k in range(v.size):
+            basis = [backend.namespace(w).zeros(w.shape, _float_dtype(w)) for w in values]
+            basis[j].reshape(-1)[k] = 1     # a view of the fresh array
+            yield basis
 
 
 def _blocks(matrix, outs, ins):
@@ -392,6 +393,7 @@ def _blocks(matrix, outs, ins):
     in_at = np.cumsum([0] + [math.prod(s) for s in in_shapes])
     if matrix is None:   # no output or no input element: every block is empty
         dtype = np.result_type(*[_zeros(x) for x in outs + ins]) if outs + ins else np.float64
-        return [[np.zeros(so + si, dtype) for si in in_shapes] for so in out_shapes]
+        xp = backend.namespace(_value((outs + ins)[0])) if outs + ins else np
+        return [[xp.zeros(so + si, dtype) for si in in_shapes] for so in out_shapes]
     return [[np.reshape(matrix[out_at[i]:out_at[i + 1], in_at[j]:in_at[j + 1]], so + si)
              for j, si in enumerate(in_shapes)] for i, so in enumerate(out_shapes)]

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .. import ops
+from .. import backend, ops
 from ..tensor import Tensor
 from .module import Module
 
@@ -41,7 +41,8 @@ class MSELoss(Module):
     def forward(self, prediction, target):
         if not isinstance(target, Tensor):
             # A float64 array target must not silently promote a float32 model's loss.
-            target = np.asarray(target, dtype=np.result_type(prediction.dtype, np.float16))
+            target = backend.asarray(target, np.result_type(prediction.dtype, np.float16),
+                                     like=prediction.data, what="MSELoss's target")
         if np.shape(target) != prediction.shape:
             raise ValueError(f"MSELoss: prediction has shape {prediction.shape} but target has "
                              f"shape {np.shape(target)} (broadcasting is not applied, as a silent "

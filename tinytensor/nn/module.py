@@ -16,7 +16,8 @@ has the parameters "layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b".
 
 import numpy as np
 
-from ..tensor import Tensor
+from .. import backend
+from ..tensor import Tensor, _is_device_name
 
 
 def _is_parameter(value):
@@ -99,6 +100,20 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
+    def to(self, device_or_dtype):
+        """Move every parameter and its gradient to a device ("cpu", "cuda"), or cast them to a
+        float dtype; returns the module, as PyTorch's. Parameters stay the same leaf Tensors.
+        Do it before making the optimizer: its state lives where the parameters were."""
+        for p in self.parameters():
+            if _is_device_name(device_or_dtype):
+                move = lambda a: backend.to_device(a, device_or_dtype)   # noqa: E731
+            else:
+                move = lambda a: a.astype(device_or_dtype, copy=False)  # noqa: E731
+            p.data = move(p.data)
+            if p.grad is not None:
+                p.grad = move(p.grad)
+        return self
+
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
         """{name: copy of the parameter's array}, in `named_parameters` order."""
@@ -115,12 +130,12 @@ class Module:
                            f"{unexpected}; this module has {list(params)}")
         # Check every shape before copying anything, so a failed load changes nothing.
         for name, p in params.items():
-            value = np.asarray(state[name])
+            value = backend.asarray(state[name])
             if value.shape != p.shape:
                 raise ValueError(f"load_state_dict: {name!r} has shape {value.shape} in the state "
                                  f"dict but {p.shape} in the module")
-        for name, p in params.items():
-            np.copyto(p.data, np.asarray(state[name]), casting="same_kind")
+        for name, p in params.items():   # across devices too (a CPU state dict into a GPU model)
+            np.copyto(p.data, backend.to_device(backend.asarray(state[name]), p.device), casting="same_kind")
 
     def __repr__(self):
         children = [(name, value) for name, value in vars(self).items() if isinstance(value, Module)]

@@ -1,0 +1,215 @@
+"""Which array library holds an array: the one place tinytensor picks NumPy or another library.
+
+tinytensor's rules are written with NumPy's functions. NumPy hands a call on another library's
+array to that library through its dispatch protocols (`__array_ufunc__`, `__array_function__`),
+so `np.exp(x)`, `np.sum(x, axis=0)`, `x @ W` and `x.reshape(...)` already run on a CuPy array as
+they are. What those protocols cannot do is make a new array (`np.zeros(shape)` has no array to
+dispatch on), convert one (`np.asarray`), or call SciPy's compiled code (BLAS `nrm2`,
+`scipy.special.expit`). Code that does one of those asks this module instead:
+
+    xp = backend.namespace(g)          # the array library of g: numpy, cupy, ...
+    out = xp.zeros(shape, g.dtype)     # made where g lives
+
+A device is a name ("cpu": NumPy; "cuda": CuPy on the current GPU) and the library behind it.
+CuPy is imported only when "cuda" is asked for or a CuPy array is seen: CPU users never load it.
+`register_device` adds another library (the tests register a stand-in, tests/foreign.py).
+"""
+
+import numbers
+
+import numpy as np
+import scipy.special
+
+__all__ = ["Device", "register_device", "get_device", "device_of", "namespace", "is_array", "asarray",
+           "array", "to_device", "to_host", "copy", "expit", "xlogy", "add_at", "describe_devices"]
+
+
+class Device:
+    """A device: its name, its array type, its array library `xp` (NumPy's API), how arrays
+    cross to and from the host, and the few SciPy-only functions the rules need (None: the
+    portable formula below, in `xp`)."""
+
+    def __init__(self, name, array_type, xp, from_host, to_host, expit=None, xlogy=None, add_at=None):
+        self.name = name
+        self.array_type = array_type
+        self.xp = xp
+        self.from_host = from_host     # np.ndarray -> array on this device
+        self.to_host = to_host         # array on this device -> np.ndarray
+        self.expit = expit
+        self.xlogy = xlogy
+        self.add_at = add_at
+
+    def __repr__(self):
+        return f"<device {self.name}: {self.xp.__name__}>"
+
+
+_DEVICES = {}     # name -> Device
+_BY_TYPE = {}     # array (or scalar) type -> Device: the lookup every call here starts with
+
+
+def register_device(name, array_type, xp, from_host, to_host, expit=None, xlogy=None, add_at=None):
+    """Make arrays of `array_type` (library `xp`) known as device `name`. Returns the Device."""
+    device = Device(name, array_type, xp, from_host, to_host, expit, xlogy, add_at)
+    _DEVICES[name] = device
+    _BY_TYPE[array_type] = device
+    return device
+
+
+CPU = register_device("cpu", np.ndarray, np, from_host=lambda a: a, to_host=lambda a: a,
+                      expit=scipy.special.expit, xlogy=scipy.special.xlogy, add_at=np.add.at)
+
+
+def _load_cuda():
+    """Register CuPy as "cuda" (on first use), with a clear error where it cannot run."""
+    try:
+        import cupy
+        import cupyx.scipy.special
+    except ImportError as err:
+        raise RuntimeError("device 'cuda' needs CuPy: pip install -e \".[gpu]\" (or the cupy-cudaXXx "
+                           f"wheel matching your CUDA); importing it failed: {err}") from err
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as err:   # noqa: BLE001 - CuPy's CUDA errors have no common public base
+        raise RuntimeError(f"device 'cuda': CuPy is installed but finds no usable GPU ({err})") from err
+    if count == 0:
+        raise RuntimeError("device 'cuda': CuPy is installed but finds no GPU")
+    special = cupyx.scipy.special
+    add = cupy.add
+    add_at = add.at if hasattr(add, "at") else cupyx.scatter_add
+    return register_device("cuda", cupy.ndarray, cupy, from_host=cupy.asarray, to_host=cupy.asnumpy,
+                           expit=getattr(special, "expit", None), xlogy=getattr(special, "xlogy", None),
+                           add_at=add_at)
+
+
+def get_device(name):
+    """The Device called `name` ("cpu", "cuda"; "cuda:0" reads as "cuda")."""
+    if isinstance(name, Device):
+        return name
+    device = _DEVICES.get(name)
+    if device is not None:
+        return device
+    if isinstance(name, str) and name.split(":")[0] == "cuda":
+        if name not in ("cuda", "cuda:0"):
+            raise ValueError(f"device {name!r}: tinytensor uses CuPy's current GPU; name it 'cuda' "
+                             f"(choose the GPU with cupy.cuda.Device(n).use())")
+        return _DEVICES.get("cuda") or _load_cuda()
+    raise ValueError(f"unknown device {name!r}; known devices: {', '.join(sorted(set(_DEVICES) | {'cuda'}))}")
+
+
+def _device(a):
+    """The Device of array `a`; NumPy's for anything that is not another library's array
+    (NumPy scalars, Python numbers, lists)."""
+    device = _BY_TYPE.get(type(a))
+    if device is not None:
+        return device
+    kind = type(a)
+    if kind.__module__.split(".")[0] == "cupy" and hasattr(a, "__cuda_array_interface__"):
+        return _DEVICES.get("cuda") or _load_cuda()
+    for device in _DEVICES.values():    # a subclass of a registered type
+        if isinstance(a, device.array_type) and device is not CPU:
+            return device
+    if isinstance(a, (np.generic, numbers.Number)):
+        _BY_TYPE[kind] = CPU                # remembered: NumPy scalars come back often
+    return CPU
+
+
+def device_of(a):
+    """The name of the device holding array `a` ("cpu" for NumPy arrays, scalars and lists)."""
+    return _device(a).name
+
+
+def namespace(a):
+    """The array library of `a` (numpy, cupy, ...): `namespace(g).zeros(...)` makes an array
+    where g lives."""
+    device = _BY_TYPE.get(type(a))
+    return (device if device is not None else _device(a)).xp
+
+
+def is_array(x):
+    """An array of some library, as opposed to a number, a NumPy scalar or a list."""
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic)
+
+
+def describe_devices(values):
+    """The set of device names of the arrays among `values` (numbers and NumPy scalars carry none)."""
+    return {_device(v).name for v in values if is_array(v)}
+
+
+def _mixed(what, have, want):
+    return TypeError(f"{what}: on device '{have}' but must be on '{want}' (tinytensor never moves "
+                     f"arrays between devices silently): move it with tt.tensor(..., device='{want}'), "
+                     f"t.to('{want}') or tt.backend.to_device(array, '{want}')")
+
+
+def asarray(x, dtype=None, like=None, what="an array"):
+    """`x` as an array (no copy where it already is one, unless `dtype` differs), on the device of
+    the array `like`: numbers, NumPy scalars and lists are made there; an array of another
+    device is an error naming both devices and `what` it is."""
+    want = CPU if like is None else _device(like)
+    if is_array(x):
+        have = _device(x)
+        if have is not want and like is not None:
+            raise _mixed(what, have.name, want.name)
+        return x if dtype is None or x.dtype == dtype else x.astype(dtype)
+    host = np.asarray(x, dtype=dtype)
+    return host if want is CPU else want.from_host(host)
+
+
+def array(data, dtype=None, device=None):
+    """A new array (always a copy, as torch.tensor) from data: an array of any device, a number
+    or a nested list. It stays on its device, or goes to `device` when one is named."""
+    have = _device(data) if is_array(data) else CPU
+    want = have if device is None else get_device(device)
+    if have is want:
+        return have.xp.array(data, dtype=dtype)
+    return want.from_host(np.asarray(have.to_host(data), dtype=dtype))   # from_host copies
+
+
+def to_device(a, device):
+    """Array `a` on `device`: `a` itself if it is there already, else a copy there."""
+    want = get_device(device)
+    if not is_array(a):
+        a = np.asarray(a)          # numbers and lists: from the host
+    have = _device(a)
+    return a if have is want else want.from_host(have.to_host(a))
+
+
+def to_host(a):
+    """Array `a` as a NumPy array (a copy from another device; `a` itself from the CPU)."""
+    return to_device(a, CPU)
+
+
+def copy(a, dtype=None):
+    """A fresh array on `a`'s device with `a`'s values (in `dtype`). NumPy scalars give 0-d arrays."""
+    if type(a) is np.ndarray or not is_array(a):
+        return np.array(a, dtype=dtype)
+    return a.astype(a.dtype if dtype is None else dtype, copy=True)
+
+
+# ----- the SciPy-only functions, with a portable formula for libraries that lack them ----------------
+def expit(x):
+    """1 / (1 + exp(-x)), as scipy.special.expit, on x's device."""
+    device = _BY_TYPE.get(type(x)) or _device(x)
+    if device.expit is not None:
+        return device.expit(x)
+    xp = device.xp
+    e = xp.exp(-xp.abs(x))                              # never overflows
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def xlogy(x, y):
+    """x * log(y), 0 where x == 0 (as scipy.special.xlogy), on the arguments' device."""
+    device = _device(x) if is_array(x) else _device(y)
+    if device.xlogy is not None:
+        return device.xlogy(x, y)
+    xp = device.xp
+    return xp.where(x == 0, 0, x * xp.log(xp.where(x == 0, 1, y))).astype(xp.result_type(x, y))
+
+
+def add_at(out, index, values):
+    """out[index] += values, repeated indices adding up (np.add.at), on out's device."""
+    device = _BY_TYPE.get(type(out)) or _device(out)
+    if device.add_at is not None:
+        device.add_at(out, index, values)
+    else:
+        device.xp.add.at(out, index, values)
