@@ -191,3 +191,75 @@ EXTRA_SPECS = {
                                             sample=(normal, class_indices(3)), pairs=CE_INDEX_CASES),
     "swapaxes": OpSpec(ops.swapaxes, np.swapaxes, None, pairs=[(((2, 3, 4),), dict(axis1=0, axis2=2))]),
 }
+
+# nn primitives (issue 12)
+from .nn import functional as F  # noqa: E402
+
+CONV = [(((2, 3, 5, 5), (4, 3, 3, 3), (4,)), dict(stride=(1, 1), padding=(0, 0))),
+        (((2, 2, 6, 5), (3, 2, 3, 2), (3,)), dict(stride=(2, 1), padding=(1, 0))),
+        (((1, 1, 4, 4), (2, 1, 2, 2), (2,)), dict(stride=(2, 2), padding=(1, 1)))]
+POOL = [(((2, 3, 4, 4),), dict(kernel=(2, 2), stride=(2, 2))),
+        (((1, 2, 5, 4),), dict(kernel=(3, 2), stride=(1, 2))),
+        (((2, 1, 5, 5),), dict(kernel=(2, 2), stride=(1, 1)))]
+
+
+def _np_conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+    """A loop over output pixels: slow and obviously right."""
+    x = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    kh, kw = w.shape[2:]
+    ho, wo = (x.shape[2] - kh) // stride[0] + 1, (x.shape[3] - kw) // stride[1] + 1
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            patch = x[:, :, i * stride[0]:i * stride[0] + kh, j * stride[1]:j * stride[1] + kw]
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return out if b is None else out + b[:, None, None]
+
+
+def _np_pool(reduce):
+    def pool(x, kernel, stride):
+        ho, wo = (x.shape[2] - kernel[0]) // stride[0] + 1, (x.shape[3] - kernel[1]) // stride[1] + 1
+        out = np.zeros(x.shape[:2] + (ho, wo))
+        for i in range(ho):
+            for j in range(wo):
+                out[:, :, i, j] = reduce(x[:, :, i * stride[0]:i * stride[0] + kernel[0],
+                                           j * stride[1]:j * stride[1] + kernel[1]], axis=(2, 3))
+        return out
+    return pool
+
+
+
+
+def _unit_interval(rng, shape):
+    return rng.uniform(0.1, 0.9, shape)
+
+
+OP_SPECS.update({
+    "conv2d": OpSpec(F.conv2d_prim, _np_conv2d, None, pairs=CONV),
+    "conv2d_grad_input": OpSpec(F.conv2d_grad_input, None, None, pairs=[
+        (((2, 4, 3, 3), (4, 3, 3, 3)), dict(shape=(2, 3, 5, 5), stride=(1, 1), padding=(0, 0))),
+        (((2, 3, 3, 4), (3, 2, 3, 2)), dict(shape=(2, 2, 6, 5), stride=(2, 1), padding=(1, 0)))]),
+    "conv2d_grad_weight": OpSpec(F.conv2d_grad_weight, None, None, pairs=[
+        (((2, 3, 5, 5), (2, 4, 3, 3)), dict(kernel=(3, 3), stride=(1, 1), padding=(0, 0))),
+        (((2, 2, 6, 5), (2, 3, 3, 4)), dict(kernel=(3, 2), stride=(2, 1), padding=(1, 0)))]),
+    "max_pool2d": OpSpec(F.max_pool2d_prim, _np_pool(np.max), None, pairs=POOL, sample=distinct),
+    "max_unpool2d": OpSpec(F._unpool, None, None, pairs=[
+        (((1, 2, 2, 2),), dict(index=np.array([[[[0, 3], [9, 14]], [[16, 21], [26, 31]]]]),
+                                shape=(1, 2, 4, 4), unique=True)),
+        (((1, 1, 2, 2),), dict(index=np.array([[[[5, 5], [6, 9]]]]), shape=(1, 1, 4, 4), unique=False))]),
+    "avg_pool2d": OpSpec(F.avg_pool2d_prim, _np_pool(np.mean), None, pairs=POOL),
+    "avg_unpool2d": OpSpec(F._avg_unpool, None, None, pairs=[
+        (((2, 3, 2, 2),), dict(shape=(2, 3, 4, 4), kernel=(2, 2), stride=(2, 2))),
+        (((2, 1, 4, 4),), dict(shape=(2, 1, 5, 5), kernel=(2, 2), stride=(1, 1)))]),
+    "normal_cdf": unary(scipy.special.ndtr, F.normal_cdf),
+    "gelu": unary(lambda x: x * scipy.special.ndtr(x), F.gelu_prim),
+    "softplus": OpSpec(F.softplus_prim, lambda x, beta, threshold: np.where(
+        x * beta > threshold, x, np.logaddexp(0, x * beta) / beta), UNARY,
+        params=[dict(beta=1.0, threshold=20.0), dict(beta=2.0, threshold=1.0)], sample=away_from_zero),
+    "leaky_relu": OpSpec(F.leaky_relu_prim, lambda x, negative_slope: np.where(x > 0, x, negative_slope * x),
+                         UNARY, params=[dict(negative_slope=0.01), dict(negative_slope=0.2)],
+                         sample=away_from_zero),
+    "binary_cross_entropy": OpSpec(F.binary_cross_entropy_prim,
+                                   lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
+                                   BINARY[:5], sample=_unit_interval),
+})

@@ -1,0 +1,315 @@
+"""The primitives behind the layers: convolution, pooling, and the activations and losses that
+need their own rule for stability. Each is declared once, with both rules, as in ops.py.
+
+Layout as in PyTorch: images are (N, C, H, W), a convolution weight is (out, in, kh, kw).
+Convolution and pooling are vectorised with `sliding_window_view` (a strided view: the
+windows of every image at once) and `tensordot`; the adjoints scatter back with one slice
+per kernel offset (kh * kw slices, never a loop over pixels or the batch).
+
+Closure under differentiation: the VJP of conv2d is two more primitives (`conv2d_grad_input`,
+`conv2d_grad_weight`) whose own rules are conv2d and each other (they are bilinear, so every
+rule is one of the three), and likewise pooling and its scatter. So the rules run on Tensors
+too, and hvp / grad of grad work through a CNN.
+"""
+
+import math
+
+import numpy as np
+import scipy.special
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .. import ops
+from ..ops import defprim, elementwise
+from ..tensor import Tensor
+
+
+def _pair(value, name):
+    """An int or a pair of ints, as a pair of non-negative ints."""
+    pair = (value, value) if isinstance(value, (int, np.integer)) else tuple(value)
+    if len(pair) != 2 or not all(isinstance(v, (int, np.integer)) and v >= 0 for v in pair):
+        raise ValueError(f"{name} must be a non-negative int or a pair of them, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _pad(x, padding):
+    ph, pw = padding
+    if not (ph or pw):
+        return x
+    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+
+
+def _windows(x, kernel, stride):
+    """(N, C, H, W) -> the view (N, C, Ho, Wo, kh, kw) of every kernel window (no copy)."""
+    if x.ndim != 4:
+        raise ValueError(f"expected (N, C, H, W) input, got shape {x.shape}")
+    if x.shape[2] < kernel[0] or x.shape[3] < kernel[1]:
+        raise ValueError(f"the (padded) input {x.shape[2:]} is smaller than the kernel {kernel}")
+    win = sliding_window_view(x, kernel, axis=(2, 3))
+    return win[:, :, ::stride[0], ::stride[1]]
+
+
+def _scatter_windows(cols, shape, stride):
+    """The adjoint of `_windows`: add cols (C, kh, kw, N, Ho, Wo) into zeros of `shape` (N, C, H, W).
+    One slice per kernel offset; overlapping windows add up."""
+    C, kh, kw, N, Ho, Wo = cols.shape
+    sh, sw = stride
+    out = np.zeros((C, N) + tuple(shape[2:]), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += cols[:, i, j]
+    return out.transpose(1, 0, 2, 3)
+
+
+def _unpad(x, padding):
+    ph, pw = padding
+    return x[:, :, ph:x.shape[2] - ph, pw:x.shape[3] - pw] if (ph or pw) else x
+
+
+# ----- convolution: three bilinear primitives, each the others' rules ----------------------------
+def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+    if w.ndim != 4 or x.ndim != 4 or x.shape[1] != w.shape[1]:
+        raise ValueError(f"conv2d: input (N, C, H, W) {np.shape(x)} and weight (out, C, kh, kw) "
+                         f"{np.shape(w)} must agree on C")
+    cols = _windows(_pad(x, padding), w.shape[2:], stride)          # (N, C, Ho, Wo, kh, kw)
+    out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))         # (N, Ho, Wo, out)
+    if b is not None:
+        out += b
+    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+
+
+def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
+    """d<conv2d(x, w), g>/dx for x of `shape` (a transposed convolution)."""
+    cols = np.tensordot(w, g, axes=(0, 1))                           # (C, kh, kw, N, Ho, Wo)
+    padded = (shape[0], shape[1], shape[2] + 2 * padding[0], shape[3] + 2 * padding[1])
+    return _unpad(_scatter_windows(cols, padded, stride), padding)
+
+
+def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0)):
+    """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
+    cols = _windows(_pad(x, padding), kernel, stride)               # (N, C, Ho, Wo, kh, kw)
+    return np.tensordot(g, cols, axes=((0, 2, 3), (0, 2, 3)))        # (out, C, kh, kw)
+
+
+def _bias_tangent(t, ans):
+    return ops.broadcast_to(ops.reshape(t, (-1, 1, 1)), ans.shape)
+
+
+conv2d_prim = defprim(
+    _conv2d_forward, "conv2d", nargs=3,
+    vjp=[lambda g, ans, x, w, b, stride, padding:
+         conv2d_grad_input(g, w, shape=x.shape, stride=stride, padding=padding),
+         lambda g, ans, x, w, b, stride, padding:
+         conv2d_grad_weight(x, g, kernel=w.shape[2:], stride=stride, padding=padding),
+         lambda g, ans, x, w, b, stride, padding: g.sum(axis=(0, 2, 3))],
+    jvp=[lambda t, ans, x, w, b, stride, padding: conv2d_prim(t, w, None, stride=stride, padding=padding),
+         lambda t, ans, x, w, b, stride, padding: conv2d_prim(x, t, None, stride=stride, padding=padding),
+         lambda t, ans, x, w, b, stride, padding: _bias_tangent(t, ans)])
+
+conv2d_grad_input = defprim(
+    _conv2d_grad_input_forward, "conv2d_grad_input", nargs=2,
+    vjp=[lambda u, ans, g, w, shape, stride, padding: conv2d_prim(u, w, None, stride=stride, padding=padding),
+         lambda u, ans, g, w, shape, stride, padding:
+         conv2d_grad_weight(u, g, kernel=w.shape[2:], stride=stride, padding=padding)],
+    jvp=[lambda t, ans, g, w, shape, stride, padding:
+         conv2d_grad_input(t, w, shape=shape, stride=stride, padding=padding),
+         lambda t, ans, g, w, shape, stride, padding:
+         conv2d_grad_input(g, t, shape=shape, stride=stride, padding=padding)])
+
+conv2d_grad_weight = defprim(
+    _conv2d_grad_weight_forward, "conv2d_grad_weight", nargs=2,
+    vjp=[lambda u, ans, x, g, kernel, stride, padding:
+         conv2d_grad_input(g, u, shape=x.shape, stride=stride, padding=padding),
+         lambda u, ans, x, g, kernel, stride, padding:
+         conv2d_prim(x, u, None, stride=stride, padding=padding)],
+    jvp=[lambda t, ans, x, g, kernel, stride, padding:
+         conv2d_grad_weight(t, g, kernel=kernel, stride=stride, padding=padding),
+         lambda t, ans, x, g, kernel, stride, padding:
+         conv2d_grad_weight(x, t, kernel=kernel, stride=stride, padding=padding)])
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0):
+    """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight (out, C, kh, kw),
+    bias (out,) or None -> (N, out, Ho, Wo) with Ho = (H + 2 * padding - kh) // stride + 1."""
+    return conv2d_prim(x, weight, bias, stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
+
+
+# ----- pooling ------------------------------------------------------------------------------------
+def _max_pool_forward(x, kernel, stride):
+    return _windows(x, kernel, stride).max(axis=(4, 5))
+
+
+def _argmax_index(x, kernel, stride):
+    """Flat index into x of each window's maximum (the first one at ties, as PyTorch)."""
+    win = _windows(x, kernel, stride)
+    N, C, Ho, Wo, kh, kw = win.shape
+    di, dj = np.divmod(win.reshape(N, C, Ho, Wo, kh * kw).argmax(axis=-1), kw)
+    rows = np.arange(Ho)[:, None] * stride[0] + di
+    cols = np.arange(Wo) * stride[1] + dj
+    plane = (np.arange(N)[:, None] * C + np.arange(C)).reshape(N, C, 1, 1)
+    return (plane * x.shape[2] + rows) * x.shape[3] + cols
+
+
+def _unpool_forward(g, index, shape, unique):
+    """Add each entry of g at the flat position `index` of zeros of `shape`."""
+    size = math.prod(shape)
+    if unique:                                     # windows do not overlap: plain assignment
+        out = np.zeros(size, dtype=g.dtype)
+        out[index.ravel()] = g.ravel()
+    else:
+        out = np.bincount(index.ravel(), weights=g.ravel(), minlength=size).astype(g.dtype)
+    return out.reshape(shape)
+
+
+def _gather(t, index):
+    return ops.reshape(t, (-1,))[index] if isinstance(t, Tensor) else t.reshape(-1)[index]
+
+
+def _pool_index(x, kernel, stride):
+    return _argmax_index(x.data if isinstance(x, Tensor) else x, kernel, stride)
+
+
+_unpool = defprim(_unpool_forward, "max_unpool2d", nargs=1,
+                  vjp=[lambda u, ans, g, index, shape, unique: _gather(u, index)],
+                  jvp=[lambda t, ans, g, index, shape, unique:
+                       _unpool(t, index=index, shape=shape, unique=unique)])
+
+
+def _unique(kernel, stride):
+    return stride[0] >= kernel[0] and stride[1] >= kernel[1]
+
+
+max_pool2d_prim = defprim(
+    _max_pool_forward, "max_pool2d", nargs=1,
+    vjp=[lambda g, ans, x, kernel, stride: _unpool(
+        g, index=_pool_index(x, kernel, stride), shape=x.shape, unique=_unique(kernel, stride))],
+    jvp=[lambda t, ans, x, kernel, stride: _gather(t, _pool_index(x, kernel, stride))])
+
+
+def _avg_pool_forward(x, kernel, stride):
+    return _windows(x, kernel, stride).mean(axis=(4, 5))
+
+
+def _avg_unpool_forward(g, shape, kernel, stride):
+    """The adjoint of avg_pool2d: each output's cotangent spread evenly over its window."""
+    g = g / (kernel[0] * kernel[1])
+    cols = np.broadcast_to(g.transpose(1, 0, 2, 3)[:, None, None], (g.shape[1],) + kernel + (
+        g.shape[0],) + g.shape[2:])
+    return _scatter_windows(cols, shape, stride)
+
+
+_avg_unpool = defprim(_avg_unpool_forward, "avg_unpool2d", nargs=1,
+                      vjp=[lambda u, ans, g, shape, kernel, stride:
+                           avg_pool2d_prim(u, kernel=kernel, stride=stride)],
+                      jvp=[lambda t, ans, g, shape, kernel, stride:
+                           _avg_unpool(t, shape=shape, kernel=kernel, stride=stride)])
+
+avg_pool2d_prim = defprim(
+    _avg_pool_forward, "avg_pool2d", nargs=1,
+    vjp=[lambda g, ans, x, kernel, stride: _avg_unpool(g, shape=x.shape, kernel=kernel, stride=stride)],
+    jvp=[lambda t, ans, x, kernel, stride: avg_pool2d_prim(t, kernel=kernel, stride=stride)])
+
+
+def _pool_args(kernel_size, stride):
+    kernel = _pair(kernel_size, "kernel_size")
+    stride = kernel if stride is None else _pair(stride, "stride")
+    if 0 in kernel or 0 in stride:
+        raise ValueError(f"kernel_size and stride must be positive, got {kernel} and {stride}")
+    return kernel, stride
+
+
+def max_pool2d(x, kernel_size, stride=None):
+    """The maximum of each kernel window of (N, C, H, W); stride defaults to the kernel size.
+    The gradient goes to the first maximum of a window (as PyTorch)."""
+    kernel, stride = _pool_args(kernel_size, stride)
+    return max_pool2d_prim(x, kernel=kernel, stride=stride)
+
+
+def avg_pool2d(x, kernel_size, stride=None):
+    """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size."""
+    kernel, stride = _pool_args(kernel_size, stride)
+    return avg_pool2d_prim(x, kernel=kernel, stride=stride)
+
+
+# ----- activations with their own rule ------------------------------------------------------------
+_INV_SQRT_2PI = 1 / math.sqrt(2 * math.pi)
+
+normal_cdf = elementwise(scipy.special.ndtr, "normal_cdf",
+                         lambda ans, x: np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI)
+# gelu(x) = x * Phi(x); its derivative Phi(x) + x * phi(x) is written with primitives, so it
+# runs on Tensors too (second derivatives).
+gelu_prim = elementwise(lambda x: x * scipy.special.ndtr(x), "gelu",
+                        lambda ans, x: normal_cdf(x) + x * (np.exp(-0.5 * (x * x)) * _INV_SQRT_2PI))
+
+
+def gelu(x, approximate="none"):
+    """x * Phi(x) (exact, PyTorch's default), or the tanh approximation with approximate="tanh"."""
+    if approximate == "none":
+        return gelu_prim(x)
+    if approximate == "tanh":
+        inner = math.sqrt(2 / math.pi) * (x + 0.044715 * (x * x * x))
+        return 0.5 * x * (1 + ops.tanh(inner))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def _softplus_forward(x, beta=1.0, threshold=20.0):
+    bx = x * beta
+    return np.where(bx > threshold, x, np.logaddexp(0, bx) / beta).astype(x.dtype, copy=False)
+
+
+def _softplus_slope(x, beta, threshold):
+    s = ops.sigmoid(x * beta)                       # exact for any finite x: no 1 / (1 + exp)
+    return s + (x * beta > threshold) * (1 - s)     # 1 where it is linear, as PyTorch
+
+
+softplus_prim = defprim(_softplus_forward, "softplus", nargs=1,
+                        vjp=[lambda g, ans, x, beta, threshold: g * _softplus_slope(x, beta, threshold)],
+                        jvp=[lambda t, ans, x, beta, threshold: t * _softplus_slope(x, beta, threshold)])
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, finite for any finite x; linear where beta * x > threshold."""
+    return softplus_prim(x, beta=float(beta), threshold=float(threshold))
+
+
+def _leaky_slope(x, negative_slope):
+    positive = (x > 0).astype(x.dtype)              # a constant mask, in x's dtype
+    return positive * (1 - negative_slope) + negative_slope
+
+
+leaky_relu_prim = defprim(
+    lambda x, negative_slope: np.where(x > 0, x, x * negative_slope).astype(x.dtype, copy=False),
+    "leaky_relu", nargs=1,
+    vjp=[lambda g, ans, x, negative_slope: g * _leaky_slope(x, negative_slope)],
+    jvp=[lambda t, ans, x, negative_slope: t * _leaky_slope(x, negative_slope)])
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """x where x > 0, negative_slope * x elsewhere (the gradient at 0 is negative_slope, as PyTorch)."""
+    return leaky_relu_prim(x, negative_slope=float(negative_slope))
+
+
+# ----- binary cross-entropy on probabilities ----------------------------------------------------------
+@np.errstate(divide="ignore")
+def _clamped_logs(p):
+    """log(p) and log(1 - p), each clamped at -100 (PyTorch's BCELoss: finite at p = 0 and 1)."""
+    return np.maximum(np.log(p), -100.0), np.maximum(np.log(1 - p), -100.0)
+
+
+def _bce_forward(p, y):
+    log_p, log_q = _clamped_logs(p)
+    return -(y * log_p + (1 - y) * log_q)
+
+
+def _bce_slope_p(p, y):   # PyTorch's: (p - y) / max(p (1 - p), 1e-12)
+    return (p - y) / np.maximum(p * (1 - p), 1e-12)
+
+
+def _bce_slope_y(p):
+    log_p, log_q = _clamped_logs(p)
+    return log_q - log_p
+
+
+binary_cross_entropy_prim = defprim(
+    _bce_forward, "binary_cross_entropy",
+    vjp=[lambda g, ans, p, y: g * _bce_slope_p(p, y), lambda g, ans, p, y: g * _bce_slope_y(p)],
+    jvp=[lambda t, ans, p, y: t * _bce_slope_p(p, y), lambda t, ans, p, y: t * _bce_slope_y(p)])
