@@ -52,6 +52,7 @@ from .ops import (
                   tanh,
                   transpose,
 )
+from .serialization import load, save
 from .tape import REGISTRY, Primitive, detect_anomaly, no_grad, primitive, unbroadcast
 from .tensor import Tensor, ones, randn, tensor, zeros
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
@@ -66,5 +67,5 @@ __all__ = [
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load",
 ]
