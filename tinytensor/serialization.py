@@ -97,17 +97,17 @@ def _key(key):
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
     raises ValueError."""
-    try:
-        with np.load(os.fspath(path), allow_pickle=False) as npz:
-            if _STRUCTURE not in npz.files:
-                raise ValueError(f"tt.load: {path} is not a tinytensor checkpoint (no {_STRUCTURE} "
-                                 f"entry; it has {npz.files[:5]})")
-            arrays = {name: npz[name] for name in npz.files}
-    except ValueError as err:
-        if "allow_pickle" in str(err) or "pickle" in str(err).lower():
-            raise ValueError(f"tt.load: {path} holds an object array, which only pickle could "
-                             f"read; refused (a checkpoint must not run code)") from err
-        raise
+    with np.load(os.fspath(path), allow_pickle=False) as npz:
+        if _STRUCTURE not in npz.files:
+            raise ValueError(f"tt.load: {path} is not a tinytensor checkpoint (no {_STRUCTURE} "
+                             f"entry; it has {npz.files[:5]})")
+        arrays = {}
+        for name in npz.files:
+            try:
+                arrays[name] = npz[name]
+            except ValueError as err:       # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
+                raise ValueError(f"tt.load: entry {name!r} of {path} is an object array, which only "
+                                 f"pickle could read; refused (a checkpoint must not run code)") from err
     structure = json.loads(str(arrays.pop(_STRUCTURE)))
     if not isinstance(structure, dict) or structure.get("format") != _FORMAT:
         raise ValueError(f"tt.load: {path} has an unknown checkpoint format")
