@@ -230,6 +230,13 @@ def _np_pool(reduce):
 
 
 
+def _unpool_params(shape, kernel, stride):
+    """max_unpool2d's static parameters: where the maxima of a random input of `shape` are."""
+    x = distinct(np.random.default_rng(1), shape)
+    hits = F._first_maxima(x, F._max_pool_forward(x, kernel, stride), kernel, stride)
+    return dict(hits=hits, shape=shape, kernel=kernel, stride=stride)
+
+
 def _unit_interval(rng, shape):
     return rng.uniform(0.1, 0.9, shape)
 
@@ -244,9 +251,8 @@ OP_SPECS.update({
         (((2, 2, 6, 5), (2, 3, 3, 4)), dict(kernel=(3, 2), stride=(2, 1), padding=(1, 0)))]),
     "max_pool2d": OpSpec(F.max_pool2d_prim, _np_pool(np.max), None, pairs=POOL, sample=distinct),
     "max_unpool2d": OpSpec(F._unpool, None, None, pairs=[
-        (((1, 2, 2, 2),), dict(index=np.array([[[[0, 3], [9, 14]], [[16, 21], [26, 31]]]]),
-                                shape=(1, 2, 4, 4), unique=True)),
-        (((1, 1, 2, 2),), dict(index=np.array([[[[5, 5], [6, 9]]]]), shape=(1, 1, 4, 4), unique=False))]),
+        (((1, 2, 2, 2),), _unpool_params((1, 2, 4, 4), (2, 2), (2, 2))),
+        (((1, 1, 3, 2),), _unpool_params((1, 1, 4, 4), (2, 3), (1, 1)))]),
     "avg_pool2d": OpSpec(F.avg_pool2d_prim, _np_pool(np.mean), None, pairs=POOL),
     "avg_unpool2d": OpSpec(F._avg_unpool, None, None, pairs=[
         (((2, 3, 2, 2),), dict(shape=(2, 3, 4, 4), kernel=(2, 2), stride=(2, 2))),

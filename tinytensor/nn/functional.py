@@ -74,7 +74,7 @@ def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
     out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))         # (N, Ho, Wo, out)
     if b is not None:
         out += b
-    return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
+    return out.transpose(0, 3, 1, 2)                                 # a view: no copy
 
 
 def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
@@ -134,67 +134,88 @@ def conv2d(x, weight, bias=None, stride=1, padding=0):
 
 
 # ----- pooling ------------------------------------------------------------------------------------
+# A pool is kh * kw strided slices of the input, one per kernel offset, each of the output's shape
+# (N, C, Ho, Wo): the max (or mean) of the slices is the pool. No window view, no copy of windows.
+def _offsets(shape, kernel, stride):
+    """[(i, j, index)]: the slice of x feeding every window's entry (i, j), in row-major order."""
+    if len(shape) != 4:
+        raise ValueError(f"expected (N, C, H, W) input, got shape {tuple(shape)}")
+    if shape[2] < kernel[0] or shape[3] < kernel[1]:
+        raise ValueError(f"the input {tuple(shape[2:])} is smaller than the kernel {kernel}")
+    ho, wo = (shape[2] - kernel[0]) // stride[0] + 1, (shape[3] - kernel[1]) // stride[1] + 1
+    return [(i, j, (slice(None), slice(None), slice(i, i + stride[0] * (ho - 1) + 1, stride[0]),
+                    slice(j, j + stride[1] * (wo - 1) + 1, stride[1])))
+            for i in range(kernel[0]) for j in range(kernel[1])]
+
+
 def _max_pool_forward(x, kernel, stride):
-    return _windows(x, kernel, stride).max(axis=(4, 5))
+    slices = _offsets(x.shape, kernel, stride)
+    out = x[slices[0][2]].copy()
+    for _, _, index in slices[1:]:
+        np.maximum(out, x[index], out=out)
+    return out
 
 
-def _argmax_index(x, kernel, stride):
-    """Flat index into x of each window's maximum (the first one at ties, as PyTorch)."""
-    win = _windows(x, kernel, stride)
-    N, C, Ho, Wo, kh, kw = win.shape
-    di, dj = np.divmod(win.reshape(N, C, Ho, Wo, kh * kw).argmax(axis=-1), kw)
-    rows = np.arange(Ho)[:, None] * stride[0] + di
-    cols = np.arange(Wo) * stride[1] + dj
-    plane = (np.arange(N)[:, None] * C + np.arange(C)).reshape(N, C, 1, 1)
-    return (plane * x.shape[2] + rows) * x.shape[3] + cols
+def _first_maxima(x, ans, kernel, stride):
+    """(kh * kw, N, C, Ho, Wo) booleans: which entry of each window gets the gradient, the first
+    maximum in row-major order at ties (as PyTorch)."""
+    x = x.data if isinstance(x, Tensor) else x
+    ans = ans.data if isinstance(ans, Tensor) else ans
+    slices = _offsets(x.shape, kernel, stride)
+    hits = np.empty((len(slices),) + ans.shape, dtype=bool)
+    taken = np.zeros(ans.shape, dtype=bool)
+    for k, (_, _, index) in enumerate(slices):
+        np.equal(x[index], ans, out=hits[k])
+        hits[k] &= ~taken
+        taken |= hits[k]
+    return hits
 
 
-def _unpool_forward(g, index, shape, unique):
-    """Add each entry of g at the flat position `index` of zeros of `shape`."""
-    size = math.prod(shape)
-    if unique:                                     # windows do not overlap: plain assignment
-        out = np.zeros(size, dtype=g.dtype)
-        out[index.ravel()] = g.ravel()
-    else:
-        out = np.bincount(index.ravel(), weights=g.ravel(), minlength=size).astype(g.dtype)
-    return out.reshape(shape)
+def _unpool_forward(g, hits, shape, kernel, stride):
+    """Each window's cotangent to the entry `hits` marks (overlapping windows add up)."""
+    out = np.zeros(shape, dtype=g.dtype)
+    for k, (_, _, index) in enumerate(_offsets(shape, kernel, stride)):
+        out[index] += g * hits[k]
+    return out
 
 
-def _gather(t, index):
-    return ops.reshape(t, (-1,))[index] if isinstance(t, Tensor) else t.reshape(-1)[index]
-
-
-def _pool_index(x, kernel, stride):
-    return _argmax_index(x.data if isinstance(x, Tensor) else x, kernel, stride)
+def _gather(t, hits, kernel, stride):
+    """The adjoint of _unpool: each window's value at its marked entry (arrays or Tensors)."""
+    total = None
+    for k, (_, _, index) in enumerate(_offsets(t.shape, kernel, stride)):
+        part = t[index] * hits[k]
+        total = part if total is None else total + part
+    return total
 
 
 _unpool = defprim(_unpool_forward, "max_unpool2d", nargs=1,
-                  vjp=[lambda u, ans, g, index, shape, unique: _gather(u, index)],
-                  jvp=[lambda t, ans, g, index, shape, unique:
-                       _unpool(t, index=index, shape=shape, unique=unique)])
-
-
-def _unique(kernel, stride):
-    return stride[0] >= kernel[0] and stride[1] >= kernel[1]
-
+                  vjp=[lambda u, ans, g, hits, shape, kernel, stride: _gather(u, hits, kernel, stride)],
+                  jvp=[lambda t, ans, g, hits, shape, kernel, stride:
+                       _unpool(t, hits=hits, shape=shape, kernel=kernel, stride=stride)])
 
 max_pool2d_prim = defprim(
     _max_pool_forward, "max_pool2d", nargs=1,
     vjp=[lambda g, ans, x, kernel, stride: _unpool(
-        g, index=_pool_index(x, kernel, stride), shape=x.shape, unique=_unique(kernel, stride))],
-    jvp=[lambda t, ans, x, kernel, stride: _gather(t, _pool_index(x, kernel, stride))])
+        g, hits=_first_maxima(x, ans, kernel, stride), shape=x.shape, kernel=kernel, stride=stride)],
+    jvp=[lambda t, ans, x, kernel, stride: _gather(t, _first_maxima(x, ans, kernel, stride), kernel, stride)])
 
 
 def _avg_pool_forward(x, kernel, stride):
-    return _windows(x, kernel, stride).mean(axis=(4, 5))
+    slices = _offsets(x.shape, kernel, stride)
+    out = x[slices[0][2]].copy()
+    for _, _, index in slices[1:]:
+        out += x[index]
+    out /= kernel[0] * kernel[1]
+    return out
 
 
 def _avg_unpool_forward(g, shape, kernel, stride):
     """The adjoint of avg_pool2d: each output's cotangent spread evenly over its window."""
     g = g / (kernel[0] * kernel[1])
-    cols = np.broadcast_to(g.transpose(1, 0, 2, 3)[:, None, None], (g.shape[1],) + kernel + (
-        g.shape[0],) + g.shape[2:])
-    return _scatter_windows(cols, shape, stride)
+    out = np.zeros(shape, dtype=g.dtype)
+    for _, _, index in _offsets(shape, kernel, stride):
+        out[index] += g
+    return out
 
 
 _avg_unpool = defprim(_avg_unpool_forward, "avg_unpool2d", nargs=1,
