@@ -32,10 +32,14 @@ def _pair(value, name):
 
 
 def _pad(x, padding):
+    """Zeros around H and W (by hand: np.pad costs ~0.7 ms of Python per call)."""
     ph, pw = padding
     if not (ph or pw):
         return x
-    return np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
+    out[:, :, ph:ph + h, pw:pw + w] = x
+    return out
 
 
 def _windows(x, kernel, stride):
@@ -174,8 +178,12 @@ def _first_maxima(x, ans, kernel, stride):
 def _unpool_forward(g, hits, shape, kernel, stride):
     """Each window's cotangent to the entry `hits` marks (overlapping windows add up)."""
     out = np.zeros(shape, dtype=g.dtype)
+    disjoint = stride[0] >= kernel[0] and stride[1] >= kernel[1]
     for k, (_, _, index) in enumerate(_offsets(shape, kernel, stride)):
-        out[index] += g * hits[k]
+        if disjoint:                     # each input entry in one window: write, no temporary
+            np.multiply(g, hits[k], out=out[index])
+        else:
+            out[index] += g * hits[k]
     return out
 
 
