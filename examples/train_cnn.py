@@ -39,8 +39,8 @@ def parse_args(argv=None):
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--epochs", type=int, default=None,
                    help="stop after this epoch (default: all of --total-epochs)")
-    p.add_argument("--total-epochs", type=int, default=30, help="length of the cosine schedule")
-    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (AdamW)")
+    p.add_argument("--total-epochs", type=int, default=40, help="length of the cosine schedule")
+    p.add_argument("--lr", type=float, default=1e-2, help="peak learning rate (AdamW)")
     p.add_argument("--weight-decay", type=float, default=1e-2, help="AdamW's decoupled weight decay")
     p.add_argument("--dropout", type=float, default=0.25, help="dropout before the last layer")
     p.add_argument("--shift", type=int, default=1,
