@@ -319,3 +319,14 @@ def test_layers_match_torch():
             np.testing.assert_allclose(p.grad, q.grad.numpy(), rtol=1e-10, atol=1e-10, err_msg=name)
         for (name, buf) in ours.named_buffers():
             np.testing.assert_allclose(buf.data, getattr(theirs, name).numpy(), rtol=1e-12)
+
+
+def test_every_nn_primitive_has_a_spec_row():
+    """The sweep (tests/test_ops.py) runs OP_SPECS; a primitive of nn.functional without a row
+    would escape it."""
+    from tinytensor.nn import functional
+    from tinytensor.specs import OP_SPECS
+
+    mine = {value.name for value in vars(functional).values() if isinstance(value, tt.Primitive)}
+    assert len(mine) == 12
+    assert not sorted(mine - set(OP_SPECS))
