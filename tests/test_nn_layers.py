@@ -129,6 +129,8 @@ def test_flatten_and_identity():
     assert nn.Flatten(0, 1)(x).shape == (6, 4, 5)
     assert nn.Flatten(2)(x).shape == (2, 3, 20)
     assert nn.Identity(54, unused=1)(x) is x
+    with pytest.raises(ValueError, match="axes of the input"):
+        nn.Flatten()(tt.tensor([1.0, 2.0]))
 
 
 # ----- Dropout ------------------------------------------------------------------------------------
@@ -330,3 +332,21 @@ def test_every_nn_primitive_has_a_spec_row():
     mine = {value.name for value in vars(functional).values() if isinstance(value, tt.Primitive)}
     assert len(mine) == 12
     assert not sorted(mine - set(OP_SPECS))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: (nn.GELU()(x) ** 2).sum(),
+    lambda x: (nn.Softplus(beta=2.0)(x) ** 3).sum(),
+    lambda x: nn.BCEWithLogitsLoss(pos_weight=np.array(3.0))(x, np.full(x.shape, 0.3)),
+    lambda x: nn.BCELoss()(tt.sigmoid(x), np.full(x.shape, 0.7)),
+    lambda x: (nn.AvgPool2d(2, 1)(x.reshape(1, 1, 3, 4)) ** 3).sum(),
+    lambda x: (nn.LeakyReLU(0.2)(x) ** 3).sum(),
+], ids=["gelu", "softplus", "bce_logits", "bce", "avg_pool", "leaky_relu"])
+def test_second_derivatives_through_the_nn_primitives(f):
+    """Every rule is written with primitives, so hvp (a recorded reverse sweep) works."""
+    x, v = arr((12,), seed=1) + 0.1, arr((12,), seed=2)
+    hv = tt.hvp(f, (x,), (v,))
+    hv = hv[0] if isinstance(hv, tuple) else hv
+    eps = 1e-5
+    expected = (tt.grad(f)(x + eps * v) - tt.grad(f)(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(hv, expected, rtol=1e-5, atol=1e-7)

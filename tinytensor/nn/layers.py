@@ -147,7 +147,11 @@ class Flatten(Module):
 
     def forward(self, x):
         shape = x.shape if isinstance(x, Tensor) else np.shape(x)
-        start, end = self.start_dim % max(len(shape), 1), self.end_dim % max(len(shape), 1)
+        n = len(shape)
+        if not (-n <= self.start_dim < n and -n <= self.end_dim < n):
+            raise ValueError(f"Flatten: start_dim {self.start_dim} and end_dim {self.end_dim} must be "
+                             f"axes of the input, of shape {tuple(shape)}")
+        start, end = self.start_dim % n, self.end_dim % n
         if start > end:
             raise ValueError(f"Flatten: start_dim {self.start_dim} comes after end_dim {self.end_dim} "
                              f"for an input of shape {shape}")
