@@ -75,6 +75,13 @@ def test_cross_entropy_pytorch_k_dimensional_layout():
                                ce_reference(np.moveaxis(z, 1, -1), y, label_smoothing=0.1), rtol=1e-12)
 
 
+def test_cross_entropy_soft_targets_that_require_grad_get_their_gradient():
+    z = arr((3, 4))
+    p = np.random.default_rng(2).dirichlet(np.ones(4), 3)
+    for options in (dict(), dict(label_smoothing=0.1, weight=np.array([1.0, 2.0, 0.5, 1.0]))):
+        assert tt.gradcheck(lambda z, p: nn.CrossEntropyLoss(**options)(z, p), z, p)
+
+
 def test_cross_entropy_errors():
     with pytest.raises(ValueError, match="one entry per class"):
         nn.CrossEntropyLoss(weight=np.ones(3))(arr((2, 4)), np.array([0, 1]))

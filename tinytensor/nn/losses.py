@@ -170,7 +170,10 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         if t.dtype.kind != "f":
             raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
                             f"got dtype {t.dtype}")
-        coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
+        if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
+            coef = (target * (1 - smoothing) + smoothing / C) * w
+        else:
+            coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
         total = t.size // C
     else:
         raise ValueError(f"{name}: target must be integer class indices of shape "
