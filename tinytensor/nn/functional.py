@@ -2,14 +2,16 @@
 need their own rule for stability. Each is declared once, with both rules, as in ops.py.
 
 Layout as in PyTorch: images are (N, C, H, W), a convolution weight is (out, in, kh, kw).
-Convolution and pooling are vectorised with `sliding_window_view` (a strided view: the
-windows of every image at once) and `tensordot`; the adjoints scatter back with one slice
-per kernel offset (kh * kw slices, never a loop over pixels or the batch).
+Everything is vectorised over the batch and the pixels; the only Python loops run over the
+kh * kw kernel offsets. Convolution: `sliding_window_view` (a strided view of every window at
+once) and one `tensordot`; its adjoint scatters back with one slice addition per kernel offset.
+Pooling: one strided slice of the input per kernel offset, each of the output's shape (a max
+pool is the maximum of those slices, with no window view and no argmax).
 
 Closure under differentiation: the VJP of conv2d is two more primitives (`conv2d_grad_input`,
-`conv2d_grad_weight`) whose own rules are conv2d and each other (they are bilinear, so every
-rule is one of the three), and likewise pooling and its scatter. So the rules run on Tensors
-too, and hvp / grad of grad work through a CNN.
+`conv2d_grad_weight`) whose own rules are conv2d and each other (all three are bilinear), and
+likewise each pool and its scatter. So the rules run on Tensors too, and hvp / grad of grad work
+through a CNN.
 """
 
 import math
