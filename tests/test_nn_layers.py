@@ -61,6 +61,8 @@ def test_conv2d_float32_model_on_float64_data_stays_float32():
 
 
 def test_conv2d_errors_name_the_shapes():
+    with pytest.raises(ValueError, match=r"^conv2d: the input .* must agree on C"):
+        nn.functional.conv2d(np.zeros((1, 2, 4, 4)), np.zeros((3, 1, 2, 2)))
     conv = nn.Conv2d(3, 4, 3)
     with pytest.raises(ValueError, match=r"\(N, 3, H, W\)"):
         conv(np.zeros((2, 2, 5, 5)))
@@ -240,6 +242,8 @@ def test_embedding_rows_and_repeated_indices_accumulate():
     assert nn.Embedding(5, 3).weight.dtype == np.float32
     with pytest.raises(IndexError, match=r"\[0, 5\)"):
         emb(np.array([5]))
+    with pytest.raises(IndexError, match=r"\[0, 5\)"):
+        emb(np.array([-1]))                    # as PyTorch: no indexing from the end
     with pytest.raises(TypeError, match="integers"):
         emb(np.array([0.0]))
 

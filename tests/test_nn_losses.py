@@ -82,6 +82,12 @@ def test_cross_entropy_soft_targets_that_require_grad_get_their_gradient():
         assert tt.gradcheck(lambda z, p: nn.CrossEntropyLoss(**options)(z, p), z, p)
 
 
+def test_cross_entropy_old_positional_reduction_still_works():
+    z, y = arr((3, 4)), np.array([0, 1, 2])
+    expected = nn.CrossEntropyLoss(reduction="sum")(z, y).item()
+    assert nn.CrossEntropyLoss("sum")(z, y).item() == pytest.approx(expected)
+
+
 def test_cross_entropy_errors():
     with pytest.raises(ValueError, match="one entry per class"):
         nn.CrossEntropyLoss(weight=np.ones(3))(arr((2, 4)), np.array([0, 1]))

@@ -74,7 +74,7 @@ def _unpad(x, padding):
 # ----- convolution: three bilinear primitives, each the others' rules ----------------------------
 def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
     if w.ndim != 4 or x.ndim != 4 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"conv2d: input (N, C, H, W) {np.shape(x)} and weight (out, C, kh, kw) "
+        raise ValueError(f"the input (N, C, H, W) {np.shape(x)} and the weight (out, C, kh, kw) "
                          f"{np.shape(w)} must agree on C")
     cols = _windows(_pad(x, padding), w.shape[2:], stride)          # (N, C, Ho, Wo, kh, kw)
     out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))         # (N, Ho, Wo, out)

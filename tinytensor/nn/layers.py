@@ -370,7 +370,7 @@ class Embedding(Module):
         index = np.asarray(index.data if isinstance(index, Tensor) else index)
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
-        if index.size and (index.min() < -self.num_embeddings or index.max() >= self.num_embeddings):
+        if index.size and (index.min() < 0 or index.max() >= self.num_embeddings):
             raise IndexError(f"Embedding: indices must lie in [0, {self.num_embeddings}), got "
                              f"{index.min()}..{index.max()}")
         return self.weight[index]

@@ -198,6 +198,8 @@ class CrossEntropyLoss(_Loss):
     """
 
     def __init__(self, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):
+        if isinstance(weight, str):     # the old signature, CrossEntropyLoss(reduction)
+            weight, reduction = None, weight
         super().__init__(reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"CrossEntropyLoss: label_smoothing must lie in [0, 1], got {label_smoothing}")
