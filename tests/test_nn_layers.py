@@ -219,8 +219,8 @@ def test_batch_norm_train_and_eval_against_reference(cls, shape):
 
 def test_batch_norm_buffers_state_dict_and_errors():
     bn = nn.BatchNorm2d(2)
-    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var"]
-    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var"]
+    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]
+    assert list(bn.state_dict()) == ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]
     assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
     assert bn.running_var.dtype == np.float32 and not bn.running_var.requires_grad
     with pytest.raises(ValueError, match="more than 1 value per channel"):
@@ -229,6 +229,16 @@ def test_batch_norm_buffers_state_dict_and_errors():
         bn(np.zeros((2, 3, 4, 4)))
     model = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
     assert "1.running_mean" in model.state_dict()
+
+
+def test_batch_norm_momentum_none_is_a_cumulative_average():
+    bn = nn.BatchNorm1d(2, momentum=None, dtype=np.float64)
+    batches = [arr((6, 2), seed=s) + s for s in range(3)]
+    for b in batches:
+        bn(b)
+    assert int(bn.num_batches_tracked.data) == 3
+    np.testing.assert_allclose(bn.running_mean.data, np.mean([b.mean(axis=0) for b in batches], axis=0),
+                               rtol=1e-12)
 
 
 # ----- Embedding, containers, activations ------------------------------------------------------

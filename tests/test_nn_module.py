@@ -40,7 +40,8 @@ def test_named_modules_children_apply():
 
 def test_buffers_are_state_not_parameters():
     net = Net()
-    assert [n for n, _ in net.named_buffers()] == ["features.1.running_mean", "features.1.running_var"]
+    assert [n for n, _ in net.named_buffers()] == ["features.1.running_mean", "features.1.running_var",
+                                                   "features.1.num_batches_tracked"]
     state = net.state_dict()
     assert "features.1.running_var" in state and "features.0.weight" in state
     assert len(list(net.parameters())) == 6

@@ -287,10 +287,10 @@ class _BatchNorm(Module):
                  dtype=np.float32):
         super().__init__()
         self.num_features, self.eps = int(num_features), float(eps)
-        if momentum is None or not 0.0 <= float(momentum) <= 1.0:
-            raise ValueError(f"{type(self).__name__}: momentum must be a number in [0, 1], got "
-                             f"{momentum!r}")
-        self.momentum = float(momentum)
+        if momentum is not None and not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum must be a number in [0, 1] or None "
+                             f"(a cumulative average), got {momentum!r}")
+        self.momentum = None if momentum is None else float(momentum)
         self.dtype = np.dtype(dtype)
         self.weight = self.bias = None
         if affine:
@@ -300,6 +300,7 @@ class _BatchNorm(Module):
         if track_running_stats:
             self.register_buffer("running_mean", np.zeros(num_features, dtype))
             self.register_buffer("running_var", np.ones(num_features, dtype))
+            self.register_buffer("num_batches_tracked", np.array(0, np.int64))
 
     def forward(self, x):
         x = cast_input(x, self.weight.data.dtype if self.weight is not None else self.dtype)
@@ -327,9 +328,13 @@ class _BatchNorm(Module):
 
     def _update_running(self, x, var, n):
         """running = (1 - momentum) * running + momentum * batch statistic, off the tape, with
-        the unbiased batch variance (as PyTorch)."""
+        the unbiased batch variance (as PyTorch; momentum=None: 1 / batches seen)."""
         axes = (0,) + tuple(range(2, len(x.shape)))
+        self.num_batches_tracked.data += 1
+        mark_modified(self.num_batches_tracked)
         m = self.momentum
+        if m is None:                       # a cumulative moving average, as PyTorch
+            m = 1.0 / int(self.num_batches_tracked.data)
         mean = np.mean(x.data if isinstance(x, Tensor) else x, axis=axes)
         unbiased = (var.data if isinstance(var, Tensor) else var).reshape(-1) * (n / (n - 1))
         for buffer, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
