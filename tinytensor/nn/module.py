@@ -32,6 +32,11 @@ def cast_input(x, dtype):
     return x.astype(dtype) if x.dtype != dtype and x.dtype.kind in "fiub" else x
 
 
+def _array(value):
+    """A state-dict entry as an array (a Tensor's own array: never through __array__)."""
+    return value.data if isinstance(value, Tensor) else np.asarray(value)
+
+
 def _is_parameter(value):
     # A leaf that needs a gradient. A Tensor computed from parameters (a cached activation,
     # say) is not one: it is on the tape, and an optimizer must not update it.
@@ -198,13 +203,17 @@ class Module:
                            f"{unexpected}; this module has {list(params)}")
         params = {name: p for name, p in params.items() if name in state}
         # Check every shape before copying anything, so a failed load changes nothing.
+        values = {name: _array(state[name]) for name in params}
         for name, p in params.items():
-            value = np.asarray(state[name])
+            value = values[name]
             if value.shape != p.shape:
                 raise ValueError(f"load_state_dict: {name!r} has shape {value.shape} in the state "
                                  f"dict but {p.shape} in the module")
+            if not np.can_cast(value.dtype, p.data.dtype, casting="same_kind"):
+                raise TypeError(f"load_state_dict: {name!r} is {value.dtype} in the state dict but "
+                                f"{p.data.dtype} in the module")
         for name, p in params.items():
-            np.copyto(p.data, np.asarray(state[name]), casting="same_kind")
+            np.copyto(p.data, values[name], casting="same_kind")
             mark_modified(p)
 
     def __repr__(self):
