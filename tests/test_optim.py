@@ -243,6 +243,8 @@ def _live_tensors():
 @pytest.mark.parametrize("opt_class,options", [
     (tt.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=1e-2, nesterov=True)),
     (tt.optim.Adam, dict(lr=0.01, weight_decay=1e-2)),
+    (tt.optim.AdamW, dict(lr=0.01, amsgrad=True)),
+    (tt.optim.RMSprop, dict(lr=0.01, momentum=0.9, centered=True, weight_decay=1e-2)),
 ])
 def test_step_records_nothing_and_creates_no_tensor(opt_class, options):
     model = tt.nn.Sequential(tt.nn.Linear(4, 8, rng=0), tt.nn.ReLU(), tt.nn.Linear(8, 3, rng=1))
