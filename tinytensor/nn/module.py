@@ -12,6 +12,10 @@ them lists, tuples and dicts, and nested Modules, at the moment it is called. So
             return self.layers[1](tt.relu(self.layers[0](x)))
 
 has the parameters "layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b".
+
+Buffers (state that is not trained, such as batch norm's running statistics) are the one thing
+declared, with `register_buffer`, so that `state_dict()` knows them. `functional_call` runs a
+module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
 import numpy as np
