@@ -33,42 +33,31 @@ def _pair(value, name):
     return int(pair[0]), int(pair[1])
 
 
-def _pad(x, padding):
-    """Zeros around H and W (by hand: np.pad costs ~0.7 ms of Python per call)."""
-    ph, pw = padding
-    if not (ph or pw):
-        return x
+def _padded_nhwc(x, padding):
+    """x (N, C, H, W) as a zero-padded (N, H + 2 ph, W + 2 pw, C) copy: channels innermost, so
+    that the window rows below are copied in contiguous runs of C (3x faster than from NCHW)."""
     n, c, h, w = x.shape
-    out = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=x.dtype)
-    out[:, :, ph:ph + h, pw:pw + w] = x
+    ph, pw = padding
+    out = np.zeros((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
+    out[:, ph:ph + h, pw:pw + w, :] = x.transpose(0, 2, 3, 1)
     return out
 
 
-def _windows(x, kernel, stride):
-    """(N, C, H, W) -> the view (N, C, Ho, Wo, kh, kw) of every kernel window (no copy)."""
+def _im2col(x, kernel, stride, padding):
+    """Every kernel window of x as one row: (N * Ho * Wo, kh * kw * C), and (N, Ho, Wo)."""
     if x.ndim != 4:
         raise ValueError(f"expected (N, C, H, W) input, got shape {x.shape}")
-    if x.shape[2] < kernel[0] or x.shape[3] < kernel[1]:
-        raise ValueError(f"the (padded) input {x.shape[2:]} is smaller than the kernel {kernel}")
-    win = sliding_window_view(x, kernel, axis=(2, 3))
-    return win[:, :, ::stride[0], ::stride[1]]
+    xp = _padded_nhwc(x, padding)
+    if xp.shape[1] < kernel[0] or xp.shape[2] < kernel[1]:
+        raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {kernel}")
+    win = sliding_window_view(xp, kernel, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
+    n, ho, wo = win.shape[:3]
+    return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
 
 
-def _scatter_windows(cols, shape, stride):
-    """The adjoint of `_windows`: add cols (C, kh, kw, N, Ho, Wo) into zeros of `shape` (N, C, H, W).
-    One slice per kernel offset; overlapping windows add up."""
-    C, kh, kw, N, Ho, Wo = cols.shape
-    sh, sw = stride
-    out = np.zeros((C, N) + tuple(shape[2:]), dtype=cols.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            out[:, :, i:i + sh * Ho:sh, j:j + sw * Wo:sw] += cols[:, i, j]
-    return out.transpose(1, 0, 2, 3)
-
-
-def _unpad(x, padding):
-    ph, pw = padding
-    return x[:, :, ph:x.shape[2] - ph, pw:x.shape[3] - pw] if (ph or pw) else x
+def _rows(g):
+    """A cotangent (N, O, Ho, Wo) as rows (N * Ho * Wo, O)."""
+    return g.transpose(0, 2, 3, 1).reshape(-1, g.shape[1])
 
 
 # ----- convolution: three bilinear primitives, each the others' rules ----------------------------
@@ -76,24 +65,34 @@ def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
     if w.ndim != 4 or x.ndim != 4 or x.shape[1] != w.shape[1]:
         raise ValueError(f"the input (N, C, H, W) {np.shape(x)} and the weight (out, C, kh, kw) "
                          f"{np.shape(w)} must agree on C")
-    cols = _windows(_pad(x, padding), w.shape[2:], stride)          # (N, C, Ho, Wo, kh, kw)
-    out = np.tensordot(cols, w, axes=((1, 4, 5), (1, 2, 3)))         # (N, Ho, Wo, out)
+    cols, (n, ho, wo) = _im2col(x, w.shape[2:], stride, padding)
+    out = cols @ w.transpose(2, 3, 1, 0).reshape(cols.shape[1], -1)     # (N * Ho * Wo, out)
     if b is not None:
         out += b
-    return out.transpose(0, 3, 1, 2)                                 # a view: no copy
+    return out.reshape(n, ho, wo, -1).transpose(0, 3, 1, 2)          # a view: no copy
 
 
 def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
-    """d<conv2d(x, w), g>/dx for x of `shape` (a transposed convolution)."""
-    cols = np.tensordot(w, g, axes=(0, 1))                           # (C, kh, kw, N, Ho, Wo)
-    padded = (shape[0], shape[1], shape[2] + 2 * padding[0], shape[3] + 2 * padding[1])
-    return _unpad(_scatter_windows(cols, padded, stride), padding)
+    """d<conv2d(x, w), g>/dx for x of `shape` (a transposed convolution): the window rows'
+    cotangents, added back into the padded image one kernel offset at a time."""
+    n, c, h, wd = shape
+    o, _, kh, kw = w.shape
+    ho, wo = g.shape[2:]
+    cols = (_rows(g) @ w.transpose(0, 2, 3, 1).reshape(o, -1)).reshape(n, ho, wo, kh, kw, c)
+    ph, pw = padding
+    sh, sw = stride
+    out = np.zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=cols.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
+    return out[:, ph:ph + h, pw:pw + wd].transpose(0, 3, 1, 2)
 
 
 def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0)):
     """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
-    cols = _windows(_pad(x, padding), kernel, stride)               # (N, C, Ho, Wo, kh, kw)
-    return np.tensordot(g, cols, axes=((0, 2, 3), (0, 2, 3)))        # (out, C, kh, kw)
+    cols, _ = _im2col(x, kernel, stride, padding)
+    dw = _rows(g).T @ cols                                            # (out, kh * kw * C)
+    return dw.reshape(g.shape[1], kernel[0], kernel[1], x.shape[1]).transpose(0, 3, 1, 2)
 
 
 def _bias_tangent(t, ans):
