@@ -168,11 +168,13 @@ def _first_maxima(x, ans, kernel, stride):
     ans = ans.data if isinstance(ans, Tensor) else ans
     slices = _offsets(x.shape, kernel, stride)
     hits = np.empty((len(slices),) + ans.shape, dtype=bool)
-    taken = np.zeros(ans.shape, dtype=bool)
-    for k, (_, _, index) in enumerate(slices):
-        np.equal(x[index], ans, out=hits[k])
-        hits[k] &= ~taken
-        taken |= hits[k]
+    np.equal(x[slices[0][2]], ans, out=hits[0])
+    taken = hits[0].copy()                          # windows whose maximum is already placed
+    equal = np.empty(ans.shape, dtype=bool)
+    for k, (_, _, index) in enumerate(slices[1:], start=1):
+        np.equal(x[index], ans, out=equal)
+        np.greater(equal, taken, out=hits[k])       # equal and not taken, in one operation
+        taken |= equal
     return hits
 
 
