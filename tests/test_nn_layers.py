@@ -60,12 +60,30 @@ def test_conv2d_float32_model_on_float64_data_stays_float32():
     assert conv.weight.grad.dtype == np.float32 and x.grad.dtype == np.float64
 
 
+def test_conv2d_same_padding_and_unbatched_images_as_pytorch():
+    conv = nn.Conv2d(2, 3, (3, 5), padding="same", rng=0, dtype=np.float64)
+    assert conv.padding == (1, 2)
+    image = arr((2, 6, 7))
+    out = conv(image)
+    assert out.shape == (3, 6, 7)
+    np.testing.assert_allclose(out.data, conv(image[None]).data[0], atol=1e-15)
+    x = tt.tensor(image, requires_grad=True)
+    nn.MaxPool2d(2)(conv(x)).sum().backward()
+    assert x.grad.shape == (2, 6, 7)
+    assert nn.AvgPool2d(2)(image).shape == (2, 3, 3)
+    assert nn.Conv2d(2, 3, 3, padding="valid").padding == (0, 0)
+    with pytest.raises(ValueError, match="same"):
+        nn.Conv2d(2, 3, 2, padding="same")
+
+
 def test_conv2d_errors_name_the_shapes():
     with pytest.raises(ValueError, match=r"^conv2d: the input .* must agree on C"):
         nn.functional.conv2d(np.zeros((1, 2, 4, 4)), np.zeros((3, 1, 2, 2)))
     conv = nn.Conv2d(3, 4, 3)
     with pytest.raises(ValueError, match=r"\(N, 3, H, W\)"):
         conv(np.zeros((2, 2, 5, 5)))
+    with pytest.raises(ValueError, match=r"\(N, 3, H, W\)"):
+        conv(np.zeros((5, 5)))
     with pytest.raises(ValueError, match="smaller than the kernel"):
         conv(np.zeros((2, 3, 2, 5)))
     with pytest.raises(ValueError, match="kernel_size"):

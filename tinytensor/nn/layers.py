@@ -196,6 +196,8 @@ class Conv2d(Module):
     weight: (out_channels, in_channels, kh, kw), bias: (out_channels,), both uniform in
     +-1/sqrt(in_channels * kh * kw) as PyTorch's default init. Output (N, out, Ho, Wo) with
     Ho = (H + 2 * padding - kh) // stride + 1. One primitive (`nn.functional.conv2d`).
+    padding may be "valid" (0) or "same" (stride 1 and odd kernels); an unbatched (C, H, W)
+    image gives an unbatched result, as in PyTorch.
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
@@ -207,7 +209,7 @@ class Conv2d(Module):
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = F._pair(kernel_size, "kernel_size")
         self.stride = F._pair(stride, "stride")
-        self.padding = F._pair(padding, "padding")
+        self.padding = _conv_padding(padding, self.kernel_size, self.stride)
         if 0 in self.kernel_size or 0 in self.stride:
             raise ValueError(f"Conv2d: kernel_size and stride must be positive, got "
                              f"{self.kernel_size} and {self.stride}")
@@ -219,9 +221,11 @@ class Conv2d(Module):
 
     def forward(self, x):
         x = cast_input(x, self.weight.data.dtype)
-        if np.ndim(x.data if isinstance(x, Tensor) else x) != 4 or x.shape[1] != self.in_channels:
-            raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W), got "
-                             f"{tuple(x.shape)}")
+        if len(x.shape) == 3:                       # one unbatched image
+            return _unbatched(self, x)
+        if len(x.shape) != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W) or "
+                             f"({self.in_channels}, H, W), got {tuple(x.shape)}")
         return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
 
     def extra_repr(self):
@@ -229,21 +233,44 @@ class Conv2d(Module):
                 f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None}")
 
 
+def _conv_padding(padding, kernel, stride):
+    if padding == "valid":
+        return (0, 0)
+    if padding == "same":
+        if stride != (1, 1) or kernel[0] % 2 == 0 or kernel[1] % 2 == 0:
+            raise ValueError(f"Conv2d: padding='same' needs stride 1 and odd kernel sizes here, got "
+                             f"stride {stride} and kernel {kernel}; give the padding as numbers")
+        return ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2)
+    return F._pair(padding, "padding")
+
+
+def _unbatched(layer, x):
+    """layer on one (C, H, W) image: as a batch of one, and back."""
+    out = layer(x[None] if isinstance(x, np.ndarray) else ops.reshape(x, (1,) + tuple(x.shape)))
+    return out[0] if isinstance(out, np.ndarray) else ops.reshape(out, tuple(out.shape[1:]))
+
+
 class MaxPool2d(Module):
-    """The maximum over each kernel window of (N, C, H, W); stride defaults to kernel_size."""
+    """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size."""
 
     def __init__(self, kernel_size, stride=None):
         super().__init__()
         self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
 
     def forward(self, x):
+        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            return _unbatched(self, x)
         return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
 
 
 class AvgPool2d(MaxPool2d):
-    """The mean over each kernel window of (N, C, H, W); stride defaults to kernel_size."""
+    """The mean over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size."""
 
     def forward(self, x):
+        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            return _unbatched(self, x)
         return F.avg_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
 
 
