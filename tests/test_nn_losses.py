@@ -209,3 +209,26 @@ def test_losses_match_torch():
         lb.backward()
         np.testing.assert_allclose(la.item(), lb.item(), rtol=1e-12, err_msg=repr(ours))
         np.testing.assert_allclose(a.grad, b.grad.numpy(), rtol=1e-10, atol=1e-14, err_msg=repr(ours))
+
+
+def test_functional_spellings_equal_the_modules():
+    F = nn.functional
+    z, y = arr((4, 3)), np.array([0, 2, 1, 1])
+    t = np.random.default_rng(3).uniform(size=(4, 3))
+    w = np.array([1.0, 2.0, 0.5])
+    pairs = [
+        (F.cross_entropy(z, y, weight=w, label_smoothing=0.1),
+         nn.CrossEntropyLoss(w, label_smoothing=0.1)(z, y)),
+        (F.nll_loss(z, y, reduction="sum"), nn.NLLLoss(reduction="sum")(z, y)),
+        (F.binary_cross_entropy_with_logits(z, t, pos_weight=w), nn.BCEWithLogitsLoss(pos_weight=w)(z, t)),
+        (F.binary_cross_entropy(t, t), nn.BCELoss()(t, t)),
+        (F.mse_loss(z, t), nn.MSELoss()(z, t)), (F.l1_loss(z, t), nn.L1Loss()(z, t)),
+        (F.huber_loss(z, t, delta=0.5), nn.HuberLoss(delta=0.5)(z, t)),
+        (F.log_softmax(z, dim=0), nn.LogSoftmax(dim=0)(z)), (F.softmax(z), nn.Softmax()(z)),
+        (F.relu(z), nn.ReLU()(z)),
+    ]
+    for a, b in pairs:
+        np.testing.assert_array_equal(np.asarray(a.data), np.asarray(b.data))
+    x = tt.tensor(np.ones((10, 10)), requires_grad=True)
+    assert F.dropout(x, 0.5, training=False) is x
+    np.testing.assert_array_equal(F.dropout(x, 0.5, rng=0).data, nn.Dropout(0.5, rng=0)(x).data)

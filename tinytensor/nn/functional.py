@@ -345,3 +345,60 @@ binary_cross_entropy_prim = defprim(
     _bce_forward, "binary_cross_entropy",
     vjp=[lambda g, ans, p, y: g * _bce_slope_p(p, y), lambda g, ans, p, y: g * _bce_slope_y(p)],
     jvp=[lambda t, ans, p, y: t * _bce_slope_p(p, y), lambda t, ans, p, y: t * _bce_slope_y(p)])
+
+
+# ----- PyTorch's functional spellings of the losses and a few layers --------------------------------
+def relu(x):
+    return ops.relu(x)
+
+
+def softmax(x, dim=-1):
+    return ops.softmax(x, axis=dim)
+
+
+def log_softmax(x, dim=-1):
+    return ops.log_softmax(x, axis=dim)
+
+
+def dropout(x, p=0.5, training=True, rng=None):
+    """x * mask / (1 - p) with a fresh mask from `rng` when training (see nn.Dropout)."""
+    from .layers import Dropout
+    return Dropout(p, rng=rng).train(training)(x)
+
+
+def _loss(name, *args, **options):
+    from . import losses  # imported here: losses imports this module
+
+    def call(prediction, target):
+        return getattr(losses, name)(*args, **options)(prediction, target)
+    return call
+
+
+def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    return _loss("CrossEntropyLoss", weight=weight, ignore_index=ignore_index, reduction=reduction,
+                 label_smoothing=label_smoothing)(logits, target)
+
+
+def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
+    return _loss("NLLLoss", weight=weight, ignore_index=ignore_index, reduction=reduction)(log_p, target)
+
+
+def binary_cross_entropy_with_logits(logits, target, weight=None, reduction="mean", pos_weight=None):
+    loss = _loss("BCEWithLogitsLoss", weight=weight, reduction=reduction, pos_weight=pos_weight)
+    return loss(logits, target)
+
+
+def binary_cross_entropy(p, target, weight=None, reduction="mean"):
+    return _loss("BCELoss", weight=weight, reduction=reduction)(p, target)
+
+
+def mse_loss(prediction, target, reduction="mean"):
+    return _loss("MSELoss", reduction=reduction)(prediction, target)
+
+
+def l1_loss(prediction, target, reduction="mean"):
+    return _loss("L1Loss", reduction=reduction)(prediction, target)
+
+
+def huber_loss(prediction, target, reduction="mean", delta=1.0):
+    return _loss("HuberLoss", reduction=reduction, delta=delta)(prediction, target)
