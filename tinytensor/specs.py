@@ -563,3 +563,73 @@ EXTRA_SPECS = {
     "np.einsum on Tensors": OpSpec(lambda a, b: np.einsum("ij,kj->ik", a, b), lambda a, b: a @ b.T,
                                    [((2, 3), (4, 3))]),
 }
+
+# nn primitives (issue 12)
+from .nn import functional as F  # noqa: E402
+
+CONV = [(((2, 3, 5, 5), (4, 3, 3, 3), (4,)), dict(stride=(1, 1), padding=(0, 0))),
+        (((2, 2, 6, 5), (3, 2, 3, 2), (3,)), dict(stride=(2, 1), padding=(1, 0))),
+        (((1, 1, 4, 4), (2, 1, 2, 2), (2,)), dict(stride=(2, 2), padding=(1, 1)))]
+POOL = [(((2, 3, 4, 4),), dict(kernel=(2, 2), stride=(2, 2))),
+        (((1, 2, 5, 4),), dict(kernel=(3, 2), stride=(1, 2))),
+        (((2, 1, 5, 5),), dict(kernel=(2, 2), stride=(1, 1)))]
+
+
+def _np_conv2d(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+    """A loop over output pixels: slow and obviously right."""
+    x = np.pad(x, ((0, 0), (0, 0), (padding[0],) * 2, (padding[1],) * 2))
+    kh, kw = w.shape[2:]
+    ho, wo = (x.shape[2] - kh) // stride[0] + 1, (x.shape[3] - kw) // stride[1] + 1
+    out = np.zeros((x.shape[0], w.shape[0], ho, wo))
+    for i in range(ho):
+        for j in range(wo):
+            patch = x[:, :, i * stride[0]:i * stride[0] + kh, j * stride[1]:j * stride[1] + kw]
+            out[:, :, i, j] = np.einsum("nchw,ochw->no", patch, w)
+    return out if b is None else out + b[:, None, None]
+
+
+def _np_pool(reduce):
+    def pool(x, kernel, stride):
+        ho, wo = (x.shape[2] - kernel[0]) // stride[0] + 1, (x.shape[3] - kernel[1]) // stride[1] + 1
+        out = np.zeros(x.shape[:2] + (ho, wo))
+        for i in range(ho):
+            for j in range(wo):
+                out[:, :, i, j] = reduce(x[:, :, i * stride[0]:i * stride[0] + kernel[0],
+                                           j * stride[1]:j * stride[1] + kernel[1]], axis=(2, 3))
+        return out
+    return pool
+
+
+
+
+def _unpool_params(shape, kernel, stride):
+    """max_unpool2d's static parameters: where the maxima of a random input of `shape` are."""
+    x = distinct(np.random.default_rng(1), shape)
+    hits = F._first_maxima(x, F._max_pool_forward(x, kernel, stride), kernel, stride)
+    return dict(hits=hits, shape=shape, kernel=kernel, stride=stride)
+
+
+def _unit_interval(rng, shape):
+    return rng.uniform(0.1, 0.9, shape)
+
+
+OP_SPECS.update({
+    "conv2d": OpSpec(F.conv2d_prim, _np_conv2d, None, pairs=CONV),
+    "conv2d_grad_input": OpSpec(F.conv2d_grad_input, None, None, pairs=[
+        (((2, 4, 3, 3), (4, 3, 3, 3)), dict(shape=(2, 3, 5, 5), stride=(1, 1), padding=(0, 0))),
+        (((2, 3, 3, 4), (3, 2, 3, 2)), dict(shape=(2, 2, 6, 5), stride=(2, 1), padding=(1, 0)))]),
+    "conv2d_grad_weight": OpSpec(F.conv2d_grad_weight, None, None, pairs=[
+        (((2, 3, 5, 5), (2, 4, 3, 3)), dict(kernel=(3, 3), stride=(1, 1), padding=(0, 0))),
+        (((2, 2, 6, 5), (2, 3, 3, 4)), dict(kernel=(3, 2), stride=(2, 1), padding=(1, 0)))]),
+    "max_pool2d": OpSpec(F.max_pool2d_prim, _np_pool(np.max), None, pairs=POOL, sample=distinct),
+    "max_unpool2d": OpSpec(F._unpool, None, None, pairs=[
+        (((1, 2, 2, 2),), _unpool_params((1, 2, 4, 4), (2, 2), (2, 2))),
+        (((1, 1, 3, 2),), _unpool_params((1, 1, 4, 4), (2, 3), (1, 1)))]),
+    "avg_pool2d": OpSpec(F.avg_pool2d_prim, _np_pool(np.mean), None, pairs=POOL),
+    "avg_unpool2d": OpSpec(F._avg_unpool, None, None, pairs=[
+        (((2, 3, 2, 2),), dict(shape=(2, 3, 4, 4), kernel=(2, 2), stride=(2, 2))),
+        (((2, 1, 4, 4),), dict(shape=(2, 1, 5, 5), kernel=(2, 2), stride=(1, 1)))]),
+    "binary_cross_entropy": OpSpec(F.binary_cross_entropy_prim,
+                                   lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
+                                   BINARY[:5], sample=_unit_interval),
+})

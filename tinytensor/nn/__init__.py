@@ -1,14 +1,44 @@
-"""Neural-network building blocks on the tape: modules, layers and losses.
+"""Neural-network building blocks on the tape: modules, layers, losses, init and utilities.
 
     model = tt.nn.Sequential(tt.nn.Linear(64, 128, rng=0), tt.nn.ReLU(), tt.nn.Linear(128, 10, rng=1))
     loss = tt.nn.CrossEntropyLoss()(model(x), y)
 
 A parameter is just a leaf `tt.Tensor` with `requires_grad=True`; a `Module` finds its
-parameters by walking its attributes (see `Module.named_parameters`).
+parameters by walking its attributes (see `Module.named_parameters`). The primitives behind
+convolution, pooling and the stable activations are in `tt.nn.functional`.
 """
 
-from .layers import Linear, ReLU, Sequential, Sigmoid, Tanh
-from .losses import CrossEntropyLoss, MSELoss
-from .module import Module
+from . import functional, init, utils
+from .layers import (
+    GELU,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    LogSoftmax,
+    MaxPool2d,
+    ModuleList,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
+from .module import Module, functional_call
 
-__all__ = ["Module", "Linear", "ReLU", "Tanh", "Sigmoid", "Sequential", "CrossEntropyLoss", "MSELoss"]
+__all__ = [
+    "Module", "functional_call", "functional", "init", "utils",
+    "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
+    "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
+    "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
+    "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+]

@@ -1,12 +1,20 @@
-"""Layers: Linear, the activations, and Sequential."""
+"""Layers: Linear, Conv2d, pooling, normalisation, Dropout, Embedding, the activations, and the
+containers Sequential and ModuleList. Layers with parameters cast floating-point input to their
+parameters' dtype (`cast_input`), so a float32 model computes in float32 whatever data it gets."""
 
 import math
+from numbers import Integral
 
 import numpy as np
 
 from .. import ops
-from ..tensor import Tensor
-from .module import Module
+from ..tensor import Tensor, mark_modified
+from . import functional as F
+from .module import Module, cast_input
+
+
+def _parameter(values, dtype, name):
+    return Tensor(values, dtype=dtype, requires_grad=True, name=name)
 
 
 class Linear(Module):
@@ -39,7 +47,7 @@ class Linear(Module):
     bias = property(lambda self: self.b)
 
     def forward(self, x):
-        return ops.linear(x, self.W, self.b)   # one tape entry for x @ W + b
+        return ops.linear(cast_input(x, self.W.data.dtype), self.W, self.b)   # one tape entry
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
@@ -63,6 +71,344 @@ class Sigmoid(Module):
 
     def forward(self, x):
         return ops.sigmoid(x)
+
+
+class LeakyReLU(Module):
+    """x where x > 0, negative_slope * x elsewhere."""
+
+    def __init__(self, negative_slope=0.01):
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+
+    def forward(self, x):
+        return F.leaky_relu(x, self.negative_slope)
+
+
+class GELU(Module):
+    """x * Phi(x) (Phi the standard normal CDF), or its tanh approximation (approximate="tanh")."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x, self.approximate)
+
+
+class Softplus(Module):
+    """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold (as PyTorch)."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, x):
+        return F.softplus(x, self.beta, self.threshold)
+
+
+def _axis(axis, dim):
+    return axis if dim is None else dim
+
+
+class Softmax(Module):
+    """softmax along `axis` (PyTorch's `dim=` is accepted too)."""
+
+    def __init__(self, axis=-1, dim=None):
+        super().__init__()
+        self.axis = _axis(axis, dim)
+
+    def forward(self, x):
+        return ops.softmax(x, axis=self.axis)
+
+
+class LogSoftmax(Softmax):
+    """log_softmax along `axis` (PyTorch's `dim=` is accepted too)."""
+
+    def forward(self, x):
+        return ops.log_softmax(x, axis=self.axis)
+
+
+class Identity(Module):
+    """Returns its input (any arguments to the constructor are ignored, as in PyTorch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, x):
+        return x
+
+
+class Flatten(Module):
+    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default."""
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def forward(self, x):
+        shape = x.shape if isinstance(x, Tensor) else np.shape(x)
+        n = len(shape)
+        if not (-n <= self.start_dim < n and -n <= self.end_dim < n):
+            raise ValueError(f"Flatten: start_dim {self.start_dim} and end_dim {self.end_dim} must be "
+                             f"axes of the input, of shape {tuple(shape)}")
+        start, end = self.start_dim % n, self.end_dim % n
+        if start > end:
+            raise ValueError(f"Flatten: start_dim {self.start_dim} comes after end_dim {self.end_dim} "
+                             f"for an input of shape {shape}")
+        return ops.reshape(x, tuple(shape[:start]) + (-1,) + tuple(shape[end + 1:]))
+
+
+class Dropout(Module):
+    """In training mode, zero each element with probability p and scale the rest by 1 / (1 - p);
+    the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
+    call draws a new mask). The mask is a constant of the product x * mask, so the backward
+    pass uses exactly the forward's mask."""
+
+    def __init__(self, p=0.5, rng=None):
+        super().__init__()
+        if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
+            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+        self.p = float(p)
+        self.rng = np.random.default_rng(rng)
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        shape, dtype = (x.shape, x.dtype) if isinstance(x, Tensor) else (np.shape(x), np.asarray(x).dtype)
+        dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
+        keep = self.rng.random(shape) >= self.p
+        scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
+        self.mask = np.where(keep, scale, 0.0).astype(dtype)   # kept for inspection
+        return x * self.mask
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+def _fan_in_bound(fan_in):
+    # PyTorch's kaiming_uniform_(a=sqrt(5)) for weights, and its bias init: both U(+-1/sqrt(fan_in)).
+    return 1 / math.sqrt(fan_in)
+
+
+class Conv2d(Module):
+    """2-D convolution (cross-correlation, as PyTorch) of (N, in_channels, H, W) input.
+
+    weight: (out_channels, in_channels, kh, kw), bias: (out_channels,), both uniform in
+    +-1/sqrt(in_channels * kh * kw) as PyTorch's default init. Output (N, out, Ho, Wo) with
+    Ho = (H + 2 * padding - kh) // stride + 1. One primitive (`nn.functional.conv2d`).
+    padding may be "valid" (0) or "same" (stride 1 and odd kernels); an unbatched (C, H, W)
+    image gives an unbatched result, as in PyTorch.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
+                 rng=None, dtype=np.float32):
+        super().__init__()
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(f"Conv2d: in_channels and out_channels must be positive, got "
+                             f"{in_channels} and {out_channels}")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size = F._pair(kernel_size, "kernel_size")
+        self.stride = F._pair(stride, "stride")
+        self.padding = _conv_padding(padding, self.kernel_size, self.stride)
+        if 0 in self.kernel_size or 0 in self.stride:
+            raise ValueError(f"Conv2d: kernel_size and stride must be positive, got "
+                             f"{self.kernel_size} and {self.stride}")
+        rng = np.random.default_rng(rng)
+        bound = _fan_in_bound(in_channels * self.kernel_size[0] * self.kernel_size[1])
+        self.weight = _parameter(rng.uniform(-bound, bound, (out_channels, in_channels) + self.kernel_size),
+                                 dtype, "weight")
+        self.bias = _parameter(rng.uniform(-bound, bound, (out_channels,)), dtype, "bias") if bias else None
+
+    def forward(self, x):
+        x = cast_input(x, self.weight.data.dtype)
+        if len(x.shape) == 3:                       # one unbatched image
+            return _unbatched(self, x)
+        if len(x.shape) != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W) or "
+                             f"({self.in_channels}, H, W), got {tuple(x.shape)}")
+        return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None}")
+
+
+def _conv_padding(padding, kernel, stride):
+    if padding == "valid":
+        return (0, 0)
+    if padding == "same":
+        if stride != (1, 1) or kernel[0] % 2 == 0 or kernel[1] % 2 == 0:
+            raise ValueError(f"Conv2d: padding='same' needs stride 1 and odd kernel sizes here, got "
+                             f"stride {stride} and kernel {kernel}; give the padding as numbers")
+        return ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2)
+    return F._pair(padding, "padding")
+
+
+def _unbatched(layer, x):
+    """layer on one (C, H, W) image: as a batch of one, and back."""
+    out = layer(x[None] if isinstance(x, np.ndarray) else ops.reshape(x, (1,) + tuple(x.shape)))
+    return out[0] if isinstance(out, np.ndarray) else ops.reshape(out, tuple(out.shape[1:]))
+
+
+class MaxPool2d(Module):
+    """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size."""
+
+    def __init__(self, kernel_size, stride=None):
+        super().__init__()
+        self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
+
+    def forward(self, x):
+        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            return _unbatched(self, x)
+        return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+
+
+class AvgPool2d(MaxPool2d):
+    """The mean over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size."""
+
+    def forward(self, x):
+        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            return _unbatched(self, x)
+        return F.avg_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+
+
+class LayerNorm(Module):
+    """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) axes
+    (biased variance, as PyTorch); weight starts at 1, bias at 0."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=np.float32):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, Integral) else tuple(normalized_shape)
+        self.normalized_shape, self.eps = tuple(int(n) for n in shape), float(eps)
+        self.weight = self.bias = None
+        self.dtype = np.dtype(dtype)
+        if elementwise_affine:
+            self.weight = _parameter(np.ones(shape), dtype, "weight")
+            self.bias = _parameter(np.zeros(shape), dtype, "bias")
+
+    def forward(self, x):
+        dtype = self.weight.data.dtype if self.weight is not None else self.dtype
+        x = cast_input(x, dtype)
+        n = len(self.normalized_shape)
+        if tuple(x.shape[len(x.shape) - n:]) != self.normalized_shape:
+            raise ValueError(f"LayerNorm: input of shape {tuple(x.shape)} does not end in "
+                             f"normalized_shape {self.normalized_shape}")
+        axes = tuple(range(-n, 0))
+        centred = x - ops.mean(x, axis=axes, keepdims=True)
+        var = ops.mean(centred * centred, axis=axes, keepdims=True)
+        y = centred / ops.sqrt(var + self.eps)
+        return y if self.weight is None else y * self.weight + self.bias
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class _BatchNorm(Module):
+    """Batch normalisation over every axis but the channel axis 1 (see BatchNorm1d/2d)."""
+
+    _ndims = ()
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True,
+                 dtype=np.float32):
+        super().__init__()
+        self.num_features, self.eps = int(num_features), float(eps)
+        if momentum is not None and not 0.0 <= float(momentum) <= 1.0:
+            raise ValueError(f"{type(self).__name__}: momentum must be a number in [0, 1] or None "
+                             f"(a cumulative average), got {momentum!r}")
+        self.momentum = None if momentum is None else float(momentum)
+        self.dtype = np.dtype(dtype)
+        self.weight = self.bias = None
+        if affine:
+            self.weight = _parameter(np.ones(num_features), dtype, "weight")
+            self.bias = _parameter(np.zeros(num_features), dtype, "bias")
+        self.track_running_stats = bool(track_running_stats)
+        if track_running_stats:
+            self.register_buffer("running_mean", np.zeros(num_features, dtype))
+            self.register_buffer("running_var", np.ones(num_features, dtype))
+            self.register_buffer("num_batches_tracked", np.array(0, np.int64))
+
+    def forward(self, x):
+        x = cast_input(x, self.weight.data.dtype if self.weight is not None else self.dtype)
+        if len(x.shape) not in self._ndims or x.shape[1] != self.num_features:
+            raise ValueError(f"{type(self).__name__}: expected input with {self._ndims} axes and "
+                             f"{self.num_features} channels on axis 1, got shape {tuple(x.shape)}")
+        axes = (0,) + tuple(range(2, len(x.shape)))
+        shape = (1, -1) + (1,) * (len(x.shape) - 2)          # a (C,) vector against axis 1
+        if self.training or not self.track_running_stats:
+            n = math.prod(x.shape) // self.num_features
+            if self.training and n <= 1:
+                raise ValueError(f"{type(self).__name__}: expected more than 1 value per channel "
+                                 f"when training, got input of shape {tuple(x.shape)}")
+            centred = x - ops.mean(x, axis=axes, keepdims=True)
+            var = ops.mean(centred * centred, axis=axes, keepdims=True)   # biased: normalising
+            if self.training and self.track_running_stats:
+                self._update_running(x, var, n)
+            y = centred / ops.sqrt(var + self.eps)
+        else:
+            mean = self.running_mean.data.reshape(shape)
+            y = (x - mean) / np.sqrt(self.running_var.data.reshape(shape) + self.eps)
+        if self.weight is None:
+            return y
+        return y * ops.reshape(self.weight, shape) + ops.reshape(self.bias, shape)
+
+    def _update_running(self, x, var, n):
+        """running = (1 - momentum) * running + momentum * batch statistic, off the tape, with
+        the unbiased batch variance (as PyTorch; momentum=None: 1 / batches seen)."""
+        axes = (0,) + tuple(range(2, len(x.shape)))
+        self.num_batches_tracked.data += 1
+        mark_modified(self.num_batches_tracked)
+        m = self.momentum
+        if m is None:                       # a cumulative moving average, as PyTorch
+            m = 1.0 / int(self.num_batches_tracked.data)
+        mean = np.mean(x.data if isinstance(x, Tensor) else x, axis=axes)
+        unbiased = (var.data if isinstance(var, Tensor) else var).reshape(-1) * (n / (n - 1))
+        for buffer, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
+            buffer.data *= 1 - m
+            buffer.data += m * batch.astype(buffer.data.dtype, copy=False)
+            mark_modified(buffer)
+
+    def extra_repr(self):
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch norm of (N, C) or (N, C, L) input over N (and L), per channel C, as PyTorch:
+    training mode normalises with the batch's biased variance and updates the buffers
+    running_mean and running_var (unbiased variance, momentum 0.1); eval() mode uses them."""
+
+    _ndims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch norm of (N, C, H, W) input over N, H and W, per channel C (see BatchNorm1d)."""
+
+    _ndims = (4,)
+
+
+class Embedding(Module):
+    """Rows of weight (num_embeddings, embedding_dim), N(0, 1) at start as PyTorch, by integer
+    index: an index array of shape s gives s + (embedding_dim,). Repeated indices accumulate
+    their gradients."""
+
+    def __init__(self, num_embeddings, embedding_dim, rng=None, dtype=np.float32):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        rng = np.random.default_rng(rng)
+        self.weight = _parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype, "weight")
+
+    def forward(self, index):
+        index = np.asarray(index.data if isinstance(index, Tensor) else index)
+        if index.dtype.kind not in "iu":
+            raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
+        if index.size and (index.min() < 0 or index.max() >= self.num_embeddings):
+            raise IndexError(f"Embedding: indices must lie in [0, {self.num_embeddings}), got "
+                             f"{index.min()}..{index.max()}")
+        return self.weight[index]
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
 
 
 class Sequential(Module):
@@ -99,3 +445,44 @@ class Sequential(Module):
 
     def __iter__(self):
         return iter(self._layers())
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters the parent finds (named "0.weight", "1.W", ...):
+    indexable, len(), iteration, append, extend. It has no forward of its own."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        self.extend(modules)
+
+    def _modules(self):
+        return [value for key, value in vars(self).items() if key.isdigit()]
+
+    def append(self, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: {type(module).__name__} is not a Module")
+        setattr(self, str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, index):
+        modules = self._modules()
+        return ModuleList(modules[index]) if isinstance(index, slice) else modules[index]
+
+    def __setitem__(self, index, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: {type(module).__name__} is not a Module")
+        setattr(self, str(range(len(self))[index]), module)
+
+    def __len__(self):
+        return len(self._modules())
+
+    def __iter__(self):
+        return iter(self._modules())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList has no forward: iterate over it in your own forward()")

@@ -12,12 +12,36 @@ them lists, tuples and dicts, and nested Modules, at the moment it is called. So
             return self.layers[1](tt.relu(self.layers[0](x)))
 
 has the parameters "layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b".
+
+Buffers (state that is not trained, such as batch norm's running statistics) are the one thing
+declared, with `register_buffer`, so that `state_dict()` knows them. `functional_call` runs a
+module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
 import numpy as np
 
-from .. import backend
-from ..tensor import Tensor, _is_device_name
+from .. import backend, ops
+from ..tensor import Tensor, _is_device_name, mark_modified
+
+
+def cast_input(x, dtype):
+    """A layer's input in its parameters' dtype: a float32 model fed NumPy's float64 data
+    computes (and returns gradients) in float32, as Keras layers do. Integer and boolean data
+    are cast too; anything else (complex) is left to NumPy's promotion."""
+    if isinstance(x, Tensor):
+        if x.data.dtype != dtype and x.data.dtype.kind in "fiub":
+            cast = ops.astype(x, dtype)        # recorded: the gradient comes back in x's dtype
+            if not cast.requires_grad:
+                cast.name = x.name             # a constant keeps its name in the pictures
+            return cast
+        return x
+    x = backend.asarray(x)
+    return x.astype(dtype) if x.dtype != dtype and x.dtype.kind in "fiub" else x
+
+
+def _array(value):
+    """A state-dict entry as an array (a Tensor's own array: never through __array__)."""
+    return value.data if isinstance(value, Tensor) else backend.asarray(value)
 
 
 def _is_parameter(value):
@@ -78,12 +102,85 @@ class Module:
         for _, p in self.named_parameters():
             yield p
 
+    def named_modules(self):
+        """("", self), then (name, module) for every Module under it, each once."""
+        yield "", self
+        for name, value in self._walk("", {id(self)}):
+            if isinstance(value, Module):
+                yield name, value
+
     def modules(self):
         """This module and every Module under it, each once."""
-        yield self
-        for _, value in self._walk("", {id(self)}):
-            if isinstance(value, Module):
-                yield value
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self):
+        """The modules directly under this one (in its attributes, or in lists, tuples and dicts
+        there), not those inside them."""
+        parents = []
+        for name, m in list(self.named_modules())[1:]:
+            if not any(name.startswith(p + ".") for p in parents):
+                parents.append(name)
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def apply(self, fn):
+        """Call fn(module) on every submodule, then on self (as PyTorch); returns self."""
+        for m in reversed(list(self.modules())):
+            fn(m)
+        return self
+
+    # ----- buffers: arrays that are state but not parameters (batch norm's running statistics) --
+    def register_buffer(self, name, value):
+        """Keep `value` (an array, copied into a Tensor that needs no gradient) as the attribute
+        `name`; it is in `state_dict()` and `buffers()`, and the optimizer never sees it."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"register_buffer: the name must be an identifier, got {name!r}")
+        value = None if value is None else Tensor(value.data if isinstance(value, Tensor) else value)
+        object.__setattr__(self, name, value)
+        if name not in self._buffer_names():
+            self.__dict__["_buffers"] = self._buffer_names() + (name,)
+
+    def _buffer_names(self):
+        return self.__dict__.get("_buffers", ())
+
+    def named_buffers(self):
+        for prefix, m in self.named_modules():
+            for name in m._buffer_names():
+                value = getattr(m, name)
+                if value is not None:
+                    yield (f"{prefix}.{name}" if prefix else name), value
+
+    def buffers(self):
+        for _, b in self.named_buffers():
+            yield b
+
+    def to(self, dtype_or_device):
+        """Move every parameter and buffer (and its gradient) to a device ("cpu", "cuda"), or cast
+        the floating ones to a floating dtype; in place on the Tensors, which stay the same leaf
+        Tensors. Returns self, as PyTorch's. Do it before making the optimizer: its state lives
+        where, and in the dtype, the parameters were."""
+        if _is_device_name(dtype_or_device):
+            move = lambda a: backend.to_device(a, dtype_or_device)   # noqa: E731
+            wanted = lambda t: True                                   # noqa: E731
+        else:
+            dtype = np.dtype(dtype_or_device)
+            if dtype.kind != "f":
+                raise TypeError(f"to: only floating dtypes are supported, got {dtype}")
+            move = lambda a: a.astype(dtype)                          # noqa: E731
+            wanted = lambda t: t.data.dtype.kind == "f" and t.data.dtype != dtype   # noqa: E731
+        for t in list(self.parameters()) + list(self.buffers()):
+            if wanted(t):
+                data = move(t.data)
+                if data is not t.data:
+                    t.data = data
+                    if t.grad is not None:
+                        t.grad = move(t.grad)
+                    mark_modified(t)
+        return self
 
     # ----- modes and gradients ----------------------------------------------------------------
     def train(self, mode=True):
@@ -100,42 +197,39 @@ class Module:
         for p in self.parameters():
             p.grad = None
 
-    def to(self, device_or_dtype):
-        """Move every parameter and its gradient to a device ("cpu", "cuda"), or cast them to a
-        float dtype; returns the module, as PyTorch's. Parameters stay the same leaf Tensors.
-        Do it before making the optimizer: its state lives where the parameters were."""
-        for p in self.parameters():
-            if _is_device_name(device_or_dtype):
-                move = lambda a: backend.to_device(a, device_or_dtype)   # noqa: E731
-            else:
-                move = lambda a: a.astype(device_or_dtype, copy=False)  # noqa: E731
-            p.data = move(p.data)
-            if p.grad is not None:
-                p.grad = move(p.grad)
-        return self
-
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
-        """{name: copy of the parameter's array}, in `named_parameters` order."""
-        return {name: p.data.copy() for name, p in self.named_parameters()}
+        """{name: copy of the array} for every parameter, then every buffer."""
+        state = {name: p.data.copy() for name, p in self.named_parameters()}
+        state.update((name, b.data.copy()) for name, b in self.named_buffers())
+        return state
 
-    def load_state_dict(self, state):
-        """Copy the arrays of `state` into the existing parameter arrays (in place, so an
-        optimizer holding the parameters keeps working). Names and shapes must match exactly."""
+    def load_state_dict(self, state, strict=True):
+        """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
+        an optimizer holding the parameters keeps working). Names and shapes must match exactly
+        (with strict=False, names missing on either side are skipped)."""
         params = dict(self.named_parameters())
+        params.update(self.named_buffers())
         missing = [name for name in params if name not in state]
         unexpected = [name for name in state if name not in params]
-        if missing or unexpected:
+        if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing parameters {missing}, unexpected names "
                            f"{unexpected}; this module has {list(params)}")
+        params = {name: p for name, p in params.items() if name in state}
         # Check every shape before copying anything, so a failed load changes nothing.
+        values = {name: _array(state[name]) for name in params}
         for name, p in params.items():
-            value = backend.asarray(state[name])
+            value = values[name]
             if value.shape != p.shape:
                 raise ValueError(f"load_state_dict: {name!r} has shape {value.shape} in the state "
                                  f"dict but {p.shape} in the module")
-        for name, p in params.items():   # across devices too (a CPU state dict into a GPU model)
-            np.copyto(p.data, backend.to_device(backend.asarray(state[name]), p.device), casting="same_kind")
+            if not np.can_cast(value.dtype, p.data.dtype, casting="same_kind"):
+                raise TypeError(f"load_state_dict: {name!r} is {value.dtype} in the state dict but "
+                                f"{p.data.dtype} in the module")
+        for name, p in params.items():
+            # across devices too (a CPU state dict into a GPU model)
+            np.copyto(p.data, backend.to_device(values[name], backend.device_of(p.data)), casting="same_kind")
+            mark_modified(p)
 
     def __repr__(self):
         children = [(name, value) for name, value in vars(self).items() if isinstance(value, Module)]
@@ -146,3 +240,54 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+# ----- models as functions ------------------------------------------------------------------------
+def functional_call(module, params, *args, **kwargs):
+    """module(*args, **kwargs) with the parameters (and buffers) named in `params` (a dict as
+    `named_parameters()` gives: name -> Tensor or array) in place of its own, which are left
+    untouched, .grad included. Names it does not give keep the module's own. So
+
+        loss = lambda p: loss_fn(tt.nn.functional_call(model, p, x), y)
+        grads = tt.grad(loss)(dict(model.named_parameters()))     # {name: array}
+    """
+    own = dict(module.named_parameters())
+    own.update(module.named_buffers())
+    unknown = [name for name in params if name not in own]
+    if unknown:
+        raise KeyError(f"functional_call: {unknown} are not parameters or buffers of this "
+                       f"{type(module).__name__}; it has {list(own)}")
+    swap = {id(own[name]): value if isinstance(value, Tensor) else Tensor(value)
+            for name, value in params.items() if value is not own[name]}
+    undo = []                  # (owner, key, old value), restored in reverse order
+    try:
+        for m in list(module.modules()):
+            for key, value in list(vars(m).items()):
+                new = _swapped(value, swap, undo)
+                if new is not value:
+                    undo.append((m.__dict__, key, value))
+                    m.__dict__[key] = new
+        return module(*args, **kwargs)
+    finally:
+        for owner, key, old in reversed(undo):
+            owner[key] = old
+
+
+def _swapped(value, swap, undo):
+    """`value` with each Tensor whose id is in `swap` replaced: lists and dicts in place (noted
+    in `undo`), tuples rebuilt. Modules are left alone (functional_call visits each one)."""
+    if isinstance(value, Tensor):
+        return swap.get(id(value), value)
+    if isinstance(value, (list, dict)):
+        for key, item in list(enumerate(value) if isinstance(value, list) else value.items()):
+            new = _swapped(item, swap, undo)
+            if new is not item:
+                undo.append((value, key, item))
+                value[key] = new
+        return value
+    if isinstance(value, tuple):
+        items = [_swapped(item, swap, undo) for item in value]
+        if all(a is b for a, b in zip(items, value)):
+            return value
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    return value

@@ -1,0 +1,96 @@
+"""Initialisers, as torch.nn.init: each fills a Tensor's array in place and returns the Tensor.
+
+Fans follow PyTorch's layout of the shape: (out, in, *kernel) gives fan_in = in * prod(kernel)
+and fan_out = out * prod(kernel). Note that tinytensor's `nn.Linear.W` is (in, out), the
+transpose of PyTorch's weight, so for it `mode="fan_out"` gives PyTorch's fan_in.
+Every random one takes `rng` (a seed, an np.random.Generator, or None).
+"""
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor, mark_modified
+
+_GAINS = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
+          "selu": 3.0 / 4, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0}
+
+
+def calculate_gain(nonlinearity, param=None):
+    """PyTorch's recommended gain for a nonlinearity (leaky_relu takes its negative slope)."""
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity not in _GAINS:
+        raise ValueError(f"calculate_gain: unknown nonlinearity {nonlinearity!r}; one of "
+                         f"{sorted(_GAINS) + ['leaky_relu']}")
+    return _GAINS[nonlinearity]
+
+
+def _fans(t):
+    shape = t.shape
+    if len(shape) < 2:
+        raise ValueError(f"fan in and fan out cannot be computed for a tensor of shape {shape} "
+                         f"(fewer than 2 dimensions)")
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _fill(t, values):
+    """Write values into t's array in place (object identity of t and t.data kept)."""
+    array = t.data if isinstance(t, Tensor) else t
+    array[...] = values
+    if isinstance(t, Tensor):
+        mark_modified(t)
+    return t
+
+
+def uniform_(t, a=0.0, b=1.0, rng=None):
+    return _fill(t, np.random.default_rng(rng).uniform(a, b, t.shape))
+
+
+def normal_(t, mean=0.0, std=1.0, rng=None):
+    return _fill(t, np.random.default_rng(rng).normal(mean, std, t.shape))
+
+
+def constant_(t, val):
+    return _fill(t, val)
+
+
+def zeros_(t):
+    return _fill(t, 0)
+
+
+def ones_(t):
+    return _fill(t, 1)
+
+
+def xavier_uniform_(t, gain=1.0, rng=None):
+    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot)."""
+    fan_in, fan_out = _fans(t)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound, rng)
+
+
+def xavier_normal_(t, gain=1.0, rng=None):
+    """N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot)."""
+    fan_in, fan_out = _fans(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), rng)
+
+
+def _kaiming_std(t, a, mode, nonlinearity):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _fans(t)
+    return calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
+
+
+def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", rng=None):
+    """U(-b, b) with b = gain * sqrt(3 / fan) (He); a is leaky_relu's negative slope."""
+    bound = math.sqrt(3.0) * _kaiming_std(t, a, mode, nonlinearity)
+    return uniform_(t, -bound, bound, rng)
+
+
+def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", rng=None):
+    """N(0, std**2) with std = gain / sqrt(fan) (He)."""
+    return normal_(t, 0.0, _kaiming_std(t, a, mode, nonlinearity), rng)

@@ -1,0 +1,42 @@
+"""Gradient clipping, as torch.nn.utils: both rescale `.grad` (new arrays, never written into:
+a .grad may be an array that a user's rule also holds) and skip parameters without one."""
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+def _with_grads(parameters):
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    return [p for p in params if p.grad is not None]
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scale all gradients together so that their joint norm (of `norm_type`, inf allowed) is at
+    most max_norm: g *= max_norm / (total + 1e-6) when that factor is below 1. Returns the total
+    norm before clipping (a 0-d Tensor)."""
+    params = _with_grads(parameters)
+    norm_type = float(norm_type)
+    if not params:
+        return Tensor(0.0)
+    if norm_type == np.inf:
+        norms = [np.max(np.abs(p.grad)) if p.grad.size else 0.0 for p in params]
+        total = float(np.max(norms))
+    else:
+        norms = [np.sum(np.abs(p.grad.astype(np.float64)) ** norm_type) for p in params]
+        total = float(np.sum(norms) ** (1.0 / norm_type))
+    if error_if_nonfinite and not np.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} is {total}; "
+                           f"pass error_if_nonfinite=False to clip anyway")
+    coef = float(max_norm) / (total + 1e-6)
+    if coef < 1.0:
+        for p in params:
+            p.grad = p.grad * coef                   # a Python float: float32 stays float32
+    return Tensor(total)
+
+
+def clip_grad_value_(parameters, clip_value):
+    """Clip every gradient entry into [-clip_value, clip_value]."""
+    clip_value = float(clip_value)
+    for p in _with_grads(parameters):
+        p.grad = np.clip(p.grad, -clip_value, clip_value)
