@@ -10,6 +10,7 @@
 
 from . import data, nn, ops, optim, scalar
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
+from .compile import compile
 from .graph import to_dot, wengert_list
 from .ops import (
                   abs,
@@ -66,5 +67,5 @@ __all__ = [
     "no_grad", "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "ops", "data", "nn", "optim", "scalar",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "compile",
 ]

@@ -27,7 +27,12 @@ import numpy as np
 
 from . import ops
 from .tape import STATE, forward_sweep, reverse_sweep
-from .tensor import Tensor
+from .tensor import Tensor, _init_untracked
+
+# The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
+# transform at the top level then sweeps with the tracer's recording sweeps and hands back its
+# Tensors instead of arrays, so that what f does next with them is recorded too.
+_TRACER = None
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
 
@@ -159,7 +164,10 @@ def _input(x, nested):
                         f"(2.0, not 2; x.astype(float)) or leave that argument out of argnums")
     if nested and _tracked(x):
         return ops.reshape(x, value.shape)   # a recorded identity: new node, still on the outer tape
-    return Tensor(value, requires_grad=True)
+    t = Tensor.__new__(Tensor)               # the caller's array itself: Tensor() would copy it
+    _init_untracked(t, value)
+    t.requires_grad = True
+    return t
 
 
 def _trace(f, primals):
@@ -175,7 +183,9 @@ def _trace(f, primals):
 
 
 def _outermost(tree):
-    """Results at the outermost level are arrays."""
+    """Results at the outermost level are arrays (Tensors while tt.compile records)."""
+    if _TRACER is not None:
+        return tree
     leaves, structure = tree_flatten(tree)
     return tree_unflatten(structure, [_value(x) for x in leaves])
 
@@ -218,11 +228,19 @@ def vjp(f, *primals):
                               "vjp cotangent", nested)
         roots = [(o, c) for o, c in zip(outs, cotangents) if _tracked(o)]
         grads = {}
-        if roots:
-            with _recording(0) if nested else contextlib.nullcontext():
+        if roots and nested:
+            with _recording(0):
                 grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs,
-                                      create_graph=nested)
-        return tree_unflatten(structure, [_gradient(grads.get(x), x, nested) for x in inputs])
+                                      create_graph=True)
+        elif roots and _TRACER is not None:
+            grads = _TRACER.reverse_sweep([o for o, _ in roots], [c for _, c in roots], inputs)
+            return tree_unflatten(structure, [_traced_gradient(grads.get(x), x) for x in inputs])
+        elif roots:
+            grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
+        if nested:
+            return tree_unflatten(structure, [_gradient(grads.get(x), x, True) for x in inputs])
+        handed = {id(c) for c in cotangents} | {id(x.data) for x in inputs}
+        return tree_unflatten(structure, [_handed_out(grads.get(x), x, handed) for x in inputs])
 
     return (out if nested else _outermost(out)), vjp_fn
 
@@ -243,6 +261,31 @@ def _gradient(g, x, nested):
     if nested:
         return g if not isinstance(g, Tensor) or g.dtype == x.dtype else ops.astype(g, x.dtype)
     return np.array(_value(g), dtype=x.dtype)
+
+
+def _handed_out(g, x, handed):
+    """The gradient for x as an array of x's dtype that the caller may keep and write into.
+    A fresh result of a rule is handed out as it is (no copy of every weight matrix per step);
+    anything that may be shared (a view, an input's or a cotangent's own array, an array
+    already handed out for another input) is copied."""
+    if g is None:
+        return _zeros(x)
+    if (type(g) is np.ndarray and g.dtype == x.data.dtype and g.base is None and g.flags.writeable
+            and id(g) not in handed):
+        handed.add(id(g))
+        return g
+    g = np.array(_value(g), dtype=x.data.dtype)
+    handed.add(id(g))
+    return g
+
+
+def _traced_gradient(g, x):
+    """While tt.compile records: the gradient Tensor itself (the program returns fresh arrays)."""
+    if g is None:
+        return _zeros(x)
+    if isinstance(g, Tensor) and g.dtype != x.dtype:
+        return ops.astype(g, x.dtype)
+    return g
 
 
 def _linearize(f, primals):
@@ -267,7 +310,8 @@ def _linearize(f, primals):
             result = {i: d.get(u) for i, u in zip(tracked, dummies)}
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
-            result = {i: forward_sweep(outs[i], tangent_of) for i in tracked}
+            sweep = forward_sweep if _TRACER is None else _TRACER.forward_sweep
+            result = {i: sweep(outs[i], tangent_of) for i in tracked}
         return tree_unflatten(out_structure, [_zeros(o) if result.get(i) is None else result[i]
                                               for i, o in enumerate(outs)])
 

@@ -1,0 +1,263 @@
+"""tt.compile: the compiled program gives the eager call's numbers, for every primitive
+(from the op table), the lecture's loss, MLPs and the transforms; it re-traces on new
+shapes; check=True catches a frozen branch; the source is Python naming each entry."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor.specs import EXTRA_SPECS, OP_SPECS
+from tinytensor.transforms import tree_flatten
+
+ROWS = {**OP_SPECS, **EXTRA_SPECS}
+CASES = [pytest.param(name, i, id=f"{name}-{i}")
+         for name, spec in ROWS.items() for i in range(len(spec.cases()))]
+
+
+def assert_same(got, want, exact=True):
+    got, got_structure = tree_flatten(got)
+    want, want_structure = tree_flatten(want)
+    assert repr(got_structure) == repr(want_structure)
+    for g, w in zip(got, want):
+        assert type(g) is np.ndarray, type(g)
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        if exact:
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12 * (np.max(np.abs(w), initial=0) or 1))
+
+
+def _inputs(name, index, seed=0):
+    spec = ROWS[name]
+    args, params = spec.cases(seed)[index]
+    args = [np.asarray(a) for a in args]      # a 0-d sample is a float: make it an array input
+    samplers = spec.sample if isinstance(spec.sample, tuple) else (spec.sample,) * len(args)
+    floats = [i for i, s in enumerate(samplers) if not getattr(s, "constant", False)]
+    return spec, args, params, floats
+
+
+@pytest.mark.parametrize("name, index", CASES)
+def test_every_op_compiles_to_the_same_numbers(name, index):
+    """Forward, gradient (value_and_grad) and tangent (jvp) of each spec case, compiled and
+    eager, bit for bit; a second call on other values of the same shapes replays the program."""
+    spec, args, params, floats = _inputs(name, index)
+    rng = np.random.default_rng(1)
+
+    def f(*xs):
+        return spec.call(*xs, **params)
+
+    def loss(*xs):   # a scalar that weighs every output element differently
+        out = f(*xs)
+        return tt.sum(out * weights)
+
+    weights = rng.standard_normal(np.shape(tt.Tensor(f(*[tt.tensor(a) for a in args])).data))
+    grad = tt.value_and_grad(loss, argnums=tuple(floats))
+    tangents = tuple(rng.standard_normal(np.shape(args[i])) for i in floats)
+
+    def forward_mode(*xs):
+        def g(*fs):
+            full = list(xs)
+            for i, v in zip(floats, fs):
+                full[i] = v
+            return f(*full)
+        return tt.jvp(g, tuple(xs[i] for i in floats), tangents)
+
+    for fun in (f, grad, forward_mode):
+        compiled = tt.compile(fun)
+        for seed in (0, 1):   # the trace, then a replay on new values
+            _, values, _, _ = _inputs(name, index, seed)
+            # Eager on Tensors, as the trace sees them (crossEntropy fuses with softmax only then)
+            want = fun(*[tt.tensor(v) for v in values])
+            want = want.data if isinstance(want, tt.Tensor) else want
+            assert_same(compiled(*values), want)
+        assert compiled.traces == 1
+
+
+def lecture_loss(W, x, y):
+    return tt.crossEntropy(tt.softmax(tt.dot(x, W)), y) + tt.frobeniusNorm(W)
+
+
+def test_lecture_loss_and_its_adjoint_program():
+    rng = np.random.default_rng(0)
+    W, x = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+    y = np.eye(3)[rng.integers(0, 3, 5)]
+    step = tt.compile(tt.value_and_grad(lecture_loss))
+    assert_same(step(W, x, y), tt.value_and_grad(lecture_loss)(W, x, y))
+    source = step.source
+    builtins_compile = __builtins__["compile"] if isinstance(__builtins__, dict) else __builtins__.compile
+    builtins_compile(source, "<test>", "exec")            # valid Python
+    for text in ("z1 = dot(x, W)", "softmax(z1", "crossEntropy(", "frobeniusNorm(W)",
+                 "dot_vjp1(", "adjoint of z1", "return (z5, g_W"):
+        assert text in source, (text, source)
+    lines = [line for line in source.splitlines()[1:-1]]
+    assert all("  # " in line for line in lines)          # each entry has its label
+
+
+def _mlp_params(rng, sizes, dtype=np.float64):
+    params = {}
+    for i, (m, n) in enumerate(zip(sizes[:-1], sizes[1:])):
+        params[f"W{i}"] = (rng.standard_normal((m, n)) / np.sqrt(m)).astype(dtype)
+        params[f"b{i}"] = (0.1 * rng.standard_normal(n)).astype(dtype)
+    return params
+
+
+def mlp(params, x, activation=tt.relu):
+    h = x
+    n = len(params) // 2
+    for i in range(n):
+        h = tt.linear(h, params[f"W{i}"], params[f"b{i}"])
+        if i < n - 1:
+            h = activation(h)
+    return h
+
+
+def mlp_loss(params, x, labels):
+    return tt.softmax_cross_entropy(mlp(params, x), labels)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_mlp_training_step_with_integer_labels(dtype):
+    rng = np.random.default_rng(0)
+    params = _mlp_params(rng, [6, 8, 5, 3], dtype)
+    step = tt.compile(tt.value_and_grad(mlp_loss))
+    for _ in range(3):                                       # labels and data change every call
+        x = rng.standard_normal((7, 6)).astype(dtype)
+        labels = rng.integers(0, 3, 7)
+        want = tt.value_and_grad(mlp_loss)(params, x, labels)
+        got = step(params, x, labels)
+        assert_same(got, want)
+        for k in params:                                     # the update, in place, outside
+            params[k] -= 0.1 * got[1][k]
+    assert step.traces == 1
+
+
+def test_update_inside_the_compiled_step():
+    """Code after the transform (an SGD update) is part of the program."""
+    rng = np.random.default_rng(1)
+    params = _mlp_params(rng, [3, 4, 1])
+    x, y = rng.standard_normal((5, 3)), rng.standard_normal((5, 1))
+
+    def loss(p, x, y):
+        return tt.mean(tt.square(mlp(p, x, tt.tanh) - y))
+
+    def sgd(p, x, y):
+        value, g = tt.value_and_grad(loss)(p, x, y)
+        return value, {k: p[k] - 0.1 * g[k] for k in p}
+
+    compiled = tt.compile(sgd)
+    p_eager, p_compiled = dict(params), dict(params)
+    for _ in range(3):
+        v1, p_eager = sgd(p_eager, x, y)
+        v2, p_compiled = compiled(p_compiled, x, y)
+        assert_same((v2, p_compiled), (v1, p_eager))
+
+
+def test_transforms_inside_compile():
+    rng = np.random.default_rng(2)
+    x, v = rng.standard_normal(4), rng.standard_normal(4)
+
+    def f(x):
+        return tt.sum(tt.tanh(x) * tt.exp(x) * x)
+
+    def relu_f(x):
+        return tt.sum(tt.relu(x) ** 3 + tt.maximum(x, 0.1 * x))
+
+    cases = [
+        (lambda x: tt.grad(f)(x), (x,)),
+        (lambda x, v: tt.vjp(lambda x: tt.sin(x) * x, x)[1](v), (x, v)),
+        (lambda x, v: tt.jvp(lambda x: tt.sin(x) * x, (x,), (v,)), (x, v)),
+        (lambda x, v: tt.hvp(f, (x,), (v,)), (x, v)),
+        (lambda x, v: tt.hvp(relu_f, (x,), (v,)), (x, v)),          # masks recomputed per call
+        (lambda x: tt.jacobian(lambda x: tt.tanh(x) * x[::-1])(x), (x,)),
+        (lambda x: tt.jacobian(lambda x: tt.tanh(x) * x, mode="fwd")(x), (x,)),
+        (lambda x: tt.grad(lambda x: tt.sum(tt.grad(lambda x: tt.sum(tt.sin(x)) ** 2)(x) ** 2))(x), (x,)),
+    ]
+    for fun, args in cases:
+        compiled = tt.compile(fun)
+        for scale in (1.0, -0.7):                 # -0.7 flips the relu masks
+            args_now = tuple(a * scale for a in args)
+            assert_same(compiled(*args_now), fun(*args_now), exact=False)
+
+
+def test_retraces_on_new_shapes_and_static_values_and_bounds_the_cache():
+    calls = []
+
+    def f(x, power):
+        calls.append(1)
+        return tt.sum(x ** power)
+
+    compiled = tt.compile(f, cache_size=2)
+    x = np.arange(3.0)
+    assert compiled(x, 2) == 5.0 and compiled(x + 1, 2) == 14.0
+    assert compiled.traces == 1
+    assert compiled(np.arange(4.0), 2) == 14.0           # new shape: traced again
+    assert compiled(x, 3) == 9.0                         # new static value: traced again
+    assert compiled.traces == 3 and len(compiled.programs) == 2
+    assert compiled(x.astype(np.float32), 2).dtype == np.float32   # new dtype: traced again
+    assert compiled.traces == 4
+
+
+def test_check_catches_a_data_dependent_branch():
+    def f(x):
+        s = tt.sum(x)
+        return s * 2 if float(s) > 0 else s * 3
+
+    compiled = tt.compile(f, check=True)
+    compiled(np.ones(3))
+    with pytest.raises(RuntimeError, match="differs from the eager call"):
+        compiled(-np.ones(3))
+    unchecked = tt.compile(f)
+    unchecked(np.ones(3))
+    assert unchecked(-np.ones(3)) == -6.0                # frozen branch: documented limit
+
+
+def test_check_passes_for_a_pure_function():
+    compiled = tt.compile(tt.value_and_grad(lecture_loss), check=True)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        W, x = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+        y = np.eye(3)[rng.integers(0, 3, 5)]
+        assert_same(compiled(W, x, y), tt.value_and_grad(lecture_loss)(W, x, y))
+
+
+def test_results_are_fresh_arrays_each_call():
+    compiled = tt.compile(lambda x: (tt.sum(x * x), np.ones(2)))
+    a = compiled(np.arange(3.0))
+    b = compiled(np.arange(3.0) + 1)
+    assert a[0] == 5.0 and b[0] == 14.0
+    a[1][0] = 7
+    assert b[1][0] == 1 and compiled(np.arange(3.0))[1][0] == 1
+
+
+def test_dead_entries_dropped_and_constants_hoisted():
+    c = np.linspace(0, 1, 3)
+
+    def f(x):
+        tt.exp(x)                                        # dead: its result is unused
+        return tt.sum(x * c)
+
+    compiled = tt.compile(f)
+    assert compiled(np.ones(3)) == c.sum()
+    assert "exp" not in compiled.source
+    assert "c1" in compiled.source                      # the closed-over array, by name
+
+
+def test_backward_inside_compile_is_refused():
+    def f(x):
+        t = tt.tensor(x, requires_grad=True)
+        tt.sum(t * t).backward()
+        return t.grad
+
+    with pytest.raises(RuntimeError, match="value_and_grad"):
+        tt.compile(f)(np.ones(2))
+
+
+def test_functional_gradients_do_not_alias_inputs_or_each_other():
+    x, y = np.ones(3), np.ones(3)
+    gx, gy = tt.grad(lambda x, y: tt.sum(x + y), argnums=(0, 1))(x, y)
+    assert gx is not gy and not np.shares_memory(gx, gy)
+    gx[0] = 5
+    assert gy[0] == 1 and x[0] == 1
+    (g,) = tt.vjp(lambda x: x, x)[1](y)                  # identity: the cotangent is copied
+    assert g is not y and not np.shares_memory(g, y)
