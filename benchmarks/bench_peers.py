@@ -223,6 +223,34 @@ def build_tinytensor(prob):
     return grads, step
 
 
+def _tinytensor_functional(prob, compiled):
+    """The same step written functionally: loss, grads = tt.value_and_grad(f)(params, x, y) on
+    plain arrays, updated in place; with `compiled`, that function through tt.compile."""
+    F = SimpleNamespace(dot=tt.dot, relu=tt.relu, tanh=tt.tanh, mean=tt.mean, sum=tt.sum,
+                        norm=tt.frobeniusNorm, xent=lambda z, y: tt.crossEntropy(tt.softmax(z), y))
+    value_and_grad = tt.value_and_grad(loss_fn(F, prob.kind))
+    if compiled:
+        value_and_grad = tt.compile(value_and_grad)
+    y = _targets(prob, onehot=False)
+    params = [p.copy() for p in prob.params]
+
+    def step():
+        _, grads = value_and_grad(params, prob.x, y)
+        if prob.kind != "chain":
+            for p, g in zip(params, grads):
+                p -= LR * g      # in place: a compiled step sees the new values
+
+    return lambda: value_and_grad([p.copy() for p in prob.params], prob.x, y)[1], step
+
+
+def build_tinytensor_functional(prob):
+    return _tinytensor_functional(prob, compiled=False)
+
+
+def build_tinytensor_compiled(prob):
+    return _tinytensor_functional(prob, compiled=True)
+
+
 def build_torch(prob):
     import torch
     import torch.nn.functional as tf
@@ -405,6 +433,8 @@ def build_micrograd(prob):
 FRAMEWORKS = {   # name: (builder, the distribution that must be installed, workloads it runs)
     "numpy": (build_numpy, None, None),
     "tinytensor": (build_tinytensor, None, None),
+    "tt-functional": (build_tinytensor_functional, None, None),
+    "tt-compiled": (build_tinytensor_compiled, None, None),
     "torch": (build_torch, "torch", None),
     "autograd": (build_autograd, "autograd", None),
     "jax-jit": (build_jax_jit, "jax", None),

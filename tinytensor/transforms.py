@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import ops
-from .tape import STATE, forward_sweep, reverse_sweep
+from .tape import STATE, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _init_untracked
 
 # The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
@@ -46,6 +46,7 @@ class _Leaf:
 
 
 LEAF = _Leaf()   # marks where a leaf sits in a structure
+_CONTAINERS = (tuple, list, dict)   # exact types: subclasses (namedtuple, OrderedDict) take the long way
 
 
 def tree_flatten(tree):
@@ -54,6 +55,11 @@ def tree_flatten(tree):
     Containers are tuples (namedtuples included), lists and dicts, nested; `None` is an empty
     container. Everything else (arrays, numbers, Tensors) is a leaf.
     """
+    t = type(tree)
+    if (t is list or t is tuple) and not any(type(v) in _CONTAINERS or v is None for v in tree):
+        return list(tree), t(LEAF for _ in tree)          # the common flat case, in one step
+    if t is dict and not any(type(v) in _CONTAINERS or v is None for v in tree.values()):
+        return list(tree.values()), dict.fromkeys(tree, LEAF)
     leaves = []
 
     def strip(node):
@@ -71,6 +77,12 @@ def tree_flatten(tree):
 
 def tree_unflatten(structure, leaves):
     """The inverse of tree_flatten: put `leaves`, in order, where `structure` has LEAF."""
+    t = type(structure)
+    if (t is list or t is tuple) and all(v is LEAF for v in structure):
+        items = leaves if type(leaves) is list else list(leaves)
+        return t(items) if len(items) == len(structure) else t(items[:len(structure)])
+    if t is dict and all(v is LEAF for v in structure.values()):
+        return dict(zip(structure, leaves))
     leaves = iter(leaves)
 
     def fill(node):
@@ -322,6 +334,14 @@ def _linearize(f, primals):
 def _select(args, argnums, name):
     """(primal tree, rebuild): args[argnums] (a tuple of them for a tuple argnums), and a function
     putting new values of those back among the other arguments."""
+    if type(argnums) is int and 0 <= argnums < len(args):     # the common case, quickly
+
+        def rebuild_one(chosen):
+            new = list(args)
+            new[argnums] = chosen
+            return new
+
+        return args[argnums], rebuild_one
     many = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if many else (argnums,)
     if not all(isinstance(i, int) and -len(args) <= i < len(args) for i in nums):
@@ -348,14 +368,45 @@ def value_and_grad(f, argnums=0):
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
+        if _Nesting.depth == 0 and _TRACER is None:
+            return _value_and_grad_arrays(f, primal, rebuild, kwargs)
         out, vjp_fn = vjp(lambda p: f(*rebuild(p), **kwargs), primal)
-        if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != 1:
-            shape = np.shape(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__
-            raise TypeError(f"grad needs a scalar-valued function, but f returned {shape}; use "
-                            f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
+        _check_scalar(out)
         return out, vjp_fn(np.ones_like(_value(out)))[0]
 
     return value_and_grad_f
+
+
+def _check_scalar(out):
+    if isinstance(out, Tensor) and out.data.size == 1:
+        return
+    if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != 1:
+        shape = np.shape(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__
+        raise TypeError(f"grad needs a scalar-valued function, but f returned {shape}; use "
+                        f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
+
+
+def _value_and_grad_arrays(f, primal, rebuild, kwargs):
+    """value_and_grad at the top level, arrays in and out: vjp's steps in one frame (a training
+    step calls this every minibatch, so its Python overhead is the functional path's cost)."""
+    leaves, structure = tree_flatten(primal)
+    inputs = [_input(x, False) for x in leaves]
+    previous, STATE.grad_enabled = STATE.grad_enabled, True
+    _Nesting.depth += 1
+    try:
+        out = f(*rebuild(tree_unflatten(structure, inputs)), **kwargs)
+    finally:
+        _Nesting.depth -= 1
+        STATE.grad_enabled = previous
+    _check_scalar(out)
+    value = _value(out)
+    grads = {}
+    handed = {id(x.data) for x in inputs}
+    if _tracked(out):
+        seed = _seed(value.dtype, value.shape)    # read-only, shared: never handed out
+        handed.add(id(seed))
+        grads = reverse_sweep([out], [seed], wrt=inputs)
+    return value, tree_unflatten(structure, [_handed_out(grads.get(x), x, handed) for x in inputs])
 
 
 def grad(f, argnums=0):
