@@ -405,6 +405,11 @@ class _Tracer:
             if not isinstance(c, (np.ndarray, Tensor)):
                 c = np.asarray(c, dtype=r.dtype)
             c = (c.data if isinstance(c, Tensor) else c, self.var_of(c))
+            if c[1] is None:        # the seed, a constant: named in the program as g_<root>
+                var = self._new(c[0], f"g_{self._hint(r)}")
+                self.entries.append(_Entry(None, "seed", (c[0],), {}, var,
+                                           f"the seed: d {self._label(r)} / d {self._label(r)}", "seed"))
+                c = (c[0], var)
             if r in cot:
                 c = self._add(cot[r], c, r)
             else:
@@ -421,7 +426,7 @@ class _Tracer:
                 continue
             inputs, params = node._inputs, node._params
             g_arg = self._arg(g)
-            label = f"adjoint of {self._label(node)}"
+            label = f"{prim.name} VJP: adjoint of {self._label(node)}"
             rules = prim.vjps
             parts = None
             if rules is None:
@@ -436,14 +441,14 @@ class _Tracer:
                 hint = f"g_{self._hint(a)}"
                 if parts is None:
                     value, v = self.call(rules[i], f"{prim.name}_vjp{i}", (g_arg, node, *inputs),
-                                         params, f"{label}, for input {i}", "rule", hint=hint)
+                                         params, f"{label} to {self._label(a, i)}", "rule", hint=hint)
                     if value is None:
                         continue
                 else:
                     value = parts[i]
                     if value is None:
                         continue
-                    v = self._part(var, i, value, hint, label)
+                    v = self._part(var, i, value, hint, f"{label} to {self._label(a, i)}")
                 ga = (value, v)
                 if np.shape(value) != a.data.shape:
                     shape = a.data.shape
@@ -483,7 +488,7 @@ class _Tracer:
             ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
             if not any(t is not None for t in ts):
                 continue
-            label = f"tangent of {self._label(node)}"
+            label = f"{prim.name} JVP: tangent of {self._label(node)}"
             hint = f"t_{self._hint(node)}"
             inputs, params = node._inputs, node._params
             if prim.jvps is None:
@@ -497,7 +502,8 @@ class _Tracer:
                     if t is None:
                         continue
                     value, var = self.call(rule, f"{prim.name}_jvp{i}", (self._arg(t), node, *inputs),
-                                           params, f"{label}, from input {i}", "rule", hint=hint)
+                                           params, f"{label} from {self._label(node._inputs[i], i)}", "rule",
+                                           hint=hint)
                     if value is None:
                         continue
                     total = (value, var) if total is None else self._add(total, (value, var), node, "t_")
@@ -539,16 +545,18 @@ class _Tracer:
             return var[1]
         v = self._new(value, hint, value if isinstance(value, np.ndarray) else None)
         self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), i), {}, v,
-                                   f"{label}, for input {i}", "part"))
+                                   label, "part"))
         return v
 
     def _hint(self, node):
         var = self.var_of(node)
         return None if var is None else f"@{var}"
 
-    def _label(self, node):
+    def _label(self, node, i=None):
         var = self.var_of(node)
-        return f"@{var}" if var is not None else node._prim.name if node._prim else "a constant"
+        if var is not None:
+            return f"@{var}"
+        return f"input {i}" if i is not None else node._prim.name if node._prim else "a constant"
 
 
 _COMPARISONS = {"__lt__": np.less, "__le__": np.less_equal, "__gt__": np.greater,
@@ -613,19 +621,70 @@ class _Program:
         return self.function(*arrays)
 
 
-# Rules whose code is one expression: emitted inline instead of a call (the same NumPy call;
-# the op sweep test compares compiled and eager bit for bit, so a drift here fails a test).
-_INLINE = {
-    ("add", "prim"): "{0} + {1}", ("sub", "prim"): "{0} - {1}", ("mul", "prim"): "{0} * {1}",
-    ("div", "prim"): "{0} / {1}", ("neg", "prim"): "-{0}",
-    ("add_vjp0", "rule"): "{0}", ("add_vjp1", "rule"): "{0}",
-    ("sub_vjp0", "rule"): "{0}", ("sub_vjp1", "rule"): "-{0}",
-    ("mul_vjp0", "rule"): "{0} * {3}", ("mul_vjp1", "rule"): "{0} * {2}",
-    ("neg_vjp0", "rule"): "-{0}",
-    ("add", "add"): "{0} + {1}",
-    ("add_jvp0", "rule"): "{0}", ("add_jvp1", "rule"): "{0}",
-    ("mul_jvp0", "rule"): "{0} * {3}", ("mul_jvp1", "rule"): "{2} * {0}",
-}
+# Hot primitives and rules whose code is one NumPy expression for the argument ranks seen at
+# trace time: emitted inline instead of a call through their Python wrapper. Keyed by the
+# function object, so a primitive redefined elsewhere simply gets no shortcut. Each expression
+# is the same NumPy call the wrapper makes (the op-sweep test compares compiled and eager bit
+# for bit, so a drift between a rule and its line here fails that test).
+def _special_forms():
+    table = {}
+
+    def put(fun, form):
+        if fun is not None:
+            table[id(fun)] = (fun, form)
+
+    def prim(name):
+        return tape.REGISTRY.get(name)
+
+    def rule(name, i, kind="vjps"):
+        rules = getattr(prim(name), kind, None)
+        return rules[i] if rules is not None and i < len(rules) else None
+
+    def fun(name):
+        return getattr(prim(name), "fun", None)
+
+    for name, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")):
+        put(fun(name), lambda x, nd, op=op: f"{x[0]} {op} {x[1]}")
+    put(fun("neg"), lambda x, nd: f"-{x[0]}")
+    put(fun("relu"), lambda x, nd: f"np.maximum({x[0]}, 0)")
+    put(fun("dot"), lambda x, nd: f"np.dot({x[0]}, {x[1]})" if nd[0] in (1, 2) and nd[1] in (1, 2) else None)
+    # VJP rules: x = (g, ans, *inputs)
+    for kind in ("vjps", "jvps"):
+        put(rule("add", 0, kind), lambda x, nd: x[0])
+        put(rule("add", 1, kind), lambda x, nd: x[0])
+        put(rule("sub", 0, kind), lambda x, nd: x[0])
+        put(rule("sub", 1, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("neg", 0, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("exp", 0, kind), lambda x, nd: f"{x[0]} * {x[1]}")
+        put(rule("tanh", 0, kind), lambda x, nd: f"{x[0]} * (1 - {x[1]} * {x[1]})")
+        put(rule("sigmoid", 0, kind), lambda x, nd: f"{x[0]} * ({x[1]} * (1 - {x[1]}))")
+        put(rule("relu", 0, kind), lambda x, nd: f"{x[0]} * ({x[2]} > 0)")
+    put(rule("mul", 0), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1), lambda x, nd: f"{x[0]} * {x[2]}")
+    put(rule("mul", 0, "jvps"), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1, "jvps"), lambda x, nd: f"{x[2]} * {x[0]}")
+    put(rule("div", 0), lambda x, nd: f"{x[0]} / {x[3]}")
+    for name in ("dot", "matmul", "linear"):     # 2-D operands: g @ b.T and a.T @ g
+        put(rule(name, 0), lambda x, nd: f"{x[0]} @ {x[3]}.T" if nd[2] == 2 and nd[3] == 2 else None)
+        put(rule(name, 1), lambda x, nd: f"{x[2]}.T @ {x[0]}" if nd[2] == 2 and nd[3] == 2 else None)
+    put(rule("linear", 2), lambda x, nd: x[0])
+    return table
+
+
+def _atom(text):
+    """A name or a non-negative number: safe inside an expression without parentheses."""
+    return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
+
+
+def _unbroadcast_form(x, g_shape, shape):
+    """tape.unbroadcast's branch for these shapes, as one expression (None: call it)."""
+    lead = len(g_shape) - len(shape)
+    if lead == 1 and tuple(g_shape[1:]) == tuple(shape):    # a bias: sum over the batch axis
+        return f"{x}.sum(axis=0)"
+    return None
+
+
+_SPECIAL = None
 
 
 def _generate(tracer, out, fname):
@@ -729,14 +788,27 @@ def _generate(tracer, out, fname):
                 i += 1
         return "".join(out)
 
+    global _SPECIAL
+    if _SPECIAL is None:
+        _SPECIAL = _special_forms()
     body = []
     for e in live:
         args = [emit(a) for a in e.args]
-        template = _INLINE.get((e.name, e.kind if e.kind != "prim0" else "prim"))
-        if e.kind == "part":
+        expr = None
+        special = _SPECIAL.get(id(e.fun))
+        if special is not None and special[0] is e.fun and e.kind != "numpy":
+            ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
+            expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
+        elif e.fun is unbroadcast:
+            g = e.args[0]
+            g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
+            expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+        if expr is not None:
+            pass
+        elif e.kind == "seed":
+            expr = args[0]
+        elif e.kind == "part":
             expr = f"{args[0]}[{args[1]}]"
-        elif template is not None and not e.kwargs:
-            expr = template.format(*args)
         elif e.fun is operator.add:
             expr = f"{args[0]} + {args[1]}"
         else:

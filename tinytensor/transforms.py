@@ -56,10 +56,15 @@ def tree_flatten(tree):
     container. Everything else (arrays, numbers, Tensors) is a leaf.
     """
     t = type(tree)
-    if (t is list or t is tuple) and not any(type(v) in _CONTAINERS or v is None for v in tree):
-        return list(tree), t(LEAF for _ in tree)          # the common flat case, in one step
-    if t is dict and not any(type(v) in _CONTAINERS or v is None for v in tree.values()):
-        return list(tree.values()), dict.fromkeys(tree, LEAF)
+    if t is list or t is tuple or t is dict:              # the common flat case, in one step
+        values = tree.values() if t is dict else tree
+        for v in values:
+            if v is None or type(v) in _CONTAINERS:
+                break
+        else:
+            if t is dict:
+                return list(values), dict.fromkeys(tree, LEAF)
+            return list(tree), t((LEAF,) * len(tree))
     leaves = []
 
     def strip(node):
@@ -78,11 +83,15 @@ def tree_flatten(tree):
 def tree_unflatten(structure, leaves):
     """The inverse of tree_flatten: put `leaves`, in order, where `structure` has LEAF."""
     t = type(structure)
-    if (t is list or t is tuple) and all(v is LEAF for v in structure):
-        items = leaves if type(leaves) is list else list(leaves)
-        return t(items) if len(items) == len(structure) else t(items[:len(structure)])
-    if t is dict and all(v is LEAF for v in structure.values()):
-        return dict(zip(structure, leaves))
+    if t is list or t is tuple or t is dict:              # the common flat case, in one step
+        for v in (structure.values() if t is dict else structure):
+            if v is not LEAF:
+                break
+        else:
+            if t is dict:
+                return dict(zip(structure, leaves))
+            items = leaves if type(leaves) is list else list(leaves)
+            return t(items) if len(items) == len(structure) else t(items[:len(structure)])
     leaves = iter(leaves)
 
     def fill(node):
@@ -400,13 +409,22 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
         STATE.grad_enabled = previous
     _check_scalar(out)
     value = _value(out)
-    grads = {}
-    handed = {id(x.data) for x in inputs}
-    if _tracked(out):
-        seed = _seed(value.dtype, value.shape)    # read-only, shared: never handed out
-        handed.add(id(seed))
-        grads = reverse_sweep([out], [seed], wrt=inputs)
-    return value, tree_unflatten(structure, [_handed_out(grads.get(x), x, handed) for x in inputs])
+    if not _tracked(out):
+        return value, tree_unflatten(structure, [_zeros(x) for x in inputs])
+    seed = _seed(value.dtype, value.shape)        # read-only, shared: never handed out
+    grads = reverse_sweep([out], [seed], wrt=inputs)
+    handed = {id(seed)}
+    handed.update(id(x.data) for x in inputs)
+    results = []
+    for x in inputs:
+        g = grads.get(x)
+        if (type(g) is np.ndarray and g.base is None and g.dtype == x.data.dtype   # fresh: hand it out
+                and id(g) not in handed and g.flags.writeable):
+            handed.add(id(g))
+            results.append(g)
+        else:
+            results.append(_handed_out(g, x, handed))
+    return value, tree_unflatten(structure, results)
 
 
 def grad(f, argnums=0):
