@@ -208,7 +208,8 @@ def test_check_catches_a_data_dependent_branch():
     with pytest.raises(RuntimeError, match="differs from the eager call"):
         compiled(-np.ones(3))
     unchecked = tt.compile(f)
-    unchecked(np.ones(3))
+    with pytest.warns(RuntimeWarning, match=r"float\(\) at .*test_compile.py"):
+        unchecked(np.ones(3))
     assert unchecked(-np.ones(3)) == -6.0                # frozen branch: documented limit
 
 
@@ -281,3 +282,46 @@ def test_train_mlp_example_compiled_gives_the_same_run(tmp_path, monkeypatch, ca
         script.main(["--epochs", "2", "--quiet", "--plot", str(tmp_path / "c.png")] + extra)
         runs.append(capsys.readouterr().out.strip().splitlines()[-2:])   # kept epoch, accuracy
     assert runs[0] == runs[1]
+
+
+def test_the_same_array_passed_twice_is_two_inputs():
+    f = tt.compile(tt.grad(lambda a, b: tt.sum(a * tt.exp(b)), argnums=0))
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x, x), np.exp(x))
+    np.testing.assert_array_equal(f(x, x + 1), np.exp(x + 1))
+
+
+def test_an_error_while_recording_leaves_tinytensor_as_it_was():
+    call = tt.Primitive.__call__
+
+    def broken(x):
+        tt.exp(x)
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        tt.compile(broken)(np.ones(2))
+    assert tt.Primitive.__call__ is call
+    assert tt.transforms._TRACER is None
+    t = tt.tensor([1.0, -1.0])
+    assert type(t > 0) is np.ndarray
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="expected a function"):
+        tt.compile(3)
+    with pytest.raises(TypeError, match="hashable"):
+        tt.compile(lambda x, opts: tt.sum(x))(np.ones(2), {"a": [1]}.values())
+    inner = tt.compile(lambda x: tt.sum(x))
+    with pytest.raises(RuntimeError, match="uncompiled"):
+        tt.compile(lambda x: inner(x) * 2)(np.ones(2))
+
+
+def test_keyword_and_nested_container_arguments():
+    def f(x, *, scale, params):
+        return tt.sum(x * params["a"][0] + params["a"][1]) * scale
+
+    compiled = tt.compile(f)
+    kw = dict(scale=2.0, params={"a": [np.ones(3), np.arange(3.0)]})
+    assert compiled(np.arange(3.0), **kw) == f(tt.tensor(np.arange(3.0)), **kw).data
+    assert compiled(np.ones(3), **kw) == f(tt.tensor(np.ones(3)), **kw).data
+    assert compiled.traces == 1

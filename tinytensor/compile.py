@@ -25,6 +25,9 @@ import functools
 import itertools
 import keyword
 import operator
+import os
+import sys
+import warnings
 from collections import OrderedDict
 from heapq import heappop, heappush
 
@@ -115,6 +118,12 @@ class Compiled:
         traced_args, traced_kwargs = _refill((args, kwargs), it)
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
+        if tracer.reads and not self.check:
+            warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
+                          f"recorded ({'; '.join(tracer.reads)}); the compiled program keeps what they "
+                          f"were this time (a branch on them is frozen). Use array operations instead, "
+                          f"or tt.compile(f, check=True) to compare with eager calls",
+                          RuntimeWarning, stacklevel=3)
         program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
         program.trace_seconds = time.perf_counter() - start
         self.traces += 1
@@ -274,6 +283,7 @@ class _Tracer:
         self.index = {}           # id(Tensor or array) -> variable
         self.alive = []           # keeps every indexed object alive, so ids stay unique
         self.arguments = []
+        self.reads = []           # where f read a traced value into Python ("file:line: how")
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -287,6 +297,8 @@ class _Tracer:
         return var
 
     def argument(self, array, name):
+        if id(array) in self.index:     # the same array passed twice: two inputs all the same
+            array = array.copy()
         t = Tensor.__new__(Tensor)
         _init_untracked(t, array)       # shares the caller's array: no copy
         var = self._new(array, name, t, array)
@@ -351,7 +363,7 @@ class _Tracer:
                                "recorded; call the inner function uncompiled (tracing inlines it)")
         _Tracer.active = self
         self._saved = (Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER,
-                       {n: getattr(Tensor, n) for n in _COMPARISONS})
+                       {n: getattr(Tensor, n) for n in (*_COMPARISONS, *_VALUE_READS)})
         call, dispatch = Primitive.__call__, ops.numpy_dispatch
         tracer = self
 
@@ -383,6 +395,8 @@ class _Tracer:
         transforms._TRACER = self
         for name, ufunc in _COMPARISONS.items():
             setattr(Tensor, name, _traced_comparison(self, getattr(Tensor, name), ufunc))
+        for name in _VALUE_READS:
+            setattr(Tensor, name, _noted_read(self, getattr(Tensor, name), name))
         return self
 
     def __exit__(self, *exc):
@@ -584,6 +598,24 @@ def _value_of(x):
     if type(x) is list:            # the tangents given to a joint JVP rule
         return [_value_of(v) for v in x]
     return x
+
+
+_VALUE_READS = ("__bool__", "__float__", "__int__", "item", "__array__")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _noted_read(tracer, method, name):
+    """A Tensor method that turns a value into Python (bool, float, an array NumPy then uses):
+    noted when the caller is user code, whose branch on it the program freezes."""
+    def read(self, *args, **kwargs):
+        frame = sys._getframe(1)
+        if (not frame.f_code.co_filename.startswith(_PACKAGE) and tracer.var_of(self) is not None
+                and len(tracer.reads) < 5):
+            how = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
+                   "__array__": "np.asarray()"}[name]
+            tracer.reads.append(f"{how} at {frame.f_code.co_filename}:{frame.f_lineno}")
+        return method(self, *args, **kwargs)
+    return read
 
 
 def _has_ref(x):
