@@ -407,19 +407,19 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
     finally:
         _Nesting.depth -= 1
         STATE.grad_enabled = previous
-    _check_scalar(out)
-    value = _value(out)
-    if not _tracked(out):
-        return value, tree_unflatten(structure, [_zeros(x) for x in inputs])
+    if not (type(out) is Tensor and out.requires_grad and out.data.size == 1):
+        _check_scalar(out)
+        return _value(out), tree_unflatten(structure, [_zeros(x) for x in inputs])
+    value = out.data
     seed = _seed(value.dtype, value.shape)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
-    handed = {id(seed)}
-    handed.update(id(x.data) for x in inputs)
+    handed = {id(x.data) for x in inputs}
+    handed.add(id(seed))
     results = []
     for x in inputs:
         g = grads.get(x)
-        if (type(g) is np.ndarray and g.base is None and g.dtype == x.data.dtype   # fresh: hand it out
-                and id(g) not in handed and g.flags.writeable):
+        if (type(g) is np.ndarray and g.base is None and id(g) not in handed   # fresh: hand it out
+                and g.dtype is x.data.dtype and g.flags.writeable):
             handed.add(id(g))
             results.append(g)
         else:
