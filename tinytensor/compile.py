@@ -91,8 +91,16 @@ class Compiled:
         return next(reversed(self.programs.values())).trace_seconds if self.programs else None
 
     def __call__(self, *args, **kwargs):
-        arrays, key = [], []
-        _flatten((args, kwargs), arrays, key)
+        arrays, key = [], [len(args)]
+        for a in args:
+            if type(a) is np.ndarray:          # _flatten's first case, without the call
+                arrays.append(a)
+                key.append(a.shape)
+                key.append(a.dtype)
+            else:
+                _flatten(a, arrays, key)
+        if kwargs:
+            _flatten(kwargs, arrays, key)
         key = tuple(key)
         program = self.programs.get(key)
         if program is None:
@@ -106,7 +114,7 @@ class Compiled:
         if self.check and not self._checked:
             self._checked = True
             return self._compare(program, arrays, args, kwargs)
-        return program.run(arrays)
+        return program.function(*arrays)
 
     def _record(self, args, kwargs, arrays):
         import time
@@ -373,7 +381,7 @@ class _Tracer:
                 var = tracer.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
                                     objects=(out,))
                 if var is not None and out.data.ndim == 0:
-                    tracer.entries[-1].kind = "prim0"     # NumPy may give a scalar: asarray it
+                    tracer.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
             return out
 
         def traced_dispatch(func, args, kwargs, method="__call__", use_table=True):
@@ -846,8 +854,7 @@ def _generate(tracer, out, fname):
         else:
             call_args = args + [f"{k}={emit(v)}" for k, v in e.kwargs.items()]
             expr = f"{function_name(e.fun, e.name)}({', '.join(call_args)})"
-        if e.kind == "prim0":
-            expr = f"np.asarray({expr})"
+
         lhs = names[e.out]
         if e.kind in ("prim", "prim0"):
             comment = f"{e.label}: {tracer.values[e.out].dtype}{list(np.shape(tracer.values[e.out]))}"
@@ -856,11 +863,13 @@ def _generate(tracer, out, fname):
             comment = label(e.label)
         body.append((lhs, expr, comment))
 
+    producer_kind = {e.out: e.kind for e in live}
     results = []
     for ref in out_refs:
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            results.append(name if type(tracer.values[ref.var]) is np.ndarray else f"np.asarray({name})")
+            scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+            results.append(f"np.asarray({name})" if scalar else name)
         elif isinstance(ref, np.ndarray):
             results.append(f"{constant(ref)}.copy()")    # never the same array twice
         else:
