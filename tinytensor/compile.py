@@ -711,6 +711,52 @@ def _special_forms():
     return table
 
 
+def _type_comment(e, tracer):
+    value = tracer.values[e.out]
+    return f"{e.label}: {value.dtype}{tuple(np.shape(value))}".replace(",)", ")")
+
+
+def _softmax_cross_entropy_pairs(live, producer):
+    """The lecture's crossEntropy(softmax(z), y) computes softmax(z) and, from the same logits,
+    log_softmax(z): both start with the same max, subtraction, exp and sum. Returns
+    {softmax var: ("softmax", None), crossEntropy var: ("crossEntropy", softmax var)} for each
+    such pair, so the program computes those steps once (the same NumPy calls as
+    ops' _softmax_forward and _log_softmax_forward, so the same numbers)."""
+    softmax, cross_entropy = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("crossEntropy")
+    if softmax is None or cross_entropy is None or _ROWS is None:
+        return {}
+    pairs = {}
+    for e in live:
+        if e.fun is not cross_entropy.fun or len(e.args) != 3 or set(e.kwargs) - {"reduction"}:
+            continue
+        p, z = e.args[0], e.args[2]
+        if type(p) is not _Ref or type(z) is not _Ref:
+            continue
+        a = producer.get(p.var)
+        if (a is not None and a.fun is softmax.fun and len(a.args) == 1 and type(a.args[0]) is _Ref
+                and a.args[0].var == z.var and set(a.kwargs) <= {"axis"} and a.out not in pairs):
+            pairs[a.out] = ("softmax", None)
+            pairs[e.out] = ("crossEntropy", a.out)
+    return pairs
+
+
+# ops' helpers for the rows of the cross-entropy (None if the op table no longer has them)
+_ROWS = tuple(getattr(ops, n, None) for n in ("_class_indices", "_at_labels", "_reduce_rows"))
+_ROWS = None if None in _ROWS else _ROWS
+
+
+def _cross_entropy_rows(log_p, z, y, reduction):
+    """ops._rows_from_logits(z, y, reduction) given log_p = log_softmax(z)."""
+    class_indices, at_labels, reduce_rows = _ROWS
+    index = class_indices(y, z.shape, check=True)
+    if index is not None:
+        return reduce_rows(-at_labels(log_p, index), reduction)
+    y = np.asarray(y)
+    if log_p.min() == -np.inf:
+        log_p = np.where(y == 0, 0, log_p)
+    return reduce_rows(-(y * log_p).sum(axis=-1), reduction)
+
+
 def _atom(text):
     """A name or a non-negative number: safe inside an expression without parentheses."""
     return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
@@ -831,11 +877,30 @@ def _generate(tracer, out, fname):
     global _SPECIAL
     if _SPECIAL is None:
         _SPECIAL = _special_forms()
+    fused = _softmax_cross_entropy_pairs(live, producer)
+    pieces = {}
     body = []
     for e in live:
         args = [emit(a) for a in e.args]
         expr = None
         special = _SPECIAL.get(id(e.fun))
+        if e.out in fused:                        # softmax whose logits crossEntropy reuses
+            kind, other = fused[e.out]
+            if kind == "softmax":
+                z, axis = args[0], emit(e.kwargs.get("axis", -1))
+                lhs = names[e.out]
+                shifted, total = pieces[e.out] = fresh(f"{lhs}_shifted"), fresh(f"{lhs}_sum")
+                body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
+                             "softmax, in steps: crossEntropy reuses them for log_softmax"))
+                body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
+                body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
+                body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
+                continue
+            special = None
+            shifted, total = pieces[other]
+            y, reduction = args[1], emit(e.kwargs.get("reduction", "mean"))
+            expr = (f"{function_name(_cross_entropy_rows, 'cross_entropy_rows')}"
+                    f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
         if special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
@@ -857,8 +922,7 @@ def _generate(tracer, out, fname):
 
         lhs = names[e.out]
         if e.kind in ("prim", "prim0"):
-            comment = f"{e.label}: {tracer.values[e.out].dtype}{list(np.shape(tracer.values[e.out]))}"
-            comment = comment.replace("[", "(").replace("]", ")")
+            comment = _type_comment(e, tracer)
         else:
             comment = label(e.label)
         body.append((lhs, expr, comment))
