@@ -4,7 +4,7 @@ The first call for a new combination of argument shapes and dtypes (and non-arra
 values) records `f` once: every primitive it calls, and, for a transform inside it
 (`tt.value_and_grad(loss)`, `tt.jvp`, ...), every rule the sweep applies, as one entry each of a
 Wengert list. The list from the arguments to the results is printed as Python source, one line
-per entry (`z1 = dot(X, W)`, then the adjoint program `g_X, g_W = ...`), compiled once, and run on
+per entry (`z1 = np.dot(x, W)`, then the adjoint program `g_z1 = ...`), compiled once, and run on
 later calls: no Tensor, no tape, no dictionary lookup per op. The same NumPy calls run in the
 same order as in the eager call, so the results are the same numbers.
 
@@ -22,11 +22,13 @@ Everything else a traced function does with values is frozen (see `compile`).
 
 import builtins
 import functools
+import inspect
 import itertools
 import keyword
 import operator
 import os
 import sys
+import time
 import warnings
 from collections import OrderedDict
 from heapq import heappop, heappush
@@ -40,7 +42,6 @@ from .tensor import Tensor, _init_untracked
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
 CACHE_SIZE = 32   # programs kept per compiled function (least recently used dropped first)
-_BUFFER_MIN = 4096   # elements: below this `out=` costs more (keyword parsing) than malloc saves
 
 
 def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
@@ -117,13 +118,13 @@ class Compiled:
         return program.function(*arrays)
 
     def _record(self, args, kwargs, arrays):
-        import time
         start = time.perf_counter()
         tracer = _Tracer()
         names = _argument_names(self.fun, args, kwargs)
+        if len(names) != len(arrays):
+            names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
-        it = iter(inputs)
-        traced_args, traced_kwargs = _refill((args, kwargs), it)
+        traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
         if tracer.reads and not self.check:
@@ -222,21 +223,15 @@ def _refill(tree, inputs):
 
 def _argument_names(f, args, kwargs):
     """A readable name per array leaf: the parameter's name, and the path inside it (params_W1)."""
-    import inspect
     try:
-        bound = inspect.signature(f).bind(*args, **kwargs)
-        items = list(bound.arguments.items())
-        kinds = {n: p.kind for n, p in inspect.signature(f).parameters.items()}
-        flat = []
-        for name, value in items:
-            if kinds.get(name) is inspect.Parameter.VAR_POSITIONAL:
-                flat += [(f"{name}{i}", v) for i, v in enumerate(value)]
-            elif kinds.get(name) is inspect.Parameter.VAR_KEYWORD:
-                flat += list(value.items())
-            else:
-                flat.append((name, value))
+        params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
-        flat = [(f"a{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    rest = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), "a")
+    flat = [(positional[i] if i < len(positional) else f"{rest}{i - len(positional)}", a)
+            for i, a in enumerate(args)]
+    flat += list(kwargs.items())       # in the order _flatten takes them
     names = []
 
     def walk(node, path):
@@ -272,11 +267,15 @@ class _Val:
 
 
 class _Entry:
-    __slots__ = ("fun", "name", "args", "kwargs", "out", "label", "kind", "expr")
+    """One line of the program: out = fun(*args, **kwargs); args and kwargs hold _Refs to
+    variables where the values were recorded ones, constants elsewhere. `kind`: "prim" (a
+    primitive's forward; "prim0" for a 0-d result), "rule" (a VJP/JVP rule or a helper the
+    sweep applies), "add", "part", "seed", "numpy" (a non-differentiable NumPy function)."""
+    __slots__ = ("fun", "name", "args", "kwargs", "out", "label", "kind")
 
-    def __init__(self, fun, name, args, kwargs, out, label, kind, expr=None):
+    def __init__(self, fun, name, args, kwargs, out, label, kind):
         self.fun, self.name, self.args, self.kwargs = fun, name, args, kwargs
-        self.out, self.label, self.kind, self.expr = out, label, kind, expr
+        self.out, self.label, self.kind = out, label, kind
 
 
 class _Tracer:
@@ -335,7 +334,7 @@ class _Tracer:
             return {k: self.template(v) for k, v in x.items()}
         return x
 
-    def record(self, fun, name, args, kwargs, value, label, kind, expr=None, hint=None, objects=()):
+    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=()):
         """Note `value = fun(*args, **kwargs)` if any argument is recorded; returns its variable
         (or None, for a computation on constants only, which stays a constant)."""
         args = self.template(tuple(args))
@@ -343,7 +342,7 @@ class _Tracer:
         if not (_has_ref(args) or _has_ref(kwargs)):
             return None
         var = self._new(value, hint, value if isinstance(value, np.ndarray) else None, *objects)
-        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, expr))
+        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind))
         return var
 
     def wrap(self, value, var):
@@ -355,13 +354,13 @@ class _Tracer:
         self.alive.append(t)
         return t
 
-    def call(self, fun, name, args, kwargs, label, kind, expr=None, hint=None):
+    def call(self, fun, name, args, kwargs, label, kind, hint=None):
         """Apply `fun` to the values of args (Tensors give their .data) and record it."""
         values = [_value_of(a) for a in args]
         value = fun(*values, **kwargs)
         if value is None:
             return None, None
-        var = self.record(fun, name, args, kwargs, value, label, kind, expr, hint)
+        var = self.record(fun, name, args, kwargs, value, label, kind, hint)
         return value, var
 
     # ----- the patches, in place only while recording -----
@@ -891,7 +890,7 @@ def _generate(tracer, out, fname):
                 lhs = names[e.out]
                 shifted, total = pieces[e.out] = fresh(f"{lhs}_shifted"), fresh(f"{lhs}_sum")
                 body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
-                             "softmax, in steps: crossEntropy reuses them for log_softmax"))
+                             "softmax in steps, shared with log_softmax"))
                 body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
                 body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
                 body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
