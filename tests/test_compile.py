@@ -325,3 +325,29 @@ def test_keyword_and_nested_container_arguments():
     assert compiled(np.arange(3.0), **kw) == f(tt.tensor(np.arange(3.0)), **kw).data
     assert compiled(np.ones(3), **kw) == f(tt.tensor(np.ones(3)), **kw).data
     assert compiled.traces == 1
+
+
+UNARY_ROWS = [name for name, spec in OP_SPECS.items()
+              if spec.shapes is not None and spec.pairs is None and len(spec.shapes[0]) == 1]
+
+
+@pytest.mark.parametrize("name", UNARY_ROWS)
+def test_compositions_and_second_order_of_every_unary_op(name):
+    """tanh(op(x)) * op(x) through grad and hvp (forward over reverse: the inner gradient is
+    recorded with create_graph, so masks such as relu's and abs's sign are recomputed)."""
+    spec = OP_SPECS[name]
+    sample = spec.sample if not isinstance(spec.sample, tuple) else spec.sample[0]
+
+    def f(x):
+        y = spec.call(x, **spec.params[0])
+        return tt.sum(tt.tanh(y) * y + tt.sin(x) * y)
+
+    grad_f = tt.grad(f)
+    hvp_f = lambda x, v: tt.hvp(f, (x,), (v,))   # noqa: E731
+    compiled_grad, compiled_hvp = tt.compile(grad_f), tt.compile(hvp_f)
+    for seed in (0, 1):
+        rng = np.random.default_rng(seed)
+        x, v = sample(rng, (2, 3)), rng.standard_normal((2, 3))
+        assert_same(compiled_grad(x), grad_f(x))
+        assert_same(compiled_hvp(x, v), hvp_f(x, v), exact=False)
+    assert compiled_grad.traces == compiled_hvp.traces == 1
