@@ -1,8 +1,11 @@
 """Function transforms: vjp, jvp, grad, value_and_grad, jacobian, hvp.
 
-Each transform calls `f` on fresh input Tensors, records `f` on the tape, and sweeps it:
-`vjp` with `tape.reverse_sweep`, `jvp` with `tape.forward_sweep`. The others are a few lines
-over those two.
+Each transform calls `f` on fresh input Tensors (sharing the caller's arrays: no copy), records
+`f` on the tape, and sweeps it: `vjp` with `tape.reverse_sweep`, `jvp` with
+`tape.forward_sweep`. The others are a few lines over those two; `value_and_grad` at the top
+level, the functional training step, does vjp's steps in one frame. While `tt.compile` records
+a function (`_TRACER` is set), a top-level transform sweeps with the recorder's sweeps instead
+and returns Tensors, so the program captures the reverse sweep and what follows it.
 
 Arguments may be arrays, Python numbers, Tensors, or nested tuples, lists and dicts of them
 (pytrees; `None` holds no leaf). Results keep the arguments' structure and are NumPy arrays.
