@@ -266,6 +266,7 @@ def test_functional_gradients_do_not_alias_inputs_or_each_other():
     assert g is not y and not np.shares_memory(g, y)
 
 
+@pytest.mark.slow
 def test_train_mlp_example_compiled_gives_the_same_run(tmp_path, monkeypatch, capsys):
     """examples/train_mlp.py --compile: the object-style pattern (parameter dict of the model's
     arrays, compiled step, optimizer in place) trains to the same numbers as the eager loop."""
