@@ -1,6 +1,9 @@
 """tinytensor against a hand-written NumPy forward/backward and, where installed, its peers.
 
-The peers: eager PyTorch, HIPS autograd, JAX (jit and eager) and micrograd. All run the same
+tinytensor runs in three styles: object style (`loss.backward()` on Tensors, then SGD on
+`p.data`), functional (`loss, grads = tt.value_and_grad(f)(params, x, y)` on plain arrays,
+updated in place: tt-functional) and define-then-run (that function through `tt.compile`:
+tt-compiled). The peers: eager PyTorch, HIPS autograd, JAX (jit and eager) and micrograd. All run the same
 SGD step (forward, backward, update) from the same data and initial weights in float32
 (micrograd: Python floats), one thread each:
 
@@ -16,7 +19,7 @@ first gradient is checked against it before anything is timed. Rounds are interl
 round times every framework once, with many repeats) and the medians over the rounds are
 reported, with the ratio to the NumPy floor.
 
-    python benchmarks/bench_peers.py [--rounds 3] [--quick] [--only tinytensor,torch,chain-200]
+    python benchmarks/bench_peers.py [--rounds 3] [--quick] [--only tinytensor,torch,chain-200] [--cpu-time]
 """
 
 import os
@@ -34,6 +37,7 @@ from types import SimpleNamespace
 
 import numpy as np
 from common import (
+    CLOCK,
     calibrate,
     format_ratio,
     format_time,
@@ -43,6 +47,7 @@ from common import (
     median,
     package_version,
     time_calls,
+    use_cpu_clock,
 )
 
 import tinytensor as tt
@@ -221,6 +226,38 @@ def build_tinytensor(prob):
         return [p.grad for p in fresh]
 
     return grads, step
+
+
+COMPILED = []   # the compiled steps, for their first-call (trace + codegen) times
+
+
+def _tinytensor_functional(prob, compiled):
+    """The same step written functionally: loss, grads = tt.value_and_grad(f)(params, x, y) on
+    plain arrays, updated in place; with `compiled`, that function through tt.compile."""
+    F = SimpleNamespace(dot=tt.dot, relu=tt.relu, tanh=tt.tanh, mean=tt.mean, sum=tt.sum,
+                        norm=tt.frobeniusNorm, xent=lambda z, y: tt.crossEntropy(tt.softmax(z), y))
+    value_and_grad = tt.value_and_grad(loss_fn(F, prob.kind))
+    if compiled:
+        value_and_grad = tt.compile(value_and_grad)
+        COMPILED.append(value_and_grad)
+    y = _targets(prob, onehot=False)
+    params = [p.copy() for p in prob.params]
+
+    def step():
+        _, grads = value_and_grad(params, prob.x, y)
+        if prob.kind != "chain":
+            for p, g in zip(params, grads):
+                p -= LR * g      # in place: a compiled step sees the new values
+
+    return lambda: value_and_grad([p.copy() for p in prob.params], prob.x, y)[1], step
+
+
+def build_tinytensor_functional(prob):
+    return _tinytensor_functional(prob, compiled=False)
+
+
+def build_tinytensor_compiled(prob):
+    return _tinytensor_functional(prob, compiled=True)
 
 
 def build_torch(prob):
@@ -405,6 +442,8 @@ def build_micrograd(prob):
 FRAMEWORKS = {   # name: (builder, the distribution that must be installed, workloads it runs)
     "numpy": (build_numpy, None, None),
     "tinytensor": (build_tinytensor, None, None),
+    "tt-functional": (build_tinytensor_functional, None, None),
+    "tt-compiled": (build_tinytensor_compiled, None, None),
     "torch": (build_torch, "torch", None),
     "autograd": (build_autograd, "autograd", None),
     "jax-jit": (build_jax_jit, "jax", None),
@@ -431,7 +470,11 @@ def main():
     parser.add_argument("--quick", action="store_true", help="1 round, short repeats")
     parser.add_argument("--only", default="", help="comma-separated frameworks and/or workloads "
                         f"(frameworks: {', '.join(FRAMEWORKS)}; workloads: {', '.join(WORKLOADS)})")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time with this process's CPU time (for a machine shared with other jobs)")
     args = parser.parse_args()
+    if args.cpu_time:
+        use_cpu_clock()
     rounds, repeats, min_time = (1, 3, 0.02) if args.quick else (args.rounds, 7, 0.05)
     only = {s.strip() for s in args.only.split(",") if s.strip()}
     unknown = only - set(FRAMEWORKS) - set(WORKLOADS)
@@ -450,6 +493,7 @@ def main():
     print(f"threads: torch.set_num_threads(1); XLA_FLAGS={os.environ['XLA_FLAGS']}")
     if missing:
         print(f"not installed, skipped: {', '.join(missing)}")
+    print(f"clock: {CLOCK['name']}")
     print(f"protocol: {rounds} interleaved round(s), each {repeats} samples of >= {min_time * 1e3:.0f} ms "
           f"per framework and workload; median over rounds of the per-round medians; "
           f"garbage collector paused while timing\n")
@@ -501,6 +545,10 @@ def main():
         print("\nPer elementwise op on the chain (time / 200): " + ", ".join(
             f"{f} {format_time(result['chain-200', f] / CHAIN_OPS)}"
             for f in frameworks if ("chain-200", f) in result))
+    if "tt-compiled" in frameworks:
+        traced = [w for w in workloads if (w, "tt-compiled") in steps]
+        print("\ntt-compiled, first call (trace + code generation), once per shape: " + ", ".join(
+            f"{w} {format_time(c.trace_seconds)}" for w, c in zip(traced, COMPILED)))
     spread = {key: max(times) / min(times) for key, times in per_round.items()}
     worst = max(spread, key=spread.get)
     print(f"\nnoise: the round medians of one cell differ by a factor of {median(spread.values()):.2f} "

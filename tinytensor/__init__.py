@@ -10,6 +10,7 @@
 
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
+from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .serialization import load, save
 from .tape import (
@@ -37,5 +38,5 @@ __all__ = [
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
 ] + sorted(ops.PUBLIC)

@@ -1,8 +1,11 @@
 """Function transforms: vjp, jvp, grad, value_and_grad, jacobian, hvp.
 
-Each transform calls `f` on fresh input Tensors, records `f` on the tape, and sweeps it:
-`vjp` with `tape.reverse_sweep`, `jvp` with `tape.forward_sweep`. The others are a few lines
-over those two.
+Each transform calls `f` on fresh input Tensors (sharing the caller's arrays: no copy), records
+`f` on the tape, and sweeps it: `vjp` with `tape.reverse_sweep`, `jvp` with
+`tape.forward_sweep`. The others are a few lines over those two; `value_and_grad` at the top
+level, the functional training step, does vjp's steps in one frame. While `tt.compile` records
+a function (`_TRACER` is set), a top-level transform sweeps with the recorder's sweeps instead
+and returns Tensors, so the program captures the reverse sweep and what follows it.
 
 Arguments may be arrays, Python numbers, Tensors, or nested tuples, lists and dicts of them
 (pytrees; `None` holds no leaf). Results keep the arguments' structure and are NumPy arrays.
@@ -26,8 +29,13 @@ from collections import OrderedDict
 import numpy as np
 
 from . import backend, ops
-from .tape import STATE, forward_sweep, reverse_sweep
-from .tensor import Tensor
+from .tape import STATE, _seed, forward_sweep, reverse_sweep
+from .tensor import Tensor, _init_untracked
+
+# The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
+# transform at the top level then sweeps with the tracer's recording sweeps and hands back its
+# Tensors instead of arrays, so that what f does next with them is recorded too.
+_TRACER = None
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
 
@@ -41,6 +49,7 @@ class _Leaf:
 
 
 LEAF = _Leaf()   # marks where a leaf sits in a structure
+_CONTAINERS = (tuple, list, dict)   # exact types: subclasses (namedtuple, OrderedDict) take the long way
 
 
 def tree_flatten(tree):
@@ -49,6 +58,16 @@ def tree_flatten(tree):
     Containers are tuples (namedtuples included), lists and dicts, nested; `None` is an empty
     container. Everything else (arrays, numbers, Tensors) is a leaf.
     """
+    t = type(tree)
+    if t is list or t is tuple or t is dict:              # the common flat case, in one step
+        values = tree.values() if t is dict else tree
+        for v in values:
+            if v is None or type(v) in _CONTAINERS:
+                break
+        else:
+            if t is dict:
+                return list(values), dict.fromkeys(tree, LEAF)
+            return list(tree), t((LEAF,) * len(tree))
     leaves = []
 
     def strip(node):
@@ -66,6 +85,16 @@ def tree_flatten(tree):
 
 def tree_unflatten(structure, leaves):
     """The inverse of tree_flatten: put `leaves`, in order, where `structure` has LEAF."""
+    t = type(structure)
+    if t is list or t is tuple or t is dict:              # the common flat case, in one step
+        for v in (structure.values() if t is dict else structure):
+            if v is not LEAF:
+                break
+        else:
+            if t is dict:
+                return dict(zip(structure, leaves))
+            items = leaves if type(leaves) is list else list(leaves)
+            return t(items) if len(items) == len(structure) else t(items[:len(structure)])
     leaves = iter(leaves)
 
     def fill(node):
@@ -159,7 +188,10 @@ def _input(x, nested):
                         f"(2.0, not 2; x.astype(float)) or leave that argument out of argnums")
     if nested and _tracked(x):
         return ops.reshape(x, value.shape)   # a recorded identity: new node, still on the outer tape
-    return Tensor(value, requires_grad=True)
+    t = Tensor.__new__(Tensor)               # the caller's array itself: Tensor() would copy it
+    _init_untracked(t, value)
+    t.requires_grad = True
+    return t
 
 
 def _trace(f, primals):
@@ -175,7 +207,9 @@ def _trace(f, primals):
 
 
 def _outermost(tree):
-    """Results at the outermost level are arrays."""
+    """Results at the outermost level are arrays (Tensors while tt.compile records)."""
+    if _TRACER is not None:
+        return tree
     leaves, structure = tree_flatten(tree)
     return tree_unflatten(structure, [_value(x) for x in leaves])
 
@@ -218,11 +252,19 @@ def vjp(f, *primals):
                               "vjp cotangent", nested)
         roots = [(o, c) for o, c in zip(outs, cotangents) if _tracked(o)]
         grads = {}
-        if roots:
-            with _recording(0) if nested else contextlib.nullcontext():
+        if roots and nested:
+            with _recording(0):
                 grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs,
-                                      create_graph=nested)
-        return tree_unflatten(structure, [_gradient(grads.get(x), x, nested) for x in inputs])
+                                      create_graph=True)
+        elif roots and _TRACER is not None:
+            grads = _TRACER.reverse_sweep([o for o, _ in roots], [c for _, c in roots], inputs)
+            return tree_unflatten(structure, [_traced_gradient(grads.get(x), x) for x in inputs])
+        elif roots:
+            grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
+        if nested:
+            return tree_unflatten(structure, [_gradient(grads.get(x), x, True) for x in inputs])
+        handed = {id(c) for c in cotangents} | {id(x.data) for x in inputs}
+        return tree_unflatten(structure, [_handed_out(grads.get(x), x, handed) for x in inputs])
 
     return (out if nested else _outermost(out)), vjp_fn
 
@@ -243,6 +285,31 @@ def _gradient(g, x, nested):
     if nested:
         return g if not isinstance(g, Tensor) or g.dtype == x.dtype else ops.astype(g, x.dtype)
     return backend.copy(_value(g), x.dtype)
+
+
+def _handed_out(g, x, handed):
+    """The gradient for x as an array of x's dtype that the caller may keep and write into.
+    A fresh result of a rule is handed out as it is (no copy of every weight matrix per step);
+    anything that may be shared (a view, an input's or a cotangent's own array, an array
+    already handed out for another input) is copied."""
+    if g is None:
+        return _zeros(x)
+    if (type(g) is np.ndarray and g.dtype == x.data.dtype and g.base is None and g.flags.writeable
+            and id(g) not in handed):
+        handed.add(id(g))
+        return g
+    g = backend.copy(_value(g), x.data.dtype)
+    handed.add(id(g))
+    return g
+
+
+def _traced_gradient(g, x):
+    """While tt.compile records: the gradient Tensor itself (the program returns fresh arrays)."""
+    if g is None:
+        return _zeros(x)
+    if isinstance(g, Tensor) and g.dtype != x.dtype:
+        return ops.astype(g, x.dtype)
+    return g
 
 
 def _linearize(f, primals):
@@ -267,7 +334,8 @@ def _linearize(f, primals):
             result = {i: d.get(u) for i, u in zip(tracked, dummies)}
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
-            result = {i: forward_sweep(outs[i], tangent_of) for i in tracked}
+            sweep = forward_sweep if _TRACER is None else _TRACER.forward_sweep
+            result = {i: sweep(outs[i], tangent_of) for i in tracked}
         return tree_unflatten(out_structure, [_zeros(o) if result.get(i) is None else result[i]
                                               for i, o in enumerate(outs)])
 
@@ -278,6 +346,14 @@ def _linearize(f, primals):
 def _select(args, argnums, name):
     """(primal tree, rebuild): args[argnums] (a tuple of them for a tuple argnums), and a function
     putting new values of those back among the other arguments."""
+    if type(argnums) is int and 0 <= argnums < len(args):     # the common case, quickly
+
+        def rebuild_one(chosen):
+            new = list(args)
+            new[argnums] = chosen
+            return new
+
+        return args[argnums], rebuild_one
     many = isinstance(argnums, (tuple, list))
     nums = tuple(argnums) if many else (argnums,)
     if not all(isinstance(i, int) and -len(args) <= i < len(args) for i in nums):
@@ -304,14 +380,54 @@ def value_and_grad(f, argnums=0):
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
+        if _Nesting.depth == 0 and _TRACER is None:
+            return _value_and_grad_arrays(f, primal, rebuild, kwargs)
         out, vjp_fn = vjp(lambda p: f(*rebuild(p), **kwargs), primal)
-        if isinstance(out, (tuple, list, dict)) or _value(out).size != 1:
-            shape = np.shape(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__
-            raise TypeError(f"grad needs a scalar-valued function, but f returned {shape}; use "
-                            f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
+        _check_scalar(out)
         return out, vjp_fn(np.ones_like(_value(out)))[0]
 
     return value_and_grad_f
+
+
+def _check_scalar(out):
+    if isinstance(out, Tensor) and out.data.size == 1:
+        return
+    if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != 1:
+        shape = np.shape(out) if not isinstance(out, (tuple, list, dict)) else type(out).__name__
+        raise TypeError(f"grad needs a scalar-valued function, but f returned {shape}; use "
+                        f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
+
+
+def _value_and_grad_arrays(f, primal, rebuild, kwargs):
+    """value_and_grad at the top level, arrays in and out: vjp's steps in one frame (a training
+    step calls this every minibatch, so its Python overhead is the functional path's cost)."""
+    leaves, structure = tree_flatten(primal)
+    inputs = [_input(x, False) for x in leaves]
+    previous, STATE.grad_enabled = STATE.grad_enabled, True
+    _Nesting.depth += 1
+    try:
+        out = f(*rebuild(tree_unflatten(structure, inputs)), **kwargs)
+    finally:
+        _Nesting.depth -= 1
+        STATE.grad_enabled = previous
+    if not (type(out) is Tensor and out.requires_grad and out.data.size == 1):
+        _check_scalar(out)
+        return _value(out), tree_unflatten(structure, [_zeros(x) for x in inputs])
+    value = out.data
+    seed = _seed(value)        # read-only, shared: never handed out
+    grads = reverse_sweep([out], [seed], wrt=inputs)
+    handed = {id(x.data) for x in inputs}
+    handed.add(id(seed))
+    results = []
+    for x in inputs:
+        g = grads.get(x)
+        if (type(g) is np.ndarray and g.base is None and id(g) not in handed   # fresh: hand it out
+                and g.dtype is x.data.dtype and g.flags.writeable):
+            handed.add(id(g))
+            results.append(g)
+        else:
+            results.append(_handed_out(g, x, handed))
+    return value, tree_unflatten(structure, results)
 
 
 def grad(f, argnums=0):

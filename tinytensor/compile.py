@@ -1,0 +1,987 @@
+"""Define-then-run: `tt.compile(f)` turns a traced function into straight-line NumPy code.
+
+The first call for a new combination of argument shapes and dtypes (and non-array arguments'
+values) records `f` once: every primitive it calls, and, for a transform inside it
+(`tt.value_and_grad(loss)`, `tt.jvp`, ...), every rule the sweep applies, as one entry each of a
+Wengert list. The list from the arguments to the results is printed as Python source, one line
+per entry (`z1 = np.dot(x, W)`, then the adjoint program `g_z1 = ...`), compiled once, and run on
+later calls: no Tensor, no tape, no dictionary lookup per op. The same NumPy calls run in the
+same order as in the eager call, so the results are the same numbers.
+
+How the recording works (only while tracing; nothing here runs on the eager path):
+  * the arguments become untracked Tensors sharing the caller's arrays; `Primitive.__call__`,
+    NumPy's non-differentiable functions on Tensors (`ops.numpy_dispatch`) and Tensor
+    comparisons are wrapped to note each call whose inputs depend on the arguments;
+  * a top-level transform sweeps with the recording sweeps below (`transforms._TRACER`), which
+    apply each VJP/JVP rule exactly as `tape.reverse_sweep`/`tape.forward_sweep` do and note the
+    rule call as one entry (opaque: masks and labels inside a rule stay live), and return
+    Tensors, so code after the transform (an update `p - lr * g`) is recorded too. A transform
+    nested inside another one records its sweep with create_graph=True, as in eager mode.
+Everything else a traced function does with values is frozen (see `compile`).
+"""
+
+import builtins
+import functools
+import inspect
+import itertools
+import keyword
+import operator
+import os
+import sys
+import time
+import warnings
+from collections import OrderedDict
+from heapq import heappop, heappush
+
+import numpy as np
+
+from . import ops, tape, transforms
+from .tape import Primitive, _tape_of, unbroadcast
+from .tensor import Tensor, _init_untracked
+
+__all__ = ["compile", "Compiled", "CACHE_SIZE"]
+
+CACHE_SIZE = 32   # programs kept per compiled function (least recently used dropped first)
+
+
+def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
+    """`f` as a define-then-run program: same signature, same results.
+
+    Arguments may be arrays, Tensors (their values are used), Python numbers and nested
+    tuples/lists/dicts of them. Array leaves are the program's inputs: a call with new shapes
+    or dtypes records `f` again (at most `cache_size` programs are kept). Every other leaf
+    (numbers, strings, None) is part of the cache key: a new value records again.
+
+    Limits, as jax.jit's: Python control flow that reads values (`if loss > 1:`, `float(t)`,
+    `np.asarray(t)` followed by NumPy) is frozen at the branch taken while tracing; side
+    effects (printing, appending to a list, writing into a closed-over array) happen at trace
+    time only; closed-over arrays are constants (read at each call, so in-place updates to
+    them are seen; rebinding the name is not). With `check=True` the second call (the first
+    that replays) runs `f` eagerly as well and raises if any result differs.
+    Inside `f`, array arguments are Tensors, and transforms return Tensors.
+    """
+    if f is None:
+        return lambda g: Compiled(g, check=check, cache_size=cache_size)
+    return Compiled(f, check=check, cache_size=cache_size)
+
+
+class Compiled:
+    """A compiled function: call it as `f`; `.source` shows the generated program(s)."""
+
+    def __init__(self, f, check=False, cache_size=CACHE_SIZE):
+        if not callable(f):
+            raise TypeError(f"tt.compile: expected a function, got {type(f).__name__}")
+        if cache_size < 1:
+            raise ValueError(f"tt.compile: cache_size must be at least 1, got {cache_size}")
+        self.fun = f
+        self.check = check
+        self.cache_size = cache_size
+        self.programs = OrderedDict()   # cache key -> _Program
+        self.traces = 0                 # how many times f was recorded
+        self._checked = False
+        functools.update_wrapper(self, f, updated=())
+
+    @property
+    def source(self):
+        """The generated source of every cached program (newest last)."""
+        return "\n\n".join(p.source for p in self.programs.values())
+
+    @property
+    def trace_seconds(self):
+        """Seconds the newest program took to record and generate (the first call's cost)."""
+        return next(reversed(self.programs.values())).trace_seconds if self.programs else None
+
+    def __call__(self, *args, **kwargs):
+        arrays, key = [], [len(args)]
+        for a in args:
+            if type(a) is np.ndarray:          # _flatten's first case, without the call
+                arrays.append(a)
+                key.append(a.shape)
+                key.append(a.dtype)
+            else:
+                _flatten(a, arrays, key)
+        if kwargs:
+            _flatten(kwargs, arrays, key)
+        key = tuple(key)
+        program = self.programs.get(key)
+        if program is None:
+            program = self._record(args, kwargs, arrays)
+            self.programs[key] = program
+            if len(self.programs) > self.cache_size:
+                self.programs.popitem(last=False)
+            return program.run(arrays)
+        if len(self.programs) > 1:
+            self.programs.move_to_end(key)
+        if self.check and not self._checked:
+            self._checked = True
+            return self._compare(program, arrays, args, kwargs)
+        return program.function(*arrays)
+
+    def _record(self, args, kwargs, arrays):
+        start = time.perf_counter()
+        tracer = _Tracer()
+        names = _argument_names(self.fun, args, kwargs)
+        if len(names) != len(arrays):
+            names = [f"a{i}" for i in range(len(arrays))]
+        inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
+        traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
+        with tracer:
+            out = self.fun(*traced_args, **traced_kwargs)
+        if tracer.reads and not self.check:
+            warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
+                          f"recorded ({'; '.join(tracer.reads)}); the compiled program keeps what they "
+                          f"were this time (a branch on them is frozen). Use array operations instead, "
+                          f"or tt.compile(f, check=True) to compare with eager calls",
+                          RuntimeWarning, stacklevel=3)
+        program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+        program.trace_seconds = time.perf_counter() - start
+        self.traces += 1
+        return program
+
+    def _compare(self, program, arrays, args, kwargs):
+        compiled = program.run(arrays)
+        # Eager on untracked Tensors sharing the arrays, as the recording saw them (some ops
+        # differ on plain arrays: crossEntropy(softmax(z)) is computed from z only for Tensors).
+        wrapped = []
+        for a in arrays:
+            t = Tensor.__new__(Tensor)
+            _init_untracked(t, a)
+            wrapped.append(t)
+        eager_args, eager_kwargs = _refill((args, kwargs), iter(wrapped))
+        eager = self.fun(*eager_args, **eager_kwargs)
+        got, _ = transforms.tree_flatten(compiled)
+        want, _ = transforms.tree_flatten(eager)
+        if len(got) != len(want):
+            raise RuntimeError(f"tt.compile(check=True): {self.__name__} returned {len(want)} "
+                               f"leaves eagerly but the compiled program returns {len(got)}")
+        for i, (g, w) in enumerate(zip(got, want)):
+            w = np.asarray(w.data if isinstance(w, Tensor) else w)
+            g = np.asarray(g)
+            if g.shape != w.shape or not _close(g, w):
+                raise RuntimeError(
+                    f"tt.compile(check=True): result {i} of {self.__name__} differs from the eager "
+                    f"call (compiled {_summary(g)}, eager {_summary(w)}). The function probably "
+                    f"branches on values (if/while on a tensor, float(), np.asarray(...)) or has "
+                    f"side effects, which the program froze at trace time. Write the branch with "
+                    f"array operations (tt.maximum, masks), or do not compile this function.")
+        return compiled
+
+
+def _close(g, w):
+    if g.dtype.kind not in "fc":
+        return np.array_equal(g, w)
+    eps = np.finfo(np.result_type(g.dtype, w.dtype)).eps
+    scale = np.max(np.abs(w[np.isfinite(w)]), initial=0.0)
+    return np.allclose(g, w, rtol=8 * eps, atol=8 * eps * scale, equal_nan=True)
+
+
+def _summary(a):
+    return f"shape {a.shape} {a.dtype}, first values {np.ravel(a)[:3]}"
+
+
+# ----- arguments: array leaves are inputs, everything else is part of the key --------------------
+def _flatten(tree, arrays, key):
+    """Collect the array leaves of `tree` into `arrays` and its shape/dtype/value key into `key`.
+    Iterating by hand over the common containers: this runs on every call."""
+    t = type(tree)
+    if t is np.ndarray:
+        arrays.append(tree)
+        key.append(tree.shape)
+        key.append(tree.dtype)
+    elif t is tuple or t is list:
+        key.append(t)
+        key.append(len(tree))
+        for item in tree:
+            _flatten(item, arrays, key)
+    elif t is dict:
+        key.append(t)
+        for k, item in tree.items():
+            key.append(k)
+            _flatten(item, arrays, key)
+    elif isinstance(tree, Tensor):
+        _flatten(tree.data, arrays, key)
+    elif isinstance(tree, (dict, tuple, list)):   # OrderedDict, namedtuple, ...
+        key.append(t)
+        items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+        for k, item in items:
+            key.append(k)
+            _flatten(item, arrays, key)
+    elif isinstance(tree, np.ndarray):            # a subclass: its plain array
+        _flatten(np.asarray(tree), arrays, key)
+    else:
+        try:
+            hash(tree)
+        except TypeError:
+            raise TypeError(f"tt.compile: a non-array argument must be hashable (it is part of the "
+                            f"cache key); got {type(tree).__name__}. Pass arrays, numbers, strings, or "
+                            f"tuples/lists/dicts of them") from None
+        key.append((t, tree))
+
+
+def _refill(tree, inputs):
+    """`tree` with its array leaves replaced, in order, by the next items of `inputs`."""
+    if isinstance(tree, (np.ndarray, Tensor)):
+        return next(inputs)
+    if isinstance(tree, dict):
+        return transforms._rebuild(tree, {k: _refill(v, inputs) for k, v in tree.items()})
+    if isinstance(tree, (tuple, list)):
+        return transforms._rebuild(tree, [_refill(v, inputs) for v in tree])
+    return tree
+
+
+def _argument_names(f, args, kwargs):
+    """A readable name per array leaf: the parameter's name, and the path inside it (params_W1)."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    rest = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), "a")
+    flat = [(positional[i] if i < len(positional) else f"{rest}{i - len(positional)}", a)
+            for i, a in enumerate(args)]
+    flat += list(kwargs.items())       # in the order _flatten takes them
+    names = []
+
+    def walk(node, path):
+        if isinstance(node, (np.ndarray, Tensor)):
+            names.append(path)
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{path}_{k}")
+        elif isinstance(node, (tuple, list)):
+            for i, v in enumerate(node):
+                walk(v, f"{path}{i}" if path[-1:].isalpha() else f"{path}_{i}")
+
+    for name, value in flat:
+        walk(value, name)
+    return names
+
+
+# ----- recording ---------------------------------------------------------------------------------
+class _Ref:
+    """A reference to a recorded value (a variable of the program) inside an entry's arguments."""
+    __slots__ = ("var",)
+
+    def __init__(self, var):
+        self.var = var
+
+
+class _Val:
+    """A value in a recording sweep, with its variable (None: a constant, such as the seed)."""
+    __slots__ = ("value", "var")
+
+    def __init__(self, value, var):
+        self.value, self.var = value, var
+
+
+class _Entry:
+    """One line of the program: out = fun(*args, **kwargs); args and kwargs hold _Refs to
+    variables where the values were recorded ones, constants elsewhere. `kind`: "prim" (a
+    primitive's forward; "prim0" for a 0-d result), "rule" (a VJP/JVP rule or a helper the
+    sweep applies), "add", "part", "seed", "numpy" (a non-differentiable NumPy function)."""
+    __slots__ = ("fun", "name", "args", "kwargs", "out", "label", "kind")
+
+    def __init__(self, fun, name, args, kwargs, out, label, kind):
+        self.fun, self.name, self.args, self.kwargs = fun, name, args, kwargs
+        self.out, self.label, self.kind = out, label, kind
+
+
+class _Tracer:
+    """The Wengert list being recorded: variables (values) and the entries computing them."""
+
+    active = None   # the tracer recording now (one at a time; a nested compile runs inside it)
+
+    def __init__(self):
+        self.values = []          # variable -> its value at trace time
+        self.hints = []           # variable -> a name hint
+        self.entries = []
+        self.index = {}           # id(Tensor or array) -> variable
+        self.alive = []           # keeps every indexed object alive, so ids stay unique
+        self.arguments = []
+        self.reads = []           # where f read a traced value into Python ("file:line: how")
+
+    # ----- variables -----
+    def _new(self, value, hint, *objects):
+        var = len(self.values)
+        self.values.append(value)
+        self.hints.append(hint)
+        for obj in objects:
+            if obj is not None:
+                self.index[id(obj)] = var
+                self.alive.append(obj)
+        return var
+
+    def argument(self, array, name):
+        if id(array) in self.index:     # the same array passed twice: two inputs all the same
+            array = array.copy()
+        t = Tensor.__new__(Tensor)
+        _init_untracked(t, array)       # shares the caller's array: no copy
+        var = self._new(array, name, t, array)
+        self.arguments.append(var)
+        return t
+
+    def var_of(self, x):
+        """The variable holding x (a Tensor or an array), or None for a constant."""
+        var = self.index.get(id(x))
+        if var is None and isinstance(x, Tensor):
+            var = self.index.get(id(x.data))
+        return var
+
+    def template(self, x):
+        """x with every recorded value replaced by a _Ref (containers walked)."""
+        if type(x) is _Val:
+            return x.value if x.var is None else _Ref(x.var)
+        var = self.var_of(x) if isinstance(x, (Tensor, np.ndarray)) else None
+        if var is not None:
+            return _Ref(var)
+        if isinstance(x, Tensor):
+            return x.data                  # a constant Tensor (made inside f, or closed over)
+        if type(x) in (tuple, list):
+            return type(x)(self.template(v) for v in x)
+        if type(x) is dict:
+            return {k: self.template(v) for k, v in x.items()}
+        return x
+
+    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=()):
+        """Note `value = fun(*args, **kwargs)` if any argument is recorded; returns its variable
+        (or None, for a computation on constants only, which stays a constant)."""
+        args = self.template(tuple(args))
+        kwargs = self.template(dict(kwargs))
+        if not (_has_ref(args) or _has_ref(kwargs)):
+            return None
+        var = self._new(value, hint, value if isinstance(value, np.ndarray) else None, *objects)
+        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind))
+        return var
+
+    def wrap(self, value, var):
+        """An untracked Tensor holding `value`, known as variable `var`."""
+        t = Tensor.__new__(Tensor)
+        _init_untracked(t, value if isinstance(value, np.ndarray) else np.asarray(value))
+        self.index[id(t)] = var
+        self.index[id(t.data)] = var
+        self.alive.append(t)
+        return t
+
+    def call(self, fun, name, args, kwargs, label, kind, hint=None):
+        """Apply `fun` to the values of args (Tensors give their .data) and record it."""
+        values = [_value_of(a) for a in args]
+        value = fun(*values, **kwargs)
+        if value is None:
+            return None, None
+        var = self.record(fun, name, args, kwargs, value, label, kind, hint)
+        return value, var
+
+    # ----- the patches, in place only while recording -----
+    def __enter__(self):
+        if _Tracer.active is not None:
+            raise RuntimeError("tt.compile: a compiled function called while another one is being "
+                               "recorded; call the inner function uncompiled (tracing inlines it)")
+        _Tracer.active = self
+        self._saved = (Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER,
+                       {n: getattr(Tensor, n) for n in (*_COMPARISONS, *_VALUE_READS)})
+        call, dispatch = Primitive.__call__, ops.numpy_dispatch
+        tracer = self
+
+        def traced_call(prim, *args, **params):
+            out = call(prim, *args, **params)
+            if isinstance(out, Tensor):
+                var = tracer.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
+                                    objects=(out,))
+                if var is not None and out.data.ndim == 0:
+                    tracer.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
+            return out
+
+        def traced_dispatch(func, args, kwargs, method="__call__", use_table=True):
+            out = dispatch(func, args, kwargs, method, use_table)
+            if type(out) is np.ndarray:
+                target = func if method == "__call__" else getattr(func, method)
+                name = getattr(func, "__name__", "numpy_function")
+                tracer.record(target, name, args, kwargs, out, name, "numpy")
+            return out
+
+        def refuse_backward(output, grad=None):
+            raise RuntimeError("tt.compile: .backward() inside a compiled function is not recorded "
+                               "(it writes .grad as a side effect); return the gradients instead: "
+                               "loss, grads = tt.value_and_grad(loss_fn)(params, ...)")
+
+        Primitive.__call__ = traced_call
+        ops.numpy_dispatch = traced_dispatch
+        tape.backward = refuse_backward
+        transforms._TRACER = self
+        for name, ufunc in _COMPARISONS.items():
+            setattr(Tensor, name, _traced_comparison(self, getattr(Tensor, name), ufunc))
+        for name in _VALUE_READS:
+            setattr(Tensor, name, _noted_read(self, getattr(Tensor, name), name))
+        return self
+
+    def __exit__(self, *exc):
+        Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER, methods = self._saved
+        for name, method in methods.items():
+            setattr(Tensor, name, method)
+        _Tracer.active = None
+
+    # ----- the sweeps, recording each rule application --------------------------------------
+    def reverse_sweep(self, roots, cotangents, wrt):
+        """tape.reverse_sweep(roots, cotangents, wrt) (create_graph=False), applying the same
+        rules in the same order, each noted as an entry. Returns {input: Tensor}."""
+        wanted = set(wrt)
+        oldest = min((w._id for w in wrt), default=-1)
+        cot = {}        # node -> (value, variable or None for a constant)
+        frontier = []
+        for r, c in zip(roots, cotangents):
+            if not (isinstance(r, Tensor) and r.requires_grad):
+                continue
+            if not isinstance(c, (np.ndarray, Tensor)):
+                c = np.asarray(c, dtype=r.dtype)
+            c = (c.data if isinstance(c, Tensor) else c, self.var_of(c))
+            if c[1] is None:        # the seed, a constant: named in the program as g_<root>
+                var = self._new(c[0], f"g_{self._hint(r)}")
+                self.entries.append(_Entry(None, "seed", (c[0],), {}, var,
+                                           f"the seed: d {self._label(r)} / d {self._label(r)}", "seed"))
+                c = (c[0], var)
+            if r in cot:
+                c = self._add(cot[r], c, r)
+            else:
+                heappush(frontier, (-r._id, r))
+            cot[r] = c
+        results = {}
+        while frontier:
+            node = heappop(frontier)[1]
+            g = cot.pop(node)
+            if node in wanted:
+                results[node] = self._tensor(g)
+            prim = node._prim
+            if prim is None:
+                continue
+            inputs, params = node._inputs, node._params
+            g_arg = self._arg(g)
+            label = f"{prim.name} VJP: adjoint of {self._label(node)}"
+            rules = prim.vjps
+            parts = None
+            if rules is None:
+                parts, var = self.call(prim.joint_vjp, f"{prim.name}_vjp", (g_arg, node, *inputs),
+                                       params, label, "rule")
+                if not isinstance(parts, (tuple, list)):
+                    parts = (parts,)
+                    var = None if var is None else ("single", var)
+            for i, a in enumerate(inputs):
+                if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
+                    continue
+                hint = f"g_{self._hint(a)}"
+                if parts is None:
+                    value, v = self.call(rules[i], f"{prim.name}_vjp{i}", (g_arg, node, *inputs),
+                                         params, f"{label} to {self._label(a, i)}", "rule", hint=hint)
+                    if value is None:
+                        continue
+                else:
+                    value = parts[i]
+                    if value is None:
+                        continue
+                    v = self._part(var, i, value, hint, f"{label} to {self._label(a, i)}")
+                ga = (value, v)
+                if np.shape(value) != a.data.shape:
+                    shape = a.data.shape
+                    ga = self._apply(unbroadcast, "unbroadcast", ga, (shape,), label, hint)
+                prev = cot.get(a)
+                if prev is None:
+                    cot[a] = ga
+                    heappush(frontier, (-a._id, a))
+                else:
+                    cot[a] = self._add(prev, ga, a)
+        return results
+
+    def forward_sweep(self, output, tangents):
+        """tape.forward_sweep(output, tangents), each JVP rule call noted. Returns a Tensor."""
+        tangent = {}
+        for x, t in tangents.items():
+            if not isinstance(x, Tensor) or not x.requires_grad:
+                return tape.forward_sweep(output, tangents)     # for its error message
+            t_value = np.asarray(t.data if isinstance(t, Tensor) else t)
+            if t_value.shape != x.shape:
+                return tape.forward_sweep(output, tangents)
+            var = self.var_of(t)
+            if t_value.dtype != x.dtype:
+                t_value, var = self._apply(np.asarray, "asarray", (t_value, var), (),
+                                           "tangent in the input's dtype", "t", dtype=x.dtype)
+            tangent[x] = (t_value, var)
+        if output in tangent:
+            return self._tensor(self._apply(np.array, "array", tangent[output], (), "copy", "t"))
+        if not tangent or not output.requires_grad:
+            return np.zeros_like(output.data)
+        order = _tape_of([output], min(x._id for x in tangent))
+        order.reverse()
+        for node in order:
+            prim = node._prim
+            if prim is None or node in tangent:
+                continue
+            ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
+            if not any(t is not None for t in ts):
+                continue
+            label = f"{prim.name} JVP: tangent of {self._label(node)}"
+            hint = f"t_{self._hint(node)}"
+            inputs, params = node._inputs, node._params
+            if prim.jvps is None:
+                value, var = self.call(prim.joint_jvp, f"{prim.name}_jvp",
+                                       ([None if t is None else _Val(*t) for t in ts], node, *inputs),
+                                       params, label, "rule", hint=hint)
+                total = None if value is None else (value, var)
+            else:
+                total = None
+                for i, (rule, t) in enumerate(zip(prim.jvps, ts)):
+                    if t is None:
+                        continue
+                    value, var = self.call(rule, f"{prim.name}_jvp{i}", (self._arg(t), node, *inputs),
+                                           params, f"{label} from {self._label(node._inputs[i], i)}", "rule",
+                                           hint=hint)
+                    if value is None:
+                        continue
+                    total = (value, var) if total is None else self._add(total, (value, var), node, "t_")
+            if total is None:
+                continue
+            if np.shape(total[0]) != node.data.shape:
+                total = self._apply(np.broadcast_to, "broadcast_to", total, (node.data.shape,), label, hint)
+            tangent[node] = total
+        result = tangent.get(output)
+        if result is None:
+            return np.zeros_like(output.data)
+        return self._tensor(self._apply(np.array, "array", result, (), "the tangent, copied", "t",
+                                        dtype=output.dtype))
+
+    # ----- helpers for the sweeps: values travel as (array, variable or None) -----
+    def _arg(self, pair):
+        return _Val(*pair)
+
+    def _tensor(self, pair):
+        value, var = pair
+        if var is None:
+            return value                   # a constant gradient (the seed itself)
+        return self.wrap(value, var)
+
+    def _apply(self, fun, name, pair, extra, label, hint, **kwargs):
+        value, var = self.call(fun, name, (self._arg(pair), *extra), kwargs, label, "rule", hint=hint)
+        return value, var
+
+    def _add(self, a, b, node, prefix="g_"):
+        value, var = self.call(operator.add, "add", (self._arg(a), self._arg(b)), {},
+                               f"sum of the contributions to {self._label(node)}", "add",
+                               hint=f"{prefix}{self._hint(node)}")
+        return value, var
+
+    def _part(self, var, i, value, hint, label):
+        if var is None:
+            return None
+        if isinstance(var, tuple):         # the joint rule returned one value, not a tuple
+            return var[1]
+        v = self._new(value, hint, value if isinstance(value, np.ndarray) else None)
+        self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), i), {}, v,
+                                   label, "part"))
+        return v
+
+    def _hint(self, node):
+        var = self.var_of(node)
+        return None if var is None else f"@{var}"
+
+    def _label(self, node, i=None):
+        var = self.var_of(node)
+        if var is not None:
+            return f"@{var}"
+        return f"input {i}" if i is not None else node._prim.name if node._prim else "a constant"
+
+
+_COMPARISONS = {"__lt__": np.less, "__le__": np.less_equal, "__gt__": np.greater,
+                "__ge__": np.greater_equal, "__eq__": np.equal, "__ne__": np.not_equal}
+
+
+def _traced_comparison(tracer, method, ufunc):
+    """A Tensor comparison that notes its mask (a relu or max rule applied to Tensors inside a
+    nested transform compares values: the mask must be recomputed on every call). Inside a
+    nested transform it gives an untracked Tensor, so NumPy calls on the mask are recorded too."""
+    def compare(self, other):
+        value = method(self, other)
+        var = tracer.record(ufunc, ufunc.__name__, (self, other), {}, value, ufunc.__name__, "numpy")
+        if var is not None and transforms._Nesting.depth > 0:
+            return tracer.wrap(value, var)
+        return value
+    return compare
+
+
+def _value_of(x):
+    if type(x) is _Val:
+        return x.value
+    if isinstance(x, Tensor):
+        return x.data
+    if type(x) is list:            # the tangents given to a joint JVP rule
+        return [_value_of(v) for v in x]
+    return x
+
+
+_VALUE_READS = ("__bool__", "__float__", "__int__", "item", "__array__")
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _noted_read(tracer, method, name):
+    """A Tensor method that turns a value into Python (bool, float, an array NumPy then uses):
+    noted when the caller is user code, whose branch on it the program freezes."""
+    def read(self, *args, **kwargs):
+        frame = sys._getframe(1)
+        if (not frame.f_code.co_filename.startswith(_PACKAGE) and tracer.var_of(self) is not None
+                and len(tracer.reads) < 5):
+            how = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
+                   "__array__": "np.asarray()"}[name]
+            tracer.reads.append(f"{how} at {frame.f_code.co_filename}:{frame.f_lineno}")
+        return method(self, *args, **kwargs)
+    return read
+
+
+def _has_ref(x):
+    if type(x) is _Ref:
+        return True
+    if type(x) in (tuple, list):
+        return builtins.any(_has_ref(v) for v in x)
+    if type(x) is dict:
+        return builtins.any(_has_ref(v) for v in x.values())
+    return False
+
+
+def _refs(x, found):
+    if type(x) is _Ref:
+        found.append(x.var)
+    elif type(x) in (tuple, list):
+        for v in x:
+            _refs(v, found)
+    elif type(x) is dict:
+        for v in x.values():
+            _refs(v, found)
+    return found
+
+
+# ----- generating the program --------------------------------------------------------------------
+class _Program:
+    """One generated program: `run(arrays)` gives the results from the array leaves."""
+
+    def __init__(self, function, source):
+        self.function = function
+        self.source = source
+        self.trace_seconds = None
+
+    def run(self, arrays):
+        return self.function(*arrays)
+
+
+# Hot primitives and rules whose code is one NumPy expression for the argument ranks seen at
+# trace time: emitted inline instead of a call through their Python wrapper. Keyed by the
+# function object, so a primitive redefined elsewhere simply gets no shortcut. Each expression
+# is the same NumPy call the wrapper makes (the op-sweep test compares compiled and eager bit
+# for bit, so a drift between a rule and its line here fails that test).
+def _special_forms():
+    table = {}
+
+    def put(fun, form):
+        if fun is not None:
+            table[id(fun)] = (fun, form)
+
+    def prim(name):
+        return tape.REGISTRY.get(name)
+
+    def rule(name, i, kind="vjps"):
+        rules = getattr(prim(name), kind, None)
+        return rules[i] if rules is not None and i < len(rules) else None
+
+    def fun(name):
+        return getattr(prim(name), "fun", None)
+
+    for name, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")):
+        put(fun(name), lambda x, nd, op=op: f"{x[0]} {op} {x[1]}")
+    put(fun("neg"), lambda x, nd: f"-{x[0]}")
+    put(fun("relu"), lambda x, nd: f"np.maximum({x[0]}, 0)")
+    put(fun("dot"), lambda x, nd: f"np.dot({x[0]}, {x[1]})" if nd[0] in (1, 2) and nd[1] in (1, 2) else None)
+    # VJP rules: x = (g, ans, *inputs)
+    for kind in ("vjps", "jvps"):
+        put(rule("add", 0, kind), lambda x, nd: x[0])
+        put(rule("add", 1, kind), lambda x, nd: x[0])
+        put(rule("sub", 0, kind), lambda x, nd: x[0])
+        put(rule("sub", 1, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("neg", 0, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("exp", 0, kind), lambda x, nd: f"{x[0]} * {x[1]}")
+        put(rule("tanh", 0, kind), lambda x, nd: f"{x[0]} * (1 - {x[1]} * {x[1]})")
+        put(rule("sigmoid", 0, kind), lambda x, nd: f"{x[0]} * ({x[1]} * (1 - {x[1]}))")
+        put(rule("relu", 0, kind), lambda x, nd: f"{x[0]} * ({x[2]} > 0)")
+    put(rule("mul", 0), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1), lambda x, nd: f"{x[0]} * {x[2]}")
+    put(rule("mul", 0, "jvps"), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1, "jvps"), lambda x, nd: f"{x[2]} * {x[0]}")
+    put(rule("div", 0), lambda x, nd: f"{x[0]} / {x[3]}")
+    for name in ("dot", "matmul", "linear"):     # 2-D operands: g @ b.T and a.T @ g
+        put(rule(name, 0), lambda x, nd: f"{x[0]} @ {x[3]}.T" if nd[2] == 2 and nd[3] == 2 else None)
+        put(rule(name, 1), lambda x, nd: f"{x[2]}.T @ {x[0]}" if nd[2] == 2 and nd[3] == 2 else None)
+    put(rule("linear", 2), lambda x, nd: x[0])
+    return table
+
+
+def _type_comment(e, tracer):
+    value = tracer.values[e.out]
+    return f"{e.label}: {value.dtype}{tuple(np.shape(value))}".replace(",)", ")")
+
+
+def _softmax_cross_entropy_pairs(live, producer):
+    """The lecture's crossEntropy(softmax(z), y) computes softmax(z) and, from the same logits,
+    log_softmax(z): both start with the same max, subtraction, exp and sum. Returns
+    {softmax var: ("softmax", None), crossEntropy var: ("crossEntropy", softmax var)} for each
+    such pair, so the program computes those steps once (the same NumPy calls as
+    ops' _softmax_forward and _log_softmax_forward, so the same numbers)."""
+    softmax, cross_entropy = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("crossEntropy")
+    if softmax is None or cross_entropy is None or _ROWS is None:
+        return {}
+    pairs = {}
+    for e in live:
+        if e.fun is not cross_entropy.fun or len(e.args) != 3 or set(e.kwargs) - {"reduction"}:
+            continue
+        p, z = e.args[0], e.args[2]
+        if type(p) is not _Ref or type(z) is not _Ref:
+            continue
+        a = producer.get(p.var)
+        if (a is not None and a.fun is softmax.fun and len(a.args) == 1 and type(a.args[0]) is _Ref
+                and a.args[0].var == z.var and set(a.kwargs) <= {"axis"} and a.out not in pairs):
+            pairs[a.out] = ("softmax", None)
+            pairs[e.out] = ("crossEntropy", a.out)
+    return pairs
+
+
+# ops' helpers for the rows of the cross-entropy (None if the op table no longer has them)
+_ROWS = tuple(getattr(ops, n, None) for n in ("_class_indices", "_at_labels", "_reduce_rows"))
+_ROWS = None if None in _ROWS else _ROWS
+
+
+def _cross_entropy_rows(log_p, z, y, reduction):
+    """ops._rows_from_logits(z, y, reduction) given log_p = log_softmax(z)."""
+    class_indices, at_labels, reduce_rows = _ROWS
+    index = class_indices(y, z.shape, check=True)
+    if index is not None:
+        return reduce_rows(-at_labels(log_p, index), reduction)
+    y = np.asarray(y)
+    if log_p.min() == -np.inf:
+        log_p = np.where(y == 0, 0, log_p)
+    return reduce_rows(-(y * log_p).sum(axis=-1), reduction)
+
+
+def _atom(text):
+    """A name or a non-negative number: safe inside an expression without parentheses."""
+    return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
+
+
+def _unbroadcast_form(x, g_shape, shape):
+    """tape.unbroadcast's branch for these shapes, as one expression (None: call it)."""
+    lead = len(g_shape) - len(shape)
+    if lead == 1 and tuple(g_shape[1:]) == tuple(shape):    # a bias: sum over the batch axis
+        return f"{x}.sum(axis=0)"
+    return None
+
+
+_SPECIAL = None
+
+
+def _generate(tracer, out, fname):
+    out = out if not isinstance(out, Tensor) else out
+    leaves, out_structure = transforms.tree_flatten(out)
+    out_refs = [tracer.template(x) for x in leaves]
+    # Which entries the results need (dead entries dropped).
+    producer = {e.out: e for e in tracer.entries}
+    needed = set()
+    stack = [r.var for r in out_refs if type(r) is _Ref]
+    while stack:
+        var = stack.pop()
+        if var in needed:
+            continue
+        needed.add(var)
+        e = producer.get(var)
+        if e is not None:
+            stack += _refs(e.args, []) + _refs(e.kwargs, [])
+    live = [e for e in tracer.entries if e.out in needed]
+
+    namespace = {"np": np}
+    used = set(dir(builtins)) | set(keyword.kwlist) | {"np"}
+    names = {}
+    counters = {"z": itertools.count(1)}
+
+    def fresh(base):
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(base)) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name, k = base, 1
+        while name in used:
+            k += 1
+            name = f"{base}_{k}"
+        used.add(name)
+        return name
+
+    functions = {}
+
+    def function_name(fun, name):
+        key = id(fun)
+        if key not in functions:
+            functions[key] = fresh(name)
+            namespace[functions[key]] = fun
+        return functions[key]
+
+    constants = {}
+
+    def constant(value):
+        key = id(value)
+        if key not in constants:
+            constants[key] = fresh(f"c{len(constants) + 1}")
+            namespace[constants[key]] = value
+            tracer.alive.append(value)
+        return constants[key]
+
+    def emit(x):
+        t = type(x)
+        if t is _Ref:
+            return names[x.var]
+        if x is None or t is bool or t is int or t is str:
+            return repr(x)
+        if t is float and np.isfinite(x):
+            return repr(x)
+        if t is tuple:
+            inner = ", ".join(emit(v) for v in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if t is list:
+            return "[" + ", ".join(emit(v) for v in x) + "]"
+        if t is dict and all(type(k) is str for k in x):
+            return "{" + ", ".join(f"{k!r}: {emit(v)}" for k, v in x.items()) + "}"
+        if t is slice:
+            return f"slice({emit(x.start)}, {emit(x.stop)}, {emit(x.step)})"
+        if x is Ellipsis:
+            return "..."
+        return constant(x)
+
+    for var in tracer.arguments:
+        names[var] = fresh(tracer.hints[var])
+    for e in live:
+        hint = tracer.hints[e.out]
+        if hint is None:
+            base = f"z{next(counters['z'])}"
+        elif hint.startswith(("g_@", "t_@")):
+            base = hint[:2] + names.get(int(hint[3:]), "v")
+        else:
+            base = hint
+        names[e.out] = fresh(base)
+
+    def label(text):
+        # "@12" in a label stands for the name of variable 12
+        out, i = [], 0
+        while i < len(text):
+            if text[i] == "@":
+                j = i + 1
+                while j < len(text) and text[j].isdigit():
+                    j += 1
+                out.append(names.get(int(text[i + 1:j]), "?"))
+                i = j
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    global _SPECIAL
+    if _SPECIAL is None:
+        _SPECIAL = _special_forms()
+    fused = _softmax_cross_entropy_pairs(live, producer)
+    pieces = {}
+    body = []
+    for e in live:
+        args = [emit(a) for a in e.args]
+        expr = None
+        special = _SPECIAL.get(id(e.fun))
+        if e.out in fused:                        # softmax whose logits crossEntropy reuses
+            kind, other = fused[e.out]
+            if kind == "softmax":
+                z, axis = args[0], emit(e.kwargs.get("axis", -1))
+                lhs = names[e.out]
+                shifted, total = pieces[e.out] = fresh(f"{lhs}_shifted"), fresh(f"{lhs}_sum")
+                body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
+                             "softmax in steps, shared with log_softmax"))
+                body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
+                body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
+                body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
+                continue
+            special = None
+            shifted, total = pieces[other]
+            y, reduction = args[1], emit(e.kwargs.get("reduction", "mean"))
+            expr = (f"{function_name(_cross_entropy_rows, 'cross_entropy_rows')}"
+                    f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
+        if special is not None and special[0] is e.fun and e.kind != "numpy":
+            ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
+            expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
+        elif e.fun is unbroadcast:
+            g = e.args[0]
+            g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
+            expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+        if expr is not None:
+            pass
+        elif e.kind == "seed":
+            expr = args[0]
+        elif e.kind == "part":
+            expr = f"{args[0]}[{args[1]}]"
+        elif e.fun is operator.add:
+            expr = f"{args[0]} + {args[1]}"
+        else:
+            call_args = args + [f"{k}={emit(v)}" for k, v in e.kwargs.items()]
+            expr = f"{function_name(e.fun, e.name)}({', '.join(call_args)})"
+
+        lhs = names[e.out]
+        if e.kind in ("prim", "prim0"):
+            comment = _type_comment(e, tracer)
+        else:
+            comment = label(e.label)
+        body.append((lhs, expr, comment))
+
+    producer_kind = {e.out: e.kind for e in live}
+    results = []
+    for ref in out_refs:
+        if type(ref) is _Ref:
+            name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
+            scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+            results.append(f"np.asarray({name})" if scalar else name)
+        elif isinstance(ref, np.ndarray):
+            results.append(f"{constant(ref)}.copy()")    # never the same array twice
+        else:
+            results.append(emit(ref))
+    ret = _emit_structure(out_structure, iter(results), namespace, fresh)
+    params = [names[v] for v in tracer.arguments]
+    width = max([len(f"{lhs} = {expr}") for lhs, expr, _ in body] + [0])
+    lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
+    lines += [f"    {f'{lhs} = {expr}':<{width}}  # {comment}" for lhs, expr, comment in body]
+    lines.append(f"    return {ret}")
+    source = "\n".join(lines) + "\n"
+    code = builtins.compile(source, f"<tt.compile {fname}>", "exec")
+    exec(code, namespace)
+    run = namespace[lines[0][4:lines[0].index("(")]]
+    return _Program(run, source)
+
+
+def _name_for(obj, namespace, fresh):
+    name = fresh(getattr(obj, "__name__", "key"))
+    namespace[name] = obj
+    return name
+
+
+def _emit_structure(structure, results, namespace, fresh):
+    if structure is transforms.LEAF:
+        return next(results)
+    if structure is None:
+        return "None"
+    if isinstance(structure, dict):
+        items = []
+        for k, v in structure.items():
+            key = repr(k) if type(k) in (str, int, bool) else _name_for(k, namespace, fresh)
+            items.append(f"{key}: {_emit_structure(v, results, namespace, fresh)}")
+        text = "{" + ", ".join(items) + "}"
+        if type(structure) is not dict:
+            text = f"{_name_for(type(structure), namespace, fresh)}({text})"
+        return text
+    parts = [_emit_structure(v, results, namespace, fresh) for v in structure]
+    if isinstance(structure, list):
+        return "[" + ", ".join(parts) + "]"
+    if hasattr(structure, "_fields"):
+        return f"{_name_for(type(structure), namespace, fresh)}({', '.join(parts)})"
+    return f"({', '.join(parts)},)" if len(parts) == 1 else f"({', '.join(parts)})"
+
