@@ -45,7 +45,9 @@ def run_case(name, index, device, dtype):
     """{what: array} for one case on `device`: "value", "tangent", "vjp i", "backward i"."""
     spec = ROWS[name]
     args, params = spec.cases()[index]
-    params = {k: (device if k == "device" else v) for k, v in params.items()}   # to_device's row
+    # to_device's row names the device; a static array (indices, max_unpool2d's hits) lives there too
+    params = {k: device if k == "device" else backend.to_device(v, device) if type(v) is np.ndarray else v
+              for k, v in params.items()}
     values = [backend.to_device(np.asarray(a, dtype=dtype) if _is_float(a) else np.asarray(a), device)
               for a in args]
     inputs = [tt.Tensor(v, requires_grad=True) if _is_float(a) else v for a, v in zip(args, values)]
