@@ -306,7 +306,8 @@ def repeat(a, repeats, axis=None):
         raise ValueError(f"repeat: repeats of shape {counts.shape} do not match axis {axis} of "
                          f"length {n}; give one count, or one per entry")
     a = a if a.shape == shape else reshape(a, shape)
-    return getitem(a, index=(slice(None),) * axis + (np.repeat(np.arange(n), counts),))
+    picks = np.repeat(backend.namespace(counts).arange(n), counts)
+    return getitem(a, index=(slice(None),) * axis + (backend.like(picks, a),))   # on a's device
 
 
 # ----- picking entries: composed from getitem (repeated indices add up in the VJP) -----------------
@@ -355,7 +356,8 @@ def take_along_axis(arr, indices, axis=-1):
         if dim == axis:
             fancy.append(index)
         else:   # the position along every other axis, broadcast against the indices
-            fancy.append(np.arange(n).reshape((1,) * dim + (n,) + (1,) * (arr.ndim - dim - 1)))
+            positions = backend.namespace(index).arange(n)        # on the indices' device
+            fancy.append(positions.reshape((1,) * dim + (n,) + (1,) * (arr.ndim - dim - 1)))
     return getitem(arr, index=tuple(fancy))
 
 
@@ -369,7 +371,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     planes = a if (axis1, axis2) == (a.ndim - 2, a.ndim - 1) else moveaxis(a, (axis1, axis2), (-2, -1))
     rows, cols = planes.shape[-2:]
     length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
-    i = np.arange(length)
+    i = backend.namespace(planes).arange(length)
     return getitem(planes, index=(Ellipsis, i - min(offset, 0), i + max(offset, 0)))
 
 
