@@ -244,6 +244,24 @@ def test_checkpoints_of_a_device_model_save_and_load(tmp_path):
                if backend.is_array(v))
 
 
+def test_a_device_without_a_scipy_function_is_a_clear_error():
+    class Bare(ForeignArray):
+        __slots__ = ()
+    xp = backend.get_device(NAME).xp
+    backend.register_device("bare", Bare, xp, from_host=lambda a: Bare(np.array(a)),
+                            to_host=lambda b: b.get())
+    try:
+        x = Bare(np.array([0.5, -1.0]))
+        assert backend.device_of(x) == "bare"
+        with pytest.raises(TypeError, match=r"erf on device 'bare': its array library has no erf"):
+            backend.erf(x)          # what tt.erf's forward and gelu's rules call off NumPy
+        with pytest.raises(TypeError, match="unknown functions"):
+            backend.register_device("bad", Bare, xp, from_host=None, to_host=None, gamma=None)
+    finally:
+        backend._DEVICES.pop("bare")
+        backend._BY_TYPE.pop(Bare)
+
+
 def test_module_to_moves_parameters_and_gradients():
     model = tt.nn.Linear(3, 2, rng=0)
     model(np.ones((1, 3), np.float32)).sum().backward()

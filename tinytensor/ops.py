@@ -864,7 +864,7 @@ def _setitem_forward(x, v, index):
     if not _is_basic(index):
         hits = backend.namespace(x).zeros(np.shape(x), dtype=np.intp)
         backend.add_at(hits, index, 1)
-        if int(hits.max(initial=0)) > 1:
+        if hits.size and int(hits.max()) > 1:     # (CuPy's max has no initial=)
             raise IndexError("t[index] = v with an index that repeats a position is ambiguous "
                              "(NumPy keeps one of the writes); use distinct positions")
     out = backend.copy(x)
