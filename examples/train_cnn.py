@@ -32,6 +32,7 @@ from tqdm import tqdm  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
+from tinytensor.backend import to_device  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -51,6 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")
     p.add_argument("--plot", default="runs/train_cnn.png", help="where to save the curves (PNG)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--device", default="cpu", help='"cpu" (NumPy) or "cuda" (CuPy: pip install -e ".[gpu]")')
     return p.parse_args(argv)
 
 
@@ -83,12 +85,13 @@ def make_cnn(rng, dropout):
         nn.Flatten(), nn.Dropout(dropout, rng=rng), nn.Linear(128, 10, rng=rng))
 
 
-def evaluate(model, loss_fn, X, y):
+def evaluate(model, loss_fn, X, y, device="cpu"):
     """(mean loss, accuracy) on the whole set, in eval mode, without recording a tape."""
     model.eval()
     with tt.no_grad():
-        logits = model(X)
-        return loss_fn(logits, y).item(), float(np.mean(logits.data.argmax(axis=1) == y))
+        logits = model(to_device(X, device))
+        predicted = tt.backend.to_host(logits.data).argmax(axis=1)
+        return loss_fn(logits, to_device(y, device)).item(), float(np.mean(predicted == y))
 
 
 def save_plot(history, path):
@@ -118,7 +121,7 @@ def main(argv=None):
     stop = args.total_epochs if args.epochs is None else min(args.epochs, args.total_epochs)
     rng = np.random.default_rng(args.seed)    # one generator: init, then every epoch's order
     (X_train, y_train), (X_val, y_val), (X_test, y_test) = load_data(args.seed)
-    model = make_cnn(rng, args.dropout)
+    model = make_cnn(rng, args.dropout).to(args.device)
     loss_fn = nn.CrossEntropyLoss()
     opt = tt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     sched = tt.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.total_epochs)
@@ -143,18 +146,19 @@ def main(argv=None):
         bar = tqdm(total=n_batches, desc=f"epoch {epoch:>3}/{args.total_epochs}", unit="batch",
                    disable=args.quiet, dynamic_ncols=True)
         for xb, yb in tt.data.minibatches(X_train, y_train, args.batch_size, rng=rng):
-            logits = model(random_shifts(xb, args.shift, rng))
-            loss = loss_fn(logits, yb)          # 1. forward propagation
+            # shifts drawn on the host (the same run on every device), the batch then moved
+            logits = model(to_device(random_shifts(xb, args.shift, rng), args.device))
+            loss = loss_fn(logits, to_device(yb, args.device))   # 1. forward propagation
             opt.zero_grad()
             loss.backward()                     # 2. backward propagation
             opt.step()                          # 3. weight update
             total_loss += loss.item() * len(yb)
-            total_correct += int(np.sum(logits.data.argmax(axis=1) == yb))
+            total_correct += int(np.sum(tt.backend.to_host(logits.data).argmax(axis=1) == yb))
             seen += len(yb)
             bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{total_correct / seen:.4f}", refresh=False)
             bar.update()
         sched.step()
-        val_loss, val_acc = evaluate(model, loss_fn, X_val, y_val)
+        val_loss, val_acc = evaluate(model, loss_fn, X_val, y_val, args.device)
         bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{total_correct / seen:.4f}",
                         val_loss=f"{val_loss:.4f}", val_acc=f"{val_acc:.4f}")
         bar.close()
@@ -170,7 +174,7 @@ def main(argv=None):
     ran = stop - start_epoch
 
     model.load_state_dict(best["state"])
-    _, test_acc = evaluate(model, loss_fn, X_test, y_test)
+    _, test_acc = evaluate(model, loss_fn, X_test, y_test, args.device)
     save_plot(history, args.plot)
     if ran:
         print(f"trained {ran} epochs in {elapsed:.2f} s ({elapsed / ran * 1000:.0f} ms/epoch); "

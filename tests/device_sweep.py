@@ -45,7 +45,9 @@ def run_case(name, index, device, dtype):
     """{what: array} for one case on `device`: "value", "tangent", "vjp i", "backward i"."""
     spec = ROWS[name]
     args, params = spec.cases()[index]
-    params = {k: (device if k == "device" else v) for k, v in params.items()}   # to_device's row
+    # to_device's row names the device; a static array (indices, max_unpool2d's hits) lives there too
+    params = {k: device if k == "device" else backend.to_device(v, device) if type(v) is np.ndarray else v
+              for k, v in params.items()}
     values = [backend.to_device(np.asarray(a, dtype=dtype) if _is_float(a) else np.asarray(a), device)
               for a in args]
     inputs = [tt.Tensor(v, requires_grad=True) if _is_float(a) else v for a, v in zip(args, values)]
@@ -176,3 +178,121 @@ def readme_gpu_example():
     with open(os.path.join(root, "README.md")) as f:
         section = f.read().split("## On a GPU", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+# ----- a small CNN: conv, pools, batch norm, dropout, the losses' options, every optimizer and schedule -----
+OPTIMIZERS = {
+    "sgd": lambda ps: tt.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    "adam": lambda ps: tt.optim.Adam(ps, lr=1e-2, amsgrad=True, weight_decay=1e-3),
+    "adamw": lambda ps: tt.optim.AdamW(ps, lr=1e-2),
+    "rmsprop": lambda ps: tt.optim.RMSprop(ps, lr=1e-3, momentum=0.5, centered=True),
+}
+SCHEDULES = {
+    "sgd": lambda opt: tt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5),
+    "adam": lambda opt: tt.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4),
+    "adamw": lambda opt: tt.optim.lr_scheduler.LinearLR(opt, total_iters=3),
+    "rmsprop": lambda opt: tt.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5),
+}
+
+
+def _cnn():
+    nn = tt.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1, bias=False, rng=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(4, 6, 3, stride=1, rng=2), nn.AvgPool2d(2), nn.Dropout(0.25, rng=3), nn.Flatten(),
+        nn.Linear(6, 4, rng=4))
+
+
+def train_cnn(device, optimizer, steps=4):
+    """A few steps of a CNN on 8x8 images (float32) on `device`: conv (padded and not), batch
+    norm, max and average pooling, dropout; CrossEntropyLoss with class weights, ignore_index and
+    label smoothing on 3 classes, BCEWithLogitsLoss with pos_weight and weight on the 4th output,
+    gradient clipping, `optimizer` and its schedule. Returns (model, losses, eval output)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((6, 1, 8, 8)).astype(np.float32)
+    y = np.array([0, 2, 1, -100, 2, 0])
+    flags = rng.integers(0, 2, (6,)).astype(np.float32)
+    model = _cnn().to(device)
+    opt = OPTIMIZERS[optimizer](model.parameters())
+    schedule = SCHEDULES[optimizer](opt)
+    ce = tt.nn.CrossEntropyLoss(weight=backend.to_device(np.array([1.0, 2.0, 0.5], np.float32), device),
+                                ignore_index=-100, label_smoothing=0.1)
+    bce = tt.nn.BCEWithLogitsLoss(pos_weight=backend.to_device(np.array([1.5], np.float32), device),
+                                  weight=[2.0])
+    xb, yb, fb = (backend.to_device(a, device) for a in (X, y, flags))
+    losses = []
+    for _ in range(steps):
+        out = model(xb)
+        loss = ce(out[:, :3], yb) + bce(out[:, 3], fb)
+        opt.zero_grad()
+        loss.backward()
+        tt.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        schedule.step(loss) if optimizer == "rmsprop" else schedule.step()
+        losses.append(loss.item())
+    model.eval()
+    return model, losses, model(xb)
+
+
+def check_cnn(device, optimizer, rtol=1e-4, atol=1e-5):
+    """The CNN's steps on `device` and on the CPU: the same losses, parameters, running statistics
+    and eval output, all on the device and float32; the optimizer's state there too."""
+    cpu_model, cpu_losses, cpu_out = train_cnn("cpu", optimizer)
+    model, losses, out = train_cnn(device, optimizer)
+    np.testing.assert_allclose(losses, cpu_losses, rtol=rtol)
+    assert out.device == device and out.dtype == np.float32
+    np.testing.assert_allclose(backend.to_host(out.data), cpu_out.data, rtol=rtol, atol=atol)
+    state, cpu_state = model.state_dict(), cpu_model.state_dict()
+    assert set(state) == set(cpu_state)
+    for name, value in state.items():
+        assert backend.device_of(value) == device, name
+        assert value.dtype == cpu_state[name].dtype, name
+        np.testing.assert_allclose(backend.to_host(value), cpu_state[name], rtol=rtol, atol=atol,
+                                   err_msg=name)
+    for p in model.parameters():
+        assert backend.device_of(p.grad) == device and p.grad.dtype == np.float32
+
+
+def more_layers_and_losses(device):
+    """Values and gradients of the other layers and losses on `device`: Embedding, LayerNorm,
+    BatchNorm1d (eval), the activation layers, NLLLoss, BCELoss, L1Loss, HuberLoss, MSELoss,
+    CrossEntropyLoss on probabilities and on (N, C, d) logits (with weights), and gradient
+    clipping by value and by the inf-norm. {what: array}."""
+    nn = tt.nn
+    rng = np.random.default_rng(5)
+    on = lambda a: backend.to_device(np.asarray(a), device)
+    emb, norm, bn = nn.Embedding(5, 3, rng=0), nn.LayerNorm(3), nn.BatchNorm1d(3)
+    acts = nn.Sequential(nn.GELU(), nn.Softplus(beta=2.0), nn.LeakyReLU(0.1), nn.Tanh(), nn.Sigmoid())
+    for m in (emb, norm, bn, acts):
+        m.to(device)
+    bn(tt.tensor(rng.standard_normal((4, 3)).astype(np.float32), device=device))   # running stats
+    bn.eval()
+    h = bn(norm(emb(on([[0, 3, 3], [4, 1, 0]])))).reshape(6, 3)     # repeated rows add up
+    h = acts(h) - 0.5
+    p = tt.sigmoid(h)
+    y = on(np.array([0, 2, 1, 1, 0, 2]))
+    q = on(rng.dirichlet(np.ones(3), 6).astype(np.float32))
+    losses = [
+        nn.NLLLoss(weight=on(np.array([1.0, 0.5, 2.0], np.float32)))(nn.LogSoftmax(axis=-1)(h), y),
+        nn.BCELoss(weight=[0.5, 1.0, 2.0])(p, q),
+        nn.L1Loss()(h, q), nn.HuberLoss(delta=0.1)(h, q), nn.MSELoss(reduction="sum")(h, q),
+        nn.CrossEntropyLoss(label_smoothing=0.2)(h, q),
+        nn.CrossEntropyLoss(weight=[1.0, 1.0, 1.0])(h.reshape(2, 3, 3).transpose(0, 2, 1), y.reshape(2, 3)),
+    ]   # (N, C, d) logits with the plain fused loss: see test_device_neutral's xfail
+    total = sum(losses[1:], losses[0])
+    total.backward()
+    params = list(emb.parameters()) + list(norm.parameters()) + list(bn.parameters())
+    results = {f"loss {i}": loss.data for i, loss in enumerate(losses)}
+    results.update({f"grad {i}": p.grad for i, p in enumerate(params)})
+    nn.utils.clip_grad_norm_(params, 0.1, norm_type=np.inf)
+    nn.utils.clip_grad_value_(params, 0.01)
+    results.update({f"clipped {i}": p.grad for i, p in enumerate(params)})
+    return results
+
+
+def check_more_layers_and_losses(device, rtol=1e-4, atol=1e-6):
+    expected, got = more_layers_and_losses("cpu"), more_layers_and_losses(device)
+    for what, ref in expected.items():
+        assert backend.device_of(got[what]) == device, what
+        assert got[what].dtype == ref.dtype, what
+        np.testing.assert_allclose(backend.to_host(got[what]), ref, rtol=rtol, atol=atol, err_msg=what)

@@ -16,6 +16,7 @@ ForeignArrays. Anything in tinytensor that makes a NumPy array where it should a
 import numbers
 
 import numpy as np
+import scipy.special
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from tinytensor import backend
@@ -191,4 +192,10 @@ def to_host(f):
     return f.get()
 
 
-DEVICE = backend.register_device(NAME, ForeignArray, xp, from_host=from_host, to_host=to_host)
+def _special(fun):
+    """A SciPy function as the device's own (as cupyx.scipy.special's on CuPy arrays)."""
+    return lambda x: _wrap(fun(_unwrap(x)))
+
+
+DEVICE = backend.register_device(NAME, ForeignArray, xp, from_host=from_host, to_host=to_host,
+                                 erf=_special(scipy.special.erf), ndtr=_special(scipy.special.ndtr))

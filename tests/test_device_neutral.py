@@ -13,7 +13,10 @@ import sys
 import numpy as np
 import pytest
 from device_sweep import (
+    OPTIMIZERS,
     check_case,
+    check_cnn,
+    check_more_layers_and_losses,
     check_out_of_range_labels,
     check_training,
     check_transforms,
@@ -197,6 +200,68 @@ def test_mlp_training_on_a_device_matches_the_cpu(optimizer):
     check_training(NAME, optimizer)
 
 
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_cnn_training_on_a_device_matches_the_cpu(optimizer):
+    """Conv2d, pools, BatchNorm, Dropout, the losses' options, every optimizer and a schedule."""
+    check_cnn(NAME, optimizer, rtol=1e-5, atol=1e-6)     # NumPy underneath: float32 rounding apart
+
+
+def test_more_layers_losses_and_clipping_on_a_device():
+    check_more_layers_and_losses(NAME, rtol=1e-5)
+
+
+@pytest.mark.xfail(reason="found by the device comparison, outside this module: on the CPU the fused "
+                   "softmax_cross_entropy VJP writes the label term into a reshape copy when the "
+                   "probabilities are not C-contiguous ((N, C, d) logits), so it is lost", strict=False)
+def test_cross_entropy_with_the_class_axis_first_has_the_right_gradient_on_the_cpu():
+    rng = np.random.default_rng(0)
+    z, y = rng.standard_normal((2, 3, 4)), rng.integers(0, 3, (2, 4))
+    f = lambda z: tt.nn.CrossEntropyLoss()(z, y)
+    t = tt.tensor(z, requires_grad=True)
+    f(t).backward()
+    np.testing.assert_allclose(t.grad, tt.numerical_grad(f, z)[0], atol=1e-7)
+
+
+def test_checkpoints_of_a_device_model_save_and_load(tmp_path):
+    """tt.save copies device arrays home; loading puts them back on the parameters' device."""
+    model = tt.nn.Sequential(tt.nn.Linear(3, 2, rng=0), tt.nn.BatchNorm1d(2)).to(NAME)
+    opt = tt.optim.Adam(model.parameters(), lr=0.1)
+    model(on(np.ones((4, 3), np.float32))).sum().backward()
+    opt.step()
+    path = str(tmp_path / "ckpt.npz")
+    tt.save({"model": model.state_dict(), "opt": opt.state_dict(), "w": model[0].W}, path)
+    ckpt = tt.load(path)
+    assert type(ckpt["w"].data) is np.ndarray
+    fresh = tt.nn.Sequential(tt.nn.Linear(3, 2, rng=1), tt.nn.BatchNorm1d(2)).to(NAME)
+    fresh_opt = tt.optim.Adam(fresh.parameters(), lr=0.1)
+    fresh.load_state_dict(ckpt["model"])
+    fresh_opt.load_state_dict(ckpt["opt"])
+    for (name, a), b in zip(model.state_dict().items(), fresh.state_dict().values()):
+        assert isinstance(b, ForeignArray), name
+        np.testing.assert_array_equal(a.get(), b.get(), err_msg=name)
+    state = fresh_opt.state_dict()["state"]
+    assert all(isinstance(v, ForeignArray) for s in state.values() for v in s.values()
+               if backend.is_array(v))
+
+
+def test_a_device_without_a_scipy_function_is_a_clear_error():
+    class Bare(ForeignArray):
+        __slots__ = ()
+    xp = backend.get_device(NAME).xp
+    backend.register_device("bare", Bare, xp, from_host=lambda a: Bare(np.array(a)),
+                            to_host=lambda b: b.get())
+    try:
+        x = Bare(np.array([0.5, -1.0]))
+        assert backend.device_of(x) == "bare"
+        with pytest.raises(TypeError, match=r"erf on device 'bare': its array library has no erf"):
+            backend.erf(x)          # what tt.erf's forward and gelu's rules call off NumPy
+        with pytest.raises(TypeError, match="unknown functions"):
+            backend.register_device("bad", Bare, xp, from_host=None, to_host=None, gamma=None)
+    finally:
+        backend._DEVICES.pop("bare")
+        backend._BY_TYPE.pop(Bare)
+
+
 def test_module_to_moves_parameters_and_gradients():
     model = tt.nn.Linear(3, 2, rng=0)
     model(np.ones((1, 3), np.float32)).sum().backward()
@@ -233,6 +298,26 @@ def test_the_digits_example_runs_on_another_device(tmp_path, monkeypatch, capsys
                                       "--device", device])
     assert run(NAME) == run("cpu") > 0.85
     assert f"hidden [256, 128], {NAME})" in capsys.readouterr().out
+
+
+def test_the_cnn_example_runs_on_another_device(tmp_path, monkeypatch, capsys):
+    """examples/train_cnn.py --device: the same run (checkpoint and resume included), the same
+    test accuracy (two short epochs)."""
+    import importlib.util
+    import pathlib
+
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")
+    path = pathlib.Path(__file__).parent.parent / "examples" / "train_cnn.py"
+    spec = importlib.util.spec_from_file_location("train_cnn", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    quick = ["--total-epochs", "2", "--batch-size", "128", "--quiet", "--plot", str(tmp_path / "c.png")]
+    run = lambda device, *more: script.main(quick + ["--device", device, "--checkpoint",
+                                                     str(tmp_path / f"{device}.npz"), *more])
+    cpu = run("cpu")
+    assert run(NAME, "--epochs", "1") >= 0 and run(NAME, "--resume") == pytest.approx(cpu, abs=0.01)
+    assert "resumed from" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("device", ["cpu", NAME])

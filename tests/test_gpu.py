@@ -25,7 +25,10 @@ except Exception as err:   # noqa: BLE001 - no GPU, no driver, a broken install:
     pytest.skip(f"no usable GPU for CuPy: {err}", allow_module_level=True)
 
 from device_sweep import (  # noqa: E402
+    OPTIMIZERS,
     check_case,
+    check_cnn,
+    check_more_layers_and_losses,
     check_out_of_range_labels,
     check_training,
     check_transforms,
@@ -81,6 +84,16 @@ def test_transforms_on_the_gpu():
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_mlp_training_on_the_gpu_matches_the_cpu(optimizer):
     check_training(CUDA, optimizer)
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_cnn_training_on_the_gpu_matches_the_cpu(optimizer):
+    """Conv2d, pools, BatchNorm, Dropout, the losses' options, every optimizer and a schedule."""
+    check_cnn(CUDA, optimizer, rtol=1e-4, atol=1e-5)
+
+
+def test_more_layers_losses_and_clipping_on_the_gpu():
+    check_more_layers_and_losses(CUDA)
 
 
 def test_the_readme_gpu_example_runs_on_the_gpu(capsys):

@@ -20,8 +20,13 @@ import numbers
 import numpy as np
 import scipy.special
 
-__all__ = ["Device", "register_device", "get_device", "device_of", "namespace", "is_array", "asarray",
-           "array", "to_device", "to_host", "copy", "expit", "xlogy", "add_at", "describe_devices"]
+__all__ = ["Device", "register_device", "get_device", "device_of", "namespace", "like", "is_array",
+           "asarray", "array", "to_device", "to_host", "copy", "expit", "xlogy", "add_at", "erf", "ndtr",
+           "describe_devices"]
+
+# The SciPy-only functions the rules call, by name: a Device may bring its library's own (None:
+# the portable formula in `xp` below, or a clear error where there is none).
+SPECIAL = ("expit", "xlogy", "add_at", "erf", "ndtr")
 
 
 class Device:
@@ -29,15 +34,17 @@ class Device:
     cross to and from the host, and the few SciPy-only functions the rules need (None: the
     portable formula below, in `xp`)."""
 
-    def __init__(self, name, array_type, xp, from_host, to_host, expit=None, xlogy=None, add_at=None):
+    def __init__(self, name, array_type, xp, from_host, to_host, **special):
         self.name = name
         self.array_type = array_type
         self.xp = xp
         self.from_host = from_host     # np.ndarray -> array on this device
         self.to_host = to_host         # array on this device -> np.ndarray
-        self.expit = expit
-        self.xlogy = xlogy
-        self.add_at = add_at
+        unknown = set(special) - set(SPECIAL)
+        if unknown:
+            raise TypeError(f"register_device: unknown functions {sorted(unknown)}; known: {SPECIAL}")
+        for what in SPECIAL:
+            setattr(self, what, special.get(what))
 
     def __repr__(self):
         return f"<device {self.name}: {self.xp.__name__}>"
@@ -47,16 +54,18 @@ _DEVICES = {}     # name -> Device
 _BY_TYPE = {}     # array (or scalar) type -> Device: the lookup every call here starts with
 
 
-def register_device(name, array_type, xp, from_host, to_host, expit=None, xlogy=None, add_at=None):
-    """Make arrays of `array_type` (library `xp`) known as device `name`. Returns the Device."""
-    device = Device(name, array_type, xp, from_host, to_host, expit, xlogy, add_at)
+def register_device(name, array_type, xp, from_host, to_host, **special):
+    """Make arrays of `array_type` (library `xp`) known as device `name`, with its own versions of
+    the SciPy-only functions in SPECIAL where it has them. Returns the Device."""
+    device = Device(name, array_type, xp, from_host, to_host, **special)
     _DEVICES[name] = device
     _BY_TYPE[array_type] = device
     return device
 
 
 CPU = register_device("cpu", np.ndarray, np, from_host=lambda a: a, to_host=lambda a: a,
-                      expit=scipy.special.expit, xlogy=scipy.special.xlogy, add_at=np.add.at)
+                      expit=scipy.special.expit, xlogy=scipy.special.xlogy, add_at=np.add.at,
+                      erf=scipy.special.erf, ndtr=scipy.special.ndtr)
 
 
 def _load_cuda():
@@ -78,7 +87,7 @@ def _load_cuda():
     add_at = add.at if hasattr(add, "at") else cupyx.scatter_add
     return register_device("cuda", cupy.ndarray, cupy, from_host=cupy.asarray, to_host=cupy.asnumpy,
                            expit=getattr(special, "expit", None), xlogy=getattr(special, "xlogy", None),
-                           add_at=add_at)
+                           add_at=add_at, erf=special.erf, ndtr=getattr(special, "ndtr", None))
 
 
 def get_device(name):
@@ -118,11 +127,22 @@ def device_of(a):
     return _device(a).name
 
 
+WRAPPERS = []     # types holding an array in `.data` (tinytensor's Tensor): namespace looks inside
+
+
 def namespace(a):
     """The array library of `a` (numpy, cupy, ...): `namespace(g).zeros(...)` makes an array
-    where g lives."""
+    where g lives. For a Tensor (a rule differentiated again), its data's library."""
     device = _BY_TYPE.get(type(a))
-    return (device if device is not None else _device(a)).xp
+    if device is None:
+        device = _device(a.data if isinstance(a, tuple(WRAPPERS)) else a)
+    return device.xp
+
+
+def like(x, ref, dtype=None):
+    """`x` (a number, a list, a host array: a constant of a rule, an index) as an array on the
+    device of `ref` (an array or a Tensor), moved there explicitly; NumPy's asarray on the CPU."""
+    return namespace(ref).asarray(x, dtype=dtype)
 
 
 def is_array(x):
@@ -145,7 +165,7 @@ def asarray(x, dtype=None, like=None, what="an array"):
     """`x` as an array (no copy where it already is one, unless `dtype` differs), on the device of
     the array `like`: numbers, NumPy scalars and lists are made there; an array of another
     device is an error naming both devices and `what` it is."""
-    want = CPU if like is None else _device(like)
+    want = CPU if like is None else _device(like.data if isinstance(like, tuple(WRAPPERS)) else like)
     if is_array(x):
         have = _device(x)
         if have is not want and like is not None:
@@ -204,6 +224,26 @@ def xlogy(x, y):
         return device.xlogy(x, y)
     xp = device.xp
     return xp.where(x == 0, 0, x * xp.log(xp.where(x == 0, 1, y))).astype(xp.result_type(x, y))
+
+
+def _special(what, x):
+    """Device `x`'s own `what` (SciPy's on the CPU; a Tensor, which SciPy hands back to the op
+    table, counts as CPU), or a clear error where its library has none."""
+    fun = getattr(_BY_TYPE.get(type(x)) or _device(x), what)
+    if fun is None:
+        raise TypeError(f"{what} on device '{device_of(x)}': its array library has no {what} "
+                        f"(register one: backend.register_device(..., {what}=...))")
+    return fun
+
+
+def erf(x):
+    """The error function, as scipy.special.erf, on x's device."""
+    return _special("erf", x)(x)
+
+
+def ndtr(x):
+    """The standard normal CDF, as scipy.special.ndtr, on x's device."""
+    return _special("ndtr", x)(x)
 
 
 def add_at(out, index, values):

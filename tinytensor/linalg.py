@@ -24,7 +24,7 @@ from functools import lru_cache, wraps
 
 import numpy as np
 
-from . import ops
+from . import backend, ops
 from .ops import _swap_last as _mT
 from .ops import defprim, public
 from .tape import STATE
@@ -52,11 +52,11 @@ def _shape(x):
 
 
 def _array(x):   # lists and numbers as arrays (rules use .ndim and .T); Tensors as they are
-    return x if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x)
+    return x if isinstance(x, (Tensor, np.ndarray)) else backend.asarray(x)
 
 
 def _eye(n, like):
-    return np.eye(n, dtype=like.dtype)
+    return backend.namespace(like).eye(n, dtype=like.dtype)
 
 
 def _real(fun):
@@ -163,7 +163,8 @@ def _adjoint_plan(subscripts, k, shape):
 
 def _einsum_adjoint(g, xs, k, subscripts):
     spec, extras = _adjoint_plan(subscripts, k, tuple(_shape(xs[k])))
-    extra = [np.eye(n, dtype=g.dtype) if kind == "eye" else np.ones(n, dtype=g.dtype) for kind, n in extras]
+    xp = backend.namespace(g)
+    extra = [xp.eye(n, dtype=g.dtype) if kind == "eye" else xp.ones(n, dtype=g.dtype) for kind, n in extras]
     return _einsum(g, *xs[:k], *xs[k + 1:], *extra, subscripts=spec)
 
 
@@ -173,7 +174,7 @@ def _einsum_vjp(g, ans, *xs, subscripts):
 
 
 def _dtype(x):
-    return x.dtype if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x).dtype
+    return x.dtype if isinstance(x, (Tensor, np.ndarray)) or backend.is_array(x) else np.asarray(x).dtype
 
 
 def _einsum_jvp(tangents, ans, *xs, subscripts):
@@ -356,7 +357,7 @@ def _slogdet_forward(a):
 
 def _slogdet_jvp(t, ans, a):
     d = (_inverse_transpose(a) * t).sum(axis=(-2, -1))
-    return d[..., None] * np.array([0, 1], dtype=d.dtype)   # the sign's tangent is 0
+    return d[..., None] * backend.like([0, 1], d, d.dtype)   # the sign's tangent is 0
 
 
 # Packed [..., (sign, logabsdet)]; d log|det A| = tr(A^-1 dA); the sign has no gradient.
@@ -377,7 +378,7 @@ def slogdet(a):
 
 # ----- symmetric matrices: cholesky, eigh ---------------------------------------------------------
 def _triangle(n, like, lower=True, strict=False):
-    mask = np.tri(n, k=-1 if strict else 0, dtype=like.dtype)
+    mask = backend.namespace(like).tri(n, k=-1 if strict else 0, dtype=like.dtype)
     return mask if lower else mask.T
 
 
@@ -611,7 +612,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
     largest and smallest singular values). axis=None with ord=None is the 2-norm of x flattened,
     whatever its shape. The gradient at x = 0 is 0 (no NaN)."""
     if not isinstance(x, Tensor):
-        x = np.asarray(x)
+        x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):
         x = ops.astype(x, np.float64)
     nd = len(x.shape)
@@ -642,7 +643,7 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
     """np.linalg.vector_norm (NumPy 2): the vector `ord`-norm over `axis` (None: every axis,
     a tuple: those axes taken together as one vector)."""
     if not isinstance(x, Tensor):
-        x = np.asarray(x)
+        x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):
         x = ops.astype(x, np.float64)
     shape = tuple(x.shape)
@@ -678,7 +679,8 @@ def matrix_power(a, n):
         raise np.linalg.LinAlgError(f"matrix_power: a must be a (batch of) square matrices, got shape "
                                     f"{shape}")
     if n == 0:
-        identity = np.broadcast_to(np.eye(shape[-1], dtype=_dtype(a)), shape).copy()
+        eye = backend.namespace(_array(a)).eye(shape[-1], dtype=_dtype(a))
+        identity = np.broadcast_to(eye, shape).copy()
         return Tensor(identity) if isinstance(a, Tensor) else identity
     base, n, result = (inv(a), -n, None) if n < 0 else (a, n, None)
     while n:

@@ -862,12 +862,12 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
 def _setitem_forward(x, v, index):
     """A copy of `x` with `v` written at `index` (the previous value stays on the tape)."""
     if not _is_basic(index):
-        hits = np.zeros(np.shape(x), dtype=np.intp)
-        np.add.at(hits, index, 1)
-        if hits.max(initial=0) > 1:
+        hits = backend.namespace(x).zeros(np.shape(x), dtype=np.intp)
+        backend.add_at(hits, index, 1)
+        if hits.size and int(hits.max()) > 1:     # (CuPy's max has no initial=)
             raise IndexError("t[index] = v with an index that repeats a position is ambiguous "
                              "(NumPy keeps one of the writes); use distinct positions")
-    out = np.array(x, copy=True)
+    out = backend.copy(x)
     out[index] = v
     return out
 

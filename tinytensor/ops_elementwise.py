@@ -14,7 +14,8 @@ import math
 import numpy as np
 import scipy.special
 
-from .ops import defprim, elementwise, nondifferentiable, public, publish
+from . import backend
+from .ops import _expit, defprim, elementwise, nondifferentiable, public, publish
 from .tensor import Tensor
 
 LN2 = math.log(2.0)
@@ -69,18 +70,26 @@ def _sinc_deriv(ans, x):
 sinc = elementwise(np.sinc, "sinc", _sinc_deriv, numpy=np.sinc, method=True)
 
 # ----- special functions and activations -----------------------------------------------------------
-erf = elementwise(scipy.special.erf, "erf", lambda ans, x: TWO_OVER_SQRT_PI * np.exp(-x * x),
+def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
+    return scipy.special.erf(x) if type(x) is np.ndarray else backend.erf(x)
+
+
+def _ndtr(x):
+    return scipy.special.ndtr(x) if type(x) is np.ndarray else backend.ndtr(x)
+
+
+erf = elementwise(_erf, "erf", lambda ans, x: TWO_OVER_SQRT_PI * np.exp(-x * x),
                   numpy=scipy.special.erf, method=True)
 
 # log(1 + exp(x)), stable for any x (logaddexp); its derivative is the sigmoid.
 _softplus = elementwise(lambda x: np.logaddexp(0, x), "softplus",
-                        lambda ans, x: scipy.special.expit(x))
+                        lambda ans, x: _expit(x))
 
 
 # x * Phi(x), Phi the standard normal CDF (scipy's ndtr: exact far out): PyTorch's default GELU.
 # Its derivative Phi(x) + x phi(x) is written with erf, which a Tensor hands back to the table.
-_gelu = elementwise(lambda x: x * scipy.special.ndtr(x), "gelu",
-                    lambda ans, x: 0.5 * (1 + scipy.special.erf(x / SQRT2))
+_gelu = elementwise(lambda x: x * _ndtr(x), "gelu",
+                    lambda ans, x: 0.5 * (1 + _erf(x / SQRT2))
                     + x * (ONE_OVER_SQRT_2PI * np.exp(-0.5 * (x * x))))
 
 # max(x, 0) + negative_slope * min(x, 0); its slope at 0 is negative_slope (as PyTorch).
@@ -186,7 +195,7 @@ _where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
 def where(condition, x=None, y=None):
     """x where condition holds, else y (broadcast together), as np.where; the condition (a bool
     array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero)."""
-    condition = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
     if x is None and y is None:
         return np.nonzero(condition)
     if x is None or y is None:
@@ -241,7 +250,7 @@ publish(clamp, "clamp", method=True)
 
 
 # ----- a recorded copy --------------------------------------------------------------------------------
-_clone = defprim(lambda x: np.array(x, copy=True), "clone",
+_clone = defprim(backend.copy, "clone",
                  vjp=[lambda g, ans, x: g], jvp=[lambda t, ans, x: t])
 
 

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from . import backend
 from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, public
 from .tensor import Tensor
 
@@ -26,7 +27,7 @@ _min = defprim(np.min, "min", nargs=1,
 
 
 def _cast(x, dtype):
-    return x if dtype is None else (x.astype(dtype) if isinstance(x, Tensor) else np.asarray(x, dtype))
+    return x if dtype is None else (x.astype(dtype) if isinstance(x, Tensor) else backend.asarray(x, dtype))
 
 
 def _no_out(name, out):
@@ -53,7 +54,7 @@ def _to_last(x, axes):
 
 
 def _from_last(y, shape, perm):
-    return np.transpose(y.reshape(shape), np.argsort(perm))
+    return np.transpose(y.reshape(shape), [perm.index(i) for i in range(len(perm))])   # ints, no array
 
 
 def _others_last(x):
@@ -61,14 +62,14 @@ def _others_last(x):
     the left times exclusive products from the right. No division, so exact with zeros."""
     if x.shape[-1] == 0:
         return x.copy()
-    ones = np.ones(x.shape[:-1] + (1,), x.dtype)
+    ones = backend.namespace(x).ones(x.shape[:-1] + (1,), x.dtype)
     left = np.cumprod(np.concatenate([ones, x[..., :-1]], axis=-1), axis=-1)
     right = np.cumprod(np.concatenate([ones, x[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
     return left * right
 
 
 def _prod_others_forward(x, axis):
-    x = np.asarray(x)
+    x = backend.asarray(x)
     flat, shape, perm = _to_last(x, _reduced_axes(x.ndim, axis))
     return _from_last(_others_last(flat), shape, perm)
 
@@ -83,7 +84,7 @@ def _prod_others_rule(g, ans, x, axis):
     # (K x K per slice, only in second order at inputs with zeros).
     axes = _reduced_axes(np.ndim(x), axis)
     flat, shape, perm = _to_last(x, axes)
-    eye = np.eye(flat.shape[-1], dtype=bool)
+    eye = backend.namespace(x).eye(flat.shape[-1], dtype=bool)
     pairs = _prod_others(np.where(eye, 1, flat[..., None, :]), axis=-1)
     out = np.sum(np.where(eye, 0, _to_last(g, axes)[0][..., None, :] * pairs), axis=-1)
     return _from_last(out, shape, perm)
@@ -200,7 +201,7 @@ def _with_ends(x, axis, prepend, append):
             shape = list(np.shape(x))
             shape[axis] = 1
             if isinstance(value, (int, float)):
-                value = np.asarray(value, dtype=np.result_type(x.dtype, value))
+                value = backend.asarray(value, np.result_type(x.dtype, value), like=x)
             value = np.broadcast_to(value, shape)
         parts.append(value)
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
@@ -209,7 +210,7 @@ def _with_ends(x, axis, prepend, append):
 @public(numpy=np.diff, method=True)
 def diff(x, n=1, axis=-1, prepend=None, append=None):
     """The n-th difference along `axis` (x[1:] - x[:-1], n times), as np.diff."""
-    x = x if isinstance(x, Tensor) else np.asarray(x)
+    x = x if isinstance(x, Tensor) else backend.asarray(x)
     if x.ndim == 0:
         raise ValueError("diff: the input must be at least one-dimensional")
     if n < 0:

@@ -19,6 +19,7 @@ import operator
 
 import numpy as np
 
+from . import backend
 from .ops import (
     METHODS,
     _concatenate,
@@ -38,7 +39,7 @@ from .tensor import Tensor
 # ----- helpers ---------------------------------------------------------------------------------------
 def _input(x):
     """A Tensor or an array (lists and numbers become arrays)."""
-    return x if isinstance(x, (Tensor, np.ndarray)) else np.asarray(x)
+    return x if isinstance(x, (Tensor, np.ndarray)) else backend.asarray(x)
 
 
 def _axes(axis, ndim, op, unique=True):
@@ -58,7 +59,7 @@ def _axes(axis, ndim, op, unique=True):
 def _indices(indices, op):
     """Integer indices as a plain array (Tensors and lists allowed; booleans count as 0 and 1,
     as in NumPy's take)."""
-    value = np.asarray(indices.data if isinstance(indices, Tensor) else indices)
+    value = backend.asarray(indices.data if isinstance(indices, Tensor) else indices)
     if value.dtype == bool:
         value = value.astype(np.intp)
     if value.dtype.kind not in "iu":
@@ -305,7 +306,8 @@ def repeat(a, repeats, axis=None):
         raise ValueError(f"repeat: repeats of shape {counts.shape} do not match axis {axis} of "
                          f"length {n}; give one count, or one per entry")
     a = a if a.shape == shape else reshape(a, shape)
-    return getitem(a, index=(slice(None),) * axis + (np.repeat(np.arange(n), counts),))
+    picks = np.repeat(backend.namespace(counts).arange(n), counts)
+    return getitem(a, index=(slice(None),) * axis + (backend.like(picks, a),))   # on a's device
 
 
 # ----- picking entries: composed from getitem (repeated indices add up in the VJP) -----------------
@@ -354,7 +356,8 @@ def take_along_axis(arr, indices, axis=-1):
         if dim == axis:
             fancy.append(index)
         else:   # the position along every other axis, broadcast against the indices
-            fancy.append(np.arange(n).reshape((1,) * dim + (n,) + (1,) * (arr.ndim - dim - 1)))
+            positions = backend.namespace(index).arange(n)        # on the indices' device
+            fancy.append(positions.reshape((1,) * dim + (n,) + (1,) * (arr.ndim - dim - 1)))
     return getitem(arr, index=tuple(fancy))
 
 
@@ -368,7 +371,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     planes = a if (axis1, axis2) == (a.ndim - 2, a.ndim - 1) else moveaxis(a, (axis1, axis2), (-2, -1))
     rows, cols = planes.shape[-2:]
     length = max(0, min(rows + min(offset, 0), cols - max(offset, 0)))
-    i = np.arange(length)
+    i = backend.namespace(planes).arange(length)
     return getitem(planes, index=(Ellipsis, i - min(offset, 0), i + max(offset, 0)))
 
 
@@ -466,7 +469,8 @@ def _interior(pad_width, shape):
 
 def _pad_forward(x, pad_width, constant_values):
     if constant_values is None:   # zero borders: cheaper than np.pad
-        out = np.zeros(tuple(b + n + a for (b, a), n in zip(pad_width, x.shape)), x.dtype)
+        shape = tuple(b + n + a for (b, a), n in zip(pad_width, x.shape))
+        out = backend.namespace(x).zeros(shape, x.dtype)
         out[_interior(pad_width, x.shape)] = x
         return out
     return np.pad(x, pad_width, constant_values=constant_values)
@@ -485,7 +489,7 @@ def _pad_pairs(pad_width, ndim):
     """pad_width as NumPy reads it: one width, one (before, after) pair, or one pair per axis."""
     if isinstance(pad_width, (int, np.integer)) and pad_width >= 0:   # the common case, fast
         return ((int(pad_width),) * 2,) * ndim
-    widths = np.asarray(pad_width.data if isinstance(pad_width, Tensor) else pad_width)
+    widths = backend.to_host(pad_width.data if isinstance(pad_width, Tensor) else pad_width)
     if widths.dtype.kind not in "iu":
         raise TypeError(f"pad: pad_width must be integers, got {pad_width!r}")
     if widths.size == 2 and widths.shape != (2, 1):
@@ -530,4 +534,4 @@ def pad(array, pad_width, mode="constant", **kwargs):
         return _pad(array, pad_width=pairs, constant_values=None if zero else values)
     # Which input entry each output entry copies: NumPy pads the entries' flat positions.
     source = np.pad(np.arange(array.size).reshape(array.shape), pairs, mode=mode)
-    return getitem(reshape(array, (-1,)), index=source)
+    return getitem(reshape(array, (-1,)), index=backend.like(source, array))   # on array's device

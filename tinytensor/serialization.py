@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from . import backend
 from .tensor import Tensor
 
 _STRUCTURE = "__structure__"
@@ -31,8 +32,8 @@ def _encode(obj, arrays, path):
         return {"int": str(obj)}            # any size, exactly
     if isinstance(obj, float):
         return {"float": repr(obj)}         # repr round-trips, inf and nan included
-    if isinstance(obj, (Tensor, np.ndarray, np.generic)):
-        array = np.asarray(obj.data if isinstance(obj, Tensor) else obj)
+    if isinstance(obj, (Tensor, np.ndarray, np.generic)) or backend.is_array(obj):
+        array = backend.to_host(obj.data if isinstance(obj, Tensor) else obj)   # a GPU's: copied home
         if array.dtype.hasobject:
             raise TypeError(f"tt.save: {path} is an object array, which only pickle could store; "
                             f"convert it to a numeric or string dtype")

@@ -13,7 +13,7 @@ from itertools import product
 import numpy as np
 import scipy.special
 
-from . import linalg, ops, ops_shape
+from . import backend, linalg, ops, ops_shape
 from . import ops_elementwise as ew
 from . import ops_reductions as red
 
@@ -214,7 +214,7 @@ def signed_distinct(rng, shape):   # |x| distinct and >= 0.4: no ties for max |x
 
 
 def _weights(n, like):             # fixed weights in like's dtype, for the combinations below
-    return np.linspace(0.5, 1.5, n).astype(like.dtype)
+    return backend.like(np.linspace(0.5, 1.5, n), like, like.dtype)   # on like's device
 
 
 def _eigh_combination(eigh):
@@ -222,7 +222,8 @@ def _eigh_combination(eigh):
     def call(a, **params):
         w, V = eigh(a, **params)
         n = w.shape[-1]
-        return (V * _weights(n, w)) @ V.swapaxes(-1, -2) + w[..., None, :] * np.eye(n, dtype=w.dtype)
+        eye = backend.namespace(w).eye(n, dtype=w.dtype)
+        return (V * _weights(n, w)) @ V.swapaxes(-1, -2) + w[..., None, :] * eye
     return call
 
 
@@ -469,11 +470,11 @@ EXTRA_SPECS = {
     "column_stack": OpSpec(lambda *xs: ops_shape.column_stack(xs), lambda *xs: np.column_stack(xs),
                            [((3,), (3, 2)), ((2,), (2,))]),
     "concatenate(with an array)": OpSpec(
-        lambda x, axis: ops.concatenate([x, np.ones(x.shape, x.dtype)], axis=axis),
+        lambda x, axis: ops.concatenate([x, backend.namespace(x).ones(x.shape, x.dtype)], axis=axis),
         lambda x, axis: np.concatenate([x, np.ones(x.shape)], axis=axis), None,
         pairs=[(((2, 3),), dict(axis=-1)), (((2, 3),), dict(axis=None))]),
     "stack(with an array)": OpSpec(
-        lambda x, axis: ops.stack([np.ones(x.shape, x.dtype), x], axis=axis),
+        lambda x, axis: ops.stack([backend.namespace(x).ones(x.shape, x.dtype), x], axis=axis),
         lambda x, axis: np.stack([np.ones(x.shape), x], axis=axis), None,
         pairs=[(((2, 3),), dict(axis=-1)), (((),), dict(axis=0))]),
     "split": OpSpec(   # the pieces weighted 1, 2, 3, ... and joined again

@@ -259,6 +259,9 @@ class Tensor:
         return ops.numpy_dispatch(func, args, kwargs)
 
 
+backend.WRAPPERS.append(Tensor)    # backend.namespace(t): the library of t.data
+
+
 def _init_untracked(t, data):
     """Fill the slots of a fresh Tensor that is not on the tape."""
     t.data = data

@@ -19,7 +19,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import ops
+from .. import backend, ops
 from .. import ops_elementwise as ew
 from ..ops import defprim
 from ..tensor import Tensor
@@ -38,7 +38,7 @@ def _padded_nhwc(x, padding):
     that the window rows below are copied in contiguous runs of C (3x faster than from NCHW)."""
     n, c, h, w = x.shape
     ph, pw = padding
-    out = np.zeros((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
+    out = backend.namespace(x).zeros((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
     out[:, ph:ph + h, pw:pw + w, :] = x.transpose(0, 2, 3, 1)
     return out
 
@@ -81,7 +81,7 @@ def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
     cols = (_rows(g) @ w.transpose(0, 2, 3, 1).reshape(o, -1)).reshape(n, ho, wo, kh, kw, c)
     ph, pw = padding
     sh, sw = stride
-    out = np.zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=cols.dtype)
+    out = backend.namespace(cols).zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
             out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
@@ -167,10 +167,11 @@ def _first_maxima(x, ans, kernel, stride):
     x = x.data if isinstance(x, Tensor) else x
     ans = ans.data if isinstance(ans, Tensor) else ans
     slices = _offsets(x.shape, kernel, stride)
-    hits = np.empty((len(slices),) + ans.shape, dtype=bool)
+    xp = backend.namespace(x)
+    hits = xp.empty((len(slices),) + ans.shape, dtype=bool)
     np.equal(x[slices[0][2]], ans, out=hits[0])
     taken = hits[0].copy()                          # windows whose maximum is already placed
-    equal = np.empty(ans.shape, dtype=bool)
+    equal = xp.empty(ans.shape, dtype=bool)
     for k, (_, _, index) in enumerate(slices[1:], start=1):
         np.equal(x[index], ans, out=equal)
         np.greater(equal, taken, out=hits[k])       # equal and not taken, in one operation
@@ -180,7 +181,7 @@ def _first_maxima(x, ans, kernel, stride):
 
 def _unpool_forward(g, hits, shape, kernel, stride):
     """Each window's cotangent to the entry `hits` marks (overlapping windows add up)."""
-    out = np.zeros(shape, dtype=g.dtype)
+    out = backend.namespace(g).zeros(shape, dtype=g.dtype)
     disjoint = stride[0] >= kernel[0] and stride[1] >= kernel[1]
     for k, (_, _, index) in enumerate(_offsets(shape, kernel, stride)):
         if disjoint:                     # each input entry in one window: write, no temporary
@@ -223,7 +224,7 @@ def _avg_pool_forward(x, kernel, stride):
 def _avg_unpool_forward(g, shape, kernel, stride):
     """The adjoint of avg_pool2d: each output's cotangent spread evenly over its window."""
     g = g / (kernel[0] * kernel[1])
-    out = np.zeros(shape, dtype=g.dtype)
+    out = backend.namespace(g).zeros(shape, dtype=g.dtype)
     for _, _, index in _offsets(shape, kernel, stride):
         out[index] += g
     return out
@@ -273,7 +274,7 @@ def softplus(x, beta=1.0, threshold=20.0):
     smooth = ew.softplus(x, beta=beta)
     if not math.isfinite(threshold):
         return smooth
-    linear = (x.data if isinstance(x, Tensor) else np.asarray(x)) * beta > threshold
+    linear = (x.data if isinstance(x, Tensor) else backend.asarray(x)) * beta > threshold
     return ew.where(linear, x, smooth) if linear.any() else smooth
 
 

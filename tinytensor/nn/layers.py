@@ -7,7 +7,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import ops
+from .. import backend, ops
 from ..tensor import Tensor, mark_modified
 from . import functional as F
 from .module import Module, cast_input
@@ -174,11 +174,12 @@ class Dropout(Module):
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        shape, dtype = (x.shape, x.dtype) if isinstance(x, Tensor) else (np.shape(x), np.asarray(x).dtype)
-        dtype = dtype if dtype.kind == "f" else np.dtype(np.float64)
-        keep = self.rng.random(shape) >= self.p
+        x = x if isinstance(x, Tensor) else backend.asarray(x)
+        dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+        keep = self.rng.random(x.shape) >= self.p
         scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
-        self.mask = np.where(keep, scale, 0.0).astype(dtype)   # kept for inspection
+        # Drawn by the module's NumPy Generator (the same masks on every device), then moved to x's
+        self.mask = backend.like(np.where(keep, scale, 0.0), x, dtype)   # kept for inspection
         return x * self.mask
 
     def extra_repr(self):
@@ -399,7 +400,8 @@ class Embedding(Module):
         self.weight = _parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype, "weight")
 
     def forward(self, index):
-        index = np.asarray(index.data if isinstance(index, Tensor) else index)
+        index = backend.asarray(index.data if isinstance(index, Tensor) else index, like=self.weight,
+                                what="Embedding's indices")
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
         if index.size and (index.min() < 0 or index.max() >= self.num_embeddings):

@@ -7,7 +7,7 @@ silently turn a float32 model's loss into float64.
 
 import numpy as np
 
-from .. import ops
+from .. import backend, ops
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -28,20 +28,21 @@ def _reduce(loss, reduction):
 
 
 def _float_dtype(x):
-    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    dtype = x.dtype if isinstance(x, Tensor) else backend.asarray(x).dtype
     return dtype if dtype.kind == "f" else np.dtype(np.float64)
 
 
-def _as_float(value, dtype):
-    """A constant (weights, pos_weight) or plain-array target in the prediction's float dtype."""
+def _as_float(value, prediction, what):
+    """A constant (weights, pos_weight) or plain-array target in the prediction's float dtype, on
+    its device (numbers and lists are made there; an array elsewhere is an error naming both)."""
     if value is None or isinstance(value, Tensor):
         return value
-    return np.asarray(value, dtype=dtype)
+    return backend.asarray(value, _float_dtype(prediction), like=prediction, what=what)
 
 
 def _same_shape(name, prediction, target):
     """The elementwise losses do not broadcast: a silent (n, 1) - (n,) broadcast is a classic bug."""
-    target = _as_float(target, _float_dtype(prediction))
+    target = _as_float(target, prediction, f"{name}'s target")
     if np.shape(target.data if isinstance(target, Tensor) else target) != tuple(np.shape(
             prediction.data if isinstance(prediction, Tensor) else prediction)):
         raise ValueError(f"{name}: prediction has shape {tuple(prediction.shape)} but target has "
@@ -103,7 +104,7 @@ class BCELoss(_Loss):
         target = _same_shape("BCELoss", p, target)
         loss = F.binary_cross_entropy_prim(p, target)
         if self.weight is not None:
-            loss = loss * _as_float(self.weight, _float_dtype(p))
+            loss = loss * _as_float(self.weight, p, "BCELoss's weight")
         return _reduce(loss, self.reduction)
 
 
@@ -120,14 +121,13 @@ class BCEWithLogitsLoss(_Loss):
 
     def forward(self, logits, target):
         target = _same_shape("BCEWithLogitsLoss", logits, target)
-        dtype = _float_dtype(logits)
         tail = F.softplus(-logits, threshold=np.inf)      # softplus(-x) = -log sigmoid(x)
         scale = 1.0
         if self.pos_weight is not None:
-            scale = 1 + (_as_float(self.pos_weight, dtype) - 1) * target
+            scale = 1 + (_as_float(self.pos_weight, logits, "BCEWithLogitsLoss's pos_weight") - 1) * target
         loss = (1 - target) * logits + scale * tail
         if self.weight is not None:
-            loss = loss * _as_float(self.weight, dtype)
+            loss = loss * _as_float(self.weight, logits, "BCEWithLogitsLoss's weight")
         return _reduce(loss, self.reduction)
 
 
@@ -149,11 +149,13 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     mean divided by the number of rows."""
     C = log_p.shape[-1]
     dtype = log_p.dtype
-    w = np.ones(C, dtype) if weight is None else np.asarray(
-        weight.data if isinstance(weight, Tensor) else weight, dtype=dtype)
+    xp = backend.namespace(log_p)
+    w = xp.ones(C, dtype) if weight is None else backend.asarray(
+        weight.data if isinstance(weight, Tensor) else weight, dtype, like=log_p, what=f"{name}'s weight")
     if w.shape != (C,):
         raise ValueError(f"{name}: weight must have one entry per class, shape ({C},), got {w.shape}")
-    t = np.asarray(target.data if isinstance(target, Tensor) else target)
+    t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
+                        what=f"{name}'s target")
     if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
         keep = t != ignore_index
         safe = np.where(keep, t, 0)
@@ -161,8 +163,8 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
             raise IndexError(f"{name}: class indices must lie in [0, {C}) (or equal ignore_index="
                              f"{ignore_index}), got {t.min()}..{t.max()}")
         row_weight = w[safe] * keep
-        coef = np.zeros(t.shape + (C,), dtype)
-        np.put_along_axis(coef, safe[..., None], ((1 - smoothing) * row_weight)[..., None], axis=-1)
+        onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
+        coef = onehot * ((1 - smoothing) * row_weight)[..., None]
         if smoothing:
             coef += (smoothing / C) * (keep[..., None] * w)
         total = row_weight.sum()
@@ -181,7 +183,8 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
                          f"got {t.dtype} of shape {t.shape}")
     rows = -ops.sum(log_p * coef, axis=-1)
     if reduction == "mean":
-        return ops.sum(rows) / dtype.type(total)     # 0 / 0 = nan when every row is ignored
+        total = total if backend.is_array(total) else dtype.type(total)   # a 0-d array off NumPy
+        return ops.sum(rows) / total     # 0 / 0 = nan when every row is ignored
     return rows if reduction == "none" else ops.sum(rows)
 
 
@@ -208,7 +211,7 @@ class CrossEntropyLoss(_Loss):
 
     def forward(self, logits, target):
         logits = _class_last(logits, target)
-        t = target.data if isinstance(target, Tensor) else np.asarray(target)
+        t = target.data if isinstance(target, Tensor) else backend.asarray(target)
         plain = self.weight is None and self.label_smoothing == 0.0
         if plain and not (t.dtype.kind in "iu" and (t == self.ignore_index).any()):
             return ops.softmax_cross_entropy(logits, target, reduction=self.reduction)
@@ -226,7 +229,7 @@ class NLLLoss(_Loss):
 
     def forward(self, log_p, target):
         log_p = _class_last(log_p, target)
-        t = np.asarray(target.data if isinstance(target, Tensor) else target)
+        t = backend.asarray(target.data if isinstance(target, Tensor) else target)
         if t.dtype.kind not in "iu":
             raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")
         return _weighted_nll(log_p, t, self.weight, self.ignore_index, 0.0, self.reduction, "NLLLoss")

@@ -1,6 +1,8 @@
 """Gradient clipping, as torch.nn.utils: both rescale `.grad` (new arrays, never written into:
 a .grad may be an array that a user's rule also holds) and skip parameters without one."""
 
+import math
+
 import numpy as np
 
 from ..tensor import Tensor
@@ -21,10 +23,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         return Tensor(0.0)
     if norm_type == np.inf:
         norms = [np.max(np.abs(p.grad)) if p.grad.size else 0.0 for p in params]
-        total = float(np.max(norms))
+        total = max(float(n) for n in norms)     # one number per parameter, from any device
     else:
         norms = [np.sum(np.abs(p.grad.astype(np.float64)) ** norm_type) for p in params]
-        total = float(np.sum(norms) ** (1.0 / norm_type))
+        total = math.fsum(float(n) for n in norms) ** (1.0 / norm_type)
     if error_if_nonfinite and not np.isfinite(total):
         raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} is {total}; "
                            f"pass error_if_nonfinite=False to clip anyway")
