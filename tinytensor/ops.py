@@ -598,7 +598,9 @@ def _softmax_minus_labels(g, p, y, reduction):
         if type(index) is not np.ndarray:
             hit, valid = _hits(index, p.shape[-1])
             return _nan_unless(valid[..., None], (p - hit) * scale)
-        grad = p * scale                  # arrays: subtract at the labels, in place
+        # arrays: subtract at the labels, in place. C order, so that the reshape below is a view
+        # (p is a transposed view for (N, C, d...) logits; a copy would lose the subtraction).
+        grad = np.multiply(p, scale, order="C")
         flat = grad.reshape(-1, p.shape[-1])
         flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
         return grad
