@@ -2,6 +2,8 @@
 (from the op table), the lecture's loss, MLPs and the transforms; it re-traces on new
 shapes; check=True catches a frozen branch; the source is Python naming each entry."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -357,3 +359,73 @@ def test_compositions_and_second_order_of_every_unary_op(name):
         assert_same(compiled_grad(x), grad_f(x))
         assert_same(compiled_hvp(x, v), hvp_f(x, v), exact=False)
     assert compiled_grad.traces == compiled_hvp.traces == 1
+
+
+def _copy_model(model, dtype):
+    twin = tt.nn.Sequential(tt.nn.Linear(5, 8, rng=0, dtype=dtype), tt.nn.Tanh(),
+                            tt.nn.Linear(8, 6, rng=1, dtype=dtype), tt.nn.ReLU(),
+                            tt.nn.Linear(6, 3, rng=2, dtype=dtype))
+    twin.load_state_dict(model.state_dict())
+    return twin
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nn_model_step_through_functional_call(dtype):
+    """The documented object-style pattern: the compiled step runs the model through
+    tt.nn.functional_call on a dict of the model's own arrays (the Linear layers cast the float64
+    data to the parameters' dtype), and the optimizer updates those arrays in place. It gives
+    the eager loss.backward()/opt.step() loop's numbers bit for bit, step after step."""
+    model = tt.nn.Sequential(tt.nn.Linear(5, 8, rng=0, dtype=dtype), tt.nn.Tanh(),
+                             tt.nn.Linear(8, 6, rng=1, dtype=dtype), tt.nn.ReLU(),
+                             tt.nn.Linear(6, 3, rng=2, dtype=dtype))
+    eager = _copy_model(model, dtype)
+    loss_fn = tt.nn.CrossEntropyLoss()
+    opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt_eager = tt.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    named = dict(model.named_parameters())
+    params = {name: p.data for name, p in named.items()}
+
+    @tt.compile
+    def step(params, x, y):
+        return tt.value_and_grad(lambda p: loss_fn(tt.nn.functional_call(model, p, x), y))(params)
+
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x, y = rng.standard_normal((7, 5)), rng.integers(0, 3, 7)     # float64 data, int labels
+        loss, grads = step(params, x, y)
+        for name, g in grads.items():
+            named[name].grad = g
+        opt.step()
+        want = loss_fn(eager(x), y)
+        opt_eager.zero_grad()
+        want.backward()
+        opt_eager.step()
+        assert loss.dtype == dtype and loss == want.data
+        for name, p in eager.named_parameters():
+            assert grads[name].dtype == dtype
+            np.testing.assert_array_equal(grads[name], p.grad)
+            np.testing.assert_array_equal(params[name], p.data)      # the same update, in place
+    assert step.traces == 1
+    assert ("astype(x" in step.source) == (dtype == np.float32)   # the layer's cast is in the program
+
+
+def test_in_place_writes_while_recording_are_refused_or_warned():
+    """A write into an argument would make the program's numbers differ from f's: an error.
+    A module's buffers updated once (BatchNorm's running statistics): a warning. eval(): quiet."""
+    def bump(x):
+        x += 1
+        return x * 2
+
+    x = np.ones(3)
+    with pytest.raises(RuntimeError, match="in place"):
+        tt.compile(bump)(x)
+    model = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0, dtype=np.float64),
+                             tt.nn.BatchNorm1d(4, dtype=np.float64))
+    params = {k: v.data for k, v in model.named_parameters()}
+    step = tt.compile(lambda p, x: tt.sum(tt.nn.functional_call(model, p, x)))
+    with pytest.warns(RuntimeWarning, match="running statistics"):
+        step(params, np.ones((5, 3)))
+    model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step(params, np.ones((6, 3)))            # a new shape: recorded again, quietly

@@ -36,6 +36,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from . import ops, tape, transforms
+from . import tensor as tensor_module
 from .tape import Primitive, _tape_of, unbroadcast
 from .tensor import Tensor, _init_untracked
 
@@ -125,8 +126,11 @@ class Compiled:
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
+        stamp = tensor_module._LAST_WRITE[0]
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
+        if tensor_module._LAST_WRITE[0] != stamp:
+            self._refuse_writes(tracer, stamp)
         if tracer.reads and not self.check:
             warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
                           f"recorded ({'; '.join(tracer.reads)}); the compiled program keeps what they "
@@ -137,6 +141,24 @@ class Compiled:
         program.trace_seconds = time.perf_counter() - start
         self.traces += 1
         return program
+
+    def _refuse_writes(self, tracer, stamp):
+        """f wrote into arrays in place while being recorded (`x += 1` on an argument, a
+        BatchNorm's running statistics, an optimizer step): the program does not repeat it.
+        Into an argument or a traced value, the program's numbers would differ: an error.
+        Elsewhere (a module's buffers), a warning."""
+        written = [tensor_module.written_after(a, stamp) for a in tracer.values
+                   if isinstance(a, np.ndarray)]
+        if builtins.any(written):
+            raise RuntimeError(f"tt.compile: {self.__name__} wrote into one of its arguments (or a "
+                               f"value computed from them) in place while being recorded (x += ..., "
+                               f"x[i] = ..., out=); the compiled program would not repeat it. Write "
+                               f"x = x + ... (or tt.where for x[i] = ...) instead")
+        warnings.warn(f"tt.compile: {self.__name__} changed arrays in place while being recorded "
+                      f"(a BatchNorm's running statistics, an in-place update of a closed-over "
+                      f"Tensor); that happened once, now, and the compiled program will not repeat "
+                      f"it. Compile such a model's step in eval() mode, or leave it uncompiled",
+                      RuntimeWarning, stacklevel=3)
 
     def _compare(self, program, arrays, args, kwargs):
         compiled = program.run(arrays)
