@@ -429,3 +429,34 @@ def test_in_place_writes_while_recording_are_refused_or_warned():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         step(params, np.ones((6, 3)))            # a new shape: recorded again, quietly
+
+
+@pytest.mark.parametrize("label_dtype, classes", [(np.int64, 3), (np.int32, 7), (np.uint8, 4),
+                                                  (np.int8, 5), (np.int8, 200)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_lecture_loss_with_class_indices(label_dtype, classes, reduction):
+    """crossEntropy(softmax(z), labels) with integer labels is written out in the program (the
+    range check, the gather at the labels, the VJP's subtraction): the eager numbers bit for
+    bit, and a label out of range raises the eager error on every call, not only the first."""
+    def loss(W, x, y):
+        rows = tt.crossEntropy(tt.softmax(tt.dot(x, W)), y, reduction=reduction)
+        return tt.sum(rows) + tt.frobeniusNorm(W)
+
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64):
+        step = tt.compile(tt.value_and_grad(loss))
+        for _ in range(3):
+            W, x = rng.standard_normal((4, classes)).astype(dtype), rng.standard_normal((6, 4)).astype(dtype)
+            y = rng.integers(0, min(classes, np.iinfo(label_dtype).max + 1), 6).astype(label_dtype)
+            assert_same(step(W, x, y), tt.value_and_grad(loss)(W, x, y))
+        assert step.traces == 1
+        for bad in (-1, -100, classes):       # -100 in int8 is 156 as uint8: below 200 classes
+            if not np.iinfo(label_dtype).min <= bad <= np.iinfo(label_dtype).max:
+                continue
+            y[2] = bad
+            with pytest.raises(IndexError, match=r"class indices must lie in \[0, "):
+                tt.value_and_grad(loss)(W, x, y)
+            with pytest.raises(IndexError, match=r"class indices must lie in \[0, "):
+                step(W, x, y)
+    if reduction != "none":
+        assert "label_range_error" in step.source and "cross_entropy_rows" not in step.source
