@@ -402,7 +402,15 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
     """value_and_grad at the top level, arrays in and out: vjp's steps in one frame (a training
     step calls this every minibatch, so its Python overhead is the functional path's cost)."""
     leaves, structure = tree_flatten(primal)
-    inputs = [_input(x, False) for x in leaves]
+    inputs = []
+    for x in leaves:
+        if type(x) is np.ndarray and x.dtype.kind == "f":   # _input's common case, inline
+            t = Tensor.__new__(Tensor)
+            _init_untracked(t, x)
+            t.requires_grad = True
+        else:
+            t = _input(x, False)
+        inputs.append(t)
     previous, STATE.grad_enabled = STATE.grad_enabled, True
     _Nesting.depth += 1
     try:
