@@ -460,3 +460,27 @@ def test_lecture_loss_with_class_indices(label_dtype, classes, reduction):
                 step(W, x, y)
     if reduction != "none":
         assert "label_range_error" in step.source and "cross_entropy_rows" not in step.source
+
+
+def test_functional_value_and_grad_keeps_the_structure_of_its_argument():
+    """value_and_grad's quick path (a list, tuple or dict of float arrays, or one array) and its
+    general one (Tensors, nesting, float32 next to float64) give the same structure and numbers."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal(3), rng.standard_normal((2, 3)).astype(np.float32)
+
+    def loss(p):
+        leaves = tree_flatten(p)[0]
+        return tt.sum(tt.tanh(leaves[0]) * leaves[-1])
+
+    want = np.tanh(a) * 0 + np.sum(b, axis=0) * (1 - np.tanh(a) ** 2)
+    for primal in ([a, b], (a, b), {"a": a, "b": b}, [tt.tensor(a), b], {"a": a, "rest": (b,)}):
+        value, grads = tt.value_and_grad(loss)(primal)
+        flat, structure = tree_flatten(grads)
+        assert repr(structure) == repr(tree_flatten(primal)[1])
+        np.testing.assert_allclose(flat[0], want, rtol=1e-6)
+        assert flat[0].dtype == np.float64 and flat[1].dtype == np.float32
+        assert not np.shares_memory(flat[0], a) and not np.shares_memory(flat[1], b)
+    value, g = tt.value_and_grad(lambda x: tt.sum(x * x))(a)
+    np.testing.assert_array_equal(g, 2 * a)
+    with pytest.raises(TypeError, match="floating-point"):
+        tt.value_and_grad(loss)([a, np.arange(3)])
