@@ -955,7 +955,7 @@ def _generate(tracer, out, fname):
         _SPECIAL = _special_forms()
     fused = _softmax_cross_entropy_pairs(live, producer)
     pieces = {}
-    rows = {}   # labels variable -> the hoisted np.arange(B), once its range check is in the program
+    rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
     body = []
     for e in live:
         args = [emit(a) for a in e.args]
@@ -993,8 +993,8 @@ def _generate(tracer, out, fname):
                 body.append((None, f"if {test}: "
                              f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
                              "crossEntropy: the labels must lie in [0, classes)"))
-                rows[e.args[1].var] = constant(np.arange(batch))
-                expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var]}, {y}]).sum()"
+                rows[e.args[1].var, classes] = constant(np.arange(batch))
+                expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
                 if e.kwargs.get("reduction", "mean") == "mean":
                     expr += f" / {batch}"
         if special is not None and special[0] is e.fun and e.kind != "numpy":
@@ -1003,8 +1003,9 @@ def _generate(tracer, out, fname):
             if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):
                 expr = expr[expr.index("* ") + 2:]    # 1 * w is w, exactly: one pass over w less
         elif (e.fun is _CE_VJP_LOGITS and e.kind == "rule" and type(e.args[3]) is _Ref
-              and e.args[3].var in rows and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
-              and np.ndim(tracer.values[e.args[0].var]) == 0):
+              and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
+              and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
+              and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
             # ops._softmax_minus_labels for class indices the forward checked above:
             # p * scale, then minus scale at each row's label
             g, p, y = args[0], args[2], args[3]
@@ -1015,7 +1016,8 @@ def _generate(tracer, out, fname):
                 body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
                              "crossEntropy VJP: the cotangent of each row"))
             body.append((lhs, f"{p} * {scale}", label(e.label)))
-            body.append((None, f"{lhs}[{rows[e.args[3].var]}, {y}] -= {scale}",
+            at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
+            body.append((None, f"{lhs}[{at}, {y}] -= {scale}",
                          "crossEntropy VJP: minus the labels"))
             continue
         elif e.fun is unbroadcast:
