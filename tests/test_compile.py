@@ -416,9 +416,17 @@ def test_in_place_writes_while_recording_are_refused_or_warned():
         x += 1
         return x * 2
 
-    x = np.ones(3)
-    with pytest.raises(RuntimeError, match="in place"):
-        tt.compile(bump)(x)
+    def set_first(x):
+        x[0] = 5.0
+        return x * 2
+
+    def add_out(x):
+        np.add(x, 1, out=x)
+        return x * 2
+
+    for f in (bump, set_first, add_out):
+        with pytest.raises(RuntimeError, match="in place"):
+            tt.compile(f)(np.ones(3))
     model = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0, dtype=np.float64),
                              tt.nn.BatchNorm1d(4, dtype=np.float64))
     params = {k: v.data for k, v in model.named_parameters()}
