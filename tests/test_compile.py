@@ -2,6 +2,8 @@
 (from the op table), the lecture's loss, MLPs and the transforms; it re-traces on new
 shapes; check=True catches a frozen branch; the source is Python naming each entry."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -357,3 +359,136 @@ def test_compositions_and_second_order_of_every_unary_op(name):
         assert_same(compiled_grad(x), grad_f(x))
         assert_same(compiled_hvp(x, v), hvp_f(x, v), exact=False)
     assert compiled_grad.traces == compiled_hvp.traces == 1
+
+
+def _copy_model(model, dtype):
+    twin = tt.nn.Sequential(tt.nn.Linear(5, 8, rng=0, dtype=dtype), tt.nn.Tanh(),
+                            tt.nn.Linear(8, 6, rng=1, dtype=dtype), tt.nn.ReLU(),
+                            tt.nn.Linear(6, 3, rng=2, dtype=dtype))
+    twin.load_state_dict(model.state_dict())
+    return twin
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nn_model_step_through_functional_call(dtype):
+    """The documented object-style pattern: the compiled step runs the model through
+    tt.nn.functional_call on a dict of the model's own arrays (the Linear layers cast the float64
+    data to the parameters' dtype), and the optimizer updates those arrays in place. It gives
+    the eager loss.backward()/opt.step() loop's numbers bit for bit, step after step."""
+    model = tt.nn.Sequential(tt.nn.Linear(5, 8, rng=0, dtype=dtype), tt.nn.Tanh(),
+                             tt.nn.Linear(8, 6, rng=1, dtype=dtype), tt.nn.ReLU(),
+                             tt.nn.Linear(6, 3, rng=2, dtype=dtype))
+    eager = _copy_model(model, dtype)
+    loss_fn = tt.nn.CrossEntropyLoss()
+    opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt_eager = tt.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    named = dict(model.named_parameters())
+    params = {name: p.data for name, p in named.items()}
+
+    @tt.compile
+    def step(params, x, y):
+        return tt.value_and_grad(lambda p: loss_fn(tt.nn.functional_call(model, p, x), y))(params)
+
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x, y = rng.standard_normal((7, 5)), rng.integers(0, 3, 7)     # float64 data, int labels
+        loss, grads = step(params, x, y)
+        for name, g in grads.items():
+            named[name].grad = g
+        opt.step()
+        want = loss_fn(eager(x), y)
+        opt_eager.zero_grad()
+        want.backward()
+        opt_eager.step()
+        assert loss.dtype == dtype and loss == want.data
+        for name, p in eager.named_parameters():
+            assert grads[name].dtype == dtype
+            np.testing.assert_array_equal(grads[name], p.grad)
+            np.testing.assert_array_equal(params[name], p.data)      # the same update, in place
+    assert step.traces == 1
+    assert ("astype(x" in step.source) == (dtype == np.float32)   # the layer's cast is in the program
+
+
+def test_in_place_writes_while_recording_are_refused_or_warned():
+    """A write into an argument would make the program's numbers differ from f's: an error.
+    A module's buffers updated once (BatchNorm's running statistics): a warning. eval(): quiet."""
+    def bump(x):
+        x += 1
+        return x * 2
+
+    def set_first(x):
+        x[0] = 5.0
+        return x * 2
+
+    def add_out(x):
+        np.add(x, 1, out=x)
+        return x * 2
+
+    for f in (bump, set_first, add_out):
+        with pytest.raises(RuntimeError, match="in place"):
+            tt.compile(f)(np.ones(3))
+    model = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0, dtype=np.float64),
+                             tt.nn.BatchNorm1d(4, dtype=np.float64))
+    params = {k: v.data for k, v in model.named_parameters()}
+    step = tt.compile(lambda p, x: tt.sum(tt.nn.functional_call(model, p, x)))
+    with pytest.warns(RuntimeWarning, match="running statistics"):
+        step(params, np.ones((5, 3)))
+    model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        step(params, np.ones((6, 3)))            # a new shape: recorded again, quietly
+
+
+@pytest.mark.parametrize("label_dtype, classes", [(np.int64, 3), (np.int32, 7), (np.uint8, 4),
+                                                  (np.int8, 5), (np.int8, 200)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_lecture_loss_with_class_indices(label_dtype, classes, reduction):
+    """crossEntropy(softmax(z), labels) with integer labels is written out in the program (the
+    range check, the gather at the labels, the VJP's subtraction): the eager numbers bit for
+    bit, and a label out of range raises the eager error on every call, not only the first."""
+    def loss(W, x, y):
+        rows = tt.crossEntropy(tt.softmax(tt.dot(x, W)), y, reduction=reduction)
+        return tt.sum(rows) + tt.frobeniusNorm(W)
+
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64):
+        step = tt.compile(tt.value_and_grad(loss))
+        for _ in range(3):
+            W, x = rng.standard_normal((4, classes)).astype(dtype), rng.standard_normal((6, 4)).astype(dtype)
+            y = rng.integers(0, min(classes, np.iinfo(label_dtype).max + 1), 6).astype(label_dtype)
+            assert_same(step(W, x, y), tt.value_and_grad(loss)(W, x, y))
+        assert step.traces == 1
+        for bad in (-1, -100, classes):       # -100 in int8 is 156 as uint8: below 200 classes
+            if not np.iinfo(label_dtype).min <= bad <= np.iinfo(label_dtype).max:
+                continue
+            y[2] = bad
+            with pytest.raises(IndexError, match=r"class indices must lie in \[0, "):
+                tt.value_and_grad(loss)(W, x, y)
+            with pytest.raises(IndexError, match=r"class indices must lie in \[0, "):
+                step(W, x, y)
+    if reduction != "none":
+        assert "label_range_error" in step.source and "cross_entropy_rows" not in step.source
+
+
+def test_functional_value_and_grad_keeps_the_structure_of_its_argument():
+    """value_and_grad's quick path (a list, tuple or dict of float arrays, or one array) and its
+    general one (Tensors, nesting, float32 next to float64) give the same structure and numbers."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal(3), rng.standard_normal((2, 3)).astype(np.float32)
+
+    def loss(p):
+        leaves = tree_flatten(p)[0]
+        return tt.sum(tt.tanh(leaves[0]) * leaves[-1])
+
+    want = np.tanh(a) * 0 + np.sum(b, axis=0) * (1 - np.tanh(a) ** 2)
+    for primal in ([a, b], (a, b), {"a": a, "b": b}, [tt.tensor(a), b], {"a": a, "rest": (b,)}):
+        value, grads = tt.value_and_grad(loss)(primal)
+        flat, structure = tree_flatten(grads)
+        assert repr(structure) == repr(tree_flatten(primal)[1])
+        np.testing.assert_allclose(flat[0], want, rtol=1e-6)
+        assert flat[0].dtype == np.float64 and flat[1].dtype == np.float32
+        assert not np.shares_memory(flat[0], a) and not np.shares_memory(flat[1], b)
+    value, g = tt.value_and_grad(lambda x: tt.sum(x * x))(a)
+    np.testing.assert_array_equal(g, 2 * a)
+    with pytest.raises(TypeError, match="floating-point"):
+        tt.value_and_grad(loss)([a, np.arange(3)])

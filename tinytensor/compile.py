@@ -36,6 +36,7 @@ from heapq import heappop, heappush
 import numpy as np
 
 from . import ops, tape, transforms
+from . import tensor as tensor_module
 from .tape import Primitive, _tape_of, unbroadcast
 from .tensor import Tensor, _init_untracked
 
@@ -125,8 +126,11 @@ class Compiled:
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
+        stamp = tensor_module._LAST_WRITE[0]
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
+        if tensor_module._LAST_WRITE[0] != stamp:
+            self._refuse_writes(tracer, stamp)
         if tracer.reads and not self.check:
             warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
                           f"recorded ({'; '.join(tracer.reads)}); the compiled program keeps what they "
@@ -137,6 +141,24 @@ class Compiled:
         program.trace_seconds = time.perf_counter() - start
         self.traces += 1
         return program
+
+    def _refuse_writes(self, tracer, stamp):
+        """f wrote into arrays in place while being recorded (`x += 1` on an argument, a
+        BatchNorm's running statistics, an optimizer step): the program does not repeat it.
+        Into an argument or a traced value, the program's numbers would differ: an error.
+        Elsewhere (a module's buffers), a warning."""
+        written = [tensor_module.written_after(a, stamp) for a in tracer.values
+                   if isinstance(a, np.ndarray)]
+        if builtins.any(written):
+            raise RuntimeError(f"tt.compile: {self.__name__} wrote into one of its arguments (or a "
+                               f"value computed from them) in place while being recorded (x += ..., "
+                               f"x[i] = ..., out=); the compiled program would not repeat it. Write "
+                               f"x = x + ... (or tt.where for x[i] = ...) instead")
+        warnings.warn(f"tt.compile: {self.__name__} changed arrays in place while being recorded "
+                      f"(a BatchNorm's running statistics, an in-place update of a closed-over "
+                      f"Tensor); that happened once, now, and the compiled program will not repeat "
+                      f"it. Compile such a model's step in eval() mode, or leave it uncompiled",
+                      RuntimeWarning, stacklevel=3)
 
     def _compare(self, program, arrays, args, kwargs):
         compiled = program.run(arrays)
@@ -715,6 +737,8 @@ def _special_forms():
         put(rule(name, 0), lambda x, nd: f"{x[0]} @ {x[3]}.T" if nd[2] == 2 and nd[3] == 2 else None)
         put(rule(name, 1), lambda x, nd: f"{x[2]}.T @ {x[0]}" if nd[2] == 2 and nd[3] == 2 else None)
     put(rule("linear", 2), lambda x, nd: x[0])
+    # g * w / _safe(ans); `ans + (ans == 0)` is _safe: the norm, or 1 where it is 0
+    put(rule("frobeniusNorm", 0), lambda x, nd: f"{x[0]} * {x[2]} / ({x[1]} + ({x[1]} == 0))")
     return table
 
 
@@ -764,6 +788,22 @@ def _cross_entropy_rows(log_p, z, y, reduction):
     return reduce_rows(-(y * log_p).sum(axis=-1), reduction)
 
 
+def _lean_labels(tracer, e, z_arg, y_arg):
+    """Whether crossEntropy's rows for these logits and labels can be written inline: integer
+    class indices of shape (B,) (B > 0) against (B, C) logits on the CPU, reduced by mean or sum."""
+    if type(z_arg) is not _Ref or type(y_arg) is not _Ref:
+        return False
+    z, y = tracer.values[z_arg.var], tracer.values[y_arg.var]
+    return (type(z) is np.ndarray and type(y) is np.ndarray and z.ndim == 2 and y.dtype.kind in "iu"
+            and y.shape == z.shape[:1] and y.size > 0
+            and e.kwargs.get("reduction", "mean") in ("mean", "sum"))
+
+
+def _label_range_error(y, classes):
+    """ops._class_indices's error for class indices outside [0, classes)."""
+    raise IndexError(f"class indices must lie in [0, {classes}); got {y.min()}..{y.max()}")
+
+
 def _atom(text):
     """A name or a non-negative number: safe inside an expression without parentheses."""
     return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
@@ -778,6 +818,35 @@ def _unbroadcast_form(x, g_shape, shape):
 
 
 _SPECIAL = None
+
+
+def _vjp_rule(name, i):
+    rules = getattr(tape.REGISTRY.get(name), "vjps", None)
+    return rules[i] if rules is not None and i < len(rules) else None
+
+
+_FROBENIUS_VJP = _vjp_rule("frobeniusNorm", 0)
+_IDENTITY_VJPS = {id(f) for f in (_vjp_rule("add", 0), _vjp_rule("add", 1), _vjp_rule("sub", 0)) if f}
+
+
+def _unit_seed(tracer, producer, g, w):
+    """Whether cotangent `g` is the seed 1 (passed on unchanged by add/sub VJPs) and a 0-d
+    array whose product with w has w's dtype, so that g * w is w bit for bit."""
+    while type(g) is _Ref:
+        e = producer.get(g.var)
+        if e is None:
+            return False
+        if e.kind == "seed":
+            value, w_value = tracer.values[g.var], tracer.values[w.var] if type(w) is _Ref else w
+            return (type(value) is np.ndarray and value.ndim == 0 and value == 1
+                    and np.result_type(value, w_value) == np.asarray(w_value).dtype)
+        if e.kind != "rule" or id(e.fun) not in _IDENTITY_VJPS:
+            return False
+        g = e.args[0]
+    return False
+
+
+_CE_VJP_LOGITS = getattr(ops, "_ce_vjp_logits", None)
 
 
 def _generate(tracer, out, fname):
@@ -886,6 +955,7 @@ def _generate(tracer, out, fname):
         _SPECIAL = _special_forms()
     fused = _softmax_cross_entropy_pairs(live, producer)
     pieces = {}
+    rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
     body = []
     for e in live:
         args = [emit(a) for a in e.args]
@@ -908,9 +978,48 @@ def _generate(tracer, out, fname):
             y, reduction = args[1], emit(e.kwargs.get("reduction", "mean"))
             expr = (f"{function_name(_cross_entropy_rows, 'cross_entropy_rows')}"
                     f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
+            if _lean_labels(tracer, e, e.args[2], e.args[1]):
+                # ops._rows_from_logits for class indices, its NumPy calls written out: the range
+                # check (one max over the labels seen as unsigned: a negative label is huge
+                # there), then -log_p at the labels, summed (and / B for the mean).
+                labels = tracer.values[e.args[1].var]
+                batch, classes = tracer.values[e.args[2].var].shape
+                if labels.dtype.kind == "u":
+                    test = f"{y}.max() >= {classes}"
+                elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
+                    test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
+                else:
+                    test = f"{y}.min() < 0 or {y}.max() >= {classes}"
+                body.append((None, f"if {test}: "
+                             f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
+                             "crossEntropy: the labels must lie in [0, classes)"))
+                rows[e.args[1].var, classes] = constant(np.arange(batch))
+                expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
+                if e.kwargs.get("reduction", "mean") == "mean":
+                    expr += f" / {batch}"
         if special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
+            if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):
+                expr = expr[expr.index("* ") + 2:]    # 1 * w is w, exactly: one pass over w less
+        elif (e.fun is _CE_VJP_LOGITS and e.kind == "rule" and type(e.args[3]) is _Ref
+              and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
+              and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
+              and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
+            # ops._softmax_minus_labels for class indices the forward checked above:
+            # p * scale, then minus scale at each row's label
+            g, p, y = args[0], args[2], args[3]
+            lhs = names[e.out]
+            scale = g
+            if e.kwargs.get("reduction", "mean") == "mean":
+                scale = fresh(f"{lhs}_scale")
+                body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
+                             "crossEntropy VJP: the cotangent of each row"))
+            body.append((lhs, f"{p} * {scale}", label(e.label)))
+            at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
+            body.append((None, f"{lhs}[{at}, {y}] -= {scale}",
+                         "crossEntropy VJP: minus the labels"))
+            continue
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
@@ -947,9 +1056,10 @@ def _generate(tracer, out, fname):
             results.append(emit(ref))
     ret = _emit_structure(out_structure, iter(results), namespace, fresh)
     params = [names[v] for v in tracer.arguments]
-    width = max([len(f"{lhs} = {expr}") for lhs, expr, _ in body] + [0])
+    statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment in body]
+    width = max([len(text) for text, _ in statements] + [0])
     lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
-    lines += [f"    {f'{lhs} = {expr}':<{width}}  # {comment}" for lhs, expr, comment in body]
+    lines += [f"    {text:<{width}}  # {comment}" for text, comment in statements]
     lines.append(f"    return {ret}")
     source = "\n".join(lines) + "\n"
     code = builtins.compile(source, f"<tt.compile {fname}>", "exec")

@@ -401,18 +401,38 @@ def _check_scalar(out):
 def _value_and_grad_arrays(f, primal, rebuild, kwargs):
     """value_and_grad at the top level, arrays in and out: vjp's steps in one frame (a training
     step calls this every minibatch, so its Python overhead is the functional path's cost)."""
-    leaves, structure = tree_flatten(primal)
-    inputs = [_input(x, False) for x in leaves]
+    # The common case, without the general pytree walk: a list, tuple or dict of float arrays
+    # (or one array), each made an input Tensor sharing the caller's array.
+    kind = type(primal)
+    leaves = primal if kind is list or kind is tuple else (
+        primal.values() if kind is dict else (primal,) if kind is np.ndarray else None)
+    inputs = []
+    for x in leaves if leaves is not None else ():
+        if type(x) is not np.ndarray or x.dtype.kind != "f":
+            inputs, leaves = [], None
+            break
+        t = Tensor.__new__(Tensor)
+        _init_untracked(t, x)
+        t.requires_grad = True
+        inputs.append(t)
+    if leaves is None:
+        leaves, structure = tree_flatten(primal)
+        inputs = [_input(x, False) for x in leaves]
+        traced = tree_unflatten(structure, inputs)
+    else:
+        structure = None
+        traced = (inputs if kind is list else tuple(inputs) if kind is tuple else
+                  dict(zip(primal, inputs)) if kind is dict else inputs[0])
     previous, STATE.grad_enabled = STATE.grad_enabled, True
     _Nesting.depth += 1
     try:
-        out = f(*rebuild(tree_unflatten(structure, inputs)), **kwargs)
+        out = f(*rebuild(traced), **kwargs)
     finally:
         _Nesting.depth -= 1
         STATE.grad_enabled = previous
     if not (type(out) is Tensor and out.requires_grad and out.data.size == 1):
         _check_scalar(out)
-        return _value(out), tree_unflatten(structure, [_zeros(x) for x in inputs])
+        return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
     value = out.data
     seed = _seed(value)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
@@ -427,7 +447,17 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
             results.append(g)
         else:
             results.append(_handed_out(g, x, handed))
-    return value, tree_unflatten(structure, results)
+    return value, _like(primal, structure, results)
+
+
+def _like(primal, structure, leaves):
+    """`leaves` in primal's structure (`structure`, or None for _value_and_grad_arrays's
+    common case: a list, tuple or dict of arrays, or one array)."""
+    if structure is not None:
+        return tree_unflatten(structure, leaves)
+    kind = type(primal)
+    return (leaves if kind is list else tuple(leaves) if kind is tuple else
+            dict(zip(primal, leaves)) if kind is dict else leaves[0])
 
 
 def grad(f, argnums=0):
