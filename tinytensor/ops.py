@@ -536,8 +536,9 @@ def _class_indices(y, shape, check=False):
 
 
 def _labels(y, shape, dtype):
-    """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices."""
-    index = _class_indices(y, shape)
+    """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices
+    (range-checked: a negative index must not silently pick the last class)."""
+    index = _class_indices(y, shape, check=True)
     if index is None:
         return y
     if type(index) is not np.ndarray:

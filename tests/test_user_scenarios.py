@@ -1,0 +1,58 @@
+"""Scenarios a NumPy or PyTorch user runs on day one (QA): each test is a silent failure or an
+unclear error that was found and fixed; it fails on the code before its fix."""
+
+import numpy as np
+import pytest
+import scipy.special
+
+import tinytensor as tt
+
+
+# ----- cross_entropy: labels, the softmax fusion, retained and hand-made leaves -------------------
+@pytest.mark.parametrize("labels", [[0, -1], [0, 3], [-4, 1]])
+@pytest.mark.parametrize("fused", [False, True])
+def test_cross_entropy_rejects_out_of_range_class_indices(labels, fused):
+    z = tt.tensor(np.random.default_rng(0).standard_normal((2, 3)), requires_grad=True)
+    p = tt.softmax(z) if fused else tt.tensor(scipy.special.softmax(z.data, axis=-1), requires_grad=True)
+    with pytest.raises(IndexError, match=r"class indices must lie in \[0, 3\)"):
+        tt.cross_entropy(p, np.array(labels))
+
+
+def test_cross_entropy_of_softmax_on_plain_arrays_is_finite():
+    z = np.array([[1000.0, 0.0, -1000.0], [1.0, 2.0, 3.0]])
+    y = np.array([2, 0])
+    expected = -np.mean(scipy.special.log_softmax(z, axis=-1)[[0, 1], y])
+    assert np.isclose(tt.crossEntropy(tt.softmax(z), y), expected)
+    assert np.isclose(tt.cross_entropy(tt.softmax(z), np.eye(3)[y]), expected)
+
+
+def test_retained_softmax_output_gets_its_gradient():
+    z0 = np.array([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]])
+    y = np.array([2, 0])
+    z = tt.tensor(z0, requires_grad=True)
+    p = tt.softmax(z)
+    p.retain_grad()
+    tt.crossEntropy(p, y).backward()
+    P = scipy.special.softmax(z0, axis=-1)
+    onehot = np.eye(3)[y]
+    np.testing.assert_allclose(p.grad, -onehot / P / 2)
+    np.testing.assert_allclose(z.grad, (P - onehot) / 2)
+
+
+@pytest.mark.parametrize("how", ["attribute", "method"])
+def test_softmax_output_made_a_leaf_gets_its_gradient(how):
+    z0 = np.array([[1.0, 2.0, 3.0]])
+    p = tt.softmax(tt.tensor(z0))           # nothing requires grad: off the tape
+    if how == "attribute":
+        p.requires_grad = True
+    else:
+        p.requires_grad_()
+    assert p.is_leaf
+    tt.crossEntropy(p, np.array([2])).backward()
+    np.testing.assert_allclose(p.grad, [[0, 0, -1 / scipy.special.softmax(z0)[0, 2]]])
+
+
+def test_softmax_output_changed_in_place_is_used_as_it_is_now():
+    p = tt.softmax(tt.tensor([[1.0, 2.0, 3.0]]))
+    p[...] = np.array([[0.5, 0.25, 0.25]])
+    assert np.isclose(tt.crossEntropy(p, np.array([0])).item(), np.log(2))
