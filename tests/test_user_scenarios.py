@@ -56,3 +56,19 @@ def test_softmax_output_changed_in_place_is_used_as_it_is_now():
     p = tt.softmax(tt.tensor([[1.0, 2.0, 3.0]]))
     p[...] = np.array([[0.5, 0.25, 0.25]])
     assert np.isclose(tt.crossEntropy(p, np.array([0])).item(), np.log(2))
+
+
+def test_cross_entropy_of_softmax_under_no_grad_is_finite():
+    z = tt.tensor([[1000.0, 0.0, -1000.0]], requires_grad=True)
+    with tt.no_grad():
+        loss = tt.crossEntropy(tt.softmax(z), np.array([2]))
+    assert np.isclose(loss.item(), 2000.0)
+
+
+# ----- tt.save / tt.load ------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["model.pt", "checkpoint", "ck.npz"])
+def test_load_reads_back_the_path_given_to_save(tmp_path, name):
+    path = str(tmp_path / name)
+    tt.save({"epoch": 3, "w": np.arange(3.0)}, path)
+    back = tt.load(path)
+    assert back["epoch"] == 3 and np.array_equal(back["w"], np.arange(3.0))

@@ -28,12 +28,13 @@ everything else at the end of this file is composed from primitives.
 
 import builtins
 import math
+import weakref
 
 import numpy as np
 import scipy.special
 from scipy.linalg import blas
 
-from . import backend
+from . import backend, tape
 from .tape import Primitive
 from .tensor import Tensor, mark_modified
 
@@ -693,7 +694,16 @@ def logsumexp(x, axis=None, keepdims=False):
 @public(numpy=scipy.special.softmax, method=True)
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
-    return _softmax(x, axis=axis)
+    p = _softmax(x, axis=axis)
+    if type(p) is np.ndarray and p.ndim and axis in (-1, p.ndim - 1):   # plain arrays: see cross_entropy
+        key = id(p)
+        _PLAIN_SOFTMAX[key] = (weakref.ref(p, lambda _: _PLAIN_SOFTMAX.pop(key, None)), x)
+    return p
+
+
+# id(softmax output) -> (weak reference to it, its logits), for plain arrays (not Tensors), so that
+# cross_entropy(softmax(z), y) on arrays is computed from z too.
+_PLAIN_SOFTMAX = {}
 
 
 @public(numpy=scipy.special.log_softmax, method=True)
@@ -794,10 +804,27 @@ def cross_entropy(p, y, reduction="mean"):
     `softmax` over its last axis, the loss and its gradient are computed from the logits
     (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
     """
-    logits = None
-    if isinstance(p, Tensor) and p._prim is _softmax and p._params["axis"] in (-1, p.ndim - 1):
-        logits = p._inputs[0]
-    return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
+    return _cross_entropy(p, _labels_like(y, p), _softmax_logits(p), reduction=reduction)
+
+
+def _softmax_logits(p):
+    """The logits z when p = softmax(z) over the last axis still holds and nothing asks for p's own
+    gradient (retain_grad, or p made a leaf): then the loss is computed from z. Otherwise None."""
+    if type(p) is np.ndarray:
+        entry = _PLAIN_SOFTMAX.get(id(p))
+        if entry is None or entry[0]() is not p:
+            return None
+        z = _array(entry[1])
+        return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
+    if not isinstance(p, Tensor) or p._params is None or p._params.get("axis") not in (-1, p.ndim - 1):
+        return None
+    if p._version >= 0:       # changed in place since softmax made it
+        return None
+    if p._prim is _softmax:   # recorded: fused unless p's gradient is wanted
+        return None if tape.RETAINED.get(p) else p._inputs[0]
+    if p._inputs is not None and not p.requires_grad:   # computed off the tape
+        return p._inputs[0]
+    return None
 
 
 # The lecture's spellings.

@@ -146,8 +146,8 @@ class Primitive:
             out._params = params
         else:
             out.requires_grad = False
-            keep = self.keep_inputs and STATE.grad_enabled
-            out._prim = self if keep else None
+            keep = self.keep_inputs          # under no_grad too: an evaluation loop's loss stays finite
+            out._prim = None                 # a leaf: the inputs are kept, not recorded
             out._inputs = args if keep else None
             out._values = None
             out._params = params if keep else None
