@@ -72,3 +72,10 @@ def test_load_reads_back_the_path_given_to_save(tmp_path, name):
     tt.save({"epoch": 3, "w": np.arange(3.0)}, path)
     back = tt.load(path)
     assert back["epoch"] == 3 and np.array_equal(back["w"], np.arange(3.0))
+
+
+# ----- function transforms ----------------------------------------------------------------------
+def test_hvp_with_arrays_instead_of_tuples_names_the_fix():
+    with pytest.raises(TypeError, match=r"hvp: primals and tangents must be tuples"):
+        tt.hvp(lambda x: (x ** 3).sum(), np.ones(3), np.ones(3))
+    np.testing.assert_allclose(tt.hvp(lambda x: (x ** 3).sum(), (np.ones(3),), (np.ones(3),)), 6.0)
