@@ -79,3 +79,10 @@ def test_hvp_with_arrays_instead_of_tuples_names_the_fix():
     with pytest.raises(TypeError, match=r"hvp: primals and tangents must be tuples"):
         tt.hvp(lambda x: (x ** 3).sum(), np.ones(3), np.ones(3))
     np.testing.assert_allclose(tt.hvp(lambda x: (x ** 3).sum(), (np.ones(3),), (np.ones(3),)), 6.0)
+
+
+# ----- nn -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("p", [[1.5, 0.5], [-0.1, 0.5]])
+def test_bce_loss_rejects_probabilities_outside_0_1(p):
+    with pytest.raises(ValueError, match=r"between 0 and 1"):
+        tt.nn.BCELoss()(tt.tensor(p, requires_grad=True), np.array([1.0, 0.0]))
