@@ -86,3 +86,19 @@ def test_hvp_with_arrays_instead_of_tuples_names_the_fix():
 def test_bce_loss_rejects_probabilities_outside_0_1(p):
     with pytest.raises(ValueError, match=r"between 0 and 1"):
         tt.nn.BCELoss()(tt.tensor(p, requires_grad=True), np.array([1.0, 0.0]))
+
+
+# ----- .grad set by hand ------------------------------------------------------------------------
+@pytest.mark.parametrize("grad", [np.zeros((3, 2)), [1.0, 2.0], tt.tensor([1.0, 1.0])])
+def test_backward_into_a_hand_set_grad_of_another_kind_or_shape_raises(grad):
+    a = tt.tensor([1.0, 2.0], requires_grad=True)
+    a.grad = grad
+    with pytest.raises(TypeError, match=r"\.grad"):
+        (a * 2).sum().backward()
+
+
+def test_backward_accumulates_into_a_hand_set_grad_array():
+    a = tt.tensor([1.0, 2.0], requires_grad=True)
+    a.grad = np.array([1.0, 1.0])
+    (a * 2).sum().backward()
+    np.testing.assert_array_equal(a.grad, [3.0, 3.0])
