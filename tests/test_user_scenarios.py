@@ -102,3 +102,17 @@ def test_backward_accumulates_into_a_hand_set_grad_array():
     a.grad = np.array([1.0, 1.0])
     (a * 2).sum().backward()
     np.testing.assert_array_equal(a.grad, [3.0, 3.0])
+
+
+# ----- NumPy functions that carry no gradient ---------------------------------------------------
+@pytest.mark.parametrize("call, expected", [
+    (lambda t: np.full_like(t, 3.0), np.full(2, 3.0)),
+    (lambda t: np.empty_like(t).shape, (2,)),
+    (lambda t: np.result_type(t), np.float64),
+    (lambda t: np.count_nonzero(t), 1),
+    (lambda t: np.any(t), True),
+    (lambda t: np.all(t), False),
+])
+def test_numpy_functions_without_gradient_work_on_tensors_that_require_grad(call, expected):
+    t = tt.tensor([0.0, 2.0], requires_grad=True)
+    np.testing.assert_array_equal(call(t), expected)

@@ -840,7 +840,8 @@ nondifferentiable(
     np.sign, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.isfinite, np.isnan, np.isinf, np.argmax, np.argmin, np.floor, np.ceil, np.round,
     np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.allclose, np.isclose,
-    np.array_equal, np.logical_and, np.logical_or, np.logical_not)
+    np.array_equal, np.logical_and, np.logical_or, np.logical_not, np.full_like, np.empty_like,
+    np.result_type, np.count_nonzero, np.any, np.all)
 
 
 def _unwrap(x):
