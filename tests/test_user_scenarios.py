@@ -116,3 +116,52 @@ def test_backward_accumulates_into_a_hand_set_grad_array():
 def test_numpy_functions_without_gradient_work_on_tensors_that_require_grad(call, expected):
     t = tt.tensor([0.0, 2.0], requires_grad=True)
     np.testing.assert_array_equal(call(t), expected)
+
+
+@pytest.mark.parametrize("logits", [[[2.0, 1.0, 3.0]], [[-2.0, 0.5, 0.5]]])
+def test_cross_entropy_given_logits_instead_of_probabilities_says_so(logits):
+    # PyTorch's F.cross_entropy takes logits; tt.cross_entropy takes probabilities
+    with pytest.raises(ValueError, match=r"probabilities in \[0, 1\].*softmax_cross_entropy"):
+        tt.cross_entropy(tt.tensor(logits, requires_grad=True), np.array([2]))
+
+
+def test_cross_entropy_accepts_probabilities_at_the_bounds():
+    p = np.array([[0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
+    assert np.isclose(tt.cross_entropy(p, np.array([2, 0])), np.log(2) / 2)
+
+
+def test_cross_entropy_gradcheck_at_a_one_hot_probability():
+    p = np.array([[0.2, 0.8], [0.0, 1.0]])
+    assert tt.gradcheck(lambda p: tt.cross_entropy(p, np.array([1, 1])), p)
+
+
+# ----- tt.compile ---------------------------------------------------------------------------------
+def _add_in_place(a):
+    b = a * 2
+    b += 1.0
+    b *= a
+    return b
+
+
+def _write_into_buffer(a):
+    out = tt.zeros(a.shape)
+    out[0] = a[1] * 3
+    out[1:] = a[:1]
+    return out
+
+
+def _write_into_traced(a):
+    b = a * 1
+    b[0] = 0.0
+    return b.sum()
+
+
+@pytest.mark.parametrize("f", [_add_in_place, _write_into_buffer, _write_into_traced])
+def test_compiled_in_place_operations_are_part_of_the_program(f):
+    x1, x2 = np.array([1.0, 2.0]), np.array([3.0, -4.0])
+    compiled = tt.compile(f)
+    for x in (x1, x2, x1):
+        np.testing.assert_allclose(compiled(x), np.asarray(f(tt.tensor(x)).data))
+    g = tt.compile(tt.grad(lambda a: tt.sum(f(a))))
+    for x in (x1, x2):
+        np.testing.assert_allclose(g(x), tt.grad(lambda a: tt.sum(f(a)))(x))
