@@ -165,3 +165,14 @@ def test_compiled_in_place_operations_are_part_of_the_program(f):
     g = tt.compile(tt.grad(lambda a: tt.sum(f(a))))
     for x in (x1, x2):
         np.testing.assert_allclose(g(x), tt.grad(lambda a: tt.sum(f(a)))(x))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_loss_gradient_on_class_axis_1_images(reduction):
+    # (N, C, H, W) logits are moved to class-last: a non-contiguous array for the fused rule
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((2, 4, 3, 2))
+    y = rng.integers(0, 4, (2, 3, 2))
+    loss = tt.nn.CrossEntropyLoss(reduction=reduction)
+    assert tt.gradcheck(lambda z: loss(z, y), z)
+    assert tt.gradcheck(lambda z: tt.softmax_cross_entropy(np.moveaxis(z, 1, -1), y, reduction), z)

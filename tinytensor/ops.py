@@ -600,8 +600,8 @@ def _softmax_minus_labels(g, p, y, reduction):
         if type(index) is not np.ndarray:
             hit, valid = _hits(index, p.shape[-1])
             return _nan_unless(valid[..., None], (p - hit) * scale)
-        grad = p * scale                  # arrays: subtract at the labels, in place
-        flat = grad.reshape(-1, p.shape[-1])
+        grad = np.multiply(p, scale, order="C")   # arrays: subtract at the labels, in place (C order:
+        flat = grad.reshape(-1, p.shape[-1])       # a view; p of transposed logits is not C-contiguous)
         flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
         return grad
     y = _labels(y, p.shape, p.dtype)
