@@ -176,3 +176,39 @@ def test_cross_entropy_loss_gradient_on_class_axis_1_images(reduction):
     loss = tt.nn.CrossEntropyLoss(reduction=reduction)
     assert tt.gradcheck(lambda z: loss(z, y), z)
     assert tt.gradcheck(lambda z: tt.softmax_cross_entropy(np.moveaxis(z, 1, -1), y, reduction), z)
+
+
+@pytest.mark.parametrize("how", ["attribute", "method", "after_a_walk"])
+def test_a_frozen_parameter_stays_in_named_parameters_and_state_dict(how, tmp_path):
+    model = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0), tt.nn.ReLU(), tt.nn.Linear(4, 2, rng=1))
+    if how == "after_a_walk":
+        list(model.parameters())
+    if how == "method":
+        model[0].W.requires_grad_(False)
+    else:
+        model[0].W.requires_grad = False
+    assert [n for n, _ in model.named_parameters()] == ["0.W", "0.b", "2.W", "2.b"]
+    assert "0.W" in model.state_dict()
+    opt = tt.optim.SGD(model.parameters(), lr=0.1)
+    before = model[0].W.data.copy()
+    tt.nn.MSELoss()(model(np.ones((2, 3))), np.zeros((2, 2))).backward()
+    opt.step()
+    np.testing.assert_array_equal(model[0].W.data, before)      # frozen: no gradient, no update
+    assert model[0].W.grad is None and model[0].b.grad is not None
+    other = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=5), tt.nn.ReLU(), tt.nn.Linear(4, 2, rng=6))
+    other.load_state_dict(model.state_dict())
+    np.testing.assert_array_equal(other[0].W.data, before)
+    assert model.to(np.float64)[0].W.dtype == np.float64
+
+
+def test_a_constant_tensor_attribute_is_not_a_parameter():
+    class Scaled(tt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = tt.tensor(2.0)
+            self.w = tt.tensor([1.0], requires_grad=True)
+
+        def forward(self, x):
+            return x * self.scale * self.w
+
+    assert [n for n, _ in Scaled().named_parameters()] == ["w"]
