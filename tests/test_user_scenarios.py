@@ -212,3 +212,13 @@ def test_a_constant_tensor_attribute_is_not_a_parameter():
             return x * self.scale * self.w
 
     assert [n for n, _ in Scaled().named_parameters()] == ["w"]
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_softmax_input_changed_in_place_afterwards_is_not_used_for_the_loss(requires_grad):
+    z = tt.tensor([[1.0, 2.0, 3.0]], requires_grad=requires_grad)
+    p = tt.softmax(z)
+    expected = -np.log(scipy.special.softmax([1.0, 2.0, 3.0])[0])
+    with tt.no_grad():
+        z *= 10.0
+    assert np.isclose(tt.crossEntropy(p, np.array([0])).item(), expected)

@@ -824,13 +824,14 @@ def _softmax_logits(p):
         return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
     if not isinstance(p, Tensor) or p._params is None or p._params.get("axis") not in (-1, p.ndim - 1):
         return None
-    if p._version >= 0:       # changed in place since softmax made it
+    if p._version >= 0 or p._inputs is None:   # p changed in place since softmax made it
+        return None
+    z = p._inputs[0]
+    if isinstance(z, Tensor) and z._version > p._id:   # z changed in place since then
         return None
     if p._prim is _softmax:   # recorded: fused unless p's gradient is wanted
-        return None if tape.RETAINED.get(p) else p._inputs[0]
-    if p._inputs is not None and not p.requires_grad:   # computed off the tape
-        return p._inputs[0]
-    return None
+        return None if tape.RETAINED.get(p) else z
+    return None if p.requires_grad else z   # computed off the tape (and not made a leaf since)
 
 
 # The lecture's spellings.
