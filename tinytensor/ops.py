@@ -600,8 +600,10 @@ def _softmax_minus_labels(g, p, y, reduction):
         if type(index) is not np.ndarray:
             hit, valid = _hits(index, p.shape[-1])
             return _nan_unless(valid[..., None], (p - hit) * scale)
-        grad = np.multiply(p, scale, order="C")   # arrays: subtract at the labels, in place (C order:
-        flat = grad.reshape(-1, p.shape[-1])       # a view; p of transposed logits is not C-contiguous)
+        grad = p * scale                  # arrays: subtract at the labels, in place
+        if not grad.flags.c_contiguous:   # p of transposed logits: the reshape must be a view
+            grad = grad.copy(order="C")
+        flat = grad.reshape(-1, p.shape[-1])
         flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
         return grad
     y = _labels(y, p.shape, p.dtype)
