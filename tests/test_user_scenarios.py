@@ -222,3 +222,16 @@ def test_softmax_input_changed_in_place_afterwards_is_not_used_for_the_loss(requ
     with tt.no_grad():
         z *= 10.0
     assert np.isclose(tt.crossEntropy(p, np.array([0])).item(), expected)
+
+
+# ----- PyTorch's spellings of backward ----------------------------------------------------------
+def test_backward_takes_pytorchs_keywords():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    y = x ** 3
+    y.backward(gradient=np.ones(2), retain_graph=True)
+    y.sum().backward(retain_graph=False)
+    np.testing.assert_allclose(x.grad, 6 * x.data ** 2)
+    with pytest.raises(TypeError, match="both"):
+        y.backward(np.ones(2), gradient=np.ones(2))
+    with pytest.raises(NotImplementedError, match=r"tt\.grad"):
+        y.sum().backward(create_graph=True)
