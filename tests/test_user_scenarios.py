@@ -235,3 +235,16 @@ def test_backward_takes_pytorchs_keywords():
         y.backward(np.ones(2), gradient=np.ones(2))
     with pytest.raises(NotImplementedError, match=r"tt\.grad"):
         y.sum().backward(create_graph=True)
+
+
+def test_sequential_from_an_ordered_dict_keeps_the_names_and_order():
+    from collections import OrderedDict
+    model = tt.nn.Sequential(OrderedDict([("fc", tt.nn.Linear(2, 3, rng=0)), ("act", tt.nn.ReLU()),
+                                          ("out", tt.nn.Linear(3, 1, rng=1))]))
+    assert [n for n, _ in model.named_parameters()] == ["fc.W", "fc.b", "out.W", "out.b"]
+    assert len(model) == 3 and isinstance(model[1], tt.nn.ReLU) and model.fc is model[0]
+    x = np.ones((4, 2))
+    expected = model.out(model.act(model.fc(x)))
+    np.testing.assert_array_equal(model(x).data, expected.data)
+    model.append(tt.nn.Tanh())
+    assert len(model) == 4 and isinstance(model[3], tt.nn.Tanh)
