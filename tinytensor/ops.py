@@ -617,7 +617,7 @@ def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
         return _rows_from_logits(logits, y, reduction)
     if type(p) is np.ndarray and p.size and not (p.min() >= -1e-3 and p.max() <= 1 + 1e-3):   # slack:
         # rounding (a float32 softmax's 1 + ulp) and central differences at 0 or 1
-        raise ValueError(f"cross_entropy: p must hold probabilities in [0, 1], got values in "
+        raise ValueError(f"p must hold probabilities in [0, 1], got values in "
                          f"[{p.min():.4g}, {p.max():.4g}]; for logits (PyTorch's F.cross_entropy) use "
                          f"tt.softmax_cross_entropy(logits, y), tt.cross_entropy(tt.softmax(logits), y) "
                          f"or nn.CrossEntropyLoss()")
