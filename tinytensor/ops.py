@@ -833,7 +833,9 @@ def _softmax_logits(p):
         return None
     if p._prim is _softmax:   # recorded: fused unless p's gradient is wanted
         return None if tape.RETAINED.get(p) else z
-    return None if p.requires_grad else z   # computed off the tape (and not made a leaf since)
+    if p._prim is None and not p.requires_grad:   # computed off the tape (and not made a leaf since)
+        return z
+    return None
 
 
 # The lecture's spellings.
