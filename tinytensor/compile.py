@@ -662,6 +662,8 @@ def _traced_setitem(tracer, method):
         self.data = new.data
         tracer.index[id(self)] = tracer.var_of(new)
     return setitem
+
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
