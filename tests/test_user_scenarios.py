@@ -248,3 +248,16 @@ def test_sequential_from_an_ordered_dict_keeps_the_names_and_order():
     np.testing.assert_array_equal(model(x).data, expected.data)
     model.append(tt.nn.Tanh())
     assert len(model) == 4 and isinstance(model[3], tt.nn.Tanh)
+
+
+def test_retain_grad_after_the_fused_loss_was_computed_says_when_to_call_it():
+    z = tt.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    p = tt.softmax(z)
+    loss = tt.crossEntropy(p, np.array([2]))
+    with pytest.raises(RuntimeError, match=r"retain_grad\(\) before"):
+        p.retain_grad()
+    loss.backward()
+    q = tt.softmax(z)
+    q.retain_grad()                         # before the loss: fine, and q gets its gradient
+    tt.crossEntropy(q, np.array([2])).backward()
+    assert q.grad is not None

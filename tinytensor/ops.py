@@ -812,7 +812,14 @@ def cross_entropy(p, y, reduction="mean"):
     `softmax` over its last axis, the loss and its gradient are computed from the logits
     (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
     """
-    return _cross_entropy(p, _labels_like(y, p), _softmax_logits(p), reduction=reduction)
+    logits = _softmax_logits(p)
+    if logits is not None and isinstance(p, Tensor) and p._prim is _softmax:
+        key = id(p)                       # for retain_grad() afterwards, which p can no longer honour
+        FUSED_INTO_LOSS[key] = weakref.ref(p, lambda _: FUSED_INTO_LOSS.pop(key, None))
+    return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
+
+
+FUSED_INTO_LOSS = {}   # id -> weak reference: recorded softmax outputs a loss was computed around
 
 
 def _softmax_logits(p):
@@ -824,18 +831,19 @@ def _softmax_logits(p):
             return None
         z = _array(entry[1])
         return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
-    if not isinstance(p, Tensor) or p._params is None or p._params.get("axis") not in (-1, p.ndim - 1):
+    if not isinstance(p, Tensor) or p._inputs is None:
         return None
-    if p._version >= 0 or p._inputs is None:   # p changed in place since softmax made it
+    if p._prim is _softmax:                 # recorded: fused unless p's gradient is wanted
+        wanted = tape.RETAINED and tape.RETAINED.get(p)
+    elif p._prim is None and p._params is not None:   # softmax computed off the tape, not made a leaf
+        wanted = p.requires_grad
+    else:
         return None
     z = p._inputs[0]
-    if isinstance(z, Tensor) and z._version > p._id:   # z changed in place since then
+    if (wanted or p._params["axis"] not in (-1, p.ndim - 1) or p._version >= 0   # p or z changed in
+            or isinstance(z, Tensor) and z._version > p._id):                   # place since then
         return None
-    if p._prim is _softmax:   # recorded: fused unless p's gradient is wanted
-        return None if tape.RETAINED.get(p) else z
-    if p._prim is None and not p.requires_grad:   # computed off the tape (and not made a leaf since)
-        return z
-    return None
+    return z
 
 
 # The lecture's spellings.

@@ -116,6 +116,11 @@ class Tensor:
         leaf's does (a leaf keeps its gradient anyway)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: this tensor does not require grad")
+        fused = ops.FUSED_INTO_LOSS.get(id(self))
+        if fused is not None and fused() is self:
+            raise RuntimeError("retain_grad: a cross_entropy of this softmax output was already computed "
+                               "from its logits (fused, for stability), so it gets no gradient of its "
+                               "own; call p.retain_grad() before cross_entropy(p, y)")
         if not self.is_leaf:
             tape.RETAINED[self] = True
 
