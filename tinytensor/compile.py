@@ -38,7 +38,7 @@ import numpy as np
 from . import ops, tape, transforms
 from . import tensor as tensor_module
 from .tape import Primitive, _tape_of, unbroadcast
-from .tensor import Tensor, _init_untracked
+from .tensor import Tensor, _init_untracked, _plain_index
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
@@ -400,7 +400,8 @@ class _Tracer:
                                "recorded; call the inner function uncompiled (tracing inlines it)")
         _Tracer.active = self
         self._saved = (Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER,
-                       {n: getattr(Tensor, n) for n in (*_COMPARISONS, *_VALUE_READS)})
+                       {n: getattr(Tensor, n) for n in (*_COMPARISONS, *_VALUE_READS, *_IN_PLACE,
+                                                         "__setitem__")})
         call, dispatch = Primitive.__call__, ops.numpy_dispatch
         tracer = self
 
@@ -434,6 +435,9 @@ class _Tracer:
             setattr(Tensor, name, _traced_comparison(self, getattr(Tensor, name), ufunc))
         for name in _VALUE_READS:
             setattr(Tensor, name, _noted_read(self, getattr(Tensor, name), name))
+        for name, op in _IN_PLACE.items():
+            setattr(Tensor, name, _traced_in_place(self, getattr(Tensor, name), op))
+        Tensor.__setitem__ = _traced_setitem(self, Tensor.__setitem__)
         return self
 
     def __exit__(self, *exc):
@@ -638,6 +642,57 @@ def _value_of(x):
 
 
 _VALUE_READS = ("__bool__", "__float__", "__int__", "item", "__array__")
+_IN_PLACE = {"__iadd__": ops.add, "__isub__": ops.sub, "__imul__": ops.mul, "__itruediv__": ops.div,
+             "__ipow__": ops.power}
+
+
+def _traced(tracer, x):
+    return isinstance(x, (Tensor, np.ndarray)) and tracer.var_of(x) is not None
+
+
+def _is_argument(tracer, t):
+    """t is one of f's arguments: a write into it is a side effect on the caller's array that the
+    program would not repeat, so it is left to happen and then refused (_refuse_writes)."""
+    return isinstance(t, Tensor) and tracer.var_of(t) in tracer.arguments
+
+
+def _on_tape(t, value):
+    """True where the in-place operation is recorded on the tape anyway (seen by traced_call)."""
+    return tape.STATE.grad_enabled and (t.requires_grad or isinstance(value, Tensor) and value.requires_grad)
+
+
+def _traced_in_place(tracer, method, op):
+    """`t += v` where t or v is traced: recorded, and the name rebound to the result (as on the
+    tape). Writing into t's array would be a side effect the program never repeats."""
+    def in_place(self, other):
+        if (_on_tape(self, other) or not (_traced(tracer, self) or _traced(tracer, other))
+                or _is_argument(tracer, self)):   # into an argument: written, then refused
+            return method(self, other)
+        out = op(self, other)
+        if out.shape != self.shape:
+            raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
+                             f"{self.shape}; an in-place operation cannot change the shape")
+        return out if out.dtype == self.dtype else ops.astype(out, self.dtype)
+    return in_place
+
+
+def _traced_setitem(tracer, method):
+    """`t[idx] = v` where t or v is traced: recorded as setitem, t now holding the result."""
+    def setitem(self, index, value):
+        if _on_tape(self, value):          # self becomes the recorded setitem entry: follow it
+            method(self, index, value)
+            var = tracer.index.get(id(self.data))
+            if var is not None:
+                tracer.index[id(self)] = var
+            return
+        if not (_traced(tracer, self) or _traced(tracer, value)) or _is_argument(tracer, self):
+            return method(self, index, value)
+        new = ops.setitem(self, value, index=_plain_index(index))
+        self.data = new.data
+        tracer.index[id(self)] = tracer.var_of(new)
+    return setitem
+
+
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 

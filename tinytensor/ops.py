@@ -28,12 +28,13 @@ everything else at the end of this file is composed from primitives.
 
 import builtins
 import math
+import weakref
 
 import numpy as np
 import scipy.special
 from scipy.linalg import blas
 
-from . import backend
+from . import backend, tape
 from .tape import Primitive
 from .tensor import Tensor, mark_modified
 
@@ -536,8 +537,9 @@ def _class_indices(y, shape, check=False):
 
 
 def _labels(y, shape, dtype):
-    """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices."""
-    index = _class_indices(y, shape)
+    """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices
+    (range-checked: a negative index must not silently pick the last class)."""
+    index = _class_indices(y, shape, check=True)
     if index is None:
         return y
     if type(index) is not np.ndarray:
@@ -613,6 +615,12 @@ def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
         raise ValueError("cross_entropy: p must have a class axis (at least 1-D), got a scalar")
     if logits is not None:
         return _rows_from_logits(logits, y, reduction)
+    if type(p) is np.ndarray and p.size and not (p.min() >= -1e-3 and p.max() <= 1 + 1e-3):   # slack:
+        # rounding (a float32 softmax's 1 + ulp) and central differences at 0 or 1
+        raise ValueError(f"p must hold probabilities in [0, 1], got values in "
+                         f"[{p.min():.4g}, {p.max():.4g}]; for logits (PyTorch's F.cross_entropy) use "
+                         f"tt.softmax_cross_entropy(logits, y), tt.cross_entropy(tt.softmax(logits), y) "
+                         f"or nn.CrossEntropyLoss()")
     y = _labels(y, np.shape(p), p.dtype)
     xlogy = scipy.special.xlogy(y, p) if type(p) is np.ndarray else backend.xlogy(y, p)
     return _reduce_rows(-np.sum(xlogy, axis=-1), reduction)
@@ -694,7 +702,16 @@ def logsumexp(x, axis=None, keepdims=False):
 @public(numpy=scipy.special.softmax, method=True)
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
-    return _softmax(x, axis=axis)
+    p = _softmax(x, axis=axis)
+    if type(p) is np.ndarray and p.ndim and axis in (-1, p.ndim - 1):   # plain arrays: see cross_entropy
+        key = id(p)
+        _PLAIN_SOFTMAX[key] = (weakref.ref(p, lambda _: _PLAIN_SOFTMAX.pop(key, None)), x)
+    return p
+
+
+# id(softmax output) -> (weak reference to it, its logits), for plain arrays (not Tensors), so that
+# cross_entropy(softmax(z), y) on arrays is computed from z too.
+_PLAIN_SOFTMAX = {}
 
 
 @public(numpy=scipy.special.log_softmax, method=True)
@@ -795,10 +812,38 @@ def cross_entropy(p, y, reduction="mean"):
     `softmax` over its last axis, the loss and its gradient are computed from the logits
     (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
     """
-    logits = None
-    if isinstance(p, Tensor) and p._prim is _softmax and p._params["axis"] in (-1, p.ndim - 1):
-        logits = p._inputs[0]
+    logits = _softmax_logits(p)
+    if logits is not None and isinstance(p, Tensor) and p._prim is _softmax:
+        key = id(p)                       # for retain_grad() afterwards, which p can no longer honour
+        FUSED_INTO_LOSS[key] = weakref.ref(p, lambda _: FUSED_INTO_LOSS.pop(key, None))
     return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
+
+
+FUSED_INTO_LOSS = {}   # id -> weak reference: recorded softmax outputs a loss was computed around
+
+
+def _softmax_logits(p):
+    """The logits z when p = softmax(z) over the last axis still holds and nothing asks for p's own
+    gradient (retain_grad, or p made a leaf): then the loss is computed from z. Otherwise None."""
+    if type(p) is np.ndarray:
+        entry = _PLAIN_SOFTMAX.get(id(p))
+        if entry is None or entry[0]() is not p:
+            return None
+        z = _array(entry[1])
+        return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
+    if not isinstance(p, Tensor) or p._inputs is None:
+        return None
+    if p._prim is _softmax:                 # recorded: fused unless p's gradient is wanted
+        wanted = tape.RETAINED and tape.RETAINED.get(p)
+    elif p._prim is None and p._params is not None:   # softmax computed off the tape, not made a leaf
+        wanted = p.requires_grad
+    else:
+        return None
+    z = p._inputs[0]
+    if (wanted or p._params["axis"] not in (-1, p.ndim - 1) or p._version >= 0   # p or z changed in
+            or isinstance(z, Tensor) and z._version > p._id):                   # place since then
+        return None
+    return z
 
 
 # The lecture's spellings.
@@ -814,7 +859,8 @@ nondifferentiable(
     np.sign, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
     np.isfinite, np.isnan, np.isinf, np.argmax, np.argmin, np.floor, np.ceil, np.round,
     np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.allclose, np.isclose,
-    np.array_equal, np.logical_and, np.logical_or, np.logical_not)
+    np.array_equal, np.logical_and, np.logical_or, np.logical_not, np.full_like, np.empty_like,
+    np.result_type, np.count_nonzero, np.any, np.all)
 
 
 def _unwrap(x):

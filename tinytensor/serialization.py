@@ -97,8 +97,11 @@ def _key(key):
 
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
-    raises ValueError."""
-    with np.load(os.fspath(path), allow_pickle=False) as npz:
+    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out)."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and os.path.exists(path + ".npz"):   # save("model.pt") wrote model.pt.npz
+        path += ".npz"
+    with np.load(path, allow_pickle=False) as npz:
         if _STRUCTURE not in npz.files:
             raise ValueError(f"tt.load: {path} is not a tinytensor checkpoint (no {_STRUCTURE} "
                              f"entry; it has {npz.files[:5]})")

@@ -146,8 +146,8 @@ class Primitive:
             out._params = params
         else:
             out.requires_grad = False
-            keep = self.keep_inputs and STATE.grad_enabled
-            out._prim = self if keep else None
+            keep = self.keep_inputs          # under no_grad too: an evaluation loop's loss stays finite
+            out._prim = None                 # a leaf: the inputs are kept, not recorded
             out._inputs = args if keep else None
             out._values = None
             out._params = params if keep else None
@@ -502,8 +502,14 @@ def backward(output, grad=None):
             leaf.grad = g if _fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
             handed.add(id(leaf.grad))
         else:
+            prev = leaf.grad
+            if type(prev) is not type(leaf.data) or prev.shape != leaf.data.shape:   # set by hand
+                raise TypeError(f"backward: the .grad of {leaf.name or 'a leaf'} was set to a "
+                                f"{type(prev).__name__} of shape {np.shape(prev)}; gradients accumulate "
+                                f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
+                                f"array, or to None)")
             # Out of place: .grad may be an array a user's rule also holds, never written into.
-            leaf.grad = leaf.grad + g.astype(dtype, copy=False)
+            leaf.grad = prev + g.astype(dtype, copy=False)
 
 
 def forward_sweep(output, tangents):

@@ -116,6 +116,11 @@ class Tensor:
         leaf's does (a leaf keeps its gradient anyway)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: this tensor does not require grad")
+        fused = ops.FUSED_INTO_LOSS.get(id(self))
+        if fused is not None and fused() is self:
+            raise RuntimeError("retain_grad: a cross_entropy of this softmax output was already computed "
+                               "from its logits (fused, for stability), so it gets no gradient of its "
+                               "own; call p.retain_grad() before cross_entropy(p, y)")
         if not self.is_leaf:
             tape.RETAINED[self] = True
 
@@ -151,12 +156,22 @@ class Tensor:
     __hash__ = object.__hash__   # identity, so Tensors can key the sweeps' dictionaries
 
     # ----- automatic differentiation on the tape ------------------------------------------
-    def backward(self, grad=None):
+    def backward(self, grad=None, retain_graph=None, create_graph=False, *, gradient=None):
         """Reverse mode: accumulate d(self)/d(leaf) into `.grad` of every leaf that needs it.
 
         `grad` is the cotangent, an array of self's shape; it may be left out only when self is
         a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
+        PyTorch's spellings work: `gradient=` for `grad`, and `retain_graph` (the graph is
+        always kept while `self` is referenced).
         """
+        if gradient is not None:
+            if grad is not None:
+                raise TypeError("backward: pass the cotangent once, as grad or as gradient, not both")
+            grad = gradient
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True) is not supported; for higher "
+                                      "derivatives use the transforms: tt.grad(tt.grad(f)), tt.hvp, "
+                                      "tt.jacobian(tt.grad(f))")
         tape.backward(self, grad)
 
     def jvp(self, tangents):

@@ -509,6 +509,9 @@ def hvp(f, primals, tangents):
     """The Hessian of scalar f at `primals` times `tangents`, by forward over reverse mode (the
     gradient recorded with create_graph, then a JVP along it). `primals` and `tangents` are
     tuples; the result has the structure of `primals[0]`, or is a tuple for several primals."""
+    if not (isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list))):
+        raise TypeError(f"hvp: primals and tangents must be tuples, got {type(primals).__name__} and "
+                        f"{type(tangents).__name__}; write tt.hvp(f, (x,), (v,))")
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
     return jvp(grad(f, argnums), tuple(primals), tuple(tangents))[1]
 

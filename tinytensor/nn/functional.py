@@ -286,6 +286,9 @@ def _clamped_logs(p):
 
 
 def _bce_forward(p, y):
+    if type(p) is np.ndarray and p.size and not (p.min() >= 0 and p.max() <= 1):   # NaN too, as torch
+        raise ValueError(f"BCELoss: all elements of the input should be between 0 and 1 (probabilities), "
+                         f"got values in [{p.min()}, {p.max()}]; for logits use BCEWithLogitsLoss")
     log_p, log_q = _clamped_logs(p)
     return -(y * log_p + (1 - y) * log_q)
 

@@ -423,13 +423,31 @@ class Sequential(Module):
 
     def __init__(self, *layers):
         super().__init__()
-        for i, layer in enumerate(layers):
+        if len(layers) == 1 and isinstance(layers[0], dict):   # PyTorch's Sequential(OrderedDict(...))
+            named = [(str(name), layer) for name, layer in layers[0].items()]
+        else:
+            named = [(str(i), layer) for i, layer in enumerate(layers)]
+        for name, layer in named:
             if not callable(layer):
-                raise TypeError(f"Sequential: layer {i} is a {type(layer).__name__}, not callable")
-            setattr(self, str(i), layer)
+                raise TypeError(f"Sequential: layer {name} is a {type(layer).__name__}, not callable")
+            setattr(self, name, layer)
+        self._names = tuple(name for name, _ in named)
 
     def _layers(self):
-        return [value for key, value in vars(self).items() if key.isdigit()]
+        names = self.__dict__.get("_names")
+        if names is None:            # made without __init__ (a subclass's own): the digit names
+            return [value for key, value in vars(self).items() if key.isdigit()]
+        return [getattr(self, name) for name in names]
+
+    def append(self, layer):
+        """Add `layer` at the end (named by its position, as PyTorch); returns self."""
+        names = self.__dict__.get("_names")
+        if names is None:
+            names = tuple(key for key in vars(self) if key.isdigit())
+        name = str(len(names))
+        setattr(self, name, layer)
+        self._names = names + (name,)
+        return self
 
     def forward(self, x):
         for layer in self._layers():

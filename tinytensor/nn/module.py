@@ -18,6 +18,8 @@ declared, with `register_buffer`, so that `state_dict()` knows them. `functional
 module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
+import weakref
+
 import numpy as np
 
 from .. import backend, ops
@@ -45,9 +47,24 @@ def _array(value):
 
 
 def _is_parameter(value):
-    # A leaf that needs a gradient. A Tensor computed from parameters (a cached activation,
-    # say) is not one: it is on the tape, and an optimizer must not update it.
-    return isinstance(value, Tensor) and value.requires_grad and value._prim is None
+    # A leaf that needs a gradient, or did when a Module first held it (frozen for fine-tuning,
+    # `p.requires_grad = False`: still in named_parameters() and state_dict(), as PyTorch's). A
+    # Tensor computed from parameters (a cached activation, say) is not one: it is on the tape.
+    if not isinstance(value, Tensor) or value._prim is not None:
+        return False
+    if value.requires_grad:
+        return True
+    seen = _PARAMETERS.get(id(value))
+    return seen is not None and seen() is value
+
+
+_PARAMETERS = {}   # id -> weak reference: every trainable leaf a Module has held
+
+
+def _remember(t):
+    key = id(t)
+    if key not in _PARAMETERS:
+        _PARAMETERS[key] = weakref.ref(t, lambda _: _PARAMETERS.pop(key, None))
 
 
 class Module:
@@ -58,6 +75,11 @@ class Module:
 
     def __init__(self):
         self.training = True
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Tensor) and value.requires_grad and value._prim is None:
+            _remember(value)                 # a parameter even once frozen (see _is_parameter)
+        object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
@@ -78,6 +100,8 @@ class Module:
                 if id(value) in seen:
                     continue
                 seen.add(id(value))
+                if isinstance(value, Tensor):
+                    _remember(value)
                 yield name, value
                 if isinstance(value, Module):
                     children = list(vars(value).items())

@@ -26,6 +26,7 @@ from numbers import Integral, Real
 import numpy as np
 
 from .. import backend
+from ..nn.module import _is_parameter
 from ..tensor import Tensor, mark_modified
 
 
@@ -79,7 +80,7 @@ class Optimizer:
         for i, p in enumerate(params):
             if not isinstance(p, Tensor):
                 raise TypeError(f"parameter {i} is a {type(p).__name__}, not a tt.Tensor")
-            if not p.requires_grad:
+            if not p.requires_grad and not _is_parameter(p):   # a Module's frozen parameter is fine
                 raise ValueError(f"parameter {i} (shape {p.shape}) does not require grad")
             if p._prim is not None:
                 raise ValueError(f"parameter {i} (shape {p.shape}) is computed from other tensors; "
