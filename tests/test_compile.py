@@ -492,3 +492,18 @@ def test_functional_value_and_grad_keeps_the_structure_of_its_argument():
     np.testing.assert_array_equal(g, 2 * a)
     with pytest.raises(TypeError, match="floating-point"):
         tt.value_and_grad(loss)([a, np.arange(3)])
+
+
+def test_embedding_checks_its_indices_on_every_compiled_call():
+    """The range check is in the embedding primitive's forward, not in Python at trace time: a
+    negative index on a later call raises as eager does (it used to pick the last row silently)."""
+    emb = tt.nn.Embedding(5, 2, rng=0, dtype=np.float64)
+    params = {k: v.data for k, v in emb.named_parameters()}
+    f = tt.compile(lambda p, i: tt.sum(tt.nn.functional_call(emb, p, i) * np.arange(2.0)))
+    eager = tt.sum(emb(np.array([3, 4])) * np.arange(2.0)).data
+    f(params, np.array([0, 1]))
+    assert f(params, np.array([3, 4])) == eager
+    with pytest.raises(IndexError, match="indices must lie in"):
+        f(params, np.array([-1, 2]))
+    with pytest.raises(IndexError, match="indices must lie in"):
+        f(params, np.array([0, 5]))

@@ -630,6 +630,9 @@ OP_SPECS.update({
     "avg_unpool2d": OpSpec(F._avg_unpool, None, None, pairs=[
         (((2, 3, 2, 2),), dict(shape=(2, 3, 4, 4), kernel=(2, 2), stride=(2, 2))),
         (((2, 1, 4, 4),), dict(shape=(2, 1, 5, 5), kernel=(2, 2), stride=(1, 1)))]),
+    "embedding": OpSpec(F.embedding_prim, lambda w, index: w[index], None, pairs=[
+        (((5, 3),), dict(index=np.array([0, 2, 2, 4]))), (((4, 2),), dict(index=np.array([[1, 0], [3, 3]]))),
+        (((3, 2),), dict(index=np.array(1)))]),
     "binary_cross_entropy": OpSpec(F.binary_cross_entropy_prim,
                                    lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
                                    BINARY[:5], sample=_unit_interval),

@@ -263,6 +263,23 @@ def avg_pool2d(x, kernel_size, stride=None):
     return avg_pool2d_prim(x, kernel=kernel, stride=stride)
 
 
+# ----- embedding: rows by integer index ---------------------------------------------------------------
+def _embedding_forward(weight, index):
+    # The range check is part of the forward, so it runs on every call, compiled ones included
+    # (a negative index would otherwise pick a row from the end without a word).
+    if index.size and (index.min() < 0 or index.max() >= weight.shape[0]):
+        raise IndexError(f"embedding: indices must lie in [0, {weight.shape[0]}), got "
+                         f"{index.min()}..{index.max()}")
+    return weight[index]
+
+
+# getitem's rules: the VJP scatters (repeated indices add up), the JVP picks the same rows.
+embedding_prim = defprim(_embedding_forward, "embedding", nargs=1,
+                         vjp=[lambda g, ans, weight, index: ops._index_adjoint(g, index=index,
+                                                                               shape=weight.shape)],
+                         jvp=[lambda t, ans, weight, index: t[index]])
+
+
 # ----- activations: the op table's rows (ops_elementwise.py), with PyTorch's functional names -----
 gelu = ew.gelu                # x * Phi(x), or approximate="tanh"
 leaky_relu = ew.leaky_relu    # the gradient at 0 is negative_slope, as PyTorch

@@ -404,10 +404,7 @@ class Embedding(Module):
                                 what="Embedding's indices")
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
-        if index.size and (index.min() < 0 or index.max() >= self.num_embeddings):
-            raise IndexError(f"Embedding: indices must lie in [0, {self.num_embeddings}), got "
-                             f"{index.min()}..{index.max()}")
-        return self.weight[index]
+        return F.embedding_prim(self.weight, index=index)   # checks the range on every call
 
     def extra_repr(self):
         return f"{self.num_embeddings}, {self.embedding_dim}"
