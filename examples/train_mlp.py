@@ -31,6 +31,7 @@ os.environ["OPENBLAS_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
 
 import argparse  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -39,6 +40,9 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # examples/curves.py
+from curves import save_curves  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -110,25 +114,7 @@ def evaluate(model, loss_fn, X, y):
 
 
 def save_plot(history, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    epochs = np.arange(1, len(history["train_loss"]) + 1)
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 4))
-    for split in ("train", "val"):
-        ax_loss.plot(epochs, history[f"{split}_loss"], label=split)
-        ax_acc.plot(epochs, history[f"{split}_acc"], label=split)
-    ax_loss.set(xlabel="epoch", ylabel="cross-entropy loss", title="loss", yscale="log")
-    ax_acc.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
-    for ax in (ax_loss, ax_acc):
-        ax.grid(alpha=0.3)
-        ax.legend()
-    fig.suptitle("MLP on digits (tinytensor)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_curves(history, path, "MLP on digits (tinytensor)")
 
 
 def main(argv=None):
