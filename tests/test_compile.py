@@ -507,3 +507,18 @@ def test_embedding_checks_its_indices_on_every_compiled_call():
         f(params, np.array([-1, 2]))
     with pytest.raises(IndexError, match="indices must lie in"):
         f(params, np.array([0, 5]))
+
+
+def test_recorded_setitem_inside_a_compiled_gradient_gives_no_warning():
+    """`out[0] = a[1] * 3` under a gradient is recorded on the tape (no array is written), so
+    compile has nothing to warn about; it used to warn that arrays changed in place."""
+    def f(a):
+        out = tt.zeros(a.shape)
+        out[0] = a[1] * 3
+        return tt.sum(out * out)
+
+    g = tt.compile(tt.grad(f))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = g(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(got, tt.grad(f)(np.array([1.0, 2.0])))

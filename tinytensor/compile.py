@@ -126,10 +126,10 @@ class Compiled:
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
-        stamp = tensor_module._LAST_WRITE[0]
+        stamp = tensor_module._MEMORY_WRITE[0]
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
-        if tensor_module._LAST_WRITE[0] != stamp:
+        if tensor_module._MEMORY_WRITE[0] != stamp:
             self._refuse_writes(tracer, stamp)
         if tracer.reads and not self.check:
             warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "

@@ -20,6 +20,9 @@ _creation_order = itertools.count()
 # The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
 # entries recorded before it, so a training loop that updates after backward pays nothing.
 _LAST_WRITE = [-1]
+# The stamp of the last write into memory (mark_modified only; `t[i] = v` on a recorded tensor
+# rebinds t to a new array and does not count): what tt.compile checks after recording.
+_MEMORY_WRITE = [-1]
 
 
 class Tensor:
@@ -295,7 +298,7 @@ def mark_modified(t):
     """Record that tinytensor changed `t.data` in place (in-place operators, optimizer steps,
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
-    t._version = stamp = _LAST_WRITE[0] = next(_creation_order)
+    t._version = stamp = _LAST_WRITE[0] = _MEMORY_WRITE[0] = next(_creation_order)
     # The memory may be shared (t.detach(), a view such as t[0] or t.T, or t a view of another
     # Tensor's array): the write is recorded against the array that owns the memory too.
     root = _memory_owner(t.data)
