@@ -2,10 +2,12 @@
 engine (QA): each test is a wrong number, a crash or an unclear error that was found and fixed;
 it fails on the code before its fix."""
 
+import math
 
 import pytest
 
 import tinytensor as tt
+from tinytensor import scalar
 
 
 # ----- evaluation_trace ---------------------------------------------------------------------------
@@ -15,3 +17,15 @@ def test_evaluation_trace_wrt_an_input_the_output_does_not_use_says_so(capsys):
     y = x1 * x1
     with pytest.raises(ValueError, match=r"evaluation_trace: wrt=other .* not an input of"):
         tt.evaluation_trace(y, wrt=other)     # was a bare KeyError with an id number
+
+
+# ----- the scalar engine, micrograd-style -----------------------------------------------------------
+def test_scalar_power_at_zero_is_a_value_with_an_infinite_slope():
+    x = scalar.Node(0.0)
+    y = x ** 0.5                              # a ZeroDivisionError when the node was made
+    assert y.value == 0.0
+    y.backward()
+    assert x.grad == math.inf                 # as PyTorch: d sqrt(x)/dx at 0 is inf
+    assert (scalar.Node(0.0) ** 2).grad_wrt_parents == [0.0]
+    assert (scalar.Node(0.0) ** 0).grad_wrt_parents == [0.0]      # PyTorch's 0 too
+    assert (scalar.Node(0.0) ** scalar.Node(0.5)).grad_wrt_parents == [math.inf, 0.0]

@@ -270,11 +270,21 @@ def power(node, exponent):
                              f"exponent write {node.name} ** float({exponent.name})")
         value = base ** exponent.value
         return Node(value, [node, exponent], "pow",
-                    [exponent.value * base ** (exponent.value - 1), value * math.log(base) if base else 0.0])
+                    [_power_slope(base, exponent.value), value * math.log(base) if base else 0.0])
     value = base ** exponent
     if isinstance(value, complex):
         raise ValueError(f"scalar.power: {base} ** {exponent} is not a real number")
-    return Node(value, [node], "pow", [exponent * base ** (exponent - 1)])
+    return Node(value, [node], "pow", [_power_slope(base, exponent)])
+
+
+def _power_slope(base, exponent):
+    """d base**exponent / d base; at base 0 with 0 < exponent < 1 the slope is inf (as sqrt's and
+    PyTorch's), not a ZeroDivisionError when the node is made."""
+    if exponent == 0:
+        return 0.0
+    if base == 0 and exponent < 1:
+        return math.inf
+    return exponent * base ** (exponent - 1)
 
 
 def log(node):
