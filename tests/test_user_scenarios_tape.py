@@ -29,3 +29,11 @@ def test_scalar_power_at_zero_is_a_value_with_an_infinite_slope():
     assert (scalar.Node(0.0) ** 2).grad_wrt_parents == [0.0]
     assert (scalar.Node(0.0) ** 0).grad_wrt_parents == [0.0]      # PyTorch's 0 too
     assert (scalar.Node(0.0) ** scalar.Node(0.5)).grad_wrt_parents == [math.inf, 0.0]
+
+
+def test_scalar_node_has_micrograds_data_for_its_value():
+    w = scalar.Node(1.5)
+    loss = w * w
+    loss.backward()
+    w.data -= 0.1 * w.grad                    # micrograd's update; an AttributeError before
+    assert w.value == w.data == pytest.approx(1.2)

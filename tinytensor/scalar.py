@@ -6,7 +6,8 @@ It is the teaching baseline that tinytensor is benchmarked against and cross-che
 * A `Node` holds a numerical `value`, its `parent_nodes`, its `child_nodes`, the `operator`
   that made it ("input" for a node made by `Node(value)`, else e.g. "mul"), `grad_wrt_parents`
   (d node / d parent, one per parent, computed when the node is made), `partial_derivative`
-  (set by forward mode) and `grad` (set by reverse mode).
+  (set by forward mode) and `grad` (set by reverse mode). `node.data` is `value` under
+  micrograd's name.
 * Nodes are named as the NTU reference names them: `x1, x2, ...` for inputs and `v1, v2, ...`
   for the others, in creation order. `reset_names()` (or `Node.reset()`, or the reference's
   `Node.input_count = Node.intermediate_count = 0`) starts again at x1/v1;
@@ -128,6 +129,9 @@ class Node(metaclass=_NodeType):
     @name.setter
     def name(self, name):
         self._label = str(name)
+
+    # micrograd's name for the value, so its update `p.data -= lr * p.grad` works as written
+    data = property(lambda self: self.value, lambda self, value: setattr(self, "value", float(value)))
 
     # ----- child nodes, held weakly ------------------------------------------------------------
     def _add_child(self, child):
