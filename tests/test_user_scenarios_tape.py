@@ -37,3 +37,13 @@ def test_scalar_node_has_micrograds_data_for_its_value():
     loss.backward()
     w.data -= 0.1 * w.grad                    # micrograd's update; an AttributeError before
     assert w.value == w.data == pytest.approx(1.2)
+
+
+# ----- zeroing gradients, PyTorch's spellings ------------------------------------------------------
+def test_module_zero_grad_takes_set_to_none_as_pytorch():
+    model = tt.nn.Linear(2, 1, rng=0)
+    model(tt.tensor([[1.0, 2.0]])).sum().backward()
+    model.zero_grad(set_to_none=False)        # a TypeError before; the optimizer had it
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    model.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
