@@ -4,6 +4,7 @@ it fails on the code before its fix."""
 
 import math
 
+import numpy as np
 import pytest
 
 import tinytensor as tt
@@ -47,3 +48,14 @@ def test_module_zero_grad_takes_set_to_none_as_pytorch():
     assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
     model.zero_grad()
     assert all(p.grad is None for p in model.parameters())
+
+
+# ----- user primitives --------------------------------------------------------------------------------
+def test_user_primitive_returning_a_tuple_is_refused_not_stacked():
+    @tt.primitive
+    def sincos(x):
+        return np.sin(x), np.cos(x)
+
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(TypeError, match=r"sincos: a primitive returns one array; .* a tuple"):
+        sincos(x)                             # was silently one (2, 2) Tensor

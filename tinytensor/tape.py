@@ -131,7 +131,7 @@ class Primitive:
         if not any_tensor:
             return ans
         if type(ans) is not np.ndarray and not backend.is_array(ans):   # NumPy gives scalars for 0-d
-            ans = np.asarray(ans)                                           # results; CuPy arrays stay
+            ans = np.asarray(ans) if isinstance(ans, np.generic) else _one_array(self.name, ans)
         out = _new_tensor(Tensor)
         out.data = ans
         out.grad = None
@@ -169,6 +169,16 @@ class Primitive:
                 if d is not None:
                     total = d if total is None else total + d
         return total
+
+
+def _one_array(name, ans):
+    """A forward's result that is neither an array nor a NumPy scalar (a float, or a tuple of
+    outputs, which np.asarray would silently stack into one array) as an ndarray."""
+    if isinstance(ans, (tuple, list)):
+        raise TypeError(f"{name}: a primitive returns one array; its forward returned a "
+                        f"{type(ans).__name__} of {len(ans)} (np.asarray would stack them into "
+                        f"one Tensor). Declare one primitive per output")
+    return np.asarray(ans)
 
 
 def _missing_rule(name, kind, how):
