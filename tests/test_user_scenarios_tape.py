@@ -59,3 +59,32 @@ def test_user_primitive_returning_a_tuple_is_refused_not_stacked():
     x = tt.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(TypeError, match=r"sincos: a primitive returns one array; .* a tuple"):
         sincos(x)                             # was silently one (2, 2) Tensor
+
+
+# ----- t[idx] = v, PyTorch's row-by-row building ----------------------------------------------------
+@pytest.mark.parametrize("out_requires_grad", [False, True])
+def test_chained_index_assignment_of_a_recorded_value_is_refused_not_lost(out_requires_grad):
+    w = tt.tensor(2.0, requires_grad=True)
+    out = tt.zeros((2, 2))
+    if out_requires_grad:
+        out[0] = w * 3                        # out is now recorded
+    with pytest.raises(RuntimeError, match=r"out\[i\]\[j\] = v|y\[i, j\] = v"):
+        out[1][1] = w                         # wrote into a temporary: out was unchanged, silently
+    with pytest.raises(RuntimeError, match=r"view"):
+        out.T[0] = w
+
+
+def test_index_assignment_written_once_or_into_a_clone_works():
+    w = tt.tensor(2.0, requires_grad=True)
+    out = tt.zeros((2, 2))
+    out[0, 1] = w * 3
+    out[1] = w
+    row = out[0].clone()
+    row[0] = w                                # a copy: its own Tensor, as PyTorch's clone
+    (out.sum() + row.sum()).backward()
+    np.testing.assert_allclose(out.data, [[0, 6], [2, 2]])
+    np.testing.assert_allclose(row.data, [2, 6])
+    assert w.grad == pytest.approx((3 + 1 + 1) + (1 + 3))
+    plain = tt.zeros((2, 2))
+    plain[0][1] = 5.0                         # nothing recorded: a write through NumPy's view
+    assert plain.data[0, 1] == 5.0

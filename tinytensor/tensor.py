@@ -385,6 +385,12 @@ def _record_setitem(t, index, value):
     if not np.issubdtype(t.dtype, np.inexact):
         raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
                         f"floating-point tensors carry gradients (make t a float tensor)")
+    if getattr(t.data, "base", None) is not None:
+        raise RuntimeError(
+            f"t[index] = v: t (shape {t.shape}) is a view of another tensor's memory (such as y[i] or "
+            f"y.T), and v requires grad: the write would be recorded on this view only, and y would stay "
+            f"as it was (out[i][j] = v was silently lost). Index once, y[i, j] = v, or write into a "
+            f"copy, row = y[i].clone()")
     old = _new_tensor(Tensor)
     for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
                  "_params", "_id", "_version"):
