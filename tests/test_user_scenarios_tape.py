@@ -51,7 +51,7 @@ def test_module_zero_grad_takes_set_to_none_as_pytorch():
 
 
 # ----- user primitives --------------------------------------------------------------------------------
-def test_user_primitive_returning_a_tuple_is_refused_not_stacked():
+def test_user_primitive_returning_a_tuple_is_refused_not_stacked(registry):
     @tt.primitive
     def sincos(x):
         return np.sin(x), np.cos(x)
@@ -88,3 +88,33 @@ def test_index_assignment_written_once_or_into_a_clone_works():
     plain = tt.zeros((2, 2))
     plain[0][1] = 5.0                         # nothing recorded: a write through NumPy's view
     assert plain.data[0, 1] == 5.0
+
+
+def test_check_rules_checks_a_user_primitive_on_inputs_in_its_domain(registry):
+    @tt.primitive
+    def user_arcsin(x):                       # defined on (-1, 1) only
+        return np.arcsin(x)
+    user_arcsin.defvjp(lambda g, ans, x: g / np.sqrt(1 - x ** 2))
+    user_arcsin.defjvp(lambda t, ans, x: t / np.sqrt(1 - x ** 2))
+
+    @tt.primitive
+    def user_matmul(a, b):                    # for matrices
+        return a @ b
+    user_matmul.defvjp(lambda g, ans, a, b: g @ b.T, lambda g, ans, a, b: a.T @ g)
+    user_matmul.defjvp(lambda t, ans, a, b: t @ b, lambda t, ans, a, b: a @ t)
+
+    # On the default inputs (positive, shape (3,)) both correct rules failed, with no way out.
+    with np.errstate(invalid="ignore"):
+        rows = {r["op"]: r for r in tt.check_rules(raise_on_failure=False, verbose=False)}
+    assert not rows["user_arcsin"]["ok"] and not rows["user_matmul"]["ok"]
+    with pytest.raises(tt.GradcheckError, match=r"user_arcsin.*examples="):
+        with np.errstate(invalid="ignore"):
+            tt.check_rules(verbose=False)
+    rng = np.random.default_rng(0)
+    examples = {"user_arcsin": [(np.array([-0.5, 0.1, 0.7]),)],
+                user_matmul: [(rng.standard_normal((2, 3)), rng.standard_normal((3, 4)))]}
+    rows = {r["op"]: r for r in tt.check_rules(raise_on_failure=False, verbose=False, examples=examples)}
+    assert rows["user_arcsin"]["ok"] and rows["user_matmul"]["ok"]
+    assert rows["user_matmul"]["cases"] == 1
+    with pytest.raises(ValueError, match=r"examples names no registered primitive \['user_arcsine'\]"):
+        tt.check_rules(examples={"user_arcsine": [(np.array([0.1]),)]})
