@@ -118,3 +118,13 @@ def test_check_rules_checks_a_user_primitive_on_inputs_in_its_domain(registry):
     assert rows["user_matmul"]["cases"] == 1
     with pytest.raises(ValueError, match=r"examples names no registered primitive \['user_arcsine'\]"):
         tt.check_rules(examples={"user_arcsine": [(np.array([0.1]),)]})
+
+
+# ----- requires_grad ------------------------------------------------------------------------------------
+def test_an_integer_tensor_made_to_require_grad_by_attribute_raises_at_backward():
+    x = tt.tensor([1, 2])
+    x.requires_grad = True                    # the constructor and requires_grad_() refuse this
+    y = (x * 1.5).sum()
+    with pytest.raises(TypeError, match=r"backward: .* has dtype int64 .* only floating-point"):
+        y.backward()                          # x.grad was [1, 1] (1.5 truncated), silently
+    assert x.grad is None

@@ -503,7 +503,14 @@ def backward(output, grad=None):
         grad = grad.astype(output.dtype, copy=False)
     handed = {id(grad)}                      # the caller's array (or the seed) is never handed to a leaf
     retained = RETAINED.nodes() if RETAINED else None
-    for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
+    grads = reverse_sweep([output], [grad], retained=retained)
+    for leaf in grads:
+        if leaf.data.dtype.kind not in "fc":    # requires_grad set by hand on an integer Tensor
+            raise TypeError(f"backward: {leaf.name or 'a leaf'} (shape {leaf.shape}) has dtype "
+                            f"{leaf.dtype} and requires grad: its gradient would be truncated to "
+                            f"integers; only floating-point tensors can require gradients (make it "
+                            f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
+    for leaf, g in grads.items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
