@@ -128,3 +128,5 @@ def test_an_integer_tensor_made_to_require_grad_by_attribute_raises_at_backward(
     with pytest.raises(TypeError, match=r"backward: .* has dtype int64 .* only floating-point"):
         y.backward()                          # x.grad was [1, 1] (1.5 truncated), silently
     assert x.grad is None
+    with pytest.raises(TypeError, match=r"jvp: .* has dtype int64: .* only floating-point"):
+        y.jvp({x: np.array([0.5, 0.5])})       # the tangent was cast to int: [0, 0], silently

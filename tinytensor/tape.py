@@ -547,6 +547,10 @@ def forward_sweep(output, tangents):
         if not x.requires_grad:
             raise ValueError(f"jvp: {x.name or 'an input'} (shape {x.shape}) does not require grad, "
                              f"so nothing computed from it was recorded")
+        if x.dtype.kind not in "fc":      # requires_grad set by hand on an integer Tensor
+            raise TypeError(f"jvp: {x.name or 'an input'} (shape {x.shape}) has dtype {x.dtype}: its "
+                            f"tangent would be truncated to integers; only floating-point tensors "
+                            f"can require gradients (make it one: t.astype(np.float64))")
         tangent[x] = t.astype(x.dtype, copy=False)
     if output in tangent:
         return backend.copy(tangent[output])       # never the caller's own array
