@@ -130,3 +130,14 @@ def test_an_integer_tensor_made_to_require_grad_by_attribute_raises_at_backward(
     assert x.grad is None
     with pytest.raises(TypeError, match=r"jvp: .* has dtype int64: .* only floating-point"):
         y.jvp({x: np.array([0.5, 0.5])})       # the tangent was cast to int: [0, 0], silently
+
+
+# ----- retain_grad ---------------------------------------------------------------------------------------
+def test_retain_grad_follows_the_name_through_an_in_place_operator():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y += 1                                    # rebinds y to the recorded y + 1
+    (y * y).sum().backward()
+    np.testing.assert_allclose(y.grad, [6.0, 10.0])     # PyTorch's; it was None
+    np.testing.assert_allclose(x.grad, [12.0, 20.0])

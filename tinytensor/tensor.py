@@ -374,6 +374,8 @@ def _in_place(t, other, op, ufunc, symbol):
             raise TypeError(f"t {symbol} v: cannot store a {out.dtype} result in t of dtype "
                             f"{t.dtype} (NumPy's same_kind casting rule)")
         out = ops.astype(out, t.dtype)
+    if tape.RETAINED and tape.RETAINED.get(t):   # as PyTorch: t.retain_grad() holds for the new t
+        tape.RETAINED[out] = True
     return out
 
 
