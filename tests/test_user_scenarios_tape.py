@@ -40,6 +40,12 @@ def test_scalar_node_has_micrograds_data_for_its_value():
     assert w.value == w.data == pytest.approx(1.2)
 
 
+def test_scalar_node_formats_as_its_number_like_a_tensor():
+    loss = scalar.Node(0.123456) * 2
+    assert f"{loss:.3f}" == "0.247"           # TypeError before; f"{tensor:.3f}" works
+    assert f"{loss}" == str(loss)
+
+
 # ----- zeroing gradients, PyTorch's spellings ------------------------------------------------------
 def test_module_zero_grad_takes_set_to_none_as_pytorch():
     model = tt.nn.Linear(2, 1, rng=0)

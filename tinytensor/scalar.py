@@ -206,6 +206,9 @@ class Node(metaclass=_NodeType):
 
     def __float__(self): return self.value
 
+    def __format__(self, spec):   # f"{loss:.4f}" prints the number, as for a one-element Tensor
+        return format(self.value, spec) if spec else str(self)
+
     def log(self): return log(self)
     def exp(self): return exp(self)
     def sin(self): return sin(self)
