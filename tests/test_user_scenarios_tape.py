@@ -80,6 +80,12 @@ def test_chained_index_assignment_of_a_recorded_value_is_refused_not_lost(out_re
         out.T[0] = w
 
 
+def test_index_assignment_of_the_wrong_shape_names_both_shapes():
+    out = tt.zeros(3)
+    with pytest.raises(ValueError, match=r"t\[index\] = v: t is float64 \(3,\), v is float64 \(2,\)"):
+        out[0] = tt.ones(2)                   # NumPy's bare "setting an array element with a sequence"
+
+
 def test_index_assignment_written_once_or_into_a_clone_works():
     w = tt.tensor(2.0, requires_grad=True)
     out = tt.zeros((2, 2))

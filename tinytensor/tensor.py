@@ -213,7 +213,14 @@ class Tensor:
         `t` becomes a new tape entry setitem(previous t, v)."""
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
-            self.data[index] = _value(value)
+            value = _value(value)
+            try:
+                self.data[index] = value
+            except (TypeError, ValueError) as err:
+                if not hasattr(value, "shape"):     # a list, maybe of Tensors: described, not converted
+                    raise
+                raise tape._same_kind(err, f"t[index] = v: t is {self.dtype} {self.shape}, v is "
+                                           f"{value.dtype} {value.shape}: {err}") from None
             mark_modified(self)
             return
         _refuse_leaf(self, "t[index] = value")
