@@ -232,21 +232,32 @@ def _missing_modes(prim):
     return f"{have} rule only: no {missing[0]} rule (declare it with {prim.name}.{how})"
 
 
-def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_failure=True):
+def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_failure=True,
+                examples=None):
     """Check every registered primitive (built-in and user) as the test suite does.
 
     Prints a table: op, cases, VJP error, JVP error, adjoint identity error, float32 error,
     and returns its rows as dicts (key "ok" says whether the row passed). If any row fails,
     raises GradcheckError listing the failed rows after printing the table, unless
     `raise_on_failure=False`. A primitive with a rule for one mode only fails, saying so.
-    Built-in primitives use their rows of `specs.OP_SPECS`; a user primitive without one is
-    tried on positive inputs of shape (3,).
+    Built-in primitives use their rows of `specs.OP_SPECS`; a user primitive is tried on the
+    inputs `examples` gives it, a dict {primitive or its name: [tuple of arguments, ...]}
+    (e.g. {"my_arcsin": [(np.array([-0.5, 0.1, 0.7]),)]}), else on positive inputs of shape (3,).
     """
     from .specs import OP_SPECS, default_cases
+    given = {getattr(k, "name", k): v for k, v in (examples or {}).items()}
+    unknown = sorted(set(given) - set(REGISTRY))
+    if unknown:
+        raise ValueError(f"check_rules: examples names no registered primitive {unknown}; "
+                         f"keys are primitives or their names")
     rows = []
     for name, prim in REGISTRY.items():
         spec = OP_SPECS.get(name)
-        cases = spec.cases() if spec else default_cases(prim)
+        if name in given:
+            cases = [(list(args if isinstance(args, (tuple, list)) else (args,)), {})
+                     for args in given[name]]
+        else:
+            cases = spec.cases() if spec else default_cases(prim)
         worst = {"forward": 0.0, "vjp": 0.0, "jvp": 0.0, "adjoint": 0.0, "float32": 0.0}
         failure = _missing_modes(prim)
         for args, params in ([] if failure else cases):
@@ -262,7 +273,8 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
         ok = (failure is None and max(worst["vjp"], worst["jvp"], worst["adjoint"],
                                       worst["forward"]) <= tolerance
               and worst["float32"] <= float32_tolerance)
-        rows.append({"op": name, "cases": len(cases), **worst, "ok": ok, "error": failure})
+        rows.append({"op": name, "cases": len(cases), **worst, "ok": ok, "error": failure,
+                     "default_inputs": not spec and name not in given})
     if verbose:
         print(f"{'op':<24}{'cases':>6}{'VJP error':>12}{'JVP error':>12}{'adjoint':>12}"
               f"{'float32':>12}  ok")
@@ -278,6 +290,9 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
                  f"{r['op']}: forward {r['forward']:.2e}, VJP {r['vjp']:.2e}, JVP {r['jvp']:.2e}, "
                  f"adjoint {r['adjoint']:.2e}, float32 {r['float32']:.2e} (tolerance {tolerance:g}, "
                  f"float32 {float32_tolerance:g})" for r in failed]
+        lines = [line + (f"; checked on positive inputs of shape (3,): if its rules are right, give it "
+                         f"inputs in its domain, check_rules(examples={{{r['op']!r}: [(x,), ...]}})"
+                         if r["default_inputs"] else "") for line, r in zip(lines, failed)]
         raise GradcheckError(f"check_rules: {len(failed)} of {len(rows)} primitive(s) failed "
                              f"(pass raise_on_failure=False to get the rows instead):\n  "
                              + "\n  ".join(lines))

@@ -245,6 +245,11 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
     nodes = _recorded(output, who)
     labels = _Labels(nodes, names, "v", who)
     seeds = None if wrt is None else _seeds(wrt, who)
+    for x in seeds or ():
+        if id(x) not in labels.label:
+            raise ValueError(f"{who}: wrt={x.name or 'the input'} (shape {x.shape}) is not an input of "
+                             f"this output's computation (its trace has no row for it); pass one of "
+                             f"the Tensors it was computed from")
     found = _adjoints(output, nodes) if adjoints else None
     rows = []
     for node in nodes:

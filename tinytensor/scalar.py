@@ -6,7 +6,8 @@ It is the teaching baseline that tinytensor is benchmarked against and cross-che
 * A `Node` holds a numerical `value`, its `parent_nodes`, its `child_nodes`, the `operator`
   that made it ("input" for a node made by `Node(value)`, else e.g. "mul"), `grad_wrt_parents`
   (d node / d parent, one per parent, computed when the node is made), `partial_derivative`
-  (set by forward mode) and `grad` (set by reverse mode).
+  (set by forward mode) and `grad` (set by reverse mode). `node.data` is `value` under
+  micrograd's name.
 * Nodes are named as the NTU reference names them: `x1, x2, ...` for inputs and `v1, v2, ...`
   for the others, in creation order. `reset_names()` (or `Node.reset()`, or the reference's
   `Node.input_count = Node.intermediate_count = 0`) starts again at x1/v1;
@@ -129,6 +130,9 @@ class Node(metaclass=_NodeType):
     def name(self, name):
         self._label = str(name)
 
+    # micrograd's name for the value, so its update `p.data -= lr * p.grad` works as written
+    data = property(lambda self: self.value, lambda self, value: setattr(self, "value", float(value)))
+
     # ----- child nodes, held weakly ------------------------------------------------------------
     def _add_child(self, child):
         refs = self._child_refs
@@ -202,6 +206,9 @@ class Node(metaclass=_NodeType):
 
     def __float__(self): return self.value
 
+    def __format__(self, spec):   # f"{loss:.4f}" prints the number, as for a one-element Tensor
+        return format(self.value, spec) if spec else str(self)
+
     def log(self): return log(self)
     def exp(self): return exp(self)
     def sin(self): return sin(self)
@@ -270,11 +277,21 @@ def power(node, exponent):
                              f"exponent write {node.name} ** float({exponent.name})")
         value = base ** exponent.value
         return Node(value, [node, exponent], "pow",
-                    [exponent.value * base ** (exponent.value - 1), value * math.log(base) if base else 0.0])
+                    [_power_slope(base, exponent.value), value * math.log(base) if base else 0.0])
     value = base ** exponent
     if isinstance(value, complex):
         raise ValueError(f"scalar.power: {base} ** {exponent} is not a real number")
-    return Node(value, [node], "pow", [exponent * base ** (exponent - 1)])
+    return Node(value, [node], "pow", [_power_slope(base, exponent)])
+
+
+def _power_slope(base, exponent):
+    """d base**exponent / d base; at base 0 with 0 < exponent < 1 the slope is inf (as sqrt's and
+    PyTorch's), not a ZeroDivisionError when the node is made."""
+    if exponent == 0:
+        return 0.0
+    if base == 0 and exponent < 1:
+        return math.inf
+    return exponent * base ** (exponent - 1)
 
 
 def log(node):

@@ -131,7 +131,7 @@ class Primitive:
         if not any_tensor:
             return ans
         if type(ans) is not np.ndarray and not backend.is_array(ans):   # NumPy gives scalars for 0-d
-            ans = np.asarray(ans)                                           # results; CuPy arrays stay
+            ans = np.asarray(ans) if isinstance(ans, np.generic) else _one_array(self.name, ans)
         out = _new_tensor(Tensor)
         out.data = ans
         out.grad = None
@@ -169,6 +169,16 @@ class Primitive:
                 if d is not None:
                     total = d if total is None else total + d
         return total
+
+
+def _one_array(name, ans):
+    """A forward's result that is neither an array nor a NumPy scalar (a float, or a tuple of
+    outputs, which np.asarray would silently stack into one array) as an ndarray."""
+    if isinstance(ans, (tuple, list)):
+        raise TypeError(f"{name}: a primitive returns one array; its forward returned a "
+                        f"{type(ans).__name__} of {len(ans)} (np.asarray would stack them into "
+                        f"one Tensor). Declare one primitive per output")
+    return np.asarray(ans)
 
 
 def _missing_rule(name, kind, how):
@@ -493,7 +503,14 @@ def backward(output, grad=None):
         grad = grad.astype(output.dtype, copy=False)
     handed = {id(grad)}                      # the caller's array (or the seed) is never handed to a leaf
     retained = RETAINED.nodes() if RETAINED else None
-    for leaf, g in reverse_sweep([output], [grad], retained=retained).items():
+    grads = reverse_sweep([output], [grad], retained=retained)
+    for leaf in grads:
+        if leaf.data.dtype.kind not in "fc":    # requires_grad set by hand on an integer Tensor
+            raise TypeError(f"backward: {leaf.name or 'a leaf'} (shape {leaf.shape}) has dtype "
+                            f"{leaf.dtype} and requires grad: its gradient would be truncated to "
+                            f"integers; only floating-point tensors can require gradients (make it "
+                            f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
+    for leaf, g in grads.items():
         dtype = leaf.data.dtype
         if leaf.grad is None:
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
@@ -530,6 +547,10 @@ def forward_sweep(output, tangents):
         if not x.requires_grad:
             raise ValueError(f"jvp: {x.name or 'an input'} (shape {x.shape}) does not require grad, "
                              f"so nothing computed from it was recorded")
+        if x.dtype.kind not in "fc":      # requires_grad set by hand on an integer Tensor
+            raise TypeError(f"jvp: {x.name or 'an input'} (shape {x.shape}) has dtype {x.dtype}: its "
+                            f"tangent would be truncated to integers; only floating-point tensors "
+                            f"can require gradients (make it one: t.astype(np.float64))")
         tangent[x] = t.astype(x.dtype, copy=False)
     if output in tangent:
         return backend.copy(tangent[output])       # never the caller's own array

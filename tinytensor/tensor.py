@@ -216,7 +216,14 @@ class Tensor:
         `t` becomes a new tape entry setitem(previous t, v)."""
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
-            self.data[index] = _value(value)
+            value = _value(value)
+            try:
+                self.data[index] = value
+            except (TypeError, ValueError) as err:
+                if not hasattr(value, "shape"):     # a list, maybe of Tensors: described, not converted
+                    raise
+                raise tape._same_kind(err, f"t[index] = v: t is {self.dtype} {self.shape}, v is "
+                                           f"{value.dtype} {value.shape}: {err}") from None
             mark_modified(self)
             return
         _refuse_leaf(self, "t[index] = value")
@@ -377,6 +384,8 @@ def _in_place(t, other, op, ufunc, symbol):
             raise TypeError(f"t {symbol} v: cannot store a {out.dtype} result in t of dtype "
                             f"{t.dtype} (NumPy's same_kind casting rule)")
         out = ops.astype(out, t.dtype)
+    if tape.RETAINED and tape.RETAINED.get(t):   # as PyTorch: t.retain_grad() holds for the new t
+        tape.RETAINED[out] = True
     return out
 
 
@@ -388,6 +397,12 @@ def _record_setitem(t, index, value):
     if not np.issubdtype(t.dtype, np.inexact):
         raise TypeError(f"t[index] = v: v requires grad but t has dtype {t.dtype}; only "
                         f"floating-point tensors carry gradients (make t a float tensor)")
+    if getattr(t.data, "base", None) is not None:
+        raise RuntimeError(
+            f"t[index] = v: t (shape {t.shape}) is a view of another tensor's memory (such as y[i] or "
+            f"y.T), and v requires grad: the write would be recorded on this view only, and y would stay "
+            f"as it was (out[i][j] = v was silently lost). Index once, y[i, j] = v, or write into a "
+            f"copy, row = y[i].clone()")
     old = _new_tensor(Tensor)
     for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
                  "_params", "_id", "_version"):

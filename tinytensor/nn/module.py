@@ -216,10 +216,11 @@ class Module:
     def eval(self):
         return self.train(False)
 
-    def zero_grad(self):
-        """Set every parameter's `.grad` to None (the next backward starts from zero)."""
+    def zero_grad(self, set_to_none=True):
+        """Set every parameter's `.grad` to None (the next backward starts from zero), or to
+        zeros with `set_to_none=False`, as PyTorch."""
         for p in self.parameters():
-            p.grad = None
+            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
