@@ -678,19 +678,19 @@ _softmax_cross_entropy = defprim(
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
-def sum(x, axis=None, keepdims=False):
-    return _sum(x, axis=axis, keepdims=keepdims)
+def sum(a, axis=None, keepdims=False):
+    return _sum(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=np.mean, method=True)
-def mean(x, axis=None, keepdims=False):
-    return _mean(x, axis=axis, keepdims=keepdims)
+def mean(a, axis=None, keepdims=False):
+    return _mean(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=(np.max, np.amax), method=True)
-def max(x, axis=None, keepdims=False):
+def max(a, axis=None, keepdims=False):
     """The maximum along `axis`; ties share the gradient evenly."""
-    return _max(x, axis=axis, keepdims=keepdims)
+    return _max(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=scipy.special.logsumexp, method=True)
@@ -720,25 +720,25 @@ def log_softmax(x, axis=-1):
 
 
 @public(numpy=np.reshape)
-def reshape(x, shape):
-    return _reshape(x, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
+def reshape(a, shape):
+    return _reshape(a, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
 
 
 @public(numpy=np.transpose)
-def transpose(x, axes=None):
-    return _transpose(x, axes=None if axes is None else tuple(axes))
+def transpose(a, axes=None):
+    return _transpose(a, axes=None if axes is None else tuple(axes))
 
 
 @public(numpy=np.swapaxes, method=True)
-def swapaxes(x, axis1, axis2):
-    axes = list(range(np.ndim(x.data if isinstance(x, Tensor) else x)))
+def swapaxes(a, axis1, axis2):
+    axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-    return transpose(x, axes)
+    return transpose(a, axes)
 
 
 @public(numpy=np.broadcast_to)
-def broadcast_to(x, shape):
-    return _broadcast_to(x, shape=tuple(shape))
+def broadcast_to(array, shape):
+    return _broadcast_to(array, shape=tuple(shape))
 
 
 @public(method=True)
@@ -764,16 +764,16 @@ def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
 
 
 @public(numpy=np.concatenate)
-def concatenate(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    tensors = _joined(tensors, "concatenate", out, dtype, casting)
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    tensors = _joined(arrays, "concatenate", out, dtype, casting)
     if axis is None:   # as NumPy: every input flattened first
         tensors, axis = [reshape(t, -1) for t in tensors], 0
     return _concatenate(*tensors, axis=axis)
 
 
 @public(numpy=np.stack)
-def stack(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    return _stack(*_joined(tensors, "stack", out, dtype, casting), axis=axis)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _stack(*_joined(arrays, "stack", out, dtype, casting), axis=axis)
 
 
 @public

@@ -9,6 +9,7 @@ No gradient: `sign floor ceil round` give a Tensor that does not require grad (a
 expect); comparisons give plain boolean arrays, as the operators `<`, `==` do.
 """
 
+import builtins
 import math
 
 import numpy as np
@@ -262,14 +263,19 @@ def clone(x, order="K", subok=False):
 
 
 # ----- no gradient ------------------------------------------------------------------------------------
+def _any_tensor(values):
+    return builtins.any(isinstance(v, Tensor) for v in values)
+
+
 def _piecewise_constant(np_fun, name):
     """A function with zero derivative almost everywhere, computed on the values: a Tensor
     (that does not require grad) for a Tensor, an array for an array. np.<name>(t) itself
     gives a plain array (ops.NONDIFFERENTIABLE)."""
-    def op(x, *args, **kwargs):
-        if isinstance(x, Tensor):
-            return Tensor(np_fun(x.data, *args, **kwargs))
-        return np_fun(x, *args, **kwargs)
+    def op(*args, **kwargs):     # NumPy's keywords too: np.round(a=t, decimals=2)
+        values = [a.data if isinstance(a, Tensor) else a for a in args]
+        named = {k: v.data if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+        out = np_fun(*values, **named)
+        return Tensor(out) if _any_tensor(list(args) + list(kwargs.values())) else out
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"np.{np_fun.__name__} on the values; no gradient (a Tensor that does not require grad)."
     return publish(op, name, method=True)

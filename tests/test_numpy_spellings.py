@@ -1,0 +1,30 @@
+"""An outside suite's view: tinytensor called with NumPy's own keyword names and signatures."""
+import numpy as np
+import pytest
+
+import tinytensor as tt
+
+RNG = np.random.default_rng(11)
+X = RNG.uniform(0.2, 0.8, (3, 4))
+
+
+def _same(got, want):
+    got = got.data if isinstance(got, tt.Tensor) else got
+    assert np.shape(got) == np.shape(want)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min", "prod", "var", "std", "cumsum",
+                                  "argmax", "argmin", "diff", "transpose", "round"])
+@pytest.mark.parametrize("spelling", ["tt", "np"])
+def test_first_argument_is_called_a(name, spelling):
+    t = tt.tensor(X, requires_grad=name not in ("argmax", "argmin", "round"))
+    fun = getattr(tt if spelling == "tt" else np, name)
+    _same(fun(a=t), getattr(np, name)(a=X))
+
+
+def test_keyword_names_of_shape_functions():
+    t = tt.tensor(X, requires_grad=True)
+    _same(tt.swapaxes(a=t, axis1=0, axis2=1), np.swapaxes(a=X, axis1=0, axis2=1))
+    _same(tt.broadcast_to(array=t, shape=(2, 3, 4)), np.broadcast_to(array=X, shape=(2, 3, 4)))
+    _same(tt.stack(arrays=[t, t], axis=1), np.stack(arrays=[X, X], axis=1))
