@@ -473,10 +473,17 @@ def _dot_vjp_b(g, ans, a, b):
 
 
 # Where np.dot is np.matmul (1-D and 2-D operands, or a 1-D one) the rules are matmul's.
-dot = defprim(np.dot, "dot",
-              vjp=[_dot_vjp_a, _dot_vjp_b],
-              jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)],
-              numpy=np.dot, method=True)
+_dot = defprim(np.dot, "dot",
+               vjp=[_dot_vjp_a, _dot_vjp_b],
+               jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+
+
+@public(numpy=np.dot, method=True)
+def dot(a, b, out=None):
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    if out is not None:
+        raise TypeError("dot: out= is not supported on Tensors; use the returned value")
+    return _dot(a, b)
 
 
 # ----- the lecture's operations: softmax (above), crossEntropy, frobeniusNorm ----------------------

@@ -68,7 +68,13 @@ def _sinc_deriv(ans, x):
     return np.where(small, x * series, (np.cos(math.pi * safe) - np.sinc(safe)) / safe)
 
 
-sinc = elementwise(np.sinc, "sinc", _sinc_deriv, numpy=np.sinc, method=True)
+_sinc = elementwise(np.sinc, "sinc", _sinc_deriv)
+
+
+@public(numpy=np.sinc, method=True)
+def sinc(x):
+    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input)."""
+    return _sinc(x)
 
 # ----- special functions and activations -----------------------------------------------------------
 def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
