@@ -48,3 +48,31 @@ def test_primitive_inputs_by_keyword(call, reference):
     _same(out, reference(X))
     out.sum().backward()
     assert t.grad is not None and np.all(np.isfinite(t.grad))
+
+
+def test_swapaxes_out_of_range_is_numpys_axis_error():
+    t = tt.tensor(X, requires_grad=True)
+    with pytest.raises(np.exceptions.AxisError, match="axis 2"):
+        tt.swapaxes(t, 0, 2)
+    _same(tt.swapaxes(t, -1, -2), np.swapaxes(X, -1, -2))
+
+
+@pytest.mark.parametrize("axis", [0, -1, (0,)])
+def test_mean_of_0d_with_an_axis_raises_as_numpy(axis):
+    with pytest.raises(np.exceptions.AxisError):
+        np.mean(np.array(0.5), axis=axis)
+    with pytest.raises(np.exceptions.AxisError):
+        tt.mean(tt.tensor(0.5, requires_grad=True), axis=axis)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_sum_and_mean_take_dtype(name):
+    t = tt.tensor(X.astype(np.float32), requires_grad=True)
+    out = getattr(tt, name)(t, axis=0, dtype=np.float64)
+    want = getattr(np, name)(X.astype(np.float32), axis=0, dtype=np.float64)
+    assert out.dtype == want.dtype == np.float64
+    np.testing.assert_allclose(out.data, want, rtol=1e-12)
+    out.sum().backward()
+    assert t.grad.dtype == np.float32
+    out = getattr(np, name)(t, axis=-1, dtype=np.float64, keepdims=True)
+    assert out.dtype == np.float64 and out.shape == (3, 1)

@@ -254,6 +254,8 @@ def _sum_forward(x, axis=None, keepdims=False):
 
 def _mean_forward(x, axis=None, keepdims=False):
     x = _array(x)
+    if x.ndim == 0 and isinstance(axis, int):    # x.sum takes axis 0 of a 0-d array; np.mean does not
+        raise np.exceptions.AxisError(axis, 0)
     total = x.sum(axis=axis, keepdims=keepdims)
     return total / (x.size // builtins.max(np.size(total), 1))   # as np.mean, without its wrapper
 
@@ -685,13 +687,26 @@ _softmax_cross_entropy = defprim(
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
-def sum(a, axis=None, keepdims=False):
+def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
     return _sum(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=np.mean, method=True)
-def mean(a, axis=None, keepdims=False):
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("mean", a, dtype, out, keepdims)
     return _mean(a, axis=axis, keepdims=keepdims)
+
+
+def _reduce_dtype(name, a, dtype, out, keepdims):
+    """NumPy's dtype= (a cast first), and PyTorch's positional keepdim (`t.sum(0, True)`)."""
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported on Tensors; use the returned value")
+    if isinstance(dtype, bool):
+        return a, dtype
+    return astype(a, dtype) if isinstance(a, Tensor) else np.asarray(a, dtype=dtype), keepdims
 
 
 @public(numpy=(np.max, np.amax), method=True)
@@ -739,6 +754,9 @@ def transpose(a, axes=None):
 @public(numpy=np.swapaxes, method=True)
 def swapaxes(a, axis1, axis2):
     axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
+    for axis in (axis1, axis2):
+        if not -len(axes) <= axis < len(axes):
+            raise np.exceptions.AxisError(axis, len(axes))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return transpose(a, axes)
 
