@@ -76,3 +76,24 @@ def test_sum_and_mean_take_dtype(name):
     assert t.grad.dtype == np.float32
     out = getattr(np, name)(t, axis=-1, dtype=np.float64, keepdims=True)
     assert out.dtype == np.float64 and out.shape == (3, 1)
+
+
+@pytest.mark.parametrize("call, reference", [
+    (lambda t: np.max(t, 1, None, True), lambda x: np.max(x, 1, None, True)),
+    (lambda t: t.max(1, None, True), lambda x: x.max(1, None, True)),
+    (lambda t: np.min(t, 0, None, True), lambda x: np.min(x, 0, None, True)),
+    (lambda t: np.argmax(t, 1, None, keepdims=True), lambda x: np.argmax(x, 1, None, keepdims=True)),
+    (lambda t: t.argmin(1, None, keepdims=True), lambda x: x.argmin(1, None, keepdims=True)),
+    (lambda t: tt.logsumexp(a=t, axis=1, keepdims=True),
+     lambda x: np.log(np.sum(np.exp(x), axis=1, keepdims=True))),
+])
+def test_positional_out_slot_as_numpy(call, reference):
+    """NumPy's positional order (a, axis, out, keepdims): the third slot is out, not keepdims."""
+    _same(call(tt.tensor(X, requires_grad=True)), reference(X))
+
+
+def test_out_is_refused_clearly():
+    t = tt.tensor(X, requires_grad=True)
+    for call in (lambda: np.max(t, 0, out=np.empty(4)), lambda: tt.argmax(t, 0, out=np.empty(4, int))):
+        with pytest.raises(TypeError, match="out="):
+            call()

@@ -710,15 +710,22 @@ def _reduce_dtype(name, a, dtype, out, keepdims):
 
 
 @public(numpy=(np.max, np.amax), method=True)
-def max(a, axis=None, keepdims=False):
-    """The maximum along `axis`; ties share the gradient evenly."""
+def max(a, axis=None, out=None, keepdims=False):
+    """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
+    keepdims)."""
+    if out is not None:
+        raise TypeError("max: out= is not supported on Tensors; use the returned value")
     return _max(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=scipy.special.logsumexp, method=True)
-def logsumexp(x, axis=None, keepdims=False):
-    """log(sum(exp(x))), stable for any finite input."""
-    return _logsumexp(x, axis=axis, keepdims=keepdims)
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
+    (its weights b= and return_sign= are not supported)."""
+    if b is not None or return_sign:
+        raise TypeError("logsumexp: b= and return_sign= are not supported; use "
+                        "logsumexp(a + log(b)) for positive weights")
+    return _logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=scipy.special.softmax, method=True)

@@ -231,14 +231,16 @@ def _value(x):
 
 
 @public(method=True)
-def argmax(a, axis=None, keepdims=False):
+def argmax(a, axis=None, out=None, keepdims=False):
     """The index of the maximum (along `axis`), as np.argmax: a plain integer array."""
+    _no_out("argmax", out)
     return np.argmax(_value(a), axis=axis, keepdims=keepdims)
 
 
 @public(method=True)
-def argmin(a, axis=None, keepdims=False):
+def argmin(a, axis=None, out=None, keepdims=False):
     """The index of the minimum (along `axis`), as np.argmin: a plain integer array."""
+    _no_out("argmin", out)
     return np.argmin(_value(a), axis=axis, keepdims=keepdims)
 
 
