@@ -106,3 +106,17 @@ def test_a_0d_leaf_accumulates_over_three_backward_calls():
     for _ in range(3):
         (z * 2.0).backward()
     assert type(z.grad) is np.ndarray and z.grad.shape == () and z.grad == 6.0
+
+
+def test_floor_division_and_divmod_as_numpy():
+    t = tt.tensor(X, requires_grad=True)
+    _same(t // 0.3, X // 0.3)
+    _same(1.0 // t, 1.0 // X)
+    _same(tt.floor_divide(t, 0.3), np.floor_divide(X, 0.3))
+    _same(np.floor_divide(t, 0.3), np.floor_divide(X, 0.3))
+    q, r = divmod(t, 0.3)
+    _same(q, X // 0.3)
+    _same(r, X % 0.3)
+    r.sum().backward()                      # the remainder keeps its gradient (1 almost everywhere)
+    np.testing.assert_allclose(t.grad, np.ones_like(X))
+    _same(tt.tensor(np.arange(7)) // 2, np.arange(7) // 2)

@@ -313,3 +313,12 @@ isfinite = publish(_on_values(np.isfinite), "isfinite")
 isnan = publish(_on_values(np.isnan), "isnan")
 isinf = publish(_on_values(np.isinf), "isinf")
 nondifferentiable(np.trunc)   # np.trunc(t): a plain array, like np.floor(t)
+
+# `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
+# remainder is `remainder` (%) with its rules.
+floor_divide = _piecewise_constant(np.floor_divide, "floor_divide")
+nondifferentiable(np.floor_divide)
+Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+Tensor.__divmod__ = lambda self, other: (floor_divide(self, other), remainder(self, other))
+Tensor.__rdivmod__ = lambda self, other: (floor_divide(other, self), remainder(other, self))
