@@ -120,3 +120,18 @@ def test_floor_division_and_divmod_as_numpy():
     r.sum().backward()                      # the remainder keeps its gradient (1 almost everywhere)
     np.testing.assert_allclose(t.grad, np.ones_like(X))
     _same(tt.tensor(np.arange(7)) // 2, np.arange(7) // 2)
+
+
+@pytest.mark.parametrize("shape, order",
+                         [(np.array([6, 2]), "C"), ((6, 2), "F"), ((2, -1, 3), "F"), (12, "F")])
+def test_reshape_takes_array_shapes_and_fortran_order(shape, order):
+    t = tt.tensor(X, requires_grad=True)
+    _same(np.reshape(t, shape, order=order), np.reshape(X, shape, order=order))
+    _same(tt.reshape(t, shape, order=order), np.reshape(X, shape, order=order))
+    assert tt.gradcheck(lambda a: tt.reshape(a, shape, order=order) * np.arange(12.0).reshape(
+        np.reshape(X, shape).shape), X)
+
+
+def test_reshape_refuses_other_orders():
+    with pytest.raises(ValueError, match="order"):
+        tt.reshape(tt.tensor(X), (4, 3), order="K")

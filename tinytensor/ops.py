@@ -749,8 +749,18 @@ def log_softmax(x, axis=-1):
 
 
 @public(numpy=np.reshape)
-def reshape(a, shape):
-    return _reshape(a, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
+def reshape(a, shape, order="C", *, copy=None):
+    """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
+    reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
+    accepted for NumPy's signature)."""
+    if isinstance(shape, np.ndarray):
+        shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    if order == "C":
+        return _reshape(a, shape=shape)
+    if order != "F":
+        raise ValueError(f"reshape: order must be 'C' or 'F' on Tensors, got {order!r}")
+    return transpose(_reshape(transpose(a), shape=shape[::-1]))
 
 
 @public(numpy=np.transpose)
