@@ -135,3 +135,19 @@ def test_reshape_takes_array_shapes_and_fortran_order(shape, order):
 def test_reshape_refuses_other_orders():
     with pytest.raises(ValueError, match="order"):
         tt.reshape(tt.tensor(X), (4, 3), order="K")
+
+
+def test_value_methods_all_any_nonzero_argsort():
+    """NumPy's methods that give indices or booleans: plain arrays, computed on the values."""
+    t = tt.tensor(X - 0.5, requires_grad=True)
+    v = X - 0.5
+    assert t.all() == v.all() and t.any() == v.any()
+    _same(t.all(axis=0), v.all(axis=0))
+    _same(t.any(axis=-1, keepdims=True), v.any(axis=-1, keepdims=True))
+    _same(t.argsort(axis=0), v.argsort(axis=0))
+    _same(np.argsort(t, axis=-1), np.argsort(v, axis=-1))
+    for got, want in zip(t.nonzero(), v.nonzero()):
+        _same(got, want)
+    for got, want in zip(np.nonzero(t), np.nonzero(v)):
+        _same(got, want)
+    _same(tt.argsort(t), np.argsort(v))

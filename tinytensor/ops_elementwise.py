@@ -313,6 +313,11 @@ isfinite = publish(_on_values(np.isfinite), "isfinite")
 isnan = publish(_on_values(np.isnan), "isnan")
 isinf = publish(_on_values(np.isinf), "isinf")
 nondifferentiable(np.trunc)   # np.trunc(t): a plain array, like np.floor(t)
+# Indices and truth values, as NumPy's methods give them (t.all(), t.argsort(axis=0), t.nonzero()).
+for _fun in (np.all, np.any, np.argsort, np.nonzero):
+    publish(_on_values(_fun), _fun.__name__, method=True)
+nondifferentiable(np.argsort, np.nonzero)
+del _fun
 
 # `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
 # remainder is `remainder` (%) with its rules.
