@@ -151,3 +151,22 @@ def test_value_methods_all_any_nonzero_argsort():
     for got, want in zip(np.nonzero(t), np.nonzero(v)):
         _same(got, want)
     _same(tt.argsort(t), np.argsort(v))
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min"])
+def test_initial_as_numpy(name):
+    t = tt.tensor(X, requires_grad=True)
+    for kwargs in ({"initial": 0.5}, {"axis": 0, "initial": 0.5},
+                   {"axis": -1, "keepdims": True, "initial": 0.3}):
+        out = getattr(np, name)(t, **kwargs)
+        _same(out, getattr(np, name)(X, **kwargs))
+        assert tt.gradcheck(lambda a: getattr(tt, name)(a, **kwargs), X)
+    if name in ("sum", "prod"):     # an empty reduction gives the initial value
+        _same(getattr(tt, name)(tt.tensor(np.zeros((0, 3))), axis=0, initial=2.0),
+              getattr(np, name)(np.zeros((0, 3)), axis=0, initial=2.0))
+
+
+def test_copy_takes_a():
+    t = tt.tensor(X, requires_grad=True)
+    _same(np.copy(a=t), X)
+    _same(tt.clone(a=t), X)

@@ -687,10 +687,11 @@ _softmax_cross_entropy = defprim(
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
-def sum(a, axis=None, dtype=None, out=None, keepdims=False):
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
-    return _sum(a, axis=axis, keepdims=keepdims)
+    result = _sum(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else result + initial
 
 
 @public(numpy=np.mean, method=True)
@@ -710,12 +711,13 @@ def _reduce_dtype(name, a, dtype, out, keepdims):
 
 
 @public(numpy=(np.max, np.amax), method=True)
-def max(a, axis=None, out=None, keepdims=False):
+def max(a, axis=None, out=None, keepdims=False, initial=None):
     """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
-    keepdims)."""
+    keepdims); `initial` joins the comparison."""
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
-    return _max(a, axis=axis, keepdims=keepdims)
+    result = _max(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else maximum(result, initial)
 
 
 @public(numpy=scipy.special.logsumexp, method=True)

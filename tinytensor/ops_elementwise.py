@@ -262,10 +262,10 @@ _clone = defprim(backend.copy, "clone",
 
 
 @public(numpy=np.copy, method=("clone", "copy"))
-def clone(x, order="K", subok=False):
-    """A copy of x that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
-    flow through it to x."""
-    return _clone(x)
+def clone(a, order="K", subok=False):
+    """A copy of a that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
+    flow through it to a."""
+    return _clone(a)
 
 
 # ----- no gradient ------------------------------------------------------------------------------------

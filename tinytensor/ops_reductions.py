@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import backend
-from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, public
+from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, minimum, public
 from .tensor import Tensor
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
@@ -36,10 +36,11 @@ def _no_out(name, out):
 
 
 @public(numpy=(np.min, np.amin), method=True)
-def min(a, axis=None, out=None, keepdims=False):
-    """The minimum along `axis`; ties share the gradient evenly."""
+def min(a, axis=None, out=None, keepdims=False, initial=None):
+    """The minimum along `axis`; ties share the gradient evenly. `initial` joins the comparison."""
     _no_out("min", out)
-    return _min(a, axis=axis, keepdims=keepdims)
+    result = _min(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else minimum(result, initial)
 
 
 # ----- prod ---------------------------------------------------------------------------------------
@@ -101,11 +102,12 @@ _prod = defprim(np.prod, "prod", nargs=1,
 
 
 @public(numpy=np.prod, method=True)
-def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     """The product along `axis`; its gradient is the product of the other entries (no division:
-    exact when entries are zero)."""
+    exact when entries are zero). `initial` multiplies the product, as NumPy's."""
     _no_out("prod", out)
-    return _prod(_cast(a, dtype), axis=axis, keepdims=keepdims)
+    result = _prod(_cast(a, dtype), axis=axis, keepdims=keepdims)
+    return result if initial is None else result * initial
 
 
 # ----- var, std -------------------------------------------------------------------------------
