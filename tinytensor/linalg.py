@@ -289,10 +289,15 @@ matmul = _stands_for(getattr(np.linalg, "matmul", None))(ops.matmul)   # tt.lina
 
 # ----- inverse, solve, determinants ------------------------------------------------------------------
 # d(A^-1) = -A^-1 dA A^-1.
-inv = defprim(_real(np.linalg.inv), "inv",
-              vjp=[lambda g, ans, a: -(_mT(ans) @ g @ _mT(ans))],
-              jvp=[lambda t, ans, a: -(ans @ t @ ans)])
-_stands_for(np.linalg.inv)(inv)
+_inv = defprim(_real(np.linalg.inv), "inv",
+               vjp=[lambda g, ans, a: -(_mT(ans) @ g @ _mT(ans))],
+               jvp=[lambda t, ans, a: -(ans @ t @ ans)])
+
+
+@_stands_for(np.linalg.inv)
+def inv(a):
+    """np.linalg.inv, also as inv(a=...) (a primitive's keywords are parameters, not inputs)."""
+    return _inv(a)
 
 
 def _solve_forward(a, b):
@@ -344,10 +349,15 @@ def _inverse_transpose(a):
 
 
 # d det(A) = det(A) tr(A^-1 dA): the gradient is det(A) A^-T (A must be invertible).
-det = defprim(_real(np.linalg.det), "det",
-              vjp=[lambda g, ans, a: (g * ans)[..., None, None] * _inverse_transpose(a)],
-              jvp=[lambda t, ans, a: ans * (_inverse_transpose(a) * t).sum(axis=(-2, -1))])
-_stands_for(np.linalg.det)(det)
+_det = defprim(_real(np.linalg.det), "det",
+               vjp=[lambda g, ans, a: (g * ans)[..., None, None] * _inverse_transpose(a)],
+               jvp=[lambda t, ans, a: ans * (_inverse_transpose(a) * t).sum(axis=(-2, -1))])
+
+
+@_stands_for(np.linalg.det)
+def det(a):
+    """np.linalg.det, also as det(a=...)."""
+    return _det(a)
 
 
 def _slogdet_forward(a):

@@ -254,6 +254,8 @@ def _sum_forward(x, axis=None, keepdims=False):
 
 def _mean_forward(x, axis=None, keepdims=False):
     x = _array(x)
+    if x.ndim == 0 and isinstance(axis, int):    # x.sum takes axis 0 of a 0-d array; np.mean does not
+        raise np.exceptions.AxisError(axis, 0)
     total = x.sum(axis=axis, keepdims=keepdims)
     return total / (x.size // builtins.max(np.size(total), 1))   # as np.mean, without its wrapper
 
@@ -473,10 +475,17 @@ def _dot_vjp_b(g, ans, a, b):
 
 
 # Where np.dot is np.matmul (1-D and 2-D operands, or a 1-D one) the rules are matmul's.
-dot = defprim(np.dot, "dot",
-              vjp=[_dot_vjp_a, _dot_vjp_b],
-              jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)],
-              numpy=np.dot, method=True)
+_dot = defprim(np.dot, "dot",
+               vjp=[_dot_vjp_a, _dot_vjp_b],
+               jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+
+
+@public(numpy=np.dot, method=True)
+def dot(a, b, out=None):
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    if out is not None:
+        raise TypeError("dot: out= is not supported on Tensors; use the returned value")
+    return _dot(a, b)
 
 
 # ----- the lecture's operations: softmax (above), crossEntropy, frobeniusNorm ----------------------
@@ -678,25 +687,47 @@ _softmax_cross_entropy = defprim(
 
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
-def sum(x, axis=None, keepdims=False):
-    return _sum(x, axis=axis, keepdims=keepdims)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
+    result = _sum(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else result + initial
 
 
 @public(numpy=np.mean, method=True)
-def mean(x, axis=None, keepdims=False):
-    return _mean(x, axis=axis, keepdims=keepdims)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("mean", a, dtype, out, keepdims)
+    return _mean(a, axis=axis, keepdims=keepdims)
+
+
+def _reduce_dtype(name, a, dtype, out, keepdims):
+    """NumPy's dtype= (a cast first), and PyTorch's positional keepdim (`t.sum(0, True)`)."""
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported on Tensors; use the returned value")
+    if isinstance(dtype, bool):
+        return a, dtype
+    return astype(a, dtype) if isinstance(a, Tensor) else np.asarray(a, dtype=dtype), keepdims
 
 
 @public(numpy=(np.max, np.amax), method=True)
-def max(x, axis=None, keepdims=False):
-    """The maximum along `axis`; ties share the gradient evenly."""
-    return _max(x, axis=axis, keepdims=keepdims)
+def max(a, axis=None, out=None, keepdims=False, initial=None):
+    """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
+    keepdims); `initial` joins the comparison."""
+    if out is not None:
+        raise TypeError("max: out= is not supported on Tensors; use the returned value")
+    result = _max(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else maximum(result, initial)
 
 
 @public(numpy=scipy.special.logsumexp, method=True)
-def logsumexp(x, axis=None, keepdims=False):
-    """log(sum(exp(x))), stable for any finite input."""
-    return _logsumexp(x, axis=axis, keepdims=keepdims)
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
+    (its weights b= and return_sign= are not supported)."""
+    if b is not None or return_sign:
+        raise TypeError("logsumexp: b= and return_sign= are not supported; use "
+                        "logsumexp(a + log(b)) for positive weights")
+    return _logsumexp(a, axis=axis, keepdims=keepdims)
 
 
 @public(numpy=scipy.special.softmax, method=True)
@@ -720,25 +751,38 @@ def log_softmax(x, axis=-1):
 
 
 @public(numpy=np.reshape)
-def reshape(x, shape):
-    return _reshape(x, shape=tuple(shape) if isinstance(shape, (list, tuple)) else (shape,))
+def reshape(a, shape, order="C", *, copy=None):
+    """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
+    reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
+    accepted for NumPy's signature)."""
+    if isinstance(shape, np.ndarray):
+        shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    if order == "C":
+        return _reshape(a, shape=shape)
+    if order != "F":
+        raise ValueError(f"reshape: order must be 'C' or 'F' on Tensors, got {order!r}")
+    return transpose(_reshape(transpose(a), shape=shape[::-1]))
 
 
 @public(numpy=np.transpose)
-def transpose(x, axes=None):
-    return _transpose(x, axes=None if axes is None else tuple(axes))
+def transpose(a, axes=None):
+    return _transpose(a, axes=None if axes is None else tuple(axes))
 
 
 @public(numpy=np.swapaxes, method=True)
-def swapaxes(x, axis1, axis2):
-    axes = list(range(np.ndim(x.data if isinstance(x, Tensor) else x)))
+def swapaxes(a, axis1, axis2):
+    axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
+    for axis in (axis1, axis2):
+        if not -len(axes) <= axis < len(axes):
+            raise np.exceptions.AxisError(axis, len(axes))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
-    return transpose(x, axes)
+    return transpose(a, axes)
 
 
 @public(numpy=np.broadcast_to)
-def broadcast_to(x, shape):
-    return _broadcast_to(x, shape=tuple(shape))
+def broadcast_to(array, shape):
+    return _broadcast_to(array, shape=tuple(shape))
 
 
 @public(method=True)
@@ -764,16 +808,16 @@ def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
 
 
 @public(numpy=np.concatenate)
-def concatenate(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    tensors = _joined(tensors, "concatenate", out, dtype, casting)
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    tensors = _joined(arrays, "concatenate", out, dtype, casting)
     if axis is None:   # as NumPy: every input flattened first
         tensors, axis = [reshape(t, -1) for t in tensors], 0
     return _concatenate(*tensors, axis=axis)
 
 
 @public(numpy=np.stack)
-def stack(tensors, axis=0, out=None, *, dtype=None, casting="same_kind"):
-    return _stack(*_joined(tensors, "stack", out, dtype, casting), axis=axis)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _stack(*_joined(arrays, "stack", out, dtype, casting), axis=axis)
 
 
 @public

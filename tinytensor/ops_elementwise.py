@@ -9,6 +9,7 @@ No gradient: `sign floor ceil round` give a Tensor that does not require grad (a
 expect); comparisons give plain boolean arrays, as the operators `<`, `==` do.
 """
 
+import builtins
 import math
 
 import numpy as np
@@ -67,7 +68,13 @@ def _sinc_deriv(ans, x):
     return np.where(small, x * series, (np.cos(math.pi * safe) - np.sinc(safe)) / safe)
 
 
-sinc = elementwise(np.sinc, "sinc", _sinc_deriv, numpy=np.sinc, method=True)
+_sinc = elementwise(np.sinc, "sinc", _sinc_deriv)
+
+
+@public(numpy=np.sinc, method=True)
+def sinc(x):
+    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input)."""
+    return _sinc(x)
 
 # ----- special functions and activations -----------------------------------------------------------
 def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
@@ -255,21 +262,26 @@ _clone = defprim(backend.copy, "clone",
 
 
 @public(numpy=np.copy, method=("clone", "copy"))
-def clone(x, order="K", subok=False):
-    """A copy of x that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
-    flow through it to x."""
-    return _clone(x)
+def clone(a, order="K", subok=False):
+    """A copy of a that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
+    flow through it to a."""
+    return _clone(a)
 
 
 # ----- no gradient ------------------------------------------------------------------------------------
+def _any_tensor(values):
+    return builtins.any(isinstance(v, Tensor) for v in values)
+
+
 def _piecewise_constant(np_fun, name):
     """A function with zero derivative almost everywhere, computed on the values: a Tensor
     (that does not require grad) for a Tensor, an array for an array. np.<name>(t) itself
     gives a plain array (ops.NONDIFFERENTIABLE)."""
-    def op(x, *args, **kwargs):
-        if isinstance(x, Tensor):
-            return Tensor(np_fun(x.data, *args, **kwargs))
-        return np_fun(x, *args, **kwargs)
+    def op(*args, **kwargs):     # NumPy's keywords too: np.round(a=t, decimals=2)
+        values = [a.data if isinstance(a, Tensor) else a for a in args]
+        named = {k: v.data if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+        out = np_fun(*values, **named)
+        return Tensor(out) if _any_tensor(list(args) + list(kwargs.values())) else out
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"np.{np_fun.__name__} on the values; no gradient (a Tensor that does not require grad)."
     return publish(op, name, method=True)
@@ -301,3 +313,17 @@ isfinite = publish(_on_values(np.isfinite), "isfinite")
 isnan = publish(_on_values(np.isnan), "isnan")
 isinf = publish(_on_values(np.isinf), "isinf")
 nondifferentiable(np.trunc)   # np.trunc(t): a plain array, like np.floor(t)
+# Indices and truth values, as NumPy's methods give them (t.all(), t.argsort(axis=0), t.nonzero()).
+for _fun in (np.all, np.any, np.argsort, np.nonzero):
+    publish(_on_values(_fun), _fun.__name__, method=True)
+nondifferentiable(np.argsort, np.nonzero)
+del _fun
+
+# `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
+# remainder is `remainder` (%) with its rules.
+floor_divide = _piecewise_constant(np.floor_divide, "floor_divide")
+nondifferentiable(np.floor_divide)
+Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+Tensor.__divmod__ = lambda self, other: (floor_divide(self, other), remainder(self, other))
+Tensor.__rdivmod__ = lambda self, other: (floor_divide(other, self), remainder(other, self))

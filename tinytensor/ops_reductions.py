@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from . import backend
-from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, public
+from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, minimum, public
 from .tensor import Tensor
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
@@ -36,10 +36,11 @@ def _no_out(name, out):
 
 
 @public(numpy=(np.min, np.amin), method=True)
-def min(x, axis=None, out=None, keepdims=False):
-    """The minimum along `axis`; ties share the gradient evenly."""
+def min(a, axis=None, out=None, keepdims=False, initial=None):
+    """The minimum along `axis`; ties share the gradient evenly. `initial` joins the comparison."""
     _no_out("min", out)
-    return _min(x, axis=axis, keepdims=keepdims)
+    result = _min(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else minimum(result, initial)
 
 
 # ----- prod ---------------------------------------------------------------------------------------
@@ -101,11 +102,12 @@ _prod = defprim(np.prod, "prod", nargs=1,
 
 
 @public(numpy=np.prod, method=True)
-def prod(x, axis=None, dtype=None, out=None, keepdims=False):
+def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     """The product along `axis`; its gradient is the product of the other entries (no division:
-    exact when entries are zero)."""
+    exact when entries are zero). `initial` multiplies the product, as NumPy's."""
     _no_out("prod", out)
-    return _prod(_cast(x, dtype), axis=axis, keepdims=keepdims)
+    result = _prod(_cast(a, dtype), axis=axis, keepdims=keepdims)
+    return result if initial is None else result * initial
 
 
 # ----- var, std -------------------------------------------------------------------------------
@@ -152,19 +154,19 @@ def _ddof(ddof, correction):
 
 
 @public(numpy=np.var, method=True)
-def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The variance along `axis`, sum((x - mean)^2) / (N - ddof), as np.var (ddof=0 by default,
     where PyTorch's default is 1; `correction=` is the same as ddof)."""
     _no_out("var", out)
-    return _var(_cast(x, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
+    return _var(_cast(a, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
 
 @public(numpy=np.std, method=True)
-def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The standard deviation, sqrt(var), as np.std (ddof=0 by default). Where the spread is
     zero (all entries equal) its gradient is 0, as PyTorch's, not the NaN of sqrt'(0)."""
     _no_out("std", out)
-    return _std(_cast(x, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
+    return _std(_cast(a, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
 
 # ----- cumsum, diff ---------------------------------------------------------------------------
@@ -184,10 +186,10 @@ _cumsum = deflinear(lambda x, axis: np.cumsum(x, axis=axis), "cumsum", _cumsum_v
 
 
 @public(numpy=np.cumsum, method=True)
-def cumsum(x, axis=None, dtype=None, out=None):
+def cumsum(a, axis=None, dtype=None, out=None):
     """The cumulative sum along `axis`; axis=None works on the flattened x, as NumPy."""
     _no_out("cumsum", out)
-    return _cumsum(_cast(x, dtype), axis=axis)
+    return _cumsum(_cast(a, dtype), axis=axis)
 
 
 def _with_ends(x, axis, prepend, append):
@@ -208,9 +210,9 @@ def _with_ends(x, axis, prepend, append):
 
 
 @public(numpy=np.diff, method=True)
-def diff(x, n=1, axis=-1, prepend=None, append=None):
-    """The n-th difference along `axis` (x[1:] - x[:-1], n times), as np.diff."""
-    x = x if isinstance(x, Tensor) else backend.asarray(x)
+def diff(a, n=1, axis=-1, prepend=None, append=None):
+    """The n-th difference along `axis` (a[1:] - a[:-1], n times), as np.diff."""
+    x = a if isinstance(a, Tensor) else backend.asarray(a)
     if x.ndim == 0:
         raise ValueError("diff: the input must be at least one-dimensional")
     if n < 0:
@@ -231,15 +233,17 @@ def _value(x):
 
 
 @public(method=True)
-def argmax(x, axis=None, keepdims=False):
+def argmax(a, axis=None, out=None, keepdims=False):
     """The index of the maximum (along `axis`), as np.argmax: a plain integer array."""
-    return np.argmax(_value(x), axis=axis, keepdims=keepdims)
+    _no_out("argmax", out)
+    return np.argmax(_value(a), axis=axis, keepdims=keepdims)
 
 
 @public(method=True)
-def argmin(x, axis=None, keepdims=False):
+def argmin(a, axis=None, out=None, keepdims=False):
     """The index of the minimum (along `axis`), as np.argmin: a plain integer array."""
-    return np.argmin(_value(x), axis=axis, keepdims=keepdims)
+    _no_out("argmin", out)
+    return np.argmin(_value(a), axis=axis, keepdims=keepdims)
 
 
 # ----- sizes and values as Python objects (PyTorch's spellings) -----------------------------------
