@@ -526,7 +526,9 @@ def backward(output, grad=None):
                                 f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
                                 f"array, or to None)")
             # Out of place: .grad may be an array a user's rule also holds, never written into.
-            leaf.grad = prev + g.astype(dtype, copy=False)
+            total = prev + g.astype(dtype, copy=False)
+            # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
+            leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
 
 
 def forward_sweep(output, tangents):
