@@ -16,7 +16,7 @@ import numpy as np
 
 from . import backend
 from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, minimum, public
-from .tensor import Tensor
+from .tensor import Tensor, _value
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
 _min = defprim(np.min, "min", nargs=1,
@@ -228,10 +228,6 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 
 
 # ----- argmax, argmin: indices, no gradient ----------------------------------------------------
-def _value(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
 @public(method=True)
 def argmax(a, axis=None, out=None, keepdims=False):
     """The index of the maximum (along `axis`), as np.argmax: a plain integer array."""
