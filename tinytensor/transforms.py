@@ -29,7 +29,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import backend, ops
-from .tape import STATE, _seed, forward_sweep, reverse_sweep
+from .tape import STATE, _fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _init_untracked
 
 # The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
@@ -294,11 +294,8 @@ def _handed_out(g, x, handed):
     already handed out for another input) is copied."""
     if g is None:
         return _zeros(x)
-    if (type(g) is np.ndarray and g.dtype == x.data.dtype and g.base is None and g.flags.writeable
-            and id(g) not in handed):
-        handed.add(id(g))
-        return g
-    g = backend.copy(_value(g), x.data.dtype)
+    if not _fresh(g, x.data.dtype) or id(g) in handed:
+        g = backend.copy(_value(g), x.data.dtype)
     handed.add(id(g))
     return g
 
@@ -438,15 +435,7 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
     grads = reverse_sweep([out], [seed], wrt=inputs)
     handed = {id(x.data) for x in inputs}
     handed.add(id(seed))
-    results = []
-    for x in inputs:
-        g = grads.get(x)
-        if (type(g) is np.ndarray and g.base is None and id(g) not in handed   # fresh: hand it out
-                and g.dtype is x.data.dtype and g.flags.writeable):
-            handed.add(id(g))
-            results.append(g)
-        else:
-            results.append(_handed_out(g, x, handed))
+    results = [_handed_out(grads.get(x), x, handed) for x in inputs]
     return value, _like(primal, structure, results)
 
 
