@@ -545,10 +545,11 @@ def _class_indices(y, shape, check=False):
     return None
 
 
-def _labels(y, shape, dtype):
+def _labels(y, shape, dtype, check=True):
     """The labels as a dense array (or Tensor) of `shape`: one-hot rows from class indices
-    (range-checked: a negative index must not silently pick the last class)."""
-    index = _class_indices(y, shape, check=True)
+    (range-checked: a negative index must not silently pick the last class; the rules pass
+    check=False, as the forward has checked the same labels)."""
+    index = _class_indices(y, shape, check=check)
     if index is None:
         return y
     if type(index) is not np.ndarray:
@@ -615,7 +616,7 @@ def _softmax_minus_labels(g, p, y, reduction):
         flat = grad.reshape(-1, p.shape[-1])
         flat[np.arange(index.size), index.ravel()] -= scale if np.ndim(scale) == 0 else scale.ravel()
         return grad
-    y = _labels(y, p.shape, p.dtype)
+    y = _labels(y, p.shape, p.dtype, check=False)
     return scale * (p * y.sum(axis=-1, keepdims=True) - y)
 
 
@@ -638,7 +639,7 @@ def _cross_entropy_forward(p, y, logits=None, reduction="mean"):
 def _ce_vjp_p(g, ans, p, y, logits, reduction):
     if logits is not None:
         return None                           # the gradient goes straight to the logits
-    y = _labels(y, np.shape(p), p.dtype)
+    y = _labels(y, np.shape(p), p.dtype, check=False)
     return -_row_cotangent(g, reduction, np.shape(p)) * (y / (p + (y == 0)))
 
 
@@ -662,7 +663,7 @@ def _ce_jvp(tangent_of_rows):
 def _ce_jvp_p(t, ans, p, y, logits, reduction):
     if logits is not None:
         return None                           # counted through the logits' tangent
-    y = _labels(y, np.shape(p), p.dtype)
+    y = _labels(y, np.shape(p), p.dtype, check=False)
     return _reduce_rows(-np.sum(t * y / (p + (y == 0)), axis=-1), reduction)
 
 
