@@ -8,11 +8,13 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
+import numbers
 import weakref
 
 import numpy as np
 
 from . import backend
+from .rng import generator as _generator
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
@@ -20,6 +22,8 @@ _creation_order = itertools.count()
 # The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
 # entries recorded before it, so a training loop that updates after backward pays nothing.
 _LAST_WRITE = [-1]
+# Called with a Tensor about to be iterated (ops_torch: the `_, i = t.max(1)` habit warns).
+_ITER_CHECKS = []
 # The stamp of the last write into memory (mark_modified only; `t[i] = v` on a recorded tensor
 # rebinds t to a new array and does not count): what tt.compile checks after recording.
 _MEMORY_WRITE = [-1]
@@ -57,11 +61,20 @@ class Tensor:
     shape = property(lambda self: self.data.shape)
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
-    size = property(lambda self: self.data.size)
+    size = property(lambda self: _Size(self.data.size, self.data.shape),
+                    doc="NumPy's element count (an int), callable as PyTorch's t.size() / t.size(d)")
     device = property(lambda self: backend.device_of(self.data), doc='"cpu" (NumPy) or "cuda" (CuPy)')
 
     def __len__(self):
         return len(self.data)
+
+    def __iter__(self):
+        # As NumPy's: the rows. Iterating a positional t.max(1) warns (a PyTorch habit, ops_torch.py).
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for check in _ITER_CHECKS:
+            check(self)
+        return (self[i] for i in range(len(self.data)))
 
     def __repr__(self):
         body = np.array2string(backend.to_host(self.data), separator=", ", prefix="tensor(")
@@ -265,9 +278,23 @@ class Tensor:
     def cuda(self):
         return self.to("cuda")
 
-    def transpose(self, *axes):
+    def transpose(self, *axes, dim0=None, dim1=None):
+        """NumPy's t.transpose(axes) / t.transpose(*axes); PyTorch's t.transpose(dim0, dim1) (two
+        axes swapped) where NumPy's meaning differs: on 3 or more axes (NumPy would raise), or with
+        dim0=/dim1=. On a 2-D Tensor t.transpose(0, 1) is NumPy's identity but PyTorch's swap, so it
+        raises, naming both spellings."""
+        if dim0 is not None or dim1 is not None:
+            return ops.swapaxes(self, dim0, dim1)
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
+        elif len(axes) == 2 and all(isinstance(a, numbers.Integral) for a in axes):
+            if self.data.ndim > 2:        # NumPy has no meaning for two axes here: PyTorch's swap
+                return ops.swapaxes(self, axes[0], axes[1])
+            if self.data.ndim == 2 and axes[0] % 2 == 0 and axes[1] % 2 == 1:
+                raise ValueError(f"transpose{tuple(axes)} on a 2-D Tensor is NumPy's identity but PyTorch's "
+                                 f"swap of the two axes: write t.T or t.transpose() (or t.swapaxes(0, 1), "
+                                 f"t.transpose(dim0=0, dim1=1)) for the swap, and drop the call for the "
+                                 f"identity")
         return ops.transpose(self, axes or None)
 
     # ----- NumPy interoperability -----------------------------------------------------------
@@ -472,9 +499,10 @@ def ones(*shape, dtype=None, requires_grad=False, device=None):
 
 
 def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
-    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None. They are drawn
+    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None (the global
+    generator, tt.manual_seed). They are drawn
     on the CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).standard_normal(_shape(shape))
+    values = _generator(rng).standard_normal(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
 
 
@@ -508,10 +536,24 @@ def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
 
 
 def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
-    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None. Drawn on the
+    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None (the global
+    generator, tt.manual_seed). Drawn on the
     CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).random(_shape(shape))
+    values = _generator(rng).random(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+
+
+class _Size(int):
+    """t.size: NumPy's number of elements (an int), and callable as PyTorch's t.size() (the shape,
+    a tuple) or t.size(d) (one length)."""
+
+    def __new__(cls, n, shape):
+        out = int.__new__(cls, n)
+        out.shape = shape
+        return out
+
+    def __call__(self, dim=None):
+        return tuple(self.shape) if dim is None else self.shape[dim]
 
 
 # The operators and sweeps above live in modules that import Tensor: imported last.

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..rng import generator
 from ..tensor import Tensor, mark_modified
 
 _GAINS = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
@@ -46,11 +47,11 @@ def _fill(t, values):
 
 
 def uniform_(t, a=0.0, b=1.0, rng=None):
-    return _fill(t, np.random.default_rng(rng).uniform(a, b, t.shape))
+    return _fill(t, generator(rng).uniform(a, b, t.shape))
 
 
 def normal_(t, mean=0.0, std=1.0, rng=None):
-    return _fill(t, np.random.default_rng(rng).normal(mean, std, t.shape))
+    return _fill(t, generator(rng).normal(mean, std, t.shape))
 
 
 def constant_(t, val):

@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import backend, ops
+from ..rng import generator
 from ..tensor import Tensor, mark_modified
 from . import functional as F
 from .module import Module, cast_input
@@ -33,7 +34,7 @@ class Linear(Module):
             raise ValueError(f"Linear: in_features and out_features must be positive, got "
                              f"{in_features} and {out_features}")
         self.in_features, self.out_features = int(in_features), int(out_features)
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         bound = 1 / math.sqrt(in_features)
         self.W = Tensor(rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype,
                         requires_grad=True, name="W")
@@ -169,7 +170,7 @@ class Dropout(Module):
         if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
-        self.rng = np.random.default_rng(rng)
+        self.rng = generator(rng)
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
@@ -214,7 +215,7 @@ class Conv2d(Module):
         if 0 in self.kernel_size or 0 in self.stride:
             raise ValueError(f"Conv2d: kernel_size and stride must be positive, got "
                              f"{self.kernel_size} and {self.stride}")
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         bound = _fan_in_bound(in_channels * self.kernel_size[0] * self.kernel_size[1])
         self.weight = _parameter(rng.uniform(-bound, bound, (out_channels, in_channels) + self.kernel_size),
                                  dtype, "weight")
@@ -396,7 +397,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, rng=None, dtype=np.float32):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         self.weight = _parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype, "weight")
 
     def forward(self, index):
