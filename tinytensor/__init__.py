@@ -8,10 +8,11 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, ops_torch, optim, rng, scalar  # noqa: F401
+from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
+from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
 from .serialization import load, save
 from .tape import (
                    REGISTRY,
@@ -26,7 +27,6 @@ from .tape import (
 )
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
-from .ops_torch import get_rng_state, manual_seed, set_rng_state  # noqa: E402  (tt.cat, tt.multinomial: in PUBLIC)
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.

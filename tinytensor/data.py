@@ -24,7 +24,8 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
 
     shuffle=True draws one permutation per pass from `rng`: an np.random.Generator (it advances,
     so each epoch gets a new order; give the same seeded Generator for a reproducible run), an int
-    seed (the same order on every call), or None (the global generator, seeded by tt.manual_seed). shuffle=False yields rows in
+    seed (the same order on every call), or None (the global generator, seeded by
+    tt.manual_seed). shuffle=False yields rows in
     order, as views of X and y; shuffled batches are copies.
 
     Batches are arrays of X's and y's device: CuPy arrays give CuPy batches. `device` ("cpu",

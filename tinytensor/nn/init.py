@@ -8,8 +8,6 @@ Every random one takes `rng` (a seed, an np.random.Generator, or None).
 
 import math
 
-import numpy as np
-
 from ..rng import generator
 from ..tensor import Tensor, mark_modified
 
