@@ -19,13 +19,15 @@ def _parameter(values, dtype, name):
 
 
 class Linear(Module):
-    """y = x @ W + b, with W of shape (in_features, out_features) and b of shape (out_features,).
+    """y = x @ weight.T + bias, as PyTorch's: `weight` of shape (out_features, in_features) and
+    `bias` of shape (out_features,), both plain attributes (assign them to tie weights:
+    `head.weight = embedding.weight`; a shared parameter is counted once by parameters()).
 
-    W is laid out as in the lecture's dot(x, W) (PyTorch stores the transpose), so x of shape
-    (..., in_features) gives y of shape (..., out_features). Both W and b start uniform in
+    x of shape (..., in_features) gives y of shape (..., out_features). Both start uniform in
     +-1/sqrt(in_features), as PyTorch's default init. `rng` is an np.random.Generator, a seed or
-    None. `dtype` defaults to float32, as in PyTorch; pass np.float64 for gradient checks.
-    Inputs should have the same dtype: NumPy promotes float32 @ float64 to float64.
+    None (the global generator, tt.manual_seed). `dtype` defaults to float32, as in PyTorch; pass
+    np.float64 for gradient checks. The lecture's layout is still readable as `layer.W`
+    (= weight.T, on the tape) and `layer.b` (= bias); state dicts saved with "W"/"b" keys load.
     """
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
@@ -36,23 +38,44 @@ class Linear(Module):
         self.in_features, self.out_features = int(in_features), int(out_features)
         rng = generator(rng)
         bound = 1 / math.sqrt(in_features)
-        self.W = Tensor(rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype,
-                        requires_grad=True, name="W")
-        self.b = None
+        # Drawn as the (in, out) matrix of earlier versions and stored transposed: a seed gives
+        # the same model as before the layout changed.
+        self.weight = Tensor(np.ascontiguousarray(rng.uniform(-bound, bound, (in_features, out_features)).T),
+                             dtype=dtype, requires_grad=True, name="weight")
+        self.bias = None
         if bias:
-            self.b = Tensor(rng.uniform(-bound, bound, (out_features,)), dtype=dtype,
-                            requires_grad=True, name="b")
+            self.bias = Tensor(rng.uniform(-bound, bound, (out_features,)), dtype=dtype,
+                               requires_grad=True, name="bias")
 
-    # PyTorch's names, for readers coming from it (W here is PyTorch's weight transposed).
-    weight = property(lambda self: self.W)
-    bias = property(lambda self: self.b)
+    @property
+    def W(self):
+        """The lecture's (in_features, out_features) matrix: weight.T, recorded (train `weight`)."""
+        return ops.transpose(self.weight)
+
+    @property
+    def b(self):
+        """The bias (the lecture's name)."""
+        return self.bias
 
     def forward(self, x):
-        return ops.linear(cast_input(x, self.W.data.dtype), self.W, self.b)   # one tape entry
+        x = cast_input(x, self.weight.data.dtype)
+        if self.bias is None:
+            return ops.matmul(x, ops.transpose(self.weight))
+        return F.linear_prim(x, self.weight, self.bias)   # one tape entry
+
+    def _upgrade_state(self, prefix, state):
+        """Convert a state dict saved before the layout change ("W" (in, out), "b") in place."""
+        old, new = prefix + "W", prefix + "weight"
+        if old in state and new not in state:
+            state[new] = np.asarray(state.pop(old)).T
+            if prefix + "b" in state and prefix + "bias" not in state:
+                state[prefix + "bias"] = state.pop(prefix + "b")
+            return True
+        return False
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.b is not None}, dtype={self.W.dtype}")
+                f"bias={self.bias is not None}, dtype={self.weight.dtype}")
 
 
 class ReLU(Module):

@@ -18,6 +18,7 @@ declared, with `register_buffer`, so that `state_dict()` knows them. `functional
 module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
+import warnings
 import weakref
 
 import numpy as np
@@ -233,6 +234,7 @@ class Module:
         """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
         (with strict=False, names missing on either side are skipped)."""
+        state = _upgraded(self, state)
         params = dict(self.named_parameters())
         params.update(self.named_buffers())
         missing = [name for name in params if name not in state]
@@ -265,6 +267,25 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def _upgraded(module, state):
+    """`state` with the names and layouts of older versions converted (nn.Linear's "W" (in, out)
+    and "b" became PyTorch's "weight" (out, in) and "bias"), with a one-line notice."""
+    converted = None
+    for prefix, m in module.named_modules():
+        upgrade = getattr(m, "_upgrade_state", None)
+        if upgrade is not None:
+            converted = dict(state) if converted is None else converted
+            if upgrade(f"{prefix}." if prefix else "", converted):
+                converted.setdefault("__upgraded__", []).append(prefix or type(m).__name__)
+    if converted is None or "__upgraded__" not in converted:
+        return state
+    names = converted.pop("__upgraded__")
+    warnings.warn(f"load_state_dict: converted the old Linear keys W/b (W as (in, out)) to PyTorch's "
+                  f"weight (out, in)/bias for {', '.join(names)}; save again to update the file",
+                  UserWarning, stacklevel=3)
+    return converted
 
 
 # ----- models as functions ------------------------------------------------------------------------
