@@ -127,7 +127,7 @@ def train(device, optimizer, steps=5):
     losses = []
     for _ in range(steps):
         for xb, yb in tt.data.minibatches(X, y, 8, rng=3, device=device):
-            loss = loss_fn(model(xb), yb) + 1e-3 * tt.frobenius_norm(model[0].W)
+            loss = loss_fn(model(xb), yb) + 1e-3 * tt.frobenius_norm(model[0].weight)
             opt.zero_grad()
             loss.backward()
             opt.step()
