@@ -89,16 +89,17 @@ class Module:
         return self.forward(*args, **kwargs)
 
     # ----- finding parameters and submodules ----------------------------------------------------
-    def _walk(self, prefix, seen):
+    def _walk(self, prefix, seen, aliases=False):
         """Yield (name, value) for every parameter and Module reachable from self's attributes,
         depth first in attribute order. `seen` holds the ids already yielded: a parameter or a
-        module shared between two places is yielded once, under its first name."""
+        module shared between two places is yielded once, under its first name (a parameter under
+        every name with `aliases`, as PyTorch's state_dict lists tied weights)."""
         stack = [(f"{prefix}{key}", value) for key, value in vars(self).items()]
         stack.reverse()
         while stack:           # a stack, not recursion: containers may nest arbitrarily deep
             name, value = stack.pop()
             if _is_parameter(value) or isinstance(value, Module):
-                if id(value) in seen:
+                if id(value) in seen and not (aliases and isinstance(value, Tensor)):
                     continue
                 seen.add(id(value))
                 if isinstance(value, Tensor):
@@ -226,7 +227,8 @@ class Module:
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
         """{name: copy of the array} for every parameter, then every buffer."""
-        state = {name: p.data.copy() for name, p in self.named_parameters()}
+        state = {name: p.data.copy() for name, p in self._walk("", {id(self)}, aliases=True)
+                 if isinstance(p, Tensor)}           # a tied weight under each of its names, as PyTorch
         state.update((name, b.data.copy()) for name, b in self.named_buffers())
         return state
 
@@ -235,9 +237,10 @@ class Module:
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
         (with strict=False, names missing on either side are skipped)."""
         state = _upgraded(self, state)
-        params = dict(self.named_parameters())
+        params = {name: p for name, p in self._walk("", {id(self)}, aliases=True) if isinstance(p, Tensor)}
         params.update(self.named_buffers())
-        missing = [name for name in params if name not in state]
+        given = {id(p) for name, p in params.items() if name in state}
+        missing = [name for name, p in params.items() if name not in state and id(p) not in given]
         unexpected = [name for name in state if name not in params]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing parameters {missing}, unexpected names "
