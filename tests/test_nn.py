@@ -39,7 +39,8 @@ class Net(nn.Module):
 def test_parameters_walk_nested_containers_and_count_shared_once():
     net = Net()
     names = [name for name, _ in net.named_parameters()]
-    assert names == ["shared", "blocks.0.fc.weight", "blocks.0.fc.bias", "blocks.1.fc.weight", "blocks.1.fc.bias",
+    assert names == ["shared", "blocks.0.fc.weight", "blocks.0.fc.bias", "blocks.1.fc.weight",
+                     "blocks.1.fc.bias",
                      "heads.a.weight", "heads.a.bias", "heads.b.0", "heads.b.1.weight"]
     params = list(net.parameters())
     assert len({id(p) for p in params}) == len(params) == 9

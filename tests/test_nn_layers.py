@@ -280,7 +280,8 @@ def test_module_list_names_and_container_behaviour():
     layers = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 3)])
     layers.append(nn.Linear(3, 1))
     assert len(layers) == 3 and isinstance(layers[-1], nn.Linear)
-    assert [n for n, _ in layers.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias", "2.weight", "2.bias"]
+    assert [n for n, _ in layers.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias",
+                                                         "2.weight", "2.bias"]
     assert len(layers[:2]) == 2
     with pytest.raises(TypeError, match="not a Module"):
         layers.append(3)

@@ -103,7 +103,8 @@ def test_a_pytorch_state_dict_as_arrays_loads_and_gives_pytorchs_outputs():
     tm.train()
     tm(torch.tensor(x))                              # move BatchNorm's running statistics
     tm.eval()
-    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, dtype=np.float64), nn.BatchNorm2d(3, dtype=np.float64),
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1, dtype=np.float64),
+                          nn.BatchNorm2d(3, dtype=np.float64),
                           nn.ReLU(), nn.Flatten(), nn.Linear(48, 6, dtype=np.float64),
                           nn.LayerNorm(6, dtype=np.float64), nn.GELU(), nn.Linear(6, 2, dtype=np.float64))
     model.load_state_dict({k: v.numpy() for k, v in tm.state_dict().items()})
