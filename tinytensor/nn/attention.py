@@ -103,7 +103,7 @@ class MultiheadAttention(Module):
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, rng=rng, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
-        self._rng = rng
+        self.rng = rng
 
     def _project(self, x, i):
         E = self.embed_dim
@@ -151,7 +151,7 @@ class MultiheadAttention(Module):
                              m[:, None, None, :].astype(dtype), False, "MultiheadAttention")
         weights = ops.softmax(scores, axis=-1)
         if self.training and self.dropout > 0.0:
-            weights = _dropout(self.dropout, weights, self._rng)
+            weights = _dropout(self.dropout, weights, self.rng)
         out = ops.matmul(weights, v)                                   # (N, H, L, hd)
         out = ops.reshape(ops.transpose(out, (0, 2, 1, 3)), (n, L, E))
         out = self.out_proj(out)

@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from .. import backend, ops
+from .. import backend, ops, rng
 from ..tensor import Tensor, _is_device_name, mark_modified
 
 
@@ -230,13 +230,26 @@ class Module:
         state = {name: p.data.copy() for name, p in self._walk("", {id(self)}, aliases=True)
                  if isinstance(p, Tensor)}           # a tied weight under each of its names, as PyTorch
         state.update((name, b.data.copy()) for name, b in self.named_buffers())
+        state.update((name, rng.state_of(g)) for name, g in self._named_generators())
         return state
+
+    def _named_generators(self):
+        """(name, generator) for every np.random.Generator a module under this one owns (a Dropout
+        made with rng=): its state is in state_dict() (6 uint64s), so a resume is bit-identical.
+        The global generator (rng=None) belongs to no module: save tt.get_rng_state() for it."""
+        for prefix, m in self.named_modules():
+            for key, value in vars(m).items():
+                if isinstance(value, np.random.Generator) and value is not rng._GLOBAL:
+                    yield (f"{prefix}.{key}" if prefix else key), value
 
     def load_state_dict(self, state, strict=True):
         """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
         (with strict=False, names missing on either side are skipped)."""
         state = _upgraded(self, state)
+        generators = dict(self._named_generators())   # optional: a PyTorch state dict has none
+        states = {name: state[name] for name in generators if name in state}
+        state = {name: v for name, v in state.items() if name not in states}
         params = {name: p for name, p in self._walk("", {id(self)}, aliases=True) if isinstance(p, Tensor)}
         params.update(self.named_buffers())
         given = {id(p) for name, p in params.items() if name in state}
@@ -260,6 +273,8 @@ class Module:
             # across devices too (a CPU state dict into a GPU model)
             np.copyto(p.data, backend.to_device(values[name], backend.device_of(p.data)), casting="same_kind")
             mark_modified(p)
+        for name, value in states.items():
+            rng.set_state_of(generators[name], _array(value))
 
     def __repr__(self):
         children = [(name, value) for name, value in vars(self).items() if isinstance(value, Module)]
