@@ -198,16 +198,18 @@ class Tensor:
         return tape.forward_sweep(self, tangents)
 
     # ----- operators: each is one primitive from the op table (ops.py) --------------------
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(other, self)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.sub(other, self)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(other, self)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.div(other, self)
-    def __pow__(self, other): return ops.power(self, other)
-    def __rpow__(self, other): return ops.power(other, self)
+    # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
+    # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _weak.
+    def __add__(self, other): return ops.add(self, _weak(other))
+    def __radd__(self, other): return ops.add(_weak(other), self)
+    def __sub__(self, other): return ops.sub(self, _weak(other))
+    def __rsub__(self, other): return ops.sub(_weak(other), self)
+    def __mul__(self, other): return ops.mul(self, _weak(other))
+    def __rmul__(self, other): return ops.mul(_weak(other), self)
+    def __truediv__(self, other): return ops.div(self, _weak(other))
+    def __rtruediv__(self, other): return ops.div(_weak(other), self)
+    def __pow__(self, other): return ops.power(self, _weak(other))
+    def __rpow__(self, other): return ops.power(_weak(other), self)
     def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
@@ -305,6 +307,8 @@ class Tensor:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # A call with out= or other keywords, or a method such as np.add.at, is not recorded.
         plain = method == "__call__" and not kwargs
+        if len(inputs) == 2 and ufunc in _ARITHMETIC:   # np.float64(2) * t: the scalar is weak
+            inputs = (_weak(inputs[0]), _weak(inputs[1]))
         return ops.numpy_dispatch(ufunc, inputs, kwargs, method, use_table=plain)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -541,6 +545,19 @@ def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     CPU, so a seed gives the same numbers on every device."""
     values = _generator(rng).random(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+
+
+# NumPy's scalar types whose values are exact as Python numbers (not longdouble): combined with a
+# Tensor by an arithmetic operator, such a scalar takes the Tensor's dtype as a Python number does
+# (PyTorch's promotion, and NumPy 1's), where NumPy 2 (NEP 50) would widen float32 to float64.
+_NUMPY_SCALARS = frozenset(t for t in (np.float64, np.float32, np.float16, np.complex128, np.complex64,
+                                       np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+                                       np.uint16, np.uint8, np.bool_))
+_ARITHMETIC = frozenset((np.add, np.subtract, np.multiply, np.divide, np.power))
+
+
+def _weak(x):
+    return x.item() if type(x) in _NUMPY_SCALARS else x
 
 
 class _Size(int):
