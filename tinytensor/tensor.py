@@ -199,17 +199,17 @@ class Tensor:
 
     # ----- operators: each is one primitive from the op table (ops.py) --------------------
     # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
-    # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _weak.
-    def __add__(self, other): return ops.add(self, _weak(other))
-    def __radd__(self, other): return ops.add(_weak(other), self)
-    def __sub__(self, other): return ops.sub(self, _weak(other))
-    def __rsub__(self, other): return ops.sub(_weak(other), self)
-    def __mul__(self, other): return ops.mul(self, _weak(other))
-    def __rmul__(self, other): return ops.mul(_weak(other), self)
-    def __truediv__(self, other): return ops.div(self, _weak(other))
-    def __rtruediv__(self, other): return ops.div(_weak(other), self)
-    def __pow__(self, other): return ops.power(self, _weak(other))
-    def __rpow__(self, other): return ops.power(_weak(other), self)
+    # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
+    def __add__(self, other): return ops.add(self, other.item() if type(other) in _NPS else other)
+    def __radd__(self, other): return ops.add(other.item() if type(other) in _NPS else other, self)
+    def __sub__(self, other): return ops.sub(self, other.item() if type(other) in _NPS else other)
+    def __rsub__(self, other): return ops.sub(other.item() if type(other) in _NPS else other, self)
+    def __mul__(self, other): return ops.mul(self, other.item() if type(other) in _NPS else other)
+    def __rmul__(self, other): return ops.mul(other.item() if type(other) in _NPS else other, self)
+    def __truediv__(self, other): return ops.div(self, other.item() if type(other) in _NPS else other)
+    def __rtruediv__(self, other): return ops.div(other.item() if type(other) in _NPS else other, self)
+    def __pow__(self, other): return ops.power(self, other.item() if type(other) in _NPS else other)
+    def __rpow__(self, other): return ops.power(other.item() if type(other) in _NPS else other, self)
     def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
@@ -554,6 +554,9 @@ _NUMPY_SCALARS = frozenset(t for t in (np.float64, np.float32, np.float16, np.co
                                        np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
                                        np.uint16, np.uint8, np.bool_))
 _ARITHMETIC = frozenset((np.add, np.subtract, np.multiply, np.divide, np.power))
+
+
+_NPS = _NUMPY_SCALARS      # short, for the operator one-liners
 
 
 def _weak(x):
