@@ -1,9 +1,11 @@
 """Initialisers, as torch.nn.init: each fills a Tensor's array in place and returns the Tensor.
 
 Fans follow PyTorch's layout of the shape: (out, in, *kernel) gives fan_in = in * prod(kernel)
-and fan_out = out * prod(kernel). Note that tinytensor's `nn.Linear.W` is (in, out), the
-transpose of PyTorch's weight, so for it `mode="fan_out"` gives PyTorch's fan_in.
-Every random one takes `rng` (a seed, an np.random.Generator, or None).
+and fan_out = out * prod(kernel). Every layer here keeps PyTorch's layout (nn.Linear.weight is
+(out, in), Conv2d's (out, in, kh, kw), MultiheadAttention's in_proj_weight (3 E, E)), so the bounds
+are PyTorch's for the same layer.
+Every random one takes `rng` (a seed, an np.random.Generator, or None: the global generator,
+tt.manual_seed).
 """
 
 import math

@@ -185,8 +185,9 @@ class Flatten(Module):
 class Dropout(Module):
     """In training mode, zero each element with probability p and scale the rest by 1 / (1 - p);
     the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
-    call draws a new mask). The mask is a constant of the product x * mask, so the backward
-    pass uses exactly the forward's mask."""
+    call draws a new mask; its state is in state_dict() as "rng"), or None: the global generator
+    (tt.manual_seed; save tt.get_rng_state() for an exact resume). The mask is a constant of the
+    product x * mask, so the backward pass uses exactly the forward's mask."""
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
@@ -438,7 +439,7 @@ class Sequential(Module):
     """Layers applied in order: Sequential(a, b, c)(x) == c(b(a(x))).
 
     The layers are attributes named "0", "1", ... (as in PyTorch), so parameter names read
-    "0.W", "2.b". Indexable (an int gives a layer, a slice a Sequential of the same layers),
+    "0.weight", "2.bias". Indexable (an int gives a layer, a slice a Sequential of the same layers),
     with len() and iteration.
     """
 
@@ -489,7 +490,7 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    """A list of modules whose parameters the parent finds (named "0.weight", "1.W", ...):
+    """A list of modules whose parameters the parent finds (named "0.weight", "1.bias", ...):
     indexable, len(), iteration, append, extend. It has no forward of its own."""
 
     def __init__(self, modules=()):

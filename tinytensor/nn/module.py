@@ -11,7 +11,7 @@ them lists, tuples and dicts, and nested Modules, at the moment it is called. So
         def forward(self, x):
             return self.layers[1](tt.relu(self.layers[0](x)))
 
-has the parameters "layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b".
+has the parameters "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias".
 
 Buffers (state that is not trained, such as batch norm's running statistics) are the one thing
 declared, with `register_buffer`, so that `state_dict()` knows them. `functional_call` runs a
@@ -118,7 +118,7 @@ class Module:
             stack.extend((f"{name}.{key}", child) for key, child in reversed(children))
 
     def named_parameters(self):
-        """(name, parameter) pairs, names as in PyTorch ("0.W", "encoder.layers.1.b")."""
+        """(name, parameter) pairs, names as in PyTorch ("0.weight", "encoder.layers.1.bias")."""
         for name, value in self._walk("", {id(self)}):
             if isinstance(value, Tensor):
                 yield name, value
