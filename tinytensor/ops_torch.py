@@ -145,6 +145,8 @@ def _with_torch_keywords(name, raw):
     @functools.wraps(raw)
     def call(*args, **kwargs):
         if kwargs and any(k in kwargs for k in triggers):
+            if positional_habit and "keepdim" in kwargs and "dim" not in kwargs and len(args) > 1:
+                kwargs["dim"], args = args[1], args[:1]     # x.max(-1, keepdim=True): PyTorch's pair
             dim, keepdim = _dim_keyword(name, kwargs) if "axis" in params else (None, None)
             if special is not None and (dim is not None or name in ("std", "var")):
                 return special(raw, args, kwargs, dim, keepdim)

@@ -40,6 +40,8 @@ def test_max_min_with_dim_return_values_and_indices():
     np.testing.assert_allclose(values.data, x.data.max(1))
     np.testing.assert_array_equal(indices.data, x.data.argmax(1))
     assert indices.dtype == np.int64
+    pair = x.max(-1, keepdim=True)                 # a positional dim with keepdim=: PyTorch's too
+    assert pair.values.shape == pair.indices.shape == (4, 1)
     lo = tt.min(x, dim=0, keepdim=True)
     assert lo.values.shape == lo.indices.shape == (1, 3)
     values.sum().backward()             # the values stay on the tape

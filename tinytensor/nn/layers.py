@@ -52,10 +52,19 @@ class Linear(Module):
         """The lecture's (in_features, out_features) matrix: weight.T, recorded (train `weight`)."""
         return ops.transpose(self.weight)
 
+    @W.setter
+    def W(self, value):
+        raise AttributeError("Linear.W is the read-only view weight.T (the lecture's (in, out) layout); "
+                             "assign layer.weight, of shape (out_features, in_features), instead")
+
     @property
     def b(self):
         """The bias (the lecture's name)."""
         return self.bias
+
+    @b.setter
+    def b(self, value):
+        self.bias = value
 
     def forward(self, x):
         x = cast_input(x, self.weight.data.dtype)
