@@ -139,25 +139,39 @@ _ITER_CHECKS.append(_warn_if_unpacked)
 def _with_torch_keywords(name, raw):
     params = inspect.signature(raw).parameters
     special = _SPECIAL.get(name)
-    positional_habit = name in ("max", "min")
-    triggers = ("dim", "keepdim", "unbiased") if name in ("std", "var") else ("dim", "keepdim")
+    unbiased = name in ("std", "var")
 
-    @functools.wraps(raw)
-    def call(*args, **kwargs):
-        if kwargs and any(k in kwargs for k in triggers):
-            if positional_habit and "keepdim" in kwargs and "dim" not in kwargs and len(args) > 1:
-                kwargs["dim"], args = args[1], args[:1]     # x.max(-1, keepdim=True): PyTorch's pair
-            dim, keepdim = _dim_keyword(name, kwargs) if "axis" in params else (None, None)
-            if special is not None and (dim is not None or name in ("std", "var")):
-                return special(raw, args, kwargs, dim, keepdim)
-            if "keepdims" in kwargs and "keepdims" not in params:
-                raise TypeError(f"{name}: keepdim= is not a keyword of {name}")
+    def torch_call(args, kwargs):
+        if name in ("max", "min") and "keepdim" in kwargs and "dim" not in kwargs and len(args) > 1:
+            kwargs["dim"], args = args[1], args[:1]     # x.max(-1, keepdim=True): PyTorch's pair
+        dim, keepdim = _dim_keyword(name, kwargs) if "axis" in params else (None, None)
+        if special is not None and (dim is not None or unbiased):
+            return special(raw, args, kwargs, dim, keepdim)
+        if "keepdims" in kwargs and "keepdims" not in params:
+            raise TypeError(f"{name}: keepdim= is not a keyword of {name}")
+        return raw(*args, **kwargs)
+
+    if name in ("max", "min"):
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
+                return torch_call(args, kwargs)
+            out = raw(*args, **kwargs)
+            if len(args) > 1 and isinstance(args[1], numbers.Integral) and isinstance(out, Tensor):
+                _LAST_POSITIONAL[:] = [weakref.ref(out), name, int(args[1])]
+            return out
+    elif unbiased:
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs or "unbiased" in kwargs):
+                return torch_call(args, kwargs)
             return raw(*args, **kwargs)
-        out = raw(*args, **kwargs)
-        if positional_habit and len(args) > 1 and isinstance(args[1], numbers.Integral) \
-                and isinstance(out, Tensor):
-            _LAST_POSITIONAL[:] = [weakref.ref(out), name, int(args[1])]
-        return out
+    else:
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
+                return torch_call(args, kwargs)
+            return raw(*args, **kwargs)
     return call
 
 
