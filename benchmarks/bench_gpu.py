@@ -88,7 +88,7 @@ def tinytensor_step(device, layers, x, labels):
                              tt.nn.Linear(*layers[1][0].shape, dtype=dtype), tt.nn.ReLU(),
                              tt.nn.Linear(*layers[2][0].shape, dtype=dtype))
     for linear, (W, b) in zip(model[::2], layers):
-        linear.W.data[...], linear.b.data[...] = W, b
+        linear.weight.data[...], linear.bias.data[...] = W.T, b
     model.to(device)
     x, labels = backend.to_device(x, device), backend.to_device(labels, device)
     loss_fn = tt.nn.CrossEntropyLoss()

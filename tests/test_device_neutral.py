@@ -228,7 +228,7 @@ def test_checkpoints_of_a_device_model_save_and_load(tmp_path):
     model(on(np.ones((4, 3), np.float32))).sum().backward()
     opt.step()
     path = str(tmp_path / "ckpt.npz")
-    tt.save({"model": model.state_dict(), "opt": opt.state_dict(), "w": model[0].W}, path)
+    tt.save({"model": model.state_dict(), "opt": opt.state_dict(), "w": model[0].weight}, path)
     ckpt = tt.load(path)
     assert type(ckpt["w"].data) is np.ndarray
     fresh = tt.nn.Sequential(tt.nn.Linear(3, 2, rng=1), tt.nn.BatchNorm1d(2)).to(NAME)
@@ -265,10 +265,11 @@ def test_module_to_moves_parameters_and_gradients():
     model = tt.nn.Linear(3, 2, rng=0)
     model(np.ones((1, 3), np.float32)).sum().backward()
     assert model.to(NAME) is model
-    assert model.W.device == NAME and model.b.grad is not None and isinstance(model.b.grad, ForeignArray)
-    assert model.W.is_leaf if hasattr(model.W, "is_leaf") else model.W._prim is None
+    assert model.weight.device == NAME and model.bias.grad is not None
+    assert isinstance(model.bias.grad, ForeignArray)
+    assert model.weight.is_leaf if hasattr(model.weight, "is_leaf") else model.weight._prim is None
     model.to("cpu")
-    assert type(model.W.data) is np.ndarray and type(model.W.grad) is np.ndarray
+    assert type(model.weight.data) is np.ndarray and type(model.weight.grad) is np.ndarray
 
 
 def test_minibatches_of_device_arrays():

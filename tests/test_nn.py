@@ -39,8 +39,9 @@ class Net(nn.Module):
 def test_parameters_walk_nested_containers_and_count_shared_once():
     net = Net()
     names = [name for name, _ in net.named_parameters()]
-    assert names == ["shared", "blocks.0.fc.W", "blocks.0.fc.b", "blocks.1.fc.W", "blocks.1.fc.b",
-                     "heads.a.W", "heads.a.b", "heads.b.0", "heads.b.1.W"]
+    assert names == ["shared", "blocks.0.fc.weight", "blocks.0.fc.bias", "blocks.1.fc.weight",
+                     "blocks.1.fc.bias",
+                     "heads.a.weight", "heads.a.bias", "heads.b.0", "heads.b.1.weight"]
     params = list(net.parameters())
     assert len({id(p) for p in params}) == len(params) == 9
     assert params[0] is net.shared
@@ -49,8 +50,8 @@ def test_parameters_walk_nested_containers_and_count_shared_once():
 
 def test_computed_tensors_are_not_parameters():
     layer = nn.Linear(2, 2, rng=0)
-    layer.cache = layer.W * 2          # on the tape: an optimizer must not update it
-    assert [n for n, _ in layer.named_parameters()] == ["W", "b"]
+    layer.cache = layer.weight * 2          # on the tape: an optimizer must not update it
+    assert [n for n, _ in layer.named_parameters()] == ["weight", "bias"]
 
 
 def test_modules_train_eval_and_zero_grad_reach_every_submodule():
@@ -81,34 +82,34 @@ def test_state_dict_round_trip_copies_in_place():
     a, b = mlp(0), mlp(10)
     x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
     state = a.state_dict()
-    assert list(state) == ["0.W", "0.b", "2.W", "2.b"]
+    assert list(state) == ["0.weight", "0.bias", "2.weight", "2.bias"]
     assert all(type(v) is np.ndarray for v in state.values())
-    state["0.W"] += 1                                  # a copy: the model is unchanged
-    assert not np.array_equal(state["0.W"], a[0].W.data)
+    state["0.weight"] += 1                                  # a copy: the model is unchanged
+    assert not np.array_equal(state["0.weight"], a[0].weight.data)
     state = a.state_dict()
 
     arrays = [p.data for p in b.parameters()]
     b.load_state_dict(state)
     assert all(p.data is arr for p, arr in zip(b.parameters(), arrays))   # same arrays, in place
     np.testing.assert_array_equal(b(x).data, a(x).data)
-    state["2.b"][:] = 0                                # b holds copies, not the dict's arrays
-    assert np.any(b[2].b.data != 0)
+    state["2.bias"][:] = 0                                # b holds copies, not the dict's arrays
+    assert np.any(b[2].bias.data != 0)
 
 
 def test_load_state_dict_errors_name_the_problem_and_change_nothing():
     model = mlp(0)
     before = model.state_dict()
-    bad_shape = dict(before, **{"2.W": np.zeros((3, 5))})
-    with pytest.raises(ValueError, match=r"'2.W'.*\(3, 5\).*\(5, 3\)"):
+    bad_shape = dict(before, **{"2.weight": np.zeros((5, 3))})
+    with pytest.raises(ValueError, match=r"'2.weight'.*\(5, 3\).*\(3, 5\)"):
         model.load_state_dict(bad_shape)
-    missing = {k: v for k, v in before.items() if k != "0.b"}
-    with pytest.raises(KeyError, match="0.b"):
+    missing = {k: v for k, v in before.items() if k != "0.bias"}
+    with pytest.raises(KeyError, match="0.bias"):
         model.load_state_dict(missing)
     with pytest.raises(KeyError, match="extra"):
         model.load_state_dict(dict(before, extra=np.zeros(2)))
     zeros = {k: np.zeros_like(v) for k, v in before.items()}
     with pytest.raises(ValueError):
-        model.load_state_dict(dict(zeros, **{"0.b": np.zeros(7)}))     # fails on the last check
+        model.load_state_dict(dict(zeros, **{"0.bias": np.zeros(7)}))     # fails on the last check
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
 
@@ -117,33 +118,34 @@ def test_load_state_dict_errors_name_the_problem_and_change_nothing():
 def test_linear_init_shapes_and_dtype():
     layer = nn.Linear(50, 40, rng=0)
     bound = 1 / math.sqrt(50)
-    assert layer.W.shape == (50, 40) and layer.b.shape == (40,)
-    assert layer.W.dtype == layer.b.dtype == np.float32
-    assert layer.W.requires_grad and layer.b.requires_grad
-    for p in (layer.W, layer.b):
+    assert layer.weight.shape == (40, 50) and layer.bias.shape == (40,)   # PyTorch's (out, in)
+    assert layer.weight.dtype == layer.bias.dtype == np.float32
+    assert layer.weight.requires_grad and layer.bias.requires_grad
+    for p in (layer.weight, layer.bias):
         assert np.all(np.abs(p.data) <= bound)
     # Uniform, not squeezed near zero: the extremes come close to the bound.
-    assert np.abs(layer.W.data).max() > 0.99 * bound
-    assert abs(layer.W.data.std() - bound / math.sqrt(3)) < 0.05 * bound
-    assert layer.weight is layer.W and layer.bias is layer.b
+    assert np.abs(layer.weight.data).max() > 0.99 * bound
+    assert abs(layer.weight.data.std() - bound / math.sqrt(3)) < 0.05 * bound
+    assert layer.b is layer.bias and layer.W.shape == (50, 40)     # the lecture's view: weight.T
+    np.testing.assert_array_equal(layer.W.data, layer.weight.data.T)
 
     double = nn.Linear(50, 40, rng=0, dtype=np.float64)
-    assert double.W.dtype == np.float64
-    np.testing.assert_allclose(double.W.data, layer.W.data, rtol=1e-6)   # same seed, same draw
-    assert not np.array_equal(nn.Linear(50, 40, rng=1).W.data, layer.W.data)
+    assert double.weight.dtype == np.float64
+    np.testing.assert_allclose(double.weight.data, layer.weight.data, rtol=1e-6)   # same seed, same draw
+    assert not np.array_equal(nn.Linear(50, 40, rng=1).weight.data, layer.weight.data)
 
     no_bias = nn.Linear(3, 2, bias=False)
-    assert no_bias.b is None and [n for n, _ in no_bias.named_parameters()] == ["W"]
+    assert no_bias.bias is None and [n for n, _ in no_bias.named_parameters()] == ["weight"]
 
 
 def test_linear_forward_is_x_at_W_plus_b_and_differentiable():
     layer = nn.Linear(3, 2, rng=0, dtype=np.float64)
     x = np.random.default_rng(1).standard_normal((4, 3))
     out = layer(x)
-    np.testing.assert_allclose(out.data, x @ layer.W.data + layer.b.data, rtol=1e-15)
+    np.testing.assert_allclose(out.data, x @ layer.weight.data.T + layer.bias.data, rtol=1e-15)
     out.sum().backward()
-    np.testing.assert_allclose(layer.W.grad, x.T @ np.ones((4, 2)), rtol=1e-14)
-    np.testing.assert_allclose(layer.b.grad, np.full(2, 4.0))
+    np.testing.assert_allclose(layer.weight.grad, (x.T @ np.ones((4, 2))).T, rtol=1e-14)
+    np.testing.assert_allclose(layer.bias.grad, np.full(2, 4.0))
     assert nn.Linear(3, 2, bias=False, rng=0)(x).shape == (4, 2)
     assert layer(x[0]).shape == (2,)
 

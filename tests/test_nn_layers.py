@@ -280,7 +280,8 @@ def test_module_list_names_and_container_behaviour():
     layers = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 3)])
     layers.append(nn.Linear(3, 1))
     assert len(layers) == 3 and isinstance(layers[-1], nn.Linear)
-    assert [n for n, _ in layers.named_parameters()] == ["0.W", "0.b", "1.W", "1.b", "2.W", "2.b"]
+    assert [n for n, _ in layers.named_parameters()] == ["0.weight", "0.bias", "1.weight", "1.bias",
+                                                         "2.weight", "2.bias"]
     assert len(layers[:2]) == 2
     with pytest.raises(TypeError, match="not a Module"):
         layers.append(3)
@@ -320,7 +321,7 @@ def test_linear_casts_input_to_its_dtype():
     y = layer(x)
     assert y.dtype == np.float32
     y.sum().backward()
-    assert layer.W.grad.dtype == np.float32 and x.grad.dtype == np.float64
+    assert layer.weight.grad.dtype == np.float32 and x.grad.dtype == np.float64
     assert layer(np.arange(6).reshape(2, 3)).dtype == np.float32      # integer data too
     assert nn.Linear(3, 2, dtype=np.float64)(arr((1, 3)).astype(np.float32)).dtype == np.float64
 

@@ -55,10 +55,10 @@ def test_buffers_are_state_not_parameters():
 def test_load_state_dict_restores_buffers_and_marks_writes():
     a, b = Net(), Net()
     a.features[1].running_mean.data[...] = [1.0, 2.0]
-    a.heads[0].W.data[...] = 0.5
+    a.heads[0].weight.data[...] = 0.5
     b.load_state_dict(a.state_dict())
     np.testing.assert_array_equal(b.features[1].running_mean.data, [1.0, 2.0])
-    np.testing.assert_array_equal(b.heads[0].W.data, 0.5)
+    np.testing.assert_array_equal(b.heads[0].weight.data, 0.5)
     bad = a.state_dict()
     del bad["features.1.running_var"]
     with pytest.raises(KeyError, match="running_var"):
@@ -68,9 +68,9 @@ def test_load_state_dict_restores_buffers_and_marks_writes():
 
 def test_to_casts_parameters_and_buffers_in_place():
     net = Net()
-    w = net.heads[0].W
+    w = net.heads[0].weight
     assert net.to(np.float64) is net
-    assert net.heads[0].W is w and w.dtype == np.float64
+    assert net.heads[0].weight is w and w.dtype == np.float64
     assert net.features[1].running_var.dtype == np.float64
     assert net(arr((2, 1, 4, 4))).dtype == np.float64
     assert net.to("cpu") is net
@@ -111,8 +111,8 @@ def test_init_functions_in_place_seeded_and_scaled():
 def test_init_write_invalidates_a_saved_value():
     layer = nn.Linear(2, 2, rng=0)
     loss = (layer(np.ones((1, 2))) ** 2).sum()
-    nn.init.zeros_(layer.W)
-    assert layer.W._version > -1          # announced through mark_modified
+    nn.init.zeros_(layer.weight)
+    assert layer.weight._version > -1          # announced through mark_modified
     del loss
 
 
@@ -155,22 +155,22 @@ def test_functional_call_gradients_equal_backward():
     loss_fn(model(x), y).backward()
     for name, p in model.named_parameters():
         np.testing.assert_allclose(grads[name], p.grad, rtol=1e-12)
-    assert model[0].W is params["0.W"]                              # restored
+    assert model[0].weight is params["0.weight"]                              # restored
 
 
 def test_functional_call_uses_the_given_values_and_restores_on_error():
     model = mlp()
     zero = {name: np.zeros(p.shape) for name, p in model.named_parameters()}
     np.testing.assert_array_equal(nn.functional_call(model, zero, arr((2, 4))).data, 0)
-    partial = {"2.b": np.ones(3)}
+    partial = {"2.bias": np.ones(3)}
     out = nn.functional_call(model, partial, arr((2, 4)))
-    np.testing.assert_allclose(out.data, (model(arr((2, 4))) - model[2].b + 1).data)
+    np.testing.assert_allclose(out.data, (model(arr((2, 4))) - model[2].bias + 1).data)
     with pytest.raises(KeyError, match="not parameters"):
-        nn.functional_call(model, {"3.W": np.zeros(1)}, arr((2, 4)))
-    W = model[0].W
+        nn.functional_call(model, {"3.weight": np.zeros(1)}, arr((2, 4)))
+    W = model[0].weight
     with pytest.raises(ValueError):
-        nn.functional_call(model, {"0.W": np.zeros((3, 5))}, arr((2, 4)))
-    assert model[0].W is W
+        nn.functional_call(model, {"0.weight": np.zeros((3, 5))}, arr((2, 4)))
+    assert model[0].weight is W
 
 
 def test_functional_call_replaces_parameters_in_containers_and_tuples():
@@ -206,6 +206,6 @@ def test_hvp_and_jacobian_over_a_parameter_dict():
     for k in params:
         np.testing.assert_allclose(hv[k], (up[k] - down[k]) / (2 * eps), atol=1e-7)
     jac = tt.jacobian(lambda p: nn.functional_call(model, p, x[:2]))(params)
-    assert jac["0.W"].shape == (2, 3, 4, 5)
-    assert jac["2.b"].shape == (2, 3, 3)
-    np.testing.assert_allclose(jac["2.b"], np.broadcast_to(np.eye(3), (2, 3, 3)))
+    assert jac["0.weight"].shape == (2, 3, 5, 4)
+    assert jac["2.bias"].shape == (2, 3, 3)
+    np.testing.assert_allclose(jac["2.bias"], np.broadcast_to(np.eye(3), (2, 3, 3)))

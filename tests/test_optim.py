@@ -176,8 +176,8 @@ def test_zero_grad_sets_none(opt_class):
 def test_accepts_a_generator_and_dedupes():
     model = tt.nn.Linear(3, 2)
     opt = tt.optim.SGD(model.parameters(), lr=0.1)
-    assert [id(p) for p in opt.params] == [id(model.W), id(model.b)]
-    assert len(tt.optim.Adam([model.W, model.W, model.b]).params) == 2
+    assert [id(p) for p in opt.params] == [id(model.weight), id(model.bias)]
+    assert len(tt.optim.Adam([model.weight, model.weight, model.bias]).params) == 2
 
 
 @pytest.mark.parametrize("opt_class,options", [

@@ -189,7 +189,7 @@ def test_backward_after_a_step_on_a_saved_value_is_refused_or_fine():
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert model.W._version > -1
+    assert model.weight._version > -1
 
 
 # ----- against torch.optim ------------------------------------------------------------------------

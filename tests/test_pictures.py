@@ -48,12 +48,12 @@ def test_two_linear_layers_give_distinct_labels():
     model, x, loss = mlp_loss()
     entries = tt.wengert_list(loss)
     args = [a for _, _, args in entries for a in args]
-    assert {"W", "W_2", "b", "b_2", "x"} <= set(args)
+    assert {"weight", "weight_2", "bias", "bias_2", "x"} <= set(args)
     lhs = [entry[0] for entry in entries]
     assert len(set(lhs)) == len(lhs)
-    # The first layer's W feeds the first matmul, the second layer's W_2 a later one.
-    (first,) = [e for e in entries if "W" in e[2]]
-    (second,) = [e for e in entries if "W_2" in e[2]]
+    # The first layer's weight feeds the first matmul, the second layer's weight_2 a later one.
+    (first,) = [e for e in entries if "weight" in e[2]]
+    (second,) = [e for e in entries if "weight_2" in e[2]]
     assert entries.index(first) < entries.index(second)
 
 
@@ -61,7 +61,8 @@ def test_names_from_named_parameters_give_qualified_labels():
     model, x, loss = mlp_loss()
     entries = tt.wengert_list(loss, names=dict(model.named_parameters()))
     args = {a for _, _, args in entries for a in args}
-    assert {"0.W", "0.b", "2.W", "2.b", "x"} <= args and "W" not in args and "W_2" not in args
+    assert {"0.weight", "0.bias", "2.weight", "2.bias", "x"} <= args
+    assert "weight" not in args and "weight_2" not in args
     # The reverse mapping (tensor -> label) is accepted too.
     flipped = {p: n for n, p in model.named_parameters()}
     assert tt.wengert_list(loss, names=flipped) == entries
@@ -154,8 +155,8 @@ def test_an_mlp_has_one_dot_node_per_distinct_tensor():
     assert len(nodes) == 1 + len(params) + len(tt.wengert_list(loss)) + 1
     assert [n for n in nodes if n.startswith('"#number')] == ['"#number1"']
     edges = dot_edges(dot)
-    assert sum(1 for src, _ in edges if src == '"W"') == 1     # each weight feeds one layer
-    assert sum(1 for src, _ in edges if src == '"W_2"') == 1
+    assert sum(1 for src, _ in edges if src == '"weight"') == 1     # each weight feeds one layer
+    assert sum(1 for src, _ in edges if src == '"weight_2"') == 1
     assert len(set(edges)) == len(edges)
 
 
@@ -179,11 +180,11 @@ def test_values_and_grads_are_shown_and_grads_are_left_alone():
 def test_array_values_are_summarised():
     model, x, loss = mlp_loss()
     nodes = dot_nodes(tt.to_dot(loss, values=True, grads=True, names=dict(model.named_parameters())))
-    label = nodes['"0.W"']
-    assert "(3, 4)\\nvalue in [" in label and "\\ngrad in [" in label
-    W = model[0].W.data
+    label = nodes['"0.weight"']
+    assert "(4, 3)\\nvalue in [" in label and "\\ngrad in [" in label
+    W = model[0].weight.data
     assert f"in [{tt.scalar._number(float(W.min()))}, {tt.scalar._number(float(W.max()))}]" in label
-    assert re.fullmatch(r'"0.b\\ninput\\n\(4,\)\\nvalue \[.*\]\\ngrad \[.*\]"', nodes['"0.b"'])
+    assert re.fullmatch(r'"0.bias\\ninput\\n\(4,\)\\nvalue \[.*\]\\ngrad \[.*\]"', nodes['"0.bias"'])
 
 
 def test_labels_with_quotes_are_escaped():
@@ -204,7 +205,7 @@ def test_draw_renders_svg_and_png(tmp_path):
     svg = tt.draw(loss, tmp_path / "mlp.svg", values=True, names=dict(model.named_parameters()))
     text = open(svg).read()
     assert text.lstrip().startswith("<?xml") and "<svg" in text
-    assert "0.W" in text and "2.W" in text
+    assert "0.weight" in text and "2.weight" in text
     png = tt.draw(loss, str(tmp_path / "mlp.png"), grads=True)
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     out = tt.draw(loss, tmp_path / "picture", format="svg")

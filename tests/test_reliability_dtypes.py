@@ -136,8 +136,9 @@ def test_python_scalars_keep_float32(expr):
 
 
 def test_numpy_promotion_rules_apply_to_float64_operands():
-    """Mixing with a float64 *array* or NumPy float64 scalar promotes, as in NumPy (NEP 50)."""
+    """Mixing with a float64 *array* promotes, as in NumPy (NEP 50); a NumPy float64 scalar is weak
+    with a Tensor, as a Python float (PyTorch's and NumPy 1's rule: issue 23)."""
     x = tt.tensor(X32)
-    assert (x * np.float64(2)).dtype == np.float64
+    assert (x * np.float64(2)).dtype == np.float32
     assert (x + np.ones(3)).dtype == np.float64
     assert (x * 2.0).dtype == np.float32

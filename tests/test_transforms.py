@@ -435,17 +435,17 @@ def test_state_dict_goes_straight_through_grad():
         state = model.state_dict()
     else:   # tinytensor.nn not there yet: a plain dict shaped like an MLP's parameters
         model = None
-        state = {"0.weight": rng.standard_normal((4, 5)), "0.bias": rng.standard_normal(5),
-                 "2.weight": rng.standard_normal((5, 3)), "2.bias": rng.standard_normal(3)}
+        state = {"0.weight": rng.standard_normal((5, 4)), "0.bias": rng.standard_normal(5),
+                 "2.weight": rng.standard_normal((3, 5)), "2.bias": rng.standard_normal(3)}
     x, y = rng.standard_normal((8, 4)), rng.integers(0, 3, 8)
 
     def loss(state):
-        # layers in order: each a 2-D weight (in, out) and a 1-D bias, as tt.nn.Linear keeps them
+        # layers in order: each a 2-D weight (out, in) and a 1-D bias, as tt.nn.Linear keeps them
         weights = [v for v in state.values() if np.ndim(v) == 2]
         biases = [v for v in state.values() if np.ndim(v) == 1]
         h = x
         for i, (W, b) in enumerate(zip(weights, biases)):
-            h = tt.dot(h, W) + b
+            h = tt.dot(h, W.T) + b
             h = tt.tanh(h) if i < len(weights) - 1 else h
         return tt.cross_entropy(tt.softmax(h), y)
 

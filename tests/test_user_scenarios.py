@@ -184,20 +184,20 @@ def test_a_frozen_parameter_stays_in_named_parameters_and_state_dict(how, tmp_pa
     if how == "after_a_walk":
         list(model.parameters())
     if how == "method":
-        model[0].W.requires_grad_(False)
+        model[0].weight.requires_grad_(False)
     else:
-        model[0].W.requires_grad = False
-    assert [n for n, _ in model.named_parameters()] == ["0.W", "0.b", "2.W", "2.b"]
-    assert "0.W" in model.state_dict()
+        model[0].weight.requires_grad = False
+    assert [n for n, _ in model.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert "0.weight" in model.state_dict()
     opt = tt.optim.SGD(model.parameters(), lr=0.1)
-    before = model[0].W.data.copy()
+    before = model[0].weight.data.copy()
     tt.nn.MSELoss()(model(np.ones((2, 3))), np.zeros((2, 2))).backward()
     opt.step()
-    np.testing.assert_array_equal(model[0].W.data, before)      # frozen: no gradient, no update
-    assert model[0].W.grad is None and model[0].b.grad is not None
+    np.testing.assert_array_equal(model[0].weight.data, before)      # frozen: no gradient, no update
+    assert model[0].weight.grad is None and model[0].bias.grad is not None
     other = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=5), tt.nn.ReLU(), tt.nn.Linear(4, 2, rng=6))
     other.load_state_dict(model.state_dict())
-    np.testing.assert_array_equal(other[0].W.data, before)
+    np.testing.assert_array_equal(other[0].weight.data, before)
     assert model.to(np.float64)[0].W.dtype == np.float64
 
 
@@ -241,7 +241,7 @@ def test_sequential_from_an_ordered_dict_keeps_the_names_and_order():
     from collections import OrderedDict
     model = tt.nn.Sequential(OrderedDict([("fc", tt.nn.Linear(2, 3, rng=0)), ("act", tt.nn.ReLU()),
                                           ("out", tt.nn.Linear(3, 1, rng=1))]))
-    assert [n for n, _ in model.named_parameters()] == ["fc.W", "fc.b", "out.W", "out.b"]
+    assert [n for n, _ in model.named_parameters()] == ["fc.weight", "fc.bias", "out.weight", "out.bias"]
     assert len(model) == 3 and isinstance(model[1], tt.nn.ReLU) and model.fc is model[0]
     x = np.ones((4, 2))
     expected = model.out(model.act(model.fc(x)))

@@ -12,6 +12,7 @@ from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, o
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
+from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
 from .serialization import load, save
 from .tape import (
                    REGISTRY,
@@ -39,4 +40,5 @@ __all__ = [
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng",
 ] + sorted(ops.PUBLIC)

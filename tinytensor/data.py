@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 
 from . import backend
+from .rng import generator
 from .tensor import Tensor
 
 
@@ -23,7 +24,8 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
 
     shuffle=True draws one permutation per pass from `rng`: an np.random.Generator (it advances,
     so each epoch gets a new order; give the same seeded Generator for a reproducible run), an int
-    seed (the same order on every call), or None (fresh OS entropy). shuffle=False yields rows in
+    seed (the same order on every call), or None (the global generator, seeded by
+    tt.manual_seed). shuffle=False yields rows in
     order, as views of X and y; shuffled batches are copies.
 
     Batches are arrays of X's and y's device: CuPy arrays give CuPy batches. `device` ("cpu",
@@ -40,7 +42,7 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
         raise ValueError(f"minibatches: batch_size must be a positive integer, got {batch_size!r}")
     n = len(X)
     # The permutation is drawn before the first batch is asked for, when the generator starts.
-    order = np.random.default_rng(rng).permutation(n) if shuffle else None
+    order = generator(rng).permutation(n) if shuffle else None
     if order is not None and type(X) is not np.ndarray:
         order = backend.to_device(order, backend.device_of(X))    # indices where the rows are
     stop = n - n % batch_size if drop_last else n

@@ -1,4 +1,5 @@
-"""Checkpoints: `tt.save(obj, path)` and `tt.load(path)`, one `.npz` file and never pickle.
+"""Checkpoints: `tt.save(obj, path)` and `tt.load(path)`, one `.npz` file and never pickle; or
+the safetensors format (PyTorch's and Hugging Face's) for a path ending in ".safetensors".
 
     tt.save({"model": model.state_dict(), "opt": opt.state_dict(),
              "sched": sched.state_dict(), "epoch": epoch}, "ckpt.npz")
@@ -55,9 +56,12 @@ def _encode(obj, arrays, path):
                     f"optimizer's state_dict(), not the object)")
 
 
-def save(obj, path):
+def save(obj, path, metadata=None):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
-    when `path` has none)."""
+    when `path` has none). A path ending in ".safetensors" writes the safetensors format instead
+    (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings)."""
+    if _is_safetensors(path):
+        return save_safetensors(obj, path, metadata)
     arrays = {}
     structure = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
     arrays[_STRUCTURE] = np.array(json.dumps(structure))
@@ -98,6 +102,8 @@ def _key(key):
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
     raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out)."""
+    if _is_safetensors(path):
+        return load_safetensors(path)
     path = os.fspath(path)
     if not os.path.exists(path) and os.path.exists(path + ".npz"):   # save("model.pt") wrote model.pt.npz
         path += ".npz"
@@ -119,3 +125,116 @@ def load(path):
         return _decode(structure["root"], arrays)
     except KeyError as err:
         raise ValueError(f"tt.load: the structure of {path} refers to a missing array {err}") from err
+
+
+# ----- safetensors ---------------------------------------------------------------------------------
+# The format (https://github.com/huggingface/safetensors, "Format"): an 8-byte little-endian
+# unsigned header length N, N bytes of JSON {name: {"dtype": "F32", "shape": [...], "data_offsets":
+# [begin, end]}, "__metadata__": {str: str}} (padded with spaces), then the tensors' bytes,
+# little-endian, C order, offsets relative to the end of the header, with no gaps. Written here
+# with NumPy alone (the runtime stays numpy + scipy; the format is 40 lines), as the reference
+# writer does: sorted by dtype size then name, the header padded to a multiple of 8 bytes.
+_ST_DTYPES = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "I16": "<i2", "U16": "<u2", "F16": "<f2",
+              "I32": "<i4", "U32": "<u4", "F32": "<f4", "F64": "<f8", "I64": "<i8", "U64": "<u8"}
+_ST_NAMES = {np.dtype(v).newbyteorder("=") if v[0] == "<" else np.dtype(v): k for k, v in _ST_DTYPES.items()}
+_ST_MAX_HEADER = 100_000_000
+
+
+def _is_safetensors(path):
+    return isinstance(path, (str, os.PathLike)) and os.fspath(path).endswith(".safetensors")
+
+
+def save_safetensors(tensors, path, metadata=None):
+    """Write a flat dict {name: array or Tensor} in the safetensors format (no pickle, no code)."""
+    if not isinstance(tensors, dict):
+        raise TypeError(f"tt.save(..., '*.safetensors'): safetensors holds a flat dict of arrays (a "
+                        f"state_dict), got a {type(tensors).__name__}; save other objects as .npz")
+    arrays = {}
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise TypeError(f"tt.save: safetensors names must be strings, got {name!r}")
+        if not (isinstance(value, (Tensor, np.ndarray, np.generic)) or backend.is_array(value)):
+            raise TypeError(f"tt.save: {name!r} is a {type(value).__name__}; safetensors holds arrays "
+                            f"only (put numbers and strings in metadata=, or save as .npz)")
+        array = np.asarray(backend.to_host(value.data if isinstance(value, Tensor) else value))
+        if array.dtype.newbyteorder("=") not in _ST_NAMES and array.dtype not in _ST_NAMES:
+            raise TypeError(f"tt.save: {name!r} has dtype {array.dtype}, which safetensors cannot hold "
+                            f"(one of {sorted(_ST_DTYPES)})")
+        arrays[name] = array
+    order = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))
+    header, offset = {}, 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name in order:
+        a = arrays[name]
+        nbytes = a.size * a.dtype.itemsize
+        native = a.dtype.newbyteorder("=") if a.dtype.byteorder == ">" else a.dtype
+        header[name] = {"dtype": _ST_NAMES[native],
+                        "shape": list(a.shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(os.fspath(path), "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for name in order:
+            a = arrays[name]
+            little = a.astype(a.dtype.newbyteorder("<"), copy=False) if a.dtype.itemsize > 1 else a
+            f.write(np.ascontiguousarray(little).tobytes())
+
+
+def load_safetensors(path):
+    """Read a safetensors file: {name: ndarray} in file order (BF16 becomes float32, exactly).
+    The header's `__metadata__` is not returned (read_safetensors_metadata has it)."""
+    header, data = _read_safetensors(path)
+    out = {}
+    for name, entry in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                              key=lambda item: item[1]["data_offsets"][0]):
+        dtype, shape = entry.get("dtype"), tuple(entry.get("shape", ()))
+        begin, end = entry["data_offsets"]
+        if dtype == "BF16":             # NumPy has no bfloat16: its bits are float32's upper half
+            raw = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16
+            out[name] = raw.view(np.float32).reshape(shape)
+            continue
+        if dtype not in _ST_DTYPES:
+            raise ValueError(f"tt.load: {path}: {name!r} has dtype {dtype!r}, not supported here "
+                             f"(one of {sorted(_ST_DTYPES) + ['BF16']})")
+        want = np.dtype(_ST_DTYPES[dtype])
+        if end - begin != int(np.prod(shape)) * want.itemsize:
+            raise ValueError(f"tt.load: {path}: {name!r} has {end - begin} bytes for shape {shape} "
+                             f"of {dtype}; the file is damaged")
+        array = np.frombuffer(data[begin:end], dtype=want).reshape(shape)
+        out[name] = array.astype(want.newbyteorder("="), copy=True)
+    return out
+
+
+def read_safetensors_metadata(path):
+    """The `__metadata__` dict of a safetensors file ({} if none)."""
+    return dict(_read_safetensors(path)[0].get("__metadata__", {}))
+
+
+def _read_safetensors(path):
+    with open(os.fspath(path), "rb") as f:
+        blob = f.read()
+    if len(blob) < 8:
+        raise ValueError(f"tt.load: {path} is too short to be a safetensors file")
+    n = int.from_bytes(blob[:8], "little")
+    if n > _ST_MAX_HEADER or 8 + n > len(blob):
+        raise ValueError(f"tt.load: {path} is not a safetensors file (header length {n})")
+    try:
+        header = json.loads(blob[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"tt.load: {path} has a malformed safetensors header: {err}") from err
+    if not isinstance(header, dict):
+        raise ValueError(f"tt.load: {path} has a malformed safetensors header")
+    data = memoryview(blob)[8 + n:]
+    spans = sorted(tuple(v["data_offsets"]) for k, v in header.items() if k != "__metadata__")
+    expected = 0
+    for begin, end in spans:
+        if begin != expected or end < begin:
+            raise ValueError(f"tt.load: {path}: the tensors' data offsets overlap or leave gaps")
+        expected = end
+    if expected != len(data):
+        raise ValueError(f"tt.load: {path}: the header describes {expected} bytes of data, the file "
+                         f"holds {len(data)}")
+    return header, data

@@ -630,6 +630,8 @@ OP_SPECS.update({
     "avg_unpool2d": OpSpec(F._avg_unpool, None, None, pairs=[
         (((2, 3, 2, 2),), dict(shape=(2, 3, 4, 4), kernel=(2, 2), stride=(2, 2))),
         (((2, 1, 4, 4),), dict(shape=(2, 1, 5, 5), kernel=(2, 2), stride=(1, 1)))]),
+    "linear_t": OpSpec(F.linear_prim, lambda x, w, b: x @ w.T + b, [
+        ((4, 3), (2, 3), (2,)), ((3,), (2, 3), (2,)), ((2, 4, 3), (2, 3), (2,)), ((4, 3), (2, 3), (4, 2))]),
     "embedding": OpSpec(F.embedding_prim, lambda w, index: w[index], None, pairs=[
         (((5, 3),), dict(index=np.array([0, 2, 2, 4]))), (((4, 2),), dict(index=np.array([[1, 0], [3, 3]]))),
         (((3, 2),), dict(index=np.array(1)))]),

@@ -8,11 +8,13 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
+import numbers
 import weakref
 
 import numpy as np
 
 from . import backend
+from .rng import generator as _generator
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
@@ -20,6 +22,8 @@ _creation_order = itertools.count()
 # The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
 # entries recorded before it, so a training loop that updates after backward pays nothing.
 _LAST_WRITE = [-1]
+# Called with a Tensor about to be iterated (ops_torch: the `_, i = t.max(1)` habit warns).
+_ITER_CHECKS = []
 # The stamp of the last write into memory (mark_modified only; `t[i] = v` on a recorded tensor
 # rebinds t to a new array and does not count): what tt.compile checks after recording.
 _MEMORY_WRITE = [-1]
@@ -57,11 +61,20 @@ class Tensor:
     shape = property(lambda self: self.data.shape)
     ndim = property(lambda self: self.data.ndim)
     dtype = property(lambda self: self.data.dtype)
-    size = property(lambda self: self.data.size)
+    size = property(lambda self: _Size(self.data.size, self.data.shape),
+                    doc="NumPy's element count (an int), callable as PyTorch's t.size() / t.size(d)")
     device = property(lambda self: backend.device_of(self.data), doc='"cpu" (NumPy) or "cuda" (CuPy)')
 
     def __len__(self):
         return len(self.data)
+
+    def __iter__(self):
+        # As NumPy's: the rows. Iterating a positional t.max(1) warns (a PyTorch habit, ops_torch.py).
+        if self.data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        for check in _ITER_CHECKS:
+            check(self)
+        return (self[i] for i in range(len(self.data)))
 
     def __repr__(self):
         body = np.array2string(backend.to_host(self.data), separator=", ", prefix="tensor(")
@@ -185,16 +198,18 @@ class Tensor:
         return tape.forward_sweep(self, tangents)
 
     # ----- operators: each is one primitive from the op table (ops.py) --------------------
-    def __add__(self, other): return ops.add(self, other)
-    def __radd__(self, other): return ops.add(other, self)
-    def __sub__(self, other): return ops.sub(self, other)
-    def __rsub__(self, other): return ops.sub(other, self)
-    def __mul__(self, other): return ops.mul(self, other)
-    def __rmul__(self, other): return ops.mul(other, self)
-    def __truediv__(self, other): return ops.div(self, other)
-    def __rtruediv__(self, other): return ops.div(other, self)
-    def __pow__(self, other): return ops.power(self, other)
-    def __rpow__(self, other): return ops.power(other, self)
+    # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
+    # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
+    def __add__(self, other): return ops.add(self, other.item() if type(other) in _NPS else other)
+    def __radd__(self, other): return ops.add(other.item() if type(other) in _NPS else other, self)
+    def __sub__(self, other): return ops.sub(self, other.item() if type(other) in _NPS else other)
+    def __rsub__(self, other): return ops.sub(other.item() if type(other) in _NPS else other, self)
+    def __mul__(self, other): return ops.mul(self, other.item() if type(other) in _NPS else other)
+    def __rmul__(self, other): return ops.mul(other.item() if type(other) in _NPS else other, self)
+    def __truediv__(self, other): return ops.div(self, other.item() if type(other) in _NPS else other)
+    def __rtruediv__(self, other): return ops.div(other.item() if type(other) in _NPS else other, self)
+    def __pow__(self, other): return ops.power(self, other.item() if type(other) in _NPS else other)
+    def __rpow__(self, other): return ops.power(other.item() if type(other) in _NPS else other, self)
     def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
@@ -265,9 +280,23 @@ class Tensor:
     def cuda(self):
         return self.to("cuda")
 
-    def transpose(self, *axes):
+    def transpose(self, *axes, dim0=None, dim1=None):
+        """NumPy's t.transpose(axes) / t.transpose(*axes); PyTorch's t.transpose(dim0, dim1) (two
+        axes swapped) where NumPy's meaning differs: on 3 or more axes (NumPy would raise), or with
+        dim0=/dim1=. On a 2-D Tensor t.transpose(0, 1) is NumPy's identity but PyTorch's swap, so it
+        raises, naming both spellings."""
+        if dim0 is not None or dim1 is not None:
+            return ops.swapaxes(self, dim0, dim1)
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
             axes = axes[0]
+        elif len(axes) == 2 and all(isinstance(a, numbers.Integral) for a in axes):
+            if self.data.ndim > 2:        # NumPy has no meaning for two axes here: PyTorch's swap
+                return ops.swapaxes(self, axes[0], axes[1])
+            if self.data.ndim == 2 and axes[0] % 2 == 0 and axes[1] % 2 == 1:
+                raise ValueError(f"transpose{tuple(axes)} on a 2-D Tensor is NumPy's identity but PyTorch's "
+                                 f"swap of the two axes: write t.T or t.transpose() (or t.swapaxes(0, 1), "
+                                 f"t.transpose(dim0=0, dim1=1)) for the swap, and drop the call for the "
+                                 f"identity")
         return ops.transpose(self, axes or None)
 
     # ----- NumPy interoperability -----------------------------------------------------------
@@ -278,6 +307,8 @@ class Tensor:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # A call with out= or other keywords, or a method such as np.add.at, is not recorded.
         plain = method == "__call__" and not kwargs
+        if len(inputs) == 2 and ufunc in _ARITHMETIC:   # np.float64(2) * t: the scalar is weak
+            inputs = (_weak(inputs[0]), _weak(inputs[1]))
         return ops.numpy_dispatch(ufunc, inputs, kwargs, method, use_table=plain)
 
     def __array_function__(self, func, types, args, kwargs):
@@ -472,9 +503,10 @@ def ones(*shape, dtype=None, requires_grad=False, device=None):
 
 
 def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
-    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None. They are drawn
+    """Standard normal samples; `rng` is an np.random.Generator, a seed, or None (the global
+    generator, tt.manual_seed). They are drawn
     on the CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).standard_normal(_shape(shape))
+    values = _generator(rng).standard_normal(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
 
 
@@ -508,10 +540,40 @@ def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
 
 
 def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
-    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None. Drawn on the
+    """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None (the global
+    generator, tt.manual_seed). Drawn on the
     CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).random(_shape(shape))
+    values = _generator(rng).random(_shape(shape))
     return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+
+
+# NumPy's scalar types whose values are exact as Python numbers (not longdouble): combined with a
+# Tensor by an arithmetic operator, such a scalar takes the Tensor's dtype as a Python number does
+# (PyTorch's promotion, and NumPy 1's), where NumPy 2 (NEP 50) would widen float32 to float64.
+_NUMPY_SCALARS = frozenset(t for t in (np.float64, np.float32, np.float16, np.complex128, np.complex64,
+                                       np.int64, np.int32, np.int16, np.int8, np.uint64, np.uint32,
+                                       np.uint16, np.uint8, np.bool_))
+_ARITHMETIC = frozenset((np.add, np.subtract, np.multiply, np.divide, np.power))
+
+
+_NPS = _NUMPY_SCALARS      # short, for the operator one-liners
+
+
+def _weak(x):
+    return x.item() if type(x) in _NUMPY_SCALARS else x
+
+
+class _Size(int):
+    """t.size: NumPy's number of elements (an int), and callable as PyTorch's t.size() (the shape,
+    a tuple) or t.size(d) (one length)."""
+
+    def __new__(cls, n, shape):
+        out = int.__new__(cls, n)
+        out.shape = shape
+        return out
+
+    def __call__(self, dim=None):
+        return tuple(self.shape) if dim is None else self.shape[dim]
 
 
 # The operators and sweeps above live in modules that import Tensor: imported last.

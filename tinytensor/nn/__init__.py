@@ -8,7 +8,8 @@ parameters by walking its attributes (see `Module.named_parameters`). The primit
 convolution, pooling and the stable activations are in `tt.nn.functional`.
 """
 
-from . import functional, init, utils
+from . import attention, functional, init, utils
+from .attention import MultiheadAttention, scaled_dot_product_attention
 from .layers import (
     GELU,
     AvgPool2d,
@@ -35,10 +36,13 @@ from .layers import (
 from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module, functional_call
 
+functional.scaled_dot_product_attention = scaled_dot_product_attention   # F.<name>, as PyTorch
+
 __all__ = [
-    "Module", "functional_call", "functional", "init", "utils",
+    "Module", "functional_call", "functional", "init", "utils", "attention", "scaled_dot_product_attention",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
+    "MultiheadAttention",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
 ]

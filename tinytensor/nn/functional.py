@@ -325,6 +325,38 @@ binary_cross_entropy_prim = defprim(
     jvp=[lambda t, ans, p, y: t * _bce_slope_p(p, y), lambda t, ans, p, y: t * _bce_slope_y(p)])
 
 
+# ----- linear, in PyTorch's layout: weight (out_features, in_features) ---------------------------------
+def _linear_forward(x, weight, bias):
+    out = x @ weight.T
+    out += bias            # in place on the fresh product
+    return out
+
+
+# x @ weight.T + bias as one tape entry (nn.Linear); the rules are matmul's with the weight's
+# transpose, the bias gradient is g itself (summed over the batch axes by the engine).
+linear_prim = defprim(
+    _linear_forward, "linear_t",
+    vjp=[lambda g, ans, x, w, b: g @ w,
+         lambda g, ans, x, w, b: ops._swap_last(ops._matmul_vjp_b(g, ans, x, w)),
+         lambda g, ans, x, w, b: g],
+    jvp=[lambda t, ans, x, w, b: t @ ops._swap_last(w), lambda t, ans, x, w, b: x @ ops._swap_last(t),
+         lambda t, ans, x, w, b: t])
+
+
+def linear(x, weight, bias=None):
+    """PyTorch's F.linear: x @ weight.T + bias, weight of shape (out_features, in_features).
+    (`tt.linear(x, W, b)` keeps the lecture's x @ W + b, W of shape (in, out).)"""
+    shape_x, shape_w = np.shape(x.data if isinstance(x, Tensor) else x), np.shape(
+        weight.data if isinstance(weight, Tensor) else weight)
+    if len(shape_w) != 2 or not shape_x or shape_x[-1] != shape_w[1]:
+        raise ValueError(f"linear: x of shape {tuple(shape_x)} and weight of shape {tuple(shape_w)} do not "
+                         f"fit: weight must be (out_features, in_features) with in_features = x's last "
+                         f"axis (PyTorch's layout; tt.linear(x, W, b) takes W as (in, out))")
+    if bias is None:
+        return ops.matmul(x, ops.transpose(weight))
+    return linear_prim(x, weight, bias)
+
+
 # ----- PyTorch's functional spellings of the losses and a few layers --------------------------------
 def relu(x):
     return ops.relu(x)

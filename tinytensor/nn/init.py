@@ -1,15 +1,16 @@
 """Initialisers, as torch.nn.init: each fills a Tensor's array in place and returns the Tensor.
 
 Fans follow PyTorch's layout of the shape: (out, in, *kernel) gives fan_in = in * prod(kernel)
-and fan_out = out * prod(kernel). Note that tinytensor's `nn.Linear.W` is (in, out), the
-transpose of PyTorch's weight, so for it `mode="fan_out"` gives PyTorch's fan_in.
-Every random one takes `rng` (a seed, an np.random.Generator, or None).
+and fan_out = out * prod(kernel). Every layer here keeps PyTorch's layout (nn.Linear.weight is
+(out, in), Conv2d's (out, in, kh, kw), MultiheadAttention's in_proj_weight (3 E, E)), so the bounds
+are PyTorch's for the same layer.
+Every random one takes `rng` (a seed, an np.random.Generator, or None: the global generator,
+tt.manual_seed).
 """
 
 import math
 
-import numpy as np
-
+from ..rng import generator
 from ..tensor import Tensor, mark_modified
 
 _GAINS = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
@@ -46,11 +47,11 @@ def _fill(t, values):
 
 
 def uniform_(t, a=0.0, b=1.0, rng=None):
-    return _fill(t, np.random.default_rng(rng).uniform(a, b, t.shape))
+    return _fill(t, generator(rng).uniform(a, b, t.shape))
 
 
 def normal_(t, mean=0.0, std=1.0, rng=None):
-    return _fill(t, np.random.default_rng(rng).normal(mean, std, t.shape))
+    return _fill(t, generator(rng).normal(mean, std, t.shape))
 
 
 def constant_(t, val):

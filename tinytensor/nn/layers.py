@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import backend, ops
+from ..rng import generator
 from ..tensor import Tensor, mark_modified
 from . import functional as F
 from .module import Module, cast_input
@@ -18,13 +19,15 @@ def _parameter(values, dtype, name):
 
 
 class Linear(Module):
-    """y = x @ W + b, with W of shape (in_features, out_features) and b of shape (out_features,).
+    """y = x @ weight.T + bias, as PyTorch's: `weight` of shape (out_features, in_features) and
+    `bias` of shape (out_features,), both plain attributes (assign them to tie weights:
+    `head.weight = embedding.weight`; a shared parameter is counted once by parameters()).
 
-    W is laid out as in the lecture's dot(x, W) (PyTorch stores the transpose), so x of shape
-    (..., in_features) gives y of shape (..., out_features). Both W and b start uniform in
+    x of shape (..., in_features) gives y of shape (..., out_features). Both start uniform in
     +-1/sqrt(in_features), as PyTorch's default init. `rng` is an np.random.Generator, a seed or
-    None. `dtype` defaults to float32, as in PyTorch; pass np.float64 for gradient checks.
-    Inputs should have the same dtype: NumPy promotes float32 @ float64 to float64.
+    None (the global generator, tt.manual_seed). `dtype` defaults to float32, as in PyTorch; pass
+    np.float64 for gradient checks. The lecture's layout is still readable as `layer.W`
+    (= weight.T, on the tape) and `layer.b` (= bias); state dicts saved with "W"/"b" keys load.
     """
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
@@ -33,25 +36,55 @@ class Linear(Module):
             raise ValueError(f"Linear: in_features and out_features must be positive, got "
                              f"{in_features} and {out_features}")
         self.in_features, self.out_features = int(in_features), int(out_features)
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         bound = 1 / math.sqrt(in_features)
-        self.W = Tensor(rng.uniform(-bound, bound, (in_features, out_features)), dtype=dtype,
-                        requires_grad=True, name="W")
-        self.b = None
+        # Drawn as the (in, out) matrix of earlier versions and stored transposed: a seed gives
+        # the same model as before the layout changed.
+        self.weight = Tensor(np.ascontiguousarray(rng.uniform(-bound, bound, (in_features, out_features)).T),
+                             dtype=dtype, requires_grad=True, name="weight")
+        self.bias = None
         if bias:
-            self.b = Tensor(rng.uniform(-bound, bound, (out_features,)), dtype=dtype,
-                            requires_grad=True, name="b")
+            self.bias = Tensor(rng.uniform(-bound, bound, (out_features,)), dtype=dtype,
+                               requires_grad=True, name="bias")
 
-    # PyTorch's names, for readers coming from it (W here is PyTorch's weight transposed).
-    weight = property(lambda self: self.W)
-    bias = property(lambda self: self.b)
+    @property
+    def W(self):
+        """The lecture's (in_features, out_features) matrix: weight.T, recorded (train `weight`)."""
+        return ops.transpose(self.weight)
+
+    @W.setter
+    def W(self, value):
+        raise AttributeError("Linear.W is the read-only view weight.T (the lecture's (in, out) layout); "
+                             "assign layer.weight, of shape (out_features, in_features), instead")
+
+    @property
+    def b(self):
+        """The bias (the lecture's name)."""
+        return self.bias
+
+    @b.setter
+    def b(self, value):
+        self.bias = value
 
     def forward(self, x):
-        return ops.linear(cast_input(x, self.W.data.dtype), self.W, self.b)   # one tape entry
+        x = cast_input(x, self.weight.data.dtype)
+        if self.bias is None:
+            return ops.matmul(x, ops.transpose(self.weight))
+        return F.linear_prim(x, self.weight, self.bias)   # one tape entry
+
+    def _upgrade_state(self, prefix, state):
+        """Convert a state dict saved before the layout change ("W" (in, out), "b") in place."""
+        old, new = prefix + "W", prefix + "weight"
+        if old in state and new not in state:
+            state[new] = np.asarray(state.pop(old)).T
+            if prefix + "b" in state and prefix + "bias" not in state:
+                state[prefix + "bias"] = state.pop(prefix + "b")
+            return True
+        return False
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
-                f"bias={self.b is not None}, dtype={self.W.dtype}")
+                f"bias={self.bias is not None}, dtype={self.weight.dtype}")
 
 
 class ReLU(Module):
@@ -161,15 +194,16 @@ class Flatten(Module):
 class Dropout(Module):
     """In training mode, zero each element with probability p and scale the rest by 1 / (1 - p);
     the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
-    call draws a new mask). The mask is a constant of the product x * mask, so the backward
-    pass uses exactly the forward's mask."""
+    call draws a new mask; its state is in state_dict() as "rng"), or None: the global generator
+    (tt.manual_seed; save tt.get_rng_state() for an exact resume). The mask is a constant of the
+    product x * mask, so the backward pass uses exactly the forward's mask."""
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
         if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
         self.p = float(p)
-        self.rng = np.random.default_rng(rng)
+        self.rng = generator(rng)
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
@@ -214,7 +248,7 @@ class Conv2d(Module):
         if 0 in self.kernel_size or 0 in self.stride:
             raise ValueError(f"Conv2d: kernel_size and stride must be positive, got "
                              f"{self.kernel_size} and {self.stride}")
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         bound = _fan_in_bound(in_channels * self.kernel_size[0] * self.kernel_size[1])
         self.weight = _parameter(rng.uniform(-bound, bound, (out_channels, in_channels) + self.kernel_size),
                                  dtype, "weight")
@@ -396,7 +430,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, rng=None, dtype=np.float32):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        rng = np.random.default_rng(rng)
+        rng = generator(rng)
         self.weight = _parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype, "weight")
 
     def forward(self, index):
@@ -414,7 +448,7 @@ class Sequential(Module):
     """Layers applied in order: Sequential(a, b, c)(x) == c(b(a(x))).
 
     The layers are attributes named "0", "1", ... (as in PyTorch), so parameter names read
-    "0.W", "2.b". Indexable (an int gives a layer, a slice a Sequential of the same layers),
+    "0.weight", "2.bias". Indexable (an int gives a layer, a slice a Sequential of the same layers),
     with len() and iteration.
     """
 
@@ -465,7 +499,7 @@ class Sequential(Module):
 
 
 class ModuleList(Module):
-    """A list of modules whose parameters the parent finds (named "0.weight", "1.W", ...):
+    """A list of modules whose parameters the parent finds (named "0.weight", "1.bias", ...):
     indexable, len(), iteration, append, extend. It has no forward of its own."""
 
     def __init__(self, modules=()):

@@ -133,13 +133,21 @@ class BCEWithLogitsLoss(_Loss):
 
 # ----- cross-entropy and NLL with PyTorch's options -----------------------------------------------
 def _class_last(x, target):
-    """PyTorch's K-dimensional layout (N, C, d1, ...) with integer targets (N, d1, ...): move the
-    class axis last. Anything else keeps the class axis last (tinytensor's (..., C) layout)."""
+    """PyTorch's K-dimensional layout: logits (N, C, d1, ...) have the class axis at 1, with
+    integer targets (N, d1, ...) or probabilities of the logits' shape, whatever the sizes (C == d1
+    included): move it last. Integer targets (N, d1) that only fit a class-last (N, d1, C) layout
+    (PyTorch would raise) keep tinytensor's class-last meaning; 1-D and 2-D logits are (C,), (N, C)."""
     shape = tuple(x.shape)
-    t_shape = np.shape(target.data if isinstance(target, Tensor) else target)
-    if len(shape) > 2 and t_shape == shape[:1] + shape[2:] and t_shape != shape[:-1]:
-        return ops.transpose(x, (0,) + tuple(range(2, len(shape))) + (1,))
-    return x
+    if len(shape) <= 2:
+        return x, target
+    values = target.data if isinstance(target, Tensor) else backend.asarray(target)
+    last = (0,) + tuple(range(2, len(shape))) + (1,)
+    if values.dtype.kind in "iu" and values.shape == shape[:1] + shape[2:]:
+        return ops.transpose(x, last), target
+    if values.dtype.kind not in "iu" and values.shape == shape:          # probabilities, (N, C, d...)
+        return ops.transpose(x, last), ops.transpose(target, last) if isinstance(target, Tensor) \
+            else values.transpose(last)
+    return x, target
 
 
 def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, name):
@@ -210,7 +218,7 @@ class CrossEntropyLoss(_Loss):
         self.label_smoothing = float(label_smoothing)
 
     def forward(self, logits, target):
-        logits = _class_last(logits, target)
+        logits, target = _class_last(logits, target)
         t = target.data if isinstance(target, Tensor) else backend.asarray(target)
         plain = self.weight is None and self.label_smoothing == 0.0
         if plain and not (t.dtype.kind in "iu" and (t == self.ignore_index).any()):
@@ -228,7 +236,7 @@ class NLLLoss(_Loss):
         self.weight, self.ignore_index = weight, int(ignore_index)
 
     def forward(self, log_p, target):
-        log_p = _class_last(log_p, target)
+        log_p, target = _class_last(log_p, target)
         t = backend.asarray(target.data if isinstance(target, Tensor) else target)
         if t.dtype.kind not in "iu":
             raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")

@@ -11,18 +11,19 @@ them lists, tuples and dicts, and nested Modules, at the moment it is called. So
         def forward(self, x):
             return self.layers[1](tt.relu(self.layers[0](x)))
 
-has the parameters "layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b".
+has the parameters "layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias".
 
 Buffers (state that is not trained, such as batch norm's running statistics) are the one thing
 declared, with `register_buffer`, so that `state_dict()` knows them. `functional_call` runs a
 module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
+import warnings
 import weakref
 
 import numpy as np
 
-from .. import backend, ops
+from .. import backend, ops, rng
 from ..tensor import Tensor, _is_device_name, mark_modified
 
 
@@ -88,16 +89,17 @@ class Module:
         return self.forward(*args, **kwargs)
 
     # ----- finding parameters and submodules ----------------------------------------------------
-    def _walk(self, prefix, seen):
+    def _walk(self, prefix, seen, aliases=False):
         """Yield (name, value) for every parameter and Module reachable from self's attributes,
         depth first in attribute order. `seen` holds the ids already yielded: a parameter or a
-        module shared between two places is yielded once, under its first name."""
+        module shared between two places is yielded once, under its first name (a parameter under
+        every name with `aliases`, as PyTorch's state_dict lists tied weights)."""
         stack = [(f"{prefix}{key}", value) for key, value in vars(self).items()]
         stack.reverse()
         while stack:           # a stack, not recursion: containers may nest arbitrarily deep
             name, value = stack.pop()
             if _is_parameter(value) or isinstance(value, Module):
-                if id(value) in seen:
+                if id(value) in seen and not (aliases and isinstance(value, Tensor)):
                     continue
                 seen.add(id(value))
                 if isinstance(value, Tensor):
@@ -116,7 +118,7 @@ class Module:
             stack.extend((f"{name}.{key}", child) for key, child in reversed(children))
 
     def named_parameters(self):
-        """(name, parameter) pairs, names as in PyTorch ("0.W", "encoder.layers.1.b")."""
+        """(name, parameter) pairs, names as in PyTorch ("0.weight", "encoder.layers.1.bias")."""
         for name, value in self._walk("", {id(self)}):
             if isinstance(value, Tensor):
                 yield name, value
@@ -225,17 +227,33 @@ class Module:
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
         """{name: copy of the array} for every parameter, then every buffer."""
-        state = {name: p.data.copy() for name, p in self.named_parameters()}
+        state = {name: p.data.copy() for name, p in self._walk("", {id(self)}, aliases=True)
+                 if isinstance(p, Tensor)}           # a tied weight under each of its names, as PyTorch
         state.update((name, b.data.copy()) for name, b in self.named_buffers())
+        state.update((name, rng.state_of(g)) for name, g in self._named_generators())
         return state
+
+    def _named_generators(self):
+        """(name, generator) for every np.random.Generator a module under this one owns (a Dropout
+        made with rng=): its state is in state_dict() (6 uint64s), so a resume is bit-identical.
+        The global generator (rng=None) belongs to no module: save tt.get_rng_state() for it."""
+        for prefix, m in self.named_modules():
+            for key, value in vars(m).items():
+                if isinstance(value, np.random.Generator) and value is not rng._GLOBAL:
+                    yield (f"{prefix}.{key}" if prefix else key), value
 
     def load_state_dict(self, state, strict=True):
         """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
         (with strict=False, names missing on either side are skipped)."""
-        params = dict(self.named_parameters())
+        state = _upgraded(self, state)
+        generators = dict(self._named_generators())   # optional: a PyTorch state dict has none
+        states = {name: state[name] for name in generators if name in state}
+        state = {name: v for name, v in state.items() if name not in states}
+        params = {name: p for name, p in self._walk("", {id(self)}, aliases=True) if isinstance(p, Tensor)}
         params.update(self.named_buffers())
-        missing = [name for name in params if name not in state]
+        given = {id(p) for name, p in params.items() if name in state}
+        missing = [name for name, p in params.items() if name not in state and id(p) not in given]
         unexpected = [name for name in state if name not in params]
         if strict and (missing or unexpected):
             raise KeyError(f"load_state_dict: missing parameters {missing}, unexpected names "
@@ -255,6 +273,8 @@ class Module:
             # across devices too (a CPU state dict into a GPU model)
             np.copyto(p.data, backend.to_device(values[name], backend.device_of(p.data)), casting="same_kind")
             mark_modified(p)
+        for name, value in states.items():
+            rng.set_state_of(generators[name], _array(value))
 
     def __repr__(self):
         children = [(name, value) for name, value in vars(self).items() if isinstance(value, Module)]
@@ -265,6 +285,25 @@ class Module:
 
     def extra_repr(self):
         return ""
+
+
+def _upgraded(module, state):
+    """`state` with the names and layouts of older versions converted (nn.Linear's "W" (in, out)
+    and "b" became PyTorch's "weight" (out, in) and "bias"), with a one-line notice."""
+    converted = None
+    for prefix, m in module.named_modules():
+        upgrade = getattr(m, "_upgrade_state", None)
+        if upgrade is not None:
+            converted = dict(state) if converted is None else converted
+            if upgrade(f"{prefix}." if prefix else "", converted):
+                converted.setdefault("__upgraded__", []).append(prefix or type(m).__name__)
+    if converted is None or "__upgraded__" not in converted:
+        return state
+    names = converted.pop("__upgraded__")
+    warnings.warn(f"load_state_dict: converted the old Linear keys W/b (W as (in, out)) to PyTorch's "
+                  f"weight (out, in)/bias for {', '.join(names)}; save again to update the file",
+                  UserWarning, stacklevel=3)
+    return converted
 
 
 # ----- models as functions ------------------------------------------------------------------------

@@ -1,0 +1,335 @@
+"""PyTorch's spellings, where NumPy has none or where the keyword says which meaning is meant.
+
+The rule: NumPy's spellings keep NumPy's meaning (`t.sum(axis=1)`, `tt.split(x, 3, axis=0)` in 3
+sections, `t.max(1)` the maxima); PyTorch's keywords give PyTorch's meaning:
+
+* `dim=`/`keepdim=` are accepted wherever `axis=`/`keepdims=` are (`t.sum(dim=1, keepdim=True)`,
+  `tt.softmax(x, dim=-1)`, `tt.cat(ts, dim=1)`); with them `t.max(dim=1)`/`t.min(dim=1)` return
+  the named pair `(values, indices)`, `tt.split(x, n, dim=d)` cuts chunks of n, `t.std(dim=1)`/
+  `t.var(dim=1)` use PyTorch's unbiased default (correction=1) and `t.squeeze(dim=d)` leaves an
+  axis longer than 1 alone.
+* Tensor methods NumPy's arrays lack keep PyTorch's meaning: `split(size, dim=0)` (chunks),
+  `chunk`, `permute`, `contiguous`, `masked_fill`, `dim()` (`view`, `unsqueeze`, `numel` are in
+  ops_shape.py),
+  `size()`/`size(d)` (`t.size` alone stays NumPy's element count), and the casts `float()`
+  (float32), `double()`, `half()`, `long()`, `int()` (int32), `bool()`.
+* Where a positional call is a PyTorch habit with another meaning in NumPy, it warns or raises:
+  `t.transpose(0, 1)` on a 2-D Tensor (NumPy's identity) raises (see Tensor.transpose), and
+  iterating the result of `t.max(1)` / `tt.max(t, 1)` (as `_, predicted = out.max(1)` does,
+  which for a batch of 2 would silently unpack the two maxima) warns once with both spellings.
+"""
+
+import functools
+import inspect
+import math
+import numbers
+import warnings
+import weakref
+from collections import namedtuple
+
+import numpy as np
+
+from . import backend, rng
+from .ops import METHODS, NUMPY_FUNCTIONS, PUBLIC, public
+from .tensor import _ITER_CHECKS, Tensor
+
+# The pair PyTorch's max/min/sort return with dim= (torch.return_types.max): a named tuple.
+values_indices = namedtuple("values_indices", ["values", "indices"])
+
+# The functions before this module wraps them: its own calls go straight to NumPy's meaning.
+_RAW = dict(PUBLIC)
+
+
+def _value(x):
+    return x.data if isinstance(x, Tensor) else backend.asarray(x)
+
+
+def _dim_keyword(name, kwargs):
+    """Move dim=/keepdim= to axis=/keepdims= (in place); returns (dim, keepdim) as given."""
+    dim, keepdim = kwargs.pop("dim", None), kwargs.pop("keepdim", None)
+    if dim is not None:
+        if "axis" in kwargs:
+            raise TypeError(f"{name}: give axis= (NumPy) or dim= (PyTorch), not both")
+        kwargs["axis"] = tuple(dim) if isinstance(dim, list) else dim
+    if keepdim is not None:
+        if "keepdims" in kwargs:
+            raise TypeError(f"{name}: give keepdims= (NumPy) or keepdim= (PyTorch), not both")
+        kwargs["keepdims"] = bool(keepdim)
+    return dim, keepdim
+
+
+def _max_pair(name):
+    arg = np.argmax if name == "max" else np.argmin
+
+    def pair(raw, args, kwargs, dim, keepdim):
+        if not isinstance(dim, numbers.Integral):
+            raise TypeError(f"{name}(dim=...): PyTorch's dim is one axis (an int) and gives "
+                            f"(values, indices); got dim={dim!r}. For several axes use "
+                            f"{name}(axis={dim!r}) (NumPy's, the values only)")
+        values = raw(*args, **kwargs)
+        a = args[0]
+        indices = arg(_value(a), axis=dim, keepdims=bool(keepdim))
+        return values_indices(values, Tensor(indices.astype(np.int64, copy=False)))
+    return pair
+
+
+def _torch_split(x, size, dim, op="split"):
+    """PyTorch's split: pieces of `size` along `dim` (the last may be shorter), or of the sizes
+    in a list (which must add up to the axis)."""
+    shape = np.shape(_value(x))
+    if not -len(shape) <= dim < len(shape):
+        raise np.exceptions.AxisError(dim, len(shape))
+    n = shape[dim]
+    if np.ndim(size) == 0:
+        size = int(size)
+        if size <= 0:
+            raise ValueError(f"{op}: split_size must be positive, got {size}")
+        cuts = list(range(size, n, size))
+    else:
+        sizes = [int(s) for s in size]
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"{op}: the sizes {sizes} must be non-negative and add up to the length "
+                             f"{n} of dim {dim} (shape {tuple(shape)})")
+        cuts = np.cumsum(sizes)[:-1].tolist()
+    return tuple(_RAW["split"](x, cuts, axis=dim))
+
+
+def _split_pair(raw, args, kwargs, dim, keepdim):
+    x, size = args[0], args[1] if len(args) > 1 else kwargs.pop("split_size_or_sections")
+    return _torch_split(x, size, dim if dim is not None else 0)
+
+
+def _unbiased(raw, args, kwargs, dim, keepdim):
+    # PyTorch's std/var default to the unbiased estimate (correction=1) where NumPy's ddof is 0.
+    unbiased = kwargs.pop("unbiased", None)
+    if "ddof" not in kwargs and "correction" not in kwargs and len(args) < 5:
+        kwargs["correction"] = 1 if unbiased is None else int(bool(unbiased))
+    return raw(*args, **kwargs)
+
+
+def _squeeze_pair(raw, args, kwargs, dim, keepdim):
+    # PyTorch's squeeze(dim) leaves an axis longer than 1 alone (NumPy's raises).
+    shape = np.shape(_value(args[0]))
+    axes = dim if isinstance(dim, tuple) else (dim,)
+    keep = tuple(a for a in axes if shape[a] == 1)
+    return args[0] if not keep else raw(args[0], axis=keep)
+
+
+_SPECIAL = {"max": _max_pair("max"), "min": _max_pair("min"), "split": _split_pair,
+            "std": _unbiased, "var": _unbiased, "squeeze": _squeeze_pair}
+
+# The result of the last positional t.max(1) / t.min(1): iterating it warns (see Tensor.__iter__).
+_LAST_POSITIONAL = [None]
+
+
+def _warn_if_unpacked(t):
+    ref = _LAST_POSITIONAL[0]
+    if ref is not None and ref() is t:
+        name, axis = _LAST_POSITIONAL[1:]
+        warnings.warn(f"{name}({axis}) is NumPy's: the {name}ima along axis {axis}, one Tensor, so "
+                      f"unpacking it (`_, predicted = out.{name}({axis})`) takes its rows. For "
+                      f"PyTorch's pair write `values, indices = t.{name}(dim={axis})`; for NumPy's "
+                      f"values write t.{name}(axis={axis}) (which does not warn)",
+                      UserWarning, stacklevel=3)
+
+
+_ITER_CHECKS.append(_warn_if_unpacked)
+
+
+def _with_torch_keywords(name, raw):
+    params = inspect.signature(raw).parameters
+    special = _SPECIAL.get(name)
+    unbiased = name in ("std", "var")
+
+    def torch_call(args, kwargs):
+        if name in ("max", "min") and "keepdim" in kwargs and "dim" not in kwargs and len(args) > 1:
+            kwargs["dim"], args = args[1], args[:1]     # x.max(-1, keepdim=True): PyTorch's pair
+        dim, keepdim = _dim_keyword(name, kwargs) if "axis" in params else (None, None)
+        if special is not None and (dim is not None or unbiased):
+            return special(raw, args, kwargs, dim, keepdim)
+        if "keepdims" in kwargs and "keepdims" not in params:
+            raise TypeError(f"{name}: keepdim= is not a keyword of {name}")
+        return raw(*args, **kwargs)
+
+    if name in ("max", "min"):
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
+                return torch_call(args, kwargs)
+            out = raw(*args, **kwargs)
+            if len(args) > 1 and isinstance(args[1], numbers.Integral) and isinstance(out, Tensor):
+                _LAST_POSITIONAL[:] = [weakref.ref(out), name, int(args[1])]
+            return out
+    elif unbiased:
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs or "unbiased" in kwargs):
+                return torch_call(args, kwargs)
+            return raw(*args, **kwargs)
+    else:
+        @functools.wraps(raw)
+        def call(*args, **kwargs):
+            if kwargs and ("dim" in kwargs or "keepdim" in kwargs):
+                return torch_call(args, kwargs)
+            return raw(*args, **kwargs)
+    return call
+
+
+def _install():
+    """Wrap every public function that takes axis=/keepdims= (tt.*, its NumPy twin and its
+    method) so that dim=/keepdim= reach it with PyTorch's meaning."""
+    for name, raw in _RAW.items():
+        try:
+            params = inspect.signature(raw).parameters
+        except (TypeError, ValueError):
+            continue
+        if "axis" not in params and "keepdims" not in params:
+            continue
+        wrapped = _with_torch_keywords(name, raw)
+        PUBLIC[name] = wrapped
+        for np_fun, fun in list(NUMPY_FUNCTIONS.items()):
+            if fun is raw:
+                NUMPY_FUNCTIONS[np_fun] = wrapped
+        for method, fun in list(METHODS.items()):
+            if fun is raw:
+                METHODS[method] = wrapped
+                setattr(Tensor, method, wrapped)
+
+
+_install()
+
+
+# ----- functions -------------------------------------------------------------------------------------
+@public
+def cat(tensors, dim=0, *, axis=None):
+    """torch.cat: np.concatenate under PyTorch's name (dim= or axis=)."""
+    return _RAW["concatenate"](tensors, axis=dim if axis is None else axis)
+
+
+@public
+def multinomial(probs, num_samples, replacement=False, generator=None):
+    """Indices drawn from the categories of `probs` (non-negative weights, one row or a batch of
+    rows; they need not add up to 1), as torch.multinomial: int64, shape (num_samples,) or
+    (rows, num_samples). Without replacement each index appears at most once per row.
+    `generator`: an np.random.Generator, a seed, or None (the global one, tt.manual_seed)."""
+    p = np.asarray(backend.to_host(_value(probs)), dtype=np.float64)
+    if p.ndim not in (1, 2) or p.shape[-1] == 0:
+        raise ValueError(f"multinomial: probs must be 1-D or 2-D with at least one category, "
+                         f"got shape {p.shape}")
+    if not np.all(np.isfinite(p)) or np.any(p < 0):
+        raise ValueError("multinomial: probs must be finite and non-negative (weights, not logits: "
+                         "pass tt.softmax(logits, dim=-1))")
+    rows = p.reshape(-1, p.shape[-1])
+    totals = rows.sum(axis=1)
+    if np.any(totals <= 0):
+        raise ValueError("multinomial: every row of probs needs a positive sum")
+    num_samples = int(num_samples)
+    if num_samples <= 0:
+        raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
+    gen = rng.generator(generator)
+    if replacement:
+        cdf = np.cumsum(rows, axis=1) / totals[:, None]
+        u = gen.random((len(rows), num_samples))
+        index = np.stack([np.searchsorted(c, uu, side="right") for c, uu in zip(cdf, u)])
+        index = np.minimum(index, rows.shape[1] - 1)
+    else:
+        if num_samples > int((rows > 0).sum(axis=1).min()):
+            raise ValueError(f"multinomial: cannot draw {num_samples} samples without replacement "
+                             f"from {int((rows > 0).sum(axis=1).min())} categories of positive weight "
+                             f"(replacement=True allows it)")
+        with np.errstate(divide="ignore"):      # Gumbel top-k: sequential draws without replacement
+            keys = np.log(rows) - np.log(-np.log(gen.random(rows.shape)))
+        index = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
+    index = index.astype(np.int64)
+    return Tensor(index[0] if p.ndim == 1 else index)
+
+
+def manual_seed(seed):
+    """Seed the one global generator behind every random default (randn, rand, multinomial,
+    layer init, nn.init, Dropout without rng=, tt.data shuffles)."""
+    return rng.manual_seed(seed)
+
+
+get_rng_state = rng.get_rng_state
+set_rng_state = rng.set_rng_state
+
+
+# ----- Tensor methods PyTorch has and NumPy's arrays lack ----------------------------------------------
+def _dims(args):
+    return tuple(args[0]) if len(args) == 1 and isinstance(args[0], (tuple, list)) else tuple(args)
+
+
+def _method(fun, name=None):
+    name = name or fun.__name__.strip("_")
+    METHODS[name] = fun
+    setattr(Tensor, name, fun)
+    return fun
+
+
+@_method
+def permute(self, *dims):
+    """t.permute(2, 0, 1): the axes in this order (np.transpose's axes)."""
+    return _RAW["transpose"](self, _dims(dims))
+
+
+@_method
+def contiguous(self):
+    """Itself: every Tensor's array is contiguous enough here."""
+    return self
+
+
+@_method
+def masked_fill(self, mask, value):
+    """`value` where `mask` (a bool array or Tensor, broadcast) is True, else self, in self's
+    dtype (as PyTorch: `att.masked_fill(mask == 0, float("-inf"))`)."""
+    mask = _value(mask)
+    if mask.dtype != np.bool_:
+        raise TypeError(f"masked_fill: the mask must be boolean, got dtype {mask.dtype} "
+                        f"(compare first: mask == 0)")
+    if not isinstance(value, Tensor):
+        value = np.asarray(value, dtype=self.dtype)
+    elif value.dtype != self.dtype:
+        value = _RAW["astype"](value, self.dtype)
+    out = _RAW["where"](mask, value, self)
+    if tuple(out.shape) != tuple(self.shape):
+        raise ValueError(f"masked_fill: a mask of shape {mask.shape} does not broadcast to the "
+                         f"tensor's shape {tuple(self.shape)}")
+    return out
+
+
+@_method
+def chunk(self, chunks, dim=0):
+    """torch.chunk: `chunks` pieces along `dim` of ceil(n / chunks) each (possibly fewer pieces)."""
+    n = np.shape(self.data)[dim]
+    return _torch_split(self, max(1, math.ceil(n / int(chunks))), dim, "chunk")
+
+
+def _split_method(self, split_size_or_sections, dim=0, *, axis=None):
+    """t.split(n, dim=0): PyTorch's, pieces of n (the last may be shorter) or of the sizes in a
+    list. NumPy's "n equal sections" is tt.split(t, n, axis=0) / np.split."""
+    return _torch_split(self, split_size_or_sections, dim if axis is None else axis)
+
+
+_method(_split_method, "split")
+
+
+@_method
+def dim(self):
+    """The number of axes (ndim)."""
+    return self.data.ndim
+
+
+_method(dim, "ndimension")
+
+
+def _cast(dtype, name):
+    def cast(self):
+        return self if self.data.dtype == dtype else _RAW["astype"](self, dtype)
+    cast.__name__ = name
+    cast.__doc__ = f"t.{name}(): a copy in {np.dtype(dtype)} (as PyTorch's), recorded on the tape."
+    return _method(cast, name)
+
+
+for _name, _dtype in (("float", np.float32), ("double", np.float64), ("half", np.float16),
+                      ("long", np.int64), ("int", np.int32), ("bool", np.bool_)):
+    _cast(np.dtype(_dtype), _name)
