@@ -8,6 +8,7 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
+from . import allocator  # noqa: F401  (first: glibc tuned before any array is made)
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile

@@ -20,6 +20,7 @@ How the recording works (only while tracing; nothing here runs on the eager path
 Everything else a traced function does with values is frozen (see `compile`).
 """
 
+import ast
 import builtins
 import functools
 import inspect
@@ -1111,6 +1112,8 @@ def _generate(tracer, out, fname):
             results.append(emit(ref))
     ret = _emit_structure(out_structure, iter(results), namespace, fresh)
     params = [names[v] for v in tracer.arguments]
+    held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
+    body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held)
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment in body]
     width = max([len(text) for text, _ in statements] + [0])
     lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
@@ -1121,6 +1124,78 @@ def _generate(tracer, out, fname):
     exec(code, namespace)
     run = namespace[lines[0][4:lines[0].index("(")]]
     return _Program(run, source)
+
+
+# ----- memory: free each temporary after its last use, and write into the ones nobody else holds --
+RELEASE_BYTES = 1 << 14    # smaller temporaries are left to the return: a `del` costs more than it frees
+_AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/="}
+_COMMUTATIVE = (ast.Add, ast.Mult)
+
+
+def _names_in(text):
+    """(names read, names written) by one generated statement or expression."""
+    read, written = set(), set()
+    for node in ast.walk(ast.parse(text)):
+        if type(node) is ast.Name:
+            (written if type(node.ctx) is ast.Store else read).add(node.id)
+    return read, written
+
+
+def _release_and_reuse(body, ret, temporaries, held):
+    """Liveness over the straight-line program `body` ((lhs, expr, comment) triples).
+
+    * After the last statement that reads a temporary array of RELEASE_BYTES or more, `del` it,
+      so the program holds what eager mode holds (each array is freed once nothing needs it)
+      instead of every intermediate and gradient temporary until it returns.
+    * `t = a op b` (op in + - * /) where `a` is read for the last time, owns its memory (no view
+      or alias of it among the traced values) and has the result's shape and dtype becomes
+      `a op= b; t = a`: the same ufunc, the same numbers, no new array (gradient contributions
+      accumulate in place; elementwise chains reuse one buffer). For + and *, `b` may be the one.
+    `temporaries` maps each statement-defined name to its traced value; `held` lists every array
+    the program can reach (traced values, arguments, constants), for the alias test.
+    """
+    owners = {}
+    for value in held:
+        if isinstance(value, np.ndarray):
+            owner = value if value.base is None else value.base
+            owners[id(owner)] = owners.get(id(owner), 0) + 1   # the array itself and its views
+    uses = [_names_in(expr if lhs is None else f"{lhs} = {expr}") for lhs, expr, _ in body]
+    last = {}
+    for i, (read, _) in enumerate(uses):
+        for name in read:
+            last[name] = i
+    returned, _ = _names_in(ret)
+
+    def dying(name, i):
+        return name in temporaries and last.get(name) == i and name not in returned
+
+    def owned(name, like):
+        value = temporaries.get(name)
+        return (type(value) is np.ndarray and value.ndim > 0 and value.base is None
+                and value.flags.writeable and owners.get(id(value)) == 1
+                and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype)
+
+    out = []
+    for i, (lhs, expr, comment) in enumerate(body):
+        node = ast.parse(expr, mode="eval").body if lhs is not None else None
+        sides = []
+        if type(node) is ast.BinOp and type(node.op) in _AUGMENTED:
+            sides = [(node.left, node.right)] + ([(node.right, node.left)]
+                                                 if isinstance(node.op, _COMMUTATIVE) else [])
+        for side, other in sides:
+            other = ast.unparse(other)
+            if (type(side) is ast.Name and dying(side.id, i) and owned(side.id, temporaries.get(lhs))
+                    and side.id not in _names_in(other)[0]):
+                out.append((None, f"{side.id} {_AUGMENTED[type(node.op)]} {other}", comment + " (in place)"))
+                out.append((lhs, side.id, "the same array"))
+                break
+        else:
+            out.append((lhs, expr, comment))
+        free = sorted(n for n in uses[i][0] if dying(n, i) and n != lhs
+                      and getattr(temporaries[n], "nbytes", 0) >= RELEASE_BYTES)
+        if free:
+            out.append((None, f"del {', '.join(free)}", "their last use"))
+    return out
 
 
 def _name_for(obj, namespace, fresh):
