@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-from . import backend
+from . import backend, distributed
 from .tensor import Tensor
 
 _STRUCTURE = "__structure__"
@@ -57,7 +57,11 @@ def _encode(obj, arrays, path):
 
 def save(obj, path):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
-    when `path` has none)."""
+    when `path` has none). In a data-parallel run (tt.distributed with several ranks) only the
+    main rank writes: every rank may call save, and the others return at once (call
+    tt.distributed.barrier() before another rank reads the file)."""
+    if not distributed._writes_files():
+        return
     arrays = {}
     structure = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
     arrays[_STRUCTURE] = np.array(json.dumps(structure))

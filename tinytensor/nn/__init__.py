@@ -8,7 +8,7 @@ parameters by walking its attributes (see `Module.named_parameters`). The primit
 convolution, pooling and the stable activations are in `tt.nn.functional`.
 """
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .layers import (
     GELU,
     AvgPool2d,
@@ -36,7 +36,7 @@ from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1L
 from .module import Module, functional_call
 
 __all__ = [
-    "Module", "functional_call", "functional", "init", "utils",
+    "Module", "functional_call", "functional", "init", "utils", "parallel",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
