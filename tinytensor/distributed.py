@@ -175,7 +175,7 @@ def _check_op(op):
 
 def _mpi_buffer(a, what):
     """A C-contiguous host array MPI can send; a clear error for dtypes MPI has no type for."""
-    a = np.ascontiguousarray(a)
+    a = a if a.flags.c_contiguous else a.copy(order="C")    # (ascontiguousarray makes 0-d 1-d)
     if a.dtype.hasobject or a.dtype.kind in "OUSV":
         raise TypeError(f"tt.distributed.{what}: arrays of dtype {a.dtype} have no MPI type; send "
                         f"numbers (a numeric array), or a Python object (it is pickled)")
