@@ -151,7 +151,7 @@ def check_no_sync_and_buckets():
     loss_fn(ddp(batches[2][0]), batches[2][1]).backward()   # the first synchronised backward
     for xb, yb in whole:
         loss_fn(ref(xb), yb).backward()
-    for p, q, g in zip(model.parameters(), ref.parameters(), local):
+    for p, q in zip(model.parameters(), ref.parameters()):
         assert np.allclose(p.grad, q.grad, rtol=0, atol=1e-13), "no_sync then one backward: wrong mean"
     differ = dist.all_gather(local[0])               # before the synchronised backward: rank's own
     assert w == 1 or not np.allclose(differ[0], differ[1]), "no_sync averaged the gradients"
