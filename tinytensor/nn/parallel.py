@@ -88,12 +88,16 @@ class DistributedDataParallel(Module):
     bucket_cap_mb: the largest message, in megabytes (PyTorch's default, 25).
     broadcast_buffers: send rank 0's buffers (batch norm's running statistics) to every rank at
         each forward in training mode, as PyTorch does.
+    gradient_as_bucket_view: hand out the averaged gradients as views of the bucket buffers
+        (PyTorch's option of that name): saves writing a fresh copy of every gradient each step,
+        but a `.grad` kept from one step to the next changes with the next all-reduce. Default
+        False: each step's gradients are new arrays.
 
     Averaging happens at the end of `loss.backward()`; call `sync_gradients()` yourself when the
     gradients come from elsewhere (`tt.grad`, a compiled step, gradients set by hand).
     """
 
-    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True):
+    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: module must be a tt.nn.Module, got "
@@ -104,6 +108,7 @@ class DistributedDataParallel(Module):
         distributed.init()
         self.module = module
         self.broadcast_buffers = bool(broadcast_buffers)
+        self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.require_backward_grad_sync = True
         params = [p for p in module.parameters() if p.requires_grad]
         self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20))
@@ -155,7 +160,7 @@ class DistributedDataParallel(Module):
                 mark_modified(b)
 
     def _after_backward(self, grads):
-        if not self.require_backward_grad_sync or distributed.world_size() == 1:
+        if not self.require_backward_grad_sync or distributed._STATE.size == 1:
             return
         if any(id(leaf) in self._reducer.ids for leaf in grads):
             self.sync_gradients()
@@ -182,8 +187,10 @@ class DistributedDataParallel(Module):
         distributed._wait_all(requests)
         for bucket in buckets:
             flat = bucket.buffer
-            # a fresh array each step: the optimizer may keep a gradient (momentum's first buffer)
-            mean = backend.namespace(flat).divide(flat[:bucket.size], size)
+            # a fresh array each step (a user may keep last step's .grad), or views of the bucket
+            xp = backend.namespace(flat)
+            grads = flat[:bucket.size]
+            mean = xp.divide(grads, size, out=grads if self.gradient_as_bucket_view else None)
             present = backend.to_host(flat[bucket.size:]) if bucket.flags else None
             for i, (p, (lo, hi)) in enumerate(zip(bucket.params, bucket.slices)):
                 if present is not None and not present[i]:
