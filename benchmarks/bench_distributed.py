@@ -62,6 +62,7 @@ def worker(args):
         X = rng.standard_normal((batch * 8, sizes[0])).astype(np.float32)
         y = rng.integers(0, sizes[-1], batch * 8)
         batches = list(tt.data.minibatches(X, y, batch // world, rng=2, rank=rank, world_size=world))
+        halves = list(tt.data.minibatches(X, y, batch // 2, rng=2))   # 2 ranks' work, on 1 rank alone
         timing = {"pack": 0.0, "wait": 0.0}
         wait_all = tt.distributed._wait_all
 
@@ -72,8 +73,8 @@ def worker(args):
 
         tt.distributed._wait_all = timed_wait
 
-        def step(i, sync):
-            xb, yb = batches[i % len(batches)]
+        def step(i, sync, half=False):
+            xb, yb = (halves if half else batches)[i % len(batches)]
             opt.zero_grad()
             if sync:
                 with ddp.no_sync():
@@ -88,15 +89,15 @@ def worker(args):
             opt.step()
 
         row = {}
-        for mode in ("sync", "local"):
+        for mode in ("sync", "local", "half")[:3 if world == 1 else 2]:
             for i in range(3):
-                step(i, mode == "sync")
+                step(i, mode == "sync", mode == "half")
             walls, cpus, syncs, waits, sync_cpus = [], [], [], [], []
             for i in range(args.steps):
                 dist.barrier()                    # the ranks start each step together
                 timing.update(sync=0.0, wait=0.0, sync_cpu=0.0)
                 w0, c0 = time.perf_counter(), time.process_time()
-                step(i, mode == "sync")
+                step(i, mode == "sync", mode == "half")
                 walls.append(time.perf_counter() - w0)
                 cpus.append(time.process_time() - c0)
                 syncs.append(timing["sync"])
@@ -174,6 +175,10 @@ def main():
                          f"{s['sync_cpu'] * 1e3:.1f} ms", f"{loc['cpu'] * 1e3:.1f} ms", str(r["buckets"])])
         sizes, _ = MODELS[name]
         print(f"{name}: {'-'.join(map(str, sizes))}, {base['grad_bytes'] / 1e6:.2f} MB of gradients")
+        if "half" in base:
+            h = base["half"]
+            print(f"one rank alone at batch {base['batch'] // 2} (a rank's share of the work, no "
+                  f"neighbour): {h['wall'] * 1e3:.1f} ms wall, {h['cpu'] * 1e3:.1f} ms CPU per step")
         print(markdown_table(["ranks", "global batch", "step (wall)", "CPU/rank", "throughput",
                               "speed-up", "efficiency", "all-reduce share", "step, no all-reduce",
                               "CPU efficiency", "all-reduce CPU", "CPU/rank, no all-reduce", "messages"],
