@@ -14,6 +14,8 @@ main one. The collectives must be called by every rank, in the same order, with 
 same shape and dtype (as in MPI and `torch.distributed`); a rank that skips one waits forever
 -- except that `init()` makes an uncaught exception on any rank abort all of them
 (`MPI.COMM_WORLD.Abort`), with the rank and the traceback on stderr, instead of a hang.
+(`sys.exit()` on one rank alone is no exception: launch with `python -m mpi4py script.py` to
+make that abort too.)
 
 NumPy arrays travel through MPI's buffer interface (`Allreduce`, `Bcast`, `Allgather`: no
 pickling); Tensors give their values and get a Tensor back (no gradient flows through a
@@ -194,7 +196,8 @@ def all_reduce(x, op="sum"):
     """The elementwise sum ("sum"), mean ("mean"), maximum ("max") or minimum ("min") of `x`
     over all ranks, on every rank. `x` is a NumPy/CuPy array, a Tensor (a Tensor comes back,
     outside the tape) or a number; every rank passes the same shape and dtype. The mean of an
-    integer array is a float array. `x` itself is not modified.
+    integer array is a float array; booleans sum to counts (int64), and max/min are any/all.
+    `x` itself is not modified.
     """
     _check_op(op)
     a, wrap = _unwrap(x, "all_reduce")
@@ -202,6 +205,10 @@ def all_reduce(x, op="sum"):
         raise TypeError(f"tt.distributed.all_reduce: x must be an array, a Tensor or a number, got "
                         f"{type(x).__name__}")
     s = _world()
+    if a.dtype == bool:              # MPI sums no booleans: count them, as NumPy's sum does
+        a = a.astype(np.int64) if op in ("sum", "mean") else a.astype(np.uint8)
+        if op in ("max", "min"):
+            wrap = (lambda w: lambda out: w(out.astype(bool)))(wrap)
     if s.size == 1 or s.comm is None:
         out = backend.copy(a)
     elif type(a) is not np.ndarray and backend.is_array(a):

@@ -33,6 +33,11 @@ def check_collectives():
     assert isinstance(t, tt.Tensor) and not t.requires_grad and np.array_equal(t.data, total)
     f = dist.all_reduce(float(r + 1))
     assert isinstance(f, float) and f == w * (w + 1) / 2
+    flags = np.array([r == 0, True, False])
+    assert np.array_equal(dist.all_reduce(flags), [1, w, 0])                  # booleans: counts
+    assert np.array_equal(dist.all_reduce(flags, op="max"), [True, True, False])
+    assert np.array_equal(dist.all_reduce(flags, op="min"), [w == 1, True, False])
+    assert np.array_equal(dist.all_reduce(np.ones(2, np.float16)), [w, w])
     f32 = dist.all_reduce(np.ones(3, np.float32), op="mean")
     assert f32.dtype == np.float32
     b = dist.broadcast(np.full((3,), float(r)), root=w - 1)

@@ -132,6 +132,8 @@ def test_one_process_works_without_mpi(single):
     assert dist.broadcast({"x": 1}) == {"x": 1}
     assert dist.all_gather(a).shape == (1, 4)
     assert dist.all_gather("s") == ["s"]
+    assert dist.all_reduce(np.array([True, False])).tolist() == [1, 0]
+    assert dist.all_reduce(np.array([True, False]), op="max").dtype == bool
     t = dist.all_reduce(tt.tensor(a))
     assert isinstance(t, tt.Tensor)
     with pytest.raises(ValueError, match="op must be one of"):
