@@ -63,22 +63,31 @@ def worker(args):
         y = rng.integers(0, sizes[-1], batch * 8)
         batches = list(tt.data.minibatches(X, y, batch // world, rng=2, rank=rank, world_size=world))
         halves = list(tt.data.minibatches(X, y, batch // 2, rng=2))   # 2 ranks' work, on 1 rank alone
-        timing = {"pack": 0.0, "wait": 0.0}
-        wait_all = tt.distributed._wait_all
+        timing = {}
+        wait_all, start_sum = tt.distributed._wait_all, tt.distributed._start_sum
 
         def timed_wait(requests):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             wait_all(requests)
             timing["wait"] += time.perf_counter() - t0
+            timing["mpi_cpu"] += time.process_time() - c0
 
-        tt.distributed._wait_all = timed_wait
+        def timed_start(flat):
+            c0 = time.process_time()
+            request = start_sum(flat)
+            timing["mpi_cpu"] += time.process_time() - c0
+            return request
+
+        tt.distributed._wait_all, tt.distributed._start_sum = timed_wait, timed_start
 
         def step(i, sync, half=False):
             xb, yb = (halves if half else batches)[i % len(batches)]
             opt.zero_grad()
+            c = time.process_time()
             if sync:
                 with ddp.no_sync():
                     loss_fn(ddp(xb), yb).backward()
+                timing["compute_cpu"] = time.process_time() - c
                 t0, c0 = time.perf_counter(), time.process_time()
                 ddp.sync_gradients()              # what backward() calls: timed on its own
                 timing["sync"] = time.perf_counter() - t0
@@ -86,16 +95,19 @@ def worker(args):
             else:
                 with ddp.no_sync():
                     loss_fn(ddp(xb), yb).backward()
+                timing["compute_cpu"] = time.process_time() - c
+            c = time.process_time()
             opt.step()
+            timing["opt_cpu"] = time.process_time() - c
 
         row = {}
         for mode in ("sync", "local", "half")[:3 if world == 1 else 2]:
             for i in range(3):
                 step(i, mode == "sync", mode == "half")
-            walls, cpus, syncs, waits, sync_cpus = [], [], [], [], []
+            walls, cpus, syncs, waits, sync_cpus, parts = [], [], [], [], [], []
             for i in range(args.steps):
                 dist.barrier()                    # the ranks start each step together
-                timing.update(sync=0.0, wait=0.0, sync_cpu=0.0)
+                timing.update(sync=0.0, wait=0.0, sync_cpu=0.0, mpi_cpu=0.0)
                 w0, c0 = time.perf_counter(), time.process_time()
                 step(i, mode == "sync", mode == "half")
                 walls.append(time.perf_counter() - w0)
@@ -103,18 +115,20 @@ def worker(args):
                 syncs.append(timing["sync"])
                 waits.append(timing["wait"])
                 sync_cpus.append(timing["sync_cpu"])
+                parts.append([timing["compute_cpu"], timing["opt_cpu"], timing["mpi_cpu"]])
             # the step takes as long as its slowest rank
             slowest = dist.all_reduce(np.array(walls), op="max")
             k = int(np.argsort(slowest)[len(slowest) // 2])      # the median step
             row[mode] = {"wall": float(slowest[k]), "cpu": float(statistics.median(cpus)),
                          "sync_cpu": float(statistics.median(sync_cpus)),
+                         "parts": np.median(np.array(parts), axis=0).tolist(),
                          "sync": float(dist.all_reduce(np.array(syncs), op="max")[k]),
                          "wait": float(dist.all_reduce(np.array(waits), op="max")[k])}
         row["grad_bytes"] = int(sum(p.data.nbytes for p in model.parameters()))
         row["buckets"] = len(ddp._reducer.buckets)
         row["batch"] = batch
         results[name] = row
-        tt.distributed._wait_all = wait_all
+        tt.distributed._wait_all, tt.distributed._start_sum = wait_all, start_sum
     if dist.is_main():
         print("RESULT " + json.dumps({"world": world, "results": results}), flush=True)
 
@@ -179,6 +193,12 @@ def main():
             h = base["half"]
             print(f"one rank alone at batch {base['batch'] // 2} (a rank's share of the work, no "
                   f"neighbour): {h['wall'] * 1e3:.1f} ms wall, {h['cpu'] * 1e3:.1f} ms CPU per step")
+        for n in args.ranks:
+            s = runs[n][name]["sync"]
+            compute, update, mpi = s["parts"]
+            print(f"{n} rank{'s' if n > 1 else ''}, CPU per step: forward+backward {compute * 1e3:.1f} ms, "
+                  f"update {update * 1e3:.1f} ms, all-reduce {s['sync_cpu'] * 1e3:.1f} ms (MPI "
+                  f"{mpi * 1e3:.1f} ms, packing and unpacking {(s['sync_cpu'] - mpi) * 1e3:.1f} ms)")
         print(markdown_table(["ranks", "global batch", "step (wall)", "CPU/rank", "throughput",
                               "speed-up", "efficiency", "all-reduce share", "step, no all-reduce",
                               "CPU efficiency", "all-reduce CPU", "CPU/rank, no all-reduce", "messages"],
