@@ -63,7 +63,7 @@ def worker(args):
         y = rng.integers(0, sizes[-1], batch * 8)
         batches = list(tt.data.minibatches(X, y, batch // world, rng=2, rank=rank, world_size=world))
         halves = list(tt.data.minibatches(X, y, batch // 2, rng=2))   # 2 ranks' work, on 1 rank alone
-        timing = {}
+        timing = dict.fromkeys(("sync", "wait", "sync_cpu", "mpi_cpu", "compute_cpu", "opt_cpu"), 0.0)
         wait_all, start_sum = tt.distributed._wait_all, tt.distributed._start_sum
 
         def timed_wait(requests):
