@@ -183,8 +183,8 @@ def main():
             rows.append([str(n), f"{r['batch']} ({r['batch'] // n}/rank)", f"{s['wall'] * 1e3:.1f} ms",
                          f"{s['cpu'] * 1e3:.1f} ms", f"{throughput:,.0f}/s", f"{speedup:.2f}x",
                          f"{speedup / n * 100:.0f} %",
-                         f"{s['sync'] / s['wall'] * 100:.0f} % ({s['wait'] * 1e3:.1f} ms wait, "
-                         f"{(s['sync'] - s['wait']) * 1e3:.1f} ms pack)",
+                         f"{s['sync'] / s['wall'] * 100:.0f} % ({s['wait'] * 1e3:.1f} ms in MPI's wait, "
+                         f"{(s['sync'] - s['wait']) * 1e3:.1f} ms outside)",
                          f"{loc['wall'] * 1e3:.1f} ms", f"{cpu_eff * 100:.0f} %",
                          f"{s['sync_cpu'] * 1e3:.1f} ms", f"{loc['cpu'] * 1e3:.1f} ms", str(r["buckets"])])
         sizes, _ = MODELS[name]
@@ -200,7 +200,7 @@ def main():
                   f"update {update * 1e3:.1f} ms, all-reduce {s['sync_cpu'] * 1e3:.1f} ms (MPI "
                   f"{mpi * 1e3:.1f} ms, packing and unpacking {(s['sync_cpu'] - mpi) * 1e3:.1f} ms)")
         print(markdown_table(["ranks", "global batch", "step (wall)", "CPU/rank", "throughput",
-                              "speed-up", "efficiency", "all-reduce share", "step, no all-reduce",
+                              "speed-up", "efficiency", "all-reduce share (wall)", "step, no all-reduce",
                               "CPU efficiency", "all-reduce CPU", "CPU/rank, no all-reduce", "messages"],
                              rows))
         print()
