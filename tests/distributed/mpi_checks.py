@@ -171,6 +171,18 @@ def check_no_sync_and_buckets():
         def forward(self, x):
             return self.used(x)
 
+    # moved to another dtype after wrapping: the buckets follow
+    cast = make_model(0)
+    ddp64 = DDP(cast)
+    cast.to(np.float32)
+    loss_fn(ddp64(batches[0][0].astype(np.float32)), batches[0][1]).backward()
+    assert all(p.grad.dtype == np.float32 for p in cast.parameters())
+    # buffers (batch norm's running statistics) come from rank 0 at wrap time
+    bn = tt.nn.BatchNorm1d(12)
+    bn.running_mean.data[...] = r + 1.0
+    DDP(bn)
+    assert np.array_equal(bn.running_mean.data, np.ones(12)), "buffers were not broadcast"
+
     two = DDP(Two())
     loss_fn(two(batches[0][0]), batches[0][1]).backward()
     assert all(p.grad is None for p in two.module.unused.parameters())

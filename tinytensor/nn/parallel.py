@@ -77,6 +77,7 @@ class _Reducer:
         # each bucket carries one presence flag per parameter in it, after the gradients
         self.buckets = [_Bucket(chunk, len(chunk)) for chunk in chunks]
         self.params = params
+        self.cap_bytes = cap_bytes
         self.ids = {id(p) for p in params}
 
 
@@ -173,6 +174,9 @@ class DistributedDataParallel(Module):
         size = distributed.world_size()
         if size == 1:
             return
+        if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
+               for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
+            self._reducer = _Reducer(self._reducer.params, self._reducer.cap_bytes)
         buckets = self._reducer.buckets
         requests = []
         for bucket in buckets:                     # pack bucket k + 1 while bucket k travels
