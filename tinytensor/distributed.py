@@ -21,8 +21,9 @@ NumPy arrays travel through MPI's buffer interface (`Allreduce`, `Bcast`, `Allga
 pickling); Tensors give their values and get a Tensor back (no gradient flows through a
 collective); Python numbers come back as numbers; any other object is pickled (`broadcast` of a
 config dict, `all_gather` of strings). CuPy arrays (device "cuda") use NCCL through
-`cupy.cuda.nccl`, one communicator made on first use, its id sent over MPI; each rank uses the
-GPU `local_rank() % cupy.cuda.runtime.getDeviceCount()`. That path is written to the NCCL API but
+`cupy.cuda.nccl`, one communicator made on first use, its id sent over MPI; `init()` makes GPU
+`local_rank() % cupy.cuda.runtime.getDeviceCount()` each rank's current device (call it before
+moving a model to "cuda"). That path is written to the NCCL API but
 has not run on hardware in this project's CI (no GPU there); its tests skip without a GPU.
 
 Without `mpi4py` (or with one process) every function works: rank 0 of a world of 1, and the
@@ -97,10 +98,28 @@ def init():
     s.local_rank = node.Get_rank()
     node.Free()
     s.initialized = True
+    if s.size > 1:
+        _pick_gpu(s.local_rank)
     if s.size > 1 and s.previous_hook is None:
         s.previous_hook = sys.excepthook
         sys.excepthook = _abort_on_exception
     return s.size
+
+
+def _pick_gpu(local):
+    """With CuPy installed and GPUs present, make GPU local_rank % count this rank's current
+    device, before any array is put on "cuda" (else every rank would share GPU 0, which NCCL
+    refuses). Without CuPy nothing is imported; any failure leaves the CPU path as it was."""
+    import importlib.util
+    if importlib.util.find_spec("cupy") is None:
+        return
+    try:
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+        if count:
+            cupy.cuda.Device(local % count).use()
+    except Exception:   # noqa: BLE001 - no driver, no device: the CPU path needs none of it
+        pass
 
 
 def _abort_on_exception(kind, value, tb):

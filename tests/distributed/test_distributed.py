@@ -167,6 +167,15 @@ def test_init_without_mpi4py(monkeypatch):
     assert dist.init() == 1 and dist.world_size() == 1 and dist.is_main()
 
 
+def test_save_writes_on_the_main_rank_only(single, tmp_path):
+    single.size, single.rank = 2, 1                 # as rank 1 of 2 sees it
+    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+    assert not (tmp_path / "a.npz").exists()
+    single.rank = 0
+    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+    assert np.array_equal(tt.load(tmp_path / "a.npz")["w"], np.ones(2))
+
+
 def test_ddp_in_one_process_is_the_module(single):
     rng = np.random.default_rng(0)
     model = tt.nn.Sequential(tt.nn.Linear(5, 4, rng=rng, dtype=np.float64), tt.nn.ReLU(),
