@@ -162,7 +162,8 @@ def main():
     for n in args.ranks:
         cmd = [mpiexec, "-n", str(n), sys.executable, __file__, "--worker", "--steps", str(args.steps),
                "--models", *args.models] + (["--bucket-view"] if args.bucket_view else [])
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+        out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env,
+                             timeout=1200)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]
         if out.returncode or not line:
             raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stdout}\n{out.stderr}")

@@ -42,8 +42,8 @@ def launch(n, *args, timeout=TIMEOUT, cwd=None):
     """Run `mpiexec -n n python args...`; a run past the timeout fails the test (a hang)."""
     cmd = [find_mpiexec(), "-n", str(n), sys.executable, *map(str, args)]
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=mpi_env(),
-                              cwd=cwd or ROOT)
+        return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=timeout, env=mpi_env(), cwd=cwd or ROOT)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (a hang?)\nstdout:\n{err.stdout}\n"
                     f"stderr:\n{err.stderr}")
@@ -61,7 +61,8 @@ def mpi():
     probe = "from mpi4py import MPI; c = MPI.COMM_WORLD; print(f'rank{c.Get_rank()}of{c.Get_size()}')"
     try:
         run = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-c", probe],
-                             capture_output=True, text=True, timeout=120, env=mpi_env())
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+                             env=mpi_env())
     except subprocess.TimeoutExpired:
         pytest.skip("MPI cannot start two ranks here (mpiexec -n 2 timed out)")
     if run.returncode != 0 or "rank0of2" not in run.stdout or "rank1of2" not in run.stdout:
