@@ -4,6 +4,7 @@
     python examples/train_mlp.py --optimizer adam --lr 1e-3 --dtype float64
     python examples/train_mlp.py --device cuda        # the same run on a GPU (CuPy)
     python examples/train_mlp.py --compile            # the same steps as one compiled program
+    mpiexec -n 2 python examples/train_mlp.py --distributed   # data-parallel on 2 processes (MPI)
 
 The data (1,797 images, no download) is split 70/10/20 into train/validation/test, stratified,
 and standardised with the training set's mean and standard deviation. Each epoch runs the
@@ -20,6 +21,13 @@ are the model's own (`p.data`) through `tt.nn.functional_call(model, params, x)`
 step returns the loss, the gradients and the logits, and the optimizer updates those arrays in
 place, so the next step sees them.
 The numbers are the same as without --compile.
+
+With --distributed (under `mpiexec -n P`, extra [distributed]) the model is wrapped in
+`tt.nn.parallel.DistributedDataParallel`; --batch-size stays the global batch, each rank takes
+its batch_size / P rows of every batch (`minibatches(..., rank=, world_size=)`), and the
+gradients are averaged over the ranks in backward(), so the run follows the one-process run up
+to rounding and reaches the same test accuracy. Only rank 0 draws progress bars, prints and
+saves the plot; the training loss and accuracy are summed over the ranks before they are shown.
 """
 
 import os
@@ -64,6 +72,8 @@ def parse_args(argv=None):
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--compile", action="store_true",
                    help="run each step's forward and backward as one tt.compile program")
+    p.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the MPI ranks (launch with mpiexec -n P)")
     return p.parse_args(argv)
 
 
@@ -119,6 +129,12 @@ def save_plot(history, path):
 
 def main(argv=None):
     args = parse_args(argv)
+    dist = tt.distributed
+    rank, world = (dist.rank(), dist.world_size()) if args.distributed else (0, 1)
+    if args.batch_size % world:
+        raise SystemExit(f"--batch-size {args.batch_size} is the global batch: it must be a multiple "
+                         f"of the {world} ranks")
+    main_rank = rank == 0
     dtype = np.dtype(args.dtype)
     rng = np.random.default_rng(args.seed)     # one generator: init, then every epoch's order
     (X_train, y_train), (X_val, y_val), (X_test, y_test) = load_data(args.seed, dtype)
@@ -127,12 +143,15 @@ def main(argv=None):
         tt.tensor(a, device=args.device).data for a in (X_train, y_train, X_val, y_val, X_test, y_test))
 
     model = make_mlp([X_train.shape[1], *args.hidden, 10], rng, dtype).to(args.device)
+    # The replicas: rank 0's parameters on every rank, gradients averaged in backward()
+    ddp = tt.nn.parallel.DistributedDataParallel(model) if args.distributed else None
+    net = ddp if ddp is not None else model
     loss_fn = tt.nn.CrossEntropyLoss()
     if args.optimizer == "sgd":
-        opt = tt.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+        opt = tt.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum,
                            weight_decay=args.weight_decay)
     else:
-        opt = tt.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        opt = tt.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay)
 
     step = compiled_step(model, loss_fn) if args.compile else None
     named = dict(model.named_parameters())
@@ -148,10 +167,11 @@ def main(argv=None):
         # Updated by hand rather than wrapped around the loop: wrapping closes the bar when the
         # batches run out, before the validation figures can be added to it.
         bar = tqdm(total=n_batches, desc=f"epoch {epoch:>3}/{args.epochs}", unit="batch",
-                   disable=args.quiet, dynamic_ncols=True)
-        for xb, yb in tt.data.minibatches(X_train, y_train, args.batch_size, rng=rng):
+                   disable=args.quiet or not main_rank, dynamic_ncols=True)
+        shard = dict(rank=rank, world_size=world) if args.distributed else {}
+        for xb, yb in tt.data.minibatches(X_train, y_train, args.batch_size // world, rng=rng, **shard):
             if step is None:
-                logits = model(xb)
+                logits = net(xb)
                 loss = loss_fn(logits, yb)      # 1. forward propagation
                 opt.zero_grad()
                 loss.backward()                 # 2. backward propagation
@@ -161,6 +181,8 @@ def main(argv=None):
                 loss, grads, logits = step(params, xb, yb)
                 for name, g in grads.items():
                     named[name].grad = g
+                if ddp is not None:
+                    ddp.sync_gradients()        # no backward() ran: average by hand
                 opt.step()                      # in place on the arrays in `params`
                 loss = float(loss)
             total_loss += loss * len(yb)
@@ -170,6 +192,9 @@ def main(argv=None):
                             refresh=False)   # drawn at tqdm's own pace, not every batch
             bar.update()
         model.eval()
+        if args.distributed:                    # every rank's share of the epoch, summed
+            total_loss, total_correct, seen = dist.all_reduce(np.array([total_loss, total_correct, seen]))
+        # the replicas are equal: every rank gets the same validation figures
         val_loss, val_acc = evaluate(model, loss_fn, X_val, y_val)
         bar.set_postfix(loss=f"{total_loss / seen:.4f}", acc=f"{total_correct / seen:.4f}",
                         val_loss=f"{val_loss:.4f}", val_acc=f"{val_acc:.4f}")
@@ -186,11 +211,14 @@ def main(argv=None):
 
     model.load_state_dict(best_state)
     _, test_acc = evaluate(model, loss_fn, X_test, y_test)
+    if not main_rank:
+        return test_acc
     save_plot(history, args.plot)
     print(f"trained {args.epochs} epochs in {elapsed:.2f} s ({elapsed / args.epochs * 1000:.1f} ms/epoch, "
           f"{args.optimizer}, {args.dtype}, hidden {args.hidden}"
           f"{'' if args.device == 'cpu' else ', ' + args.device}"
-          f"{', compiled: ' + str(step.traces) + ' traces' if step else ''})")
+          f"{', compiled: ' + str(step.traces) + ' traces' if step else ''}"
+          f"{f', {world} ranks' if args.distributed else ''})")
     print(f"kept epoch {best_epoch} (validation loss {best_loss:.4f}, accuracy "
           f"{history['val_acc'][best_epoch - 1]:.4f}); curves saved to {args.plot}")
     print(f"test accuracy: {test_acc:.4f}")

@@ -10,6 +10,7 @@
 
 from . import allocator  # noqa: F401  (first: glibc tuned before any array is made)
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
+from . import distributed as distributed  # tt.distributed: MPI collectives (extra [distributed])
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
@@ -41,5 +42,5 @@ __all__ = [
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
-    "manual_seed", "get_rng_state", "set_rng_state", "rng",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed",
 ] + sorted(ops.PUBLIC)

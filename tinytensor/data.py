@@ -15,7 +15,8 @@ from .rng import generator
 from .tensor import Tensor
 
 
-def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None):
+def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None,
+                rank=None, world_size=None):
     """Yield (xb, yb): rows of X and the matching entries of y, batch_size at a time.
 
     X and y are arrays (or anything np.asarray takes) with the same first dimension n; batches
@@ -30,6 +31,17 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
 
     Batches are arrays of X's and y's device: CuPy arrays give CuPy batches. `device` ("cpu",
     "cuda") moves X and y there first, once per pass (a Tensor gives its values).
+
+    rank and world_size (both or neither; e.g. tt.distributed.rank(), tt.distributed.world_size())
+    shard each pass for data-parallel training: every rank draws the same permutation (give every
+    rank the same seed or alike-seeded Generator), cuts it into global batches of
+    batch_size * world_size rows, and takes rows rank, rank + world_size, ... of each. batch_size
+    is per rank, as with PyTorch's DistributedSampler; the ranks' k-th batches together are the
+    k-th batch of one process with batch_size * world_size, so each pass covers every row exactly
+    once and every rank gets the same number of batches. A last global batch of m rows splits into
+    shares that differ by at most one row; if m < world_size, the ranks left without a row take
+    rows from the start of the permutation (the only repeats, as PyTorch pads) rather than an
+    empty batch. drop_last=True drops a last global batch shorter than batch_size * world_size.
     """
     X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
     if device is not None:
@@ -41,6 +53,9 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1:
         raise ValueError(f"minibatches: batch_size must be a positive integer, got {batch_size!r}")
     n = len(X)
+    if rank is not None or world_size is not None:
+        yield from _shard(X, y, batch_size, shuffle, drop_last, rng, rank, world_size)
+        return
     # The permutation is drawn before the first batch is asked for, when the generator starts.
     order = generator(rng).permutation(n) if shuffle else None
     if order is not None and type(X) is not np.ndarray:
@@ -52,3 +67,33 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
         else:
             idx = order[start:start + batch_size]
             yield X[idx], y[idx]
+
+
+def _shard(X, y, batch_size, shuffle, drop_last, rng, rank, world_size):
+    """minibatches' rank-th share of each global batch (see minibatches)."""
+    for name, v in (("rank", rank), ("world_size", world_size)):
+        if v is None:
+            raise ValueError("minibatches: pass rank and world_size together (e.g. "
+                             "rank=tt.distributed.rank(), world_size=tt.distributed.world_size()), "
+                             "or neither")
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+            raise ValueError(f"minibatches: {name} must be an integer, got {v!r}")
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"minibatches: need world_size >= 1 and 0 <= rank < world_size, got rank={rank}, "
+                         f"world_size={world_size}")
+    if shuffle and rng is None and world_size > 1:
+        raise ValueError("minibatches: with world_size > 1 every rank must draw the same permutation; "
+                         "pass rng= the same int seed (or a Generator seeded alike) on every rank")
+    n = len(X)
+    order = np.random.default_rng(rng).permutation(n) if shuffle else np.arange(n)
+    step = batch_size * world_size                # one global batch
+    stop = n - n % step if drop_last else n
+    on_host = type(X) is np.ndarray
+    for start in range(0, stop, step):
+        chunk = order[start:start + step]
+        if len(chunk) < world_size:               # too few rows for a row per rank: pad from the start
+            chunk = np.concatenate([chunk, np.resize(order, world_size - len(chunk))])
+        idx = chunk[rank::world_size]
+        if not on_host:
+            idx = backend.to_device(idx, backend.device_of(X))
+        yield X[idx], y[idx]

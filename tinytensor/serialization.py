@@ -18,7 +18,7 @@ import os
 
 import numpy as np
 
-from . import backend
+from . import backend, distributed
 from .tensor import Tensor
 
 _STRUCTURE = "__structure__"
@@ -59,7 +59,12 @@ def _encode(obj, arrays, path):
 def save(obj, path, metadata=None):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
     when `path` has none). A path ending in ".safetensors" writes the safetensors format instead
-    (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings)."""
+    (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings).
+    In a data-parallel run (tt.distributed with several ranks) only the main rank writes: every
+    rank may call save, and the others return at once (call tt.distributed.barrier() before
+    another rank reads the file)."""
+    if not distributed._writes_files():
+        return
     if _is_safetensors(path):
         return save_safetensors(obj, path, metadata)
     arrays = {}

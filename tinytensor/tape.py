@@ -464,6 +464,10 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
 
 _SEEDS = {}
 
+# Called as hook(grads) after each backward() has set the leaves' .grad ({leaf: gradient} of that
+# sweep): tt.nn.parallel.DistributedDataParallel averages the gradients across processes here.
+POST_BACKWARD = []
+
 
 def _seed(like):
     """An array of ones like `like`, made once per array type, dtype and shape (read-only where
@@ -529,6 +533,8 @@ def backward(output, grad=None):
             total = prev + g.astype(dtype, copy=False)
             # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
             leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
+    for hook in POST_BACKWARD:
+        hook(grads)
 
 
 def forward_sweep(output, tangents):

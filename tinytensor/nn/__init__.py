@@ -8,7 +8,7 @@ parameters by walking its attributes (see `Module.named_parameters`). The primit
 convolution, pooling and the stable activations are in `tt.nn.functional`.
 """
 
-from . import attention, functional, init, utils
+from . import attention, functional, init, parallel, utils
 from .attention import MultiheadAttention, scaled_dot_product_attention
 from .layers import (
     GELU,
@@ -40,6 +40,7 @@ functional.scaled_dot_product_attention = scaled_dot_product_attention   # F.<na
 
 __all__ = [
     "Module", "functional_call", "functional", "init", "utils", "attention", "scaled_dot_product_attention",
+    "parallel",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",

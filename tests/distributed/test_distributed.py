@@ -1,0 +1,285 @@
+"""tt.distributed, DistributedDataParallel and sharded minibatches.
+
+The multi-process checks run as `mpiexec -n 2 python mpi_checks.py ...` (a few launches, ~1-2 s
+each, with a timeout so a hang fails instead of blocking); they skip, with the reason, only when
+mpi4py or an MPI launcher is missing or two ranks cannot start (install the extra:
+pip install -e ".[distributed]", which the dev extra includes). The single-process tests need no
+MPI at all. The NCCL tests need CuPy and two GPUs.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor import distributed as dist
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CHECKS = HERE / "mpi_checks.py"
+TIMEOUT = 240     # a loaded 2-core machine; a hang is caught well before pytest would be
+
+
+def find_mpiexec():
+    """The launcher next to this Python (a virtualenv's bin/, where the mpich wheel puts it),
+    then the one on PATH."""
+    here = shutil.which("mpiexec", path=os.path.dirname(sys.executable))
+    return here or shutil.which("mpiexec")
+
+
+def mpi_env():
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    return env
+
+
+def launch(n, *args, timeout=TIMEOUT, cwd=None):
+    """Run `mpiexec -n n python args...`; a run past the timeout fails the test (a hang)."""
+    cmd = [find_mpiexec(), "-n", str(n), sys.executable, *map(str, args)]
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=timeout, env=mpi_env(), cwd=cwd or ROOT)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (a hang?)\nstdout:\n{err.stdout}\n"
+                    f"stderr:\n{err.stderr}")
+
+
+@pytest.fixture(scope="module")
+def mpi():
+    """Skip (with the reason) unless two MPI ranks can start."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        pytest.skip('mpi4py is not installed: pip install -e ".[distributed]"')
+    if find_mpiexec() is None:
+        pytest.skip('no mpiexec next to this Python or on PATH: pip install -e ".[distributed]"')
+    probe = "from mpi4py import MPI; c = MPI.COMM_WORLD; print(f'rank{c.Get_rank()}of{c.Get_size()}')"
+    try:
+        run = subprocess.run([find_mpiexec(), "-n", "2", sys.executable, "-c", probe],
+                             capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=120,
+                             env=mpi_env())
+    except subprocess.TimeoutExpired:
+        pytest.skip("MPI cannot start two ranks here (mpiexec -n 2 timed out)")
+    if run.returncode != 0 or "rank0of2" not in run.stdout or "rank1of2" not in run.stdout:
+        pytest.skip(f"MPI cannot start two ranks here: {run.stderr.strip()[-500:] or run.stdout}")
+
+
+# ----- several processes ------------------------------------------------------------------------
+
+def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
+    """In one launch: the collectives; sharding covers every sample once per epoch; SGD with
+    momentum and Adam on 2 ranks with batch B/2 give one process's parameters with batch B to
+    1e-12 after 20 steps (float64); no_sync; buckets; tt.save on every rank writes once."""
+    run = launch(2, CHECKS, "collectives", tmp_path)
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert "OK collectives on 2 ranks" in run.stdout
+    assert run.stdout.count("equivalence") == 2, run.stdout
+    print(run.stdout)
+
+
+def test_a_rank_that_raises_takes_every_rank_down(mpi):
+    """Rank 1 raises while rank 0 waits in an all-reduce: the excepthook of tt.distributed.init
+    aborts the world, so the launch ends (non-zero) with the rank and the error on stderr."""
+    run = launch(2, CHECKS, "raise", timeout=120)
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert "rank 1 of 2 raised RuntimeError: deliberate failure on rank 1" in out, out
+    assert "aborting all ranks" in out
+    assert "OK raise" not in out
+
+
+@pytest.mark.slow
+def test_example_distributed_reaches_the_same_accuracy(mpi, tmp_path, monkeypatch, capsys):
+    """examples/train_mlp.py --distributed under mpiexec -n 2 (few epochs) reaches the test
+    accuracy of the one-process run (run here, in this process); only rank 0 prints."""
+    pytest.importorskip("sklearn")
+    pytest.importorskip("tqdm")
+    pytest.importorskip("matplotlib")
+    import importlib.util
+
+    path = ROOT / "examples" / "train_mlp.py"
+    args = ["--quiet", "--epochs", "3", "--dtype", "float64", "--plot", str(tmp_path / "curves.png")]
+    run = launch(2, path, "--distributed", *args)
+    assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+    assert run.stdout.count("test accuracy:") == 1, run.stdout      # rank 0 alone prints
+    assert "2 ranks" in run.stdout
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(var, "1")
+    spec = importlib.util.spec_from_file_location("train_mlp_single", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "save_plot", lambda history, path: None)
+    script.main(args)
+    single = capsys.readouterr().out.strip().splitlines()[-1]
+    assert run.stdout.strip().splitlines()[-1] == single, (run.stdout, single)
+    assert float(single.split()[-1]) > 0.9
+
+
+# ----- one process, no MPI needed ---------------------------------------------------------------
+
+@pytest.fixture
+def single(monkeypatch):
+    """A fresh single-process world that never touches MPI."""
+    state = dist._State()
+    state.initialized = True
+    monkeypatch.setattr(dist, "_STATE", state)
+    return state
+
+
+def test_one_process_works_without_mpi(single):
+    assert (dist.rank(), dist.world_size(), dist.is_main()) == (0, 1, True)
+    dist.barrier()
+    a = np.arange(4.0)
+    out = dist.all_reduce(a, op="mean")
+    assert np.array_equal(out, a) and out is not a
+    assert dist.all_reduce(3) == 3 and isinstance(dist.all_reduce(3), int)
+    assert np.array_equal(dist.broadcast(a), a)
+    assert dist.broadcast({"x": 1}) == {"x": 1}
+    assert dist.all_gather(a).shape == (1, 4)
+    assert dist.all_gather("s") == ["s"]
+    assert dist.all_reduce(np.array([True, False])).tolist() == [1, 0]
+    assert dist.all_reduce(np.array([True, False]), op="max").dtype == bool
+    t = dist.all_reduce(tt.tensor(a))
+    assert isinstance(t, tt.Tensor)
+    with pytest.raises(ValueError, match="op must be one of"):
+        dist.all_reduce(a, op="prod")
+    with pytest.raises(ValueError, match="root must be a rank"):
+        dist.broadcast(a, root=1)
+    with pytest.raises(TypeError, match="array, a Tensor or a number"):
+        dist.all_reduce("text")
+
+
+def test_init_without_mpi4py(monkeypatch):
+    """Launched with several processes but without mpi4py: an ImportError naming the extra; a
+    process started on its own runs as rank 0 of 1."""
+    monkeypatch.setitem(sys.modules, "mpi4py", None)            # `import mpi4py` raises ImportError
+    monkeypatch.setattr(dist, "_STATE", dist._State())
+    for name in dist._LAUNCHER_SIZE:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PMI_SIZE", "2")
+    with pytest.raises(ImportError, match=r"\[distributed\]"):
+        dist.init()
+    monkeypatch.setenv("PMI_SIZE", "1")
+    assert dist.init() == 1 and dist.world_size() == 1 and dist.is_main()
+
+
+def test_save_writes_on_the_main_rank_only(single, tmp_path):
+    single.size, single.rank = 2, 1                 # as rank 1 of 2 sees it
+    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+    assert not (tmp_path / "a.npz").exists()
+    single.rank = 0
+    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+    assert np.array_equal(tt.load(tmp_path / "a.npz")["w"], np.ones(2))
+
+
+def test_ddp_in_one_process_is_the_module(single):
+    rng = np.random.default_rng(0)
+    model = tt.nn.Sequential(tt.nn.Linear(5, 4, rng=rng, dtype=np.float64), tt.nn.ReLU(),
+                             tt.nn.Linear(4, 3, rng=rng, dtype=np.float64))
+    ddp = tt.nn.parallel.DistributedDataParallel(model)
+    assert ddp.module is model
+    assert [n for n, _ in ddp.named_parameters()] == ["module." + n for n, _ in model.named_parameters()]
+    x = rng.standard_normal((6, 5))
+    assert np.array_equal(ddp(x).data, model(x).data)
+    loss = tt.nn.CrossEntropyLoss()(ddp(x), np.arange(6) % 3)
+    loss.backward()
+    grads = [p.grad.copy() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = None
+    tt.nn.CrossEntropyLoss()(model(x), np.arange(6) % 3).backward()
+    assert all(np.array_equal(g, p.grad) for g, p in zip(grads, model.parameters()))
+    with ddp.no_sync():
+        assert not ddp.require_backward_grad_sync
+    assert ddp.require_backward_grad_sync
+    with pytest.raises(TypeError, match="tt.nn.Module"):
+        tt.nn.parallel.DistributedDataParallel(lambda x: x)
+
+
+def test_buckets_are_few_and_capped(single):
+    model = tt.nn.Sequential(*[tt.nn.Linear(64, 64, rng=i, dtype=np.float64) for i in range(6)])
+    one = tt.nn.parallel.DistributedDataParallel(model)
+    assert len(one._reducer.buckets) == 1                 # 25 MB holds the whole model
+    small = tt.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)   # 52 KB
+    sizes = [sum(p.data.nbytes for p in b.params) for b in small._reducer.buckets]
+    assert 1 < len(sizes) < len(list(model.parameters())) and max(sizes) <= 0.05 * 2**20
+    first = small._reducer.buckets[0].params[0]
+    assert first is list(model.parameters())[-1]          # the last layer's gradients go first
+
+
+@pytest.mark.parametrize("n, batch, world, drop_last",
+                         [(103, 8, 2, False), (100, 5, 4, False), (50, 7, 3, True), (9, 4, 3, False)])
+def test_sharding_covers_every_sample_once(n, batch, world, drop_last):
+    """Simulated ranks: the same permutation, disjoint shares, every sample once per epoch, the
+    same number of batches on each rank, and the k-th batches together make one process's k-th
+    batch with batch * world rows."""
+    X, y = np.arange(n, dtype=float)[:, None], np.arange(n)
+    shares = [[yb for _, yb in tt.data.minibatches(X, y, batch, rng=3, drop_last=drop_last,
+                                                  rank=r, world_size=world)] for r in range(world)]
+    assert len({len(s) for s in shares}) == 1
+    single = [yb for _, yb in tt.data.minibatches(X, y, batch * world, rng=3, drop_last=drop_last)]
+    for k, whole in enumerate(single):
+        assert sorted(np.concatenate([s[k] for s in shares])) == sorted(whole)
+        assert max(len(s[k]) for s in shares) - min(len(s[k]) for s in shares) <= 1
+    seen = np.sort(np.concatenate([b for s in shares for b in s]))
+    expected = np.arange(n - n % (batch * world)) if drop_last else np.arange(n)
+    assert np.array_equal(seen, np.sort(np.concatenate(single))) and len(seen) == len(expected)
+    assert len(np.unique(seen)) == len(seen)
+
+
+def test_sharding_arguments():
+    X, y = np.zeros((10, 2)), np.zeros(10)
+    with pytest.raises(ValueError, match="together"):
+        next(tt.data.minibatches(X, y, 2, rng=0, rank=0))
+    with pytest.raises(ValueError, match="0 <= rank < world_size"):
+        next(tt.data.minibatches(X, y, 2, rng=0, rank=2, world_size=2))
+    with pytest.raises(ValueError, match="same permutation"):
+        next(tt.data.minibatches(X, y, 2, rank=0, world_size=2))
+    rows = [yb for _, yb in tt.data.minibatches(X, np.arange(10), 2, shuffle=False, rank=1, world_size=2)]
+    assert [r.tolist() for r in rows] == [[1, 3], [5, 7], [9]]
+    few = [yb.tolist() for r in range(4)
+           for _, yb in tt.data.minibatches(X[:2], np.arange(2), 1, rng=0, rank=r, world_size=4)]
+    assert all(len(b) == 1 for b in few) and set(sum(few, [])) == {0, 1}   # padded, never empty
+
+
+# ----- GPU: NCCL through CuPy (needs CuPy and two GPUs; untested on hardware in CI) --------------
+
+def _gpus():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:   # noqa: BLE001 - no CuPy, no driver, no device: all mean no GPU
+        return 0
+
+
+NCCL_SCRIPT = """
+import numpy as np, cupy, tinytensor as tt
+dist = tt.distributed
+dist.init()
+r, w = dist.rank(), dist.world_size()
+a = cupy.arange(6.0) + 10 * r
+assert cupy.allclose(dist.all_reduce(a, op="mean"), cupy.arange(6.0) + 5 * (w - 1))
+assert cupy.allclose(dist.broadcast(cupy.full(3, float(r)), root=1), 1.0)
+assert dist.all_gather(cupy.ones(2) * r).shape == (w, 2)
+model = tt.nn.Sequential(tt.nn.Linear(4, 3, rng=r, dtype=np.float64)).to("cuda")
+ddp = tt.nn.parallel.DistributedDataParallel(model)
+x = cupy.asarray(np.random.default_rng(r).standard_normal((5, 4)))
+tt.nn.CrossEntropyLoss()(ddp(x), cupy.arange(5) % 3).backward()
+g = dist.all_gather(next(model.parameters()).grad)
+assert cupy.array_equal(g[0], g[1])
+if dist.is_main():
+    print("OK nccl")
+"""
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="NCCL needs CuPy and two GPUs (one per rank); none here, so "
+                                        "the NCCL path is untested in this environment")
+def test_nccl_collectives_and_ddp_on_two_gpus(mpi, tmp_path):
+    script = tmp_path / "nccl_check.py"
+    script.write_text(NCCL_SCRIPT)
+    run = launch(2, script)
+    assert run.returncode == 0 and "OK nccl" in run.stdout, run.stdout + run.stderr
