@@ -316,7 +316,7 @@ def test_errors_name_the_op_and_what_was_wrong(call, error, words):
 
 # ----- reverse over forward: the JVP rules run on Tensors too ------------------------------------
 SHAPE_ROWS = {name: spec for name, spec in {**OP_SPECS, **EXTRA_SPECS}.items()
-              if getattr(spec.call, "__module__", None) == "tinytensor.ops_shape"
+              if getattr(spec.call, "__module__", None) == "tinytensor.ops.shape"
               or name in ("vstack", "hstack", "dstack", "column_stack", "split", "array_split",
                           "concatenate(with an array)", "stack(with an array)")}
 

@@ -25,8 +25,8 @@ from functools import lru_cache, wraps
 import numpy as np
 
 from . import backend, ops
-from .ops import _swap_last as _mT
-from .ops import defprim, public
+from .ops.core import _swap_last as _mT
+from .ops.table import defprim, public
 from .tape import STATE
 from .tensor import Tensor
 

@@ -20,8 +20,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, ops
-from .. import ops_elementwise as ew
-from ..ops import defprim
+from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
+from ..ops.table import defprim
 from ..tensor import Tensor
 
 

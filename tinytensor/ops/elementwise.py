@@ -1,6 +1,6 @@
 """Elementwise operations beyond the lecture's: NumPy's names and semantics (broadcasting, dtypes).
 
-Each row is a primitive from the op table's shorthands (ops.py): `elementwise(fun, name, deriv)`
+Each row is a primitive from the op table's shorthands (table.py): `elementwise(fun, name, deriv)`
 for a unary op from its local derivative deriv(ans, x), `defprim` for the rest. Derivatives are
 written with NumPy functions that a Tensor hands back to the table, so they differentiate again.
 Constants are Python floats: a float32 input stays float32 (NumPy scalars would promote it).
@@ -15,9 +15,9 @@ import math
 import numpy as np
 import scipy.special
 
-from . import backend
-from .ops import _expit, defprim, elementwise, nondifferentiable, public, publish
-from .tensor import Tensor
+from .. import backend
+from ..tensor import Tensor
+from .table import _expit, defprim, elementwise, nondifferentiable, public, publish
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)

@@ -14,9 +14,10 @@ import math
 
 import numpy as np
 
-from . import backend
-from .ops import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, minimum, public
-from .tensor import Tensor, _value
+from .. import backend
+from ..tensor import Tensor, _value
+from .core import minimum
+from .table import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, public
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
 _min = defprim(np.min, "min", nargs=1,

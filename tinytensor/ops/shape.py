@@ -3,7 +3,7 @@
 Every operation here is linear in its array input: each output entry is a copy of one input
 entry, a sum of them (trace), or a constant (pad's border). So each one is either
 
-* composed from the shape primitives of ops.py (reshape, transpose, broadcast_to, getitem,
+* composed from the shape primitives of core.py (reshape, transpose, broadcast_to, getitem,
   concatenate): both modes and every order come for free, and the VJP is theirs (a sum back
   over broadcast axes, a scatter that adds up repeated indices); or
 * a `deflinear` row whose VJP is the transpose of the op, written with the op's NumPy twin so
@@ -19,21 +19,10 @@ import operator
 
 import numpy as np
 
-from . import backend
-from .ops import (
-    METHODS,
-    _concatenate,
-    _joined,
-    broadcast_to,
-    deflinear,
-    defprim,
-    getitem,
-    nondifferentiable,
-    public,
-    reshape,
-    transpose,
-)
-from .tensor import Tensor
+from .. import backend
+from ..tensor import Tensor
+from .core import broadcast_to, concatenate, getitem, reshape, transpose
+from .table import METHODS, _joined, deflinear, defprim, nondifferentiable, public
 
 
 # ----- helpers ---------------------------------------------------------------------------------------
@@ -210,7 +199,7 @@ def _sequence(tup, op):
 def vstack(tup, *, dtype=None, casting="same_kind"):
     """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n))."""
     arrays = _joined(_sequence(tup, "vstack"), "vstack", dtype=dtype, casting=casting)
-    return _concatenate(*[_at_least(a, 2) for a in arrays], axis=0)
+    return concatenate([_at_least(a, 2) for a in arrays], axis=0)
 
 
 @public(numpy=np.hstack)
@@ -218,13 +207,13 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
     """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D."""
     arrays = _joined(_sequence(tup, "hstack"), "hstack", dtype=dtype, casting=casting)
     arrays = [_at_least(a, 1) for a in arrays]
-    return _concatenate(*arrays, axis=0 if arrays[0].ndim == 1 else 1)
+    return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1)
 
 
 @public(numpy=np.dstack)
 def dstack(tup):
     """Join along the third axis, after making every input at least 3-D."""
-    return _concatenate(*[_at_least(a, 3) for a in _sequence(tup, "dstack")], axis=2)
+    return concatenate([_at_least(a, 3) for a in _sequence(tup, "dstack")], axis=2)
 
 
 @public(numpy=np.column_stack)
@@ -234,7 +223,7 @@ def column_stack(tup):
     for a in _sequence(tup, "column_stack"):
         a = _input(a)
         columns.append(reshape(a, (-1, 1)) if a.ndim < 2 else a)
-    return _concatenate(*columns, axis=1)
+    return concatenate(columns, axis=1)
 
 
 def _split(ary, indices_or_sections, axis, op, equal):
