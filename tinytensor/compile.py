@@ -37,7 +37,7 @@ import numpy as np
 
 from . import ops, tape, transforms
 from . import tensor as tensor_module
-from .ops.softmax_xent import at_labels, ce_vjp_logits, class_indices, reduce_rows
+from .ops.softmax_xent import at_labels, ce_vjp_logits, check_class_range, class_indices, reduce_rows
 from .tape import Primitive, _tape_of, unbroadcast
 from .tensor import Tensor, _init_untracked, _plain_index
 
@@ -849,11 +849,6 @@ def _lean_labels(tracer, e, z_arg, y_arg):
             and e.kwargs.get("reduction", "mean") in ("mean", "sum"))
 
 
-def _label_range_error(y, classes):
-    """ops._class_indices's error for class indices outside [0, classes)."""
-    raise IndexError(f"class indices must lie in [0, {classes}); got {y.min()}..{y.max()}")
-
-
 def _atom(text):
     """A name or a non-negative number: safe inside an expression without parentheses."""
     return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
@@ -1038,7 +1033,7 @@ def _generate(tracer, out, fname):
                 else:
                     test = f"{y}.min() < 0 or {y}.max() >= {classes}"
                 body.append((None, f"if {test}: "
-                             f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
+                             f"{function_name(check_class_range, 'label_range_error')}({y}, {classes})",
                              "crossEntropy: the labels must lie in [0, classes)"))
                 rows[e.args[1].var, classes] = constant(np.arange(batch))
                 expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"

@@ -13,6 +13,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from .ops.table import HIDDEN_INPUTS
 from .scalar import _number
 from .tape import _tape_of, forward_sweep, reverse_sweep
 from .tensor import Tensor
@@ -35,7 +36,8 @@ def _recorded(output, who):
 
 
 def _shown_inputs(node):
-    return node._inputs[:node._prim.shown_nargs]
+    hidden = HIDDEN_INPUTS.get(node._prim)      # crossEntropy's logits: the engine's, not the user's
+    return node._inputs[:-hidden] if hidden else node._inputs
 
 
 def _given_names(names, who):
@@ -190,8 +192,8 @@ def _adjoints(output, nodes):
         g = found.get(node)
         adjoints[node] = np.zeros_like(node.data) if g is None else g
         prim = node._prim
-        if prim is not None and prim.shown_nargs is not None:   # an entry with hidden inputs
-            hidden = [h for h in node._inputs[prim.shown_nargs:] if isinstance(h, Tensor)]
+        if HIDDEN_INPUTS.get(prim):   # an entry with hidden inputs
+            hidden = [h for h in node._inputs[-HIDDEN_INPUTS[prim]:] if isinstance(h, Tensor)]
             for a in _shown_inputs(node):
                 if (isinstance(a, Tensor) and a._prim is not None
                         and any(h is i for h in hidden for i in a._inputs)):

@@ -8,6 +8,7 @@ silently turn a float32 model's loss into float64.
 import numpy as np
 
 from .. import backend, ops
+from ..ops.softmax_xent import check_class_range
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module
@@ -159,9 +160,7 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
         keep = t != ignore_index
         safe = np.where(keep, t, 0)
-        if safe.size and (safe.min() < 0 or safe.max() >= C):
-            raise IndexError(f"{name}: class indices must lie in [0, {C}) (or equal ignore_index="
-                             f"{ignore_index}), got {t.min()}..{t.max()}")
+        check_class_range(t, C, name, ignore_index)
         row_weight = w[safe] * keep
         onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
         coef = onehot * ((1 - smoothing) * row_weight)[..., None]

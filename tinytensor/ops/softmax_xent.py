@@ -10,12 +10,12 @@ or soft). `check_class_range` is the one range check of class indices and its me
 ops here, nn's losses and tt.compile's fused programs raise it.
 
 How crossEntropy(softmax(z), y) sees the logits: the crossEntropy row takes a hidden third input,
-the logits, which `wengert_list` does not show (its row declares `shown_nargs=2`). `_softmax_logits`
+the logits, which `wengert_list` does not show (its row declares `hidden_inputs=1`). `_softmax_logits`
 finds them: a recorded softmax output's own input, or, off the tape (no_grad, plain arrays), the
-logits remembered for it (the softmax row's `keep_inputs`, and `_PLAIN_SOFTMAX` for arrays).
+logits `softmax` remembered for it in `_SOFTMAX_LOGITS`.
 `FUSED_INTO_LOSS` remembers the softmax outputs a loss was computed around, so that
 `retain_grad()` afterwards can say why they get no gradient of their own. tt.compile imports the
-public helpers below (class_indices, at_labels, reduce_rows, ce_vjp_logits, check_class_range).
+public helpers below (check_class_range, class_indices, at_labels, reduce_rows, ce_vjp_logits).
 """
 
 import builtins
@@ -41,9 +41,7 @@ def _softmax_rule(g, ans, x, axis):   # the softmax Jacobian is symmetric: one f
     return ans * (g - np.sum(g * ans, axis=axis, keepdims=True))
 
 
-# keep_inputs: a softmax output remembers its logits even off the tape, so that
-# crossEntropy(softmax(z), y) can be computed from z (finite and exact for any finite z).
-_softmax = defprim(_softmax_forward, "softmax", nargs=1, keep_inputs=True,
+_softmax = defprim(_softmax_forward, "softmax", nargs=1,
                    vjp=[_softmax_rule], jvp=[_softmax_rule])
 
 
@@ -75,16 +73,25 @@ def _nan_unless(valid, values):
     return np.where(valid, values, np.nan).astype(values.dtype, copy=False)
 
 
+def check_class_range(index, classes, name=None, ignore_index=None):
+    """The one range check of integer class indices, with its one message (the ops here, nn's
+    losses and tt.compile's programs raise it): each index lies in [0, classes) or, where
+    `ignore_index` is given, equals it. `name` prefixes the message (the loss's name)."""
+    kept = index if ignore_index is None else np.where(index != ignore_index, index, 0)
+    if kept.size and (kept.min() < 0 or kept.max() >= classes):
+        also = "" if ignore_index is None else f" (or equal ignore_index={ignore_index})"
+        raise IndexError(f"{name + ': ' if name else ''}class indices must lie in [0, {classes}){also}; "
+                         f"got {index.min()}..{index.max()}")
+
+
 def class_indices(y, shape, check=False):
     """The labels as integer class indices of shape shape[:-1], or None for dense labels of
     `shape` (one-hot or soft). Anything else is an error naming both shapes."""
     value = y.data if isinstance(y, Tensor) else _array(y)
     shape = tuple(shape)
     if value.dtype.kind in "iu" and value.shape == shape[:-1]:
-        if check and value.size and type(value) is np.ndarray and (
-                value.min() < 0 or value.max() >= shape[-1]):   # elsewhere: NaN (see _hits)
-            raise IndexError(f"class indices must lie in [0, {shape[-1]}); got "
-                             f"{value.min()}..{value.max()}")
+        if check and type(value) is np.ndarray:   # elsewhere: NaN (see _hits)
+            check_class_range(value, shape[-1])
         return value
     if value.shape != shape:
         raise ValueError(f"labels must have the probabilities' shape {shape} "
@@ -219,7 +226,7 @@ _ce_jvp_y = _ce_jvp(lambda t, p, y, logits: -t * _ce_log_p(p, logits))
 _ce_jvp_logits = _ce_jvp(lambda t, p, y, logits: t * _softmax_minus_labels(1, p, y, "sum"))
 
 _cross_entropy = defprim(
-    _cross_entropy_forward, "crossEntropy", nargs=3, shown_nargs=2,
+    _cross_entropy_forward, "crossEntropy", hidden_inputs=1,   # (p, y) shown; the logits hidden
     vjp=[_ce_vjp_p, _ce_vjp_y, ce_vjp_logits],
     jvp=[_ce_jvp_p, _ce_jvp_y, _ce_jvp_logits])
 
@@ -238,15 +245,18 @@ _softmax_cross_entropy = defprim(
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
     p = _softmax(x, axis=axis)
-    if type(p) is np.ndarray and p.ndim and axis in (-1, p.ndim - 1):   # plain arrays: see cross_entropy
+    if (type(p) is np.ndarray or isinstance(p, Tensor) and p._prim is None) and p.ndim and axis in (
+            -1, p.ndim - 1):   # off the tape: remembered (see cross_entropy)
         key = id(p)
-        _PLAIN_SOFTMAX[key] = (weakref.ref(p, lambda _: _PLAIN_SOFTMAX.pop(key, None)), x)
+        _SOFTMAX_LOGITS[key] = (weakref.ref(p, lambda _: _SOFTMAX_LOGITS.pop(key, None)), x)
     return p
 
 
-# id(softmax output) -> (weak reference to it, its logits), for plain arrays (not Tensors), so that
-# cross_entropy(softmax(z), y) on arrays is computed from z too.
-_PLAIN_SOFTMAX = {}
+# The logits of a softmax off the tape: id(softmax output) -> (weak reference to it, its logits), for
+# plain arrays and for Tensors computed under no_grad (or from inputs that need no gradient), so that
+# cross_entropy(softmax(z), y) is computed from z there too: an evaluation loop's loss stays finite.
+# (A recorded softmax output finds its logits on the tape.)
+_SOFTMAX_LOGITS = {}
 
 
 @public(numpy=scipy.special.log_softmax, method=True)
@@ -298,23 +308,26 @@ def _softmax_logits(p):
     """The logits z when p = softmax(z) over the last axis still holds and nothing asks for p's own
     gradient (retain_grad, or p made a leaf): then the loss is computed from z. Otherwise None."""
     if type(p) is np.ndarray:
-        entry = _PLAIN_SOFTMAX.get(id(p))
+        entry = _SOFTMAX_LOGITS.get(id(p))
         if entry is None or entry[0]() is not p:
             return None
         z = _array(entry[1])
         return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
-    if not isinstance(p, Tensor) or p._inputs is None:
+    if not isinstance(p, Tensor):
         return None
     if p._prim is _softmax:                 # recorded: fused unless p's gradient is wanted
-        wanted = tape.RETAINED and tape.RETAINED.get(p)
-    elif p._prim is None and p._params is not None:   # softmax computed off the tape, not made a leaf
-        wanted = p.requires_grad
+        if p._params["axis"] not in (-1, p.ndim - 1):
+            return None
+        wanted, z = tape.RETAINED and tape.RETAINED.get(p), p._inputs[0]
+    elif p._prim is None:                   # softmax computed off the tape, unless made a leaf since
+        entry = _SOFTMAX_LOGITS.get(id(p))
+        if entry is None or entry[0]() is not p:
+            return None
+        wanted, z = p.requires_grad, entry[1]
     else:
         return None
-    z = p._inputs[0]
-    if (wanted or p._params["axis"] not in (-1, p.ndim - 1) or p._version >= 0   # p or z changed in
-            or isinstance(z, Tensor) and z._version > p._id):                   # place since then
-        return None
+    if wanted or p._version >= 0 or isinstance(z, Tensor) and z._version > p._id:   # p or z changed in
+        return None                                                                  # place since then
     return z
 
 

@@ -24,6 +24,7 @@ NONDIFFERENTIABLE = set()   # NumPy functions computed on the values, with no gr
 NUMPY_FUNCTIONS = {}   # NumPy (or SciPy) function -> tinytensor function
 METHODS = {}           # Tensor method name -> function taking the tensor first
 BUILTIN = set()        # names of the built-in primitives (user primitives register elsewhere)
+HIDDEN_INPUTS = {}     # primitive -> how many of its last inputs the views of the tape do not show
 
 
 def _names(spec, default):
@@ -57,12 +58,15 @@ def public(fun=None, *, name=None, numpy=None, method=None):
 
 
 # ----- shorthands for declaring primitives ------------------------------------------------------
-def defprim(fun, name, vjp, jvp, nargs=None, numpy=None, method=None, export=False, **options):
+def defprim(fun, name, vjp, jvp, nargs=None, numpy=None, method=None, export=False, hidden_inputs=0,
+            **options):
     """A primitive with one VJP rule and one JVP rule per input.
 
     `vjp`/`jvp` are lists with one rule per input (None: not differentiable in that input), or a
     single joint rule (a callable) for variadic ops. With `export` (or `numpy`/`method`) the
-    primitive itself is public as `tt.<name>` (`export="other"`: as `tt.other`)."""
+    primitive itself is public as `tt.<name>` (`export="other"`: as `tt.other`). `hidden_inputs`:
+    how many of the last inputs are the engine's, not the user's (wengert_list does not show them:
+    crossEntropy's logits)."""
     prim = Primitive(fun, name, nargs=(len(vjp) if isinstance(vjp, (list, tuple)) else None)
                      if nargs is None else nargs, **options)
     if callable(vjp):
@@ -74,6 +78,8 @@ def defprim(fun, name, vjp, jvp, nargs=None, numpy=None, method=None, export=Fal
     else:
         prim.defjvp(*jvp)
     BUILTIN.add(name)
+    if hidden_inputs:
+        HIDDEN_INPUTS[prim] = hidden_inputs
     if export or numpy is not None or method:
         publish(prim, export if isinstance(export, str) else name, numpy, method)
     return prim
