@@ -11,7 +11,6 @@
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
-from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .serialization import load, save
 from .tape import (
                    REGISTRY,
@@ -26,6 +25,7 @@ from .tape import (
 )
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
+from .views import draw, evaluation_trace, to_dot, wengert_list
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.
