@@ -1,7 +1,7 @@
 """Checking gradients: numerical differences, gradcheck, and the per-primitive rule check.
 
 `check_op` is the one check every primitive goes through, both in the test suite
-(tests/test_ops.py) and in `tt.check_rules()`: the forward against NumPy, the VJP and the JVP
+(tests/sweeps/test_op_sweep.py) and in `tt.check_rules()`: the forward against NumPy, the VJP and the JVP
 against central differences, the adjoint identity <u, J v> = <J^T u, v> that ties the two
 rules together, and float32 against float64.
 """
@@ -141,7 +141,7 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     return True
 
 
-# ----- the per-primitive check (tests/test_ops.py and check_rules) -----------------------------------
+# ----- the per-primitive check (tests/sweeps/test_op_sweep.py and check_rules) -----------------------------
 def _max_rel_error(a, b, floor=1.0):
     """max |a - b| relative to the largest |b|, or to `floor` if that is larger."""
     a = np.asarray(a, dtype=np.float64)

@@ -1,7 +1,7 @@
-"""Shapes and indexing (tinytensor/ops_shape.py): what the spec sweep does not cover.
+"""Shapes and indexing (tinytensor/ops/shape.py): what the spec sweep does not cover.
 
-The sweep (test_ops.py, test_transforms.py) checks every row's rules in both modes and at
-second order; here: NumPy's spellings reach these functions, lists mixing Tensors and arrays
+The sweep (sweeps/test_op_sweep.py, transforms/test_transforms.py) checks every row's rules in
+both modes and at second order; here: NumPy's spellings reach these functions, lists mixing Tensors and arrays
 are recorded, results match NumPy on the awkward cases (0-d, negative axes, axis=None), the
 Tensor methods, and the errors.
 """
