@@ -21,8 +21,6 @@ from . import core, elementwise, reductions, shape, softmax_xent, table  # noqa:
 from .core import (  # noqa: F401
     _index_adjoint,
     _linear,
-    _safe,
-    _swap_last,
     _to_device,
     abs,
     add,
@@ -80,6 +78,8 @@ from .table import (  # noqa: F401
     NUMPY_FUNCTIONS,
     PUBLIC,
     _keepdims,
+    _safe,
+    _swap_last,
     deflinear,
     defprim,
     elementwise,  # noqa: E402,F811  (the shorthand; see above)

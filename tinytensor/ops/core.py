@@ -43,6 +43,8 @@ from .table import (
     _keepdims,
     _max_weights,
     _reduced_axes,
+    _safe,
+    _swap_last,
     deflinear,
     defprim,
     elementwise,
@@ -282,10 +284,6 @@ _stack = defprim(lambda *xs, axis=0: np.stack(xs, axis=axis), "stack", nargs=Non
 
 
 # ----- linear algebra ------------------------------------------------------------------------
-def _swap_last(m):   # m^T over the last two axes (.T is the cheap spelling for matrices)
-    return m.T if m.ndim == 2 else m.swapaxes(-1, -2)
-
-
 def _matmul_vjp_a(g, ans, a, b):
     if b.ndim == 1:                           # (..., n, k) @ (k,) -> (..., n), or (k,) @ (k,) -> ()
         return g * b if a.ndim == 1 else g[..., None] * b
@@ -371,10 +369,6 @@ def _frobenius_forward(w):
         return np.asarray(nrm2(w.ravel()), dtype=w.dtype)
     scale = np.max(np.abs(w)) if w.size else 0
     return np.sqrt(np.sum((w / scale) ** 2)) * scale if scale else np.zeros((), w.dtype)
-
-
-def _safe(norm):
-    return norm + (norm == 0)   # the gradient of the norm at W = 0 is 0, not 0/0
 
 
 frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",

@@ -205,3 +205,11 @@ def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
             raise TypeError(f"{op}: cannot cast {a.dtype} to {dtype} with casting={casting!r}")
         cast.append(a if a.dtype == dtype else a.astype(dtype))   # Tensor.astype is tt.astype
     return cast
+
+
+def _swap_last(m):   # m^T over the last two axes (.T is the cheap spelling for matrices)
+    return m.T if m.ndim == 2 else m.swapaxes(-1, -2)
+
+
+def _safe(norm):
+    return norm + (norm == 0)   # the gradient of the norm at W = 0 is 0, not 0/0
