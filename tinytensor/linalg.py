@@ -5,7 +5,7 @@ matrix_power multi_dot vecdot matrix_transpose diagonal trace` live here only (a
 `tt.inv`); `np.linalg.<name>(tensor)` runs them (`_stands_for` below puts them in
 ops.NUMPY_FUNCTIONS). Matrices are the last two axes, leading axes are a batch, as NumPy.
 
-Rules follow ops.py: cotangent (or tangent) first, then the output, the inputs, the static
+Rules follow the op table (ops/): cotangent (or tangent) first, then the output, the inputs, the static
 parameters. They are written with functions that dispatch on Tensors (np.*, methods, the
 primitives of this module), so they differentiate again (hvp, grad of grad).
 

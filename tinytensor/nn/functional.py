@@ -284,7 +284,7 @@ embedding_prim = defprim(_embedding_forward, "embedding", nargs=1,
                          jvp=[lambda t, ans, weight, index: t[index]])
 
 
-# ----- activations: the op table's rows (ops_elementwise.py), with PyTorch's functional names -----
+# ----- activations: the op table's rows (ops/elementwise.py), with PyTorch's functional names -----
 gelu = ew.gelu                # x * Phi(x), or approximate="tanh"
 leaky_relu = ew.leaky_relu    # the gradient at 0 is negative_slope, as PyTorch
 
