@@ -1,5 +1,5 @@
-"""Checks of a device against the CPU, shared by tests/test_device_neutral.py (a stand-in
-library, on the CPU) and tests/test_gpu.py (CuPy): the op sweep, the transforms, MLP training.
+"""Checks of a device against the CPU, shared by tests/devices/test_device_neutral.py (a stand-in
+library, on the CPU) and tests/devices/test_gpu.py (CuPy): the op sweep, the transforms, MLP training.
 
 The op sweep: every row of specs.OP_SPECS and specs.EXTRA_SPECS (so rows added later are covered) runs once on
 the CPU and once on the device from the same inputs: the value, the VJP of a random cotangent

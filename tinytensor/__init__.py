@@ -8,12 +8,23 @@
     loss.jvp({W: dW})        # forward mode: the directional derivative along dW
 """
 
-from . import allocator  # noqa: F401  (first: glibc tuned before any array is made)
-from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
+# allocator first (alphabetically too): glibc's thresholds are set before any array is made
+from . import (  # noqa: F401
+    allocator,
+    backend,
+    data,
+    linalg,
+    nn,
+    ops,
+    ops_elementwise,
+    ops_reductions,
+    ops_shape,
+    optim,
+    scalar,
+)
 from . import distributed as distributed  # tt.distributed: MPI collectives (extra [distributed])
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
-from .graph import draw, evaluation_trace, to_dot, wengert_list
 from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
 from .serialization import load, save
 from .tape import (
@@ -29,6 +40,7 @@ from .tape import (
 )
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
+from .views import draw, evaluation_trace, to_dot, wengert_list
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.

@@ -1,7 +1,7 @@
 """Checking gradients: numerical differences, gradcheck, and the per-primitive rule check.
 
 `check_op` is the one check every primitive goes through, both in the test suite
-(tests/test_ops.py) and in `tt.check_rules()`: the forward against NumPy, the VJP and the JVP
+(tests/sweeps/test_op_sweep.py) and in `tt.check_rules()`: the forward against NumPy, the VJP and the JVP
 against central differences, the adjoint identity <u, J v> = <J^T u, v> that ties the two
 rules together, and float32 against float64.
 """
@@ -141,7 +141,7 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     return True
 
 
-# ----- the per-primitive check (tests/test_ops.py and check_rules) -----------------------------------
+# ----- the per-primitive check (tests/sweeps/test_op_sweep.py and check_rules) -----------------------------
 def _max_rel_error(a, b, floor=1.0):
     """max |a - b| relative to the largest |b|, or to `floor` if that is larger."""
     a = np.asarray(a, dtype=np.float64)
@@ -233,7 +233,7 @@ def _missing_modes(prim):
 
 
 def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_failure=True,
-                examples=None):
+                examples=None, only=None):
     """Check every registered primitive (built-in and user) as the test suite does.
 
     Prints a table: op, cases, VJP error, JVP error, adjoint identity error, float32 error,
@@ -243,6 +243,8 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
     Built-in primitives use their rows of `specs.OP_SPECS`; a user primitive is tried on the
     inputs `examples` gives it, a dict {primitive or its name: [tuple of arguments, ...]}
     (e.g. {"my_arcsin": [(np.array([-0.5, 0.1, 0.7]),)]}), else on positive inputs of shape (3,).
+    `only` (a primitive or its name, or a list of them) checks those rows alone: a test of one
+    primitive need not sweep every built-in.
     """
     from .specs import OP_SPECS, default_cases
     given = {getattr(k, "name", k): v for k, v in (examples or {}).items()}
@@ -250,8 +252,17 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
     if unknown:
         raise ValueError(f"check_rules: examples names no registered primitive {unknown}; "
                          f"keys are primitives or their names")
+    chosen = None
+    if only is not None:
+        chosen = {getattr(k, "name", k) for k in (only if isinstance(only, (list, tuple, set)) else [only])}
+        unknown = sorted(chosen - set(REGISTRY))
+        if unknown:
+            raise ValueError(f"check_rules: only= names no registered primitive {unknown}; "
+                             f"give primitives or their names")
     rows = []
     for name, prim in REGISTRY.items():
+        if chosen is not None and name not in chosen:
+            continue
         spec = OP_SPECS.get(name)
         if name in given:
             cases = [(list(args if isinstance(args, (tuple, list)) else (args,)), {})

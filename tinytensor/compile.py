@@ -38,6 +38,7 @@ import numpy as np
 
 from . import ops, tape, transforms
 from . import tensor as tensor_module
+from .ops.softmax_xent import at_labels, ce_vjp_logits, check_class_range, class_indices, reduce_rows
 from .tape import Primitive, _tape_of, unbroadcast
 from .tensor import Tensor, _init_untracked, _plain_index
 
@@ -810,7 +811,7 @@ def _softmax_cross_entropy_pairs(live, producer):
     such pair, so the program computes those steps once (the same NumPy calls as
     ops' _softmax_forward and _log_softmax_forward, so the same numbers)."""
     softmax, cross_entropy = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("crossEntropy")
-    if softmax is None or cross_entropy is None or _ROWS is None:
+    if softmax is None or cross_entropy is None:
         return {}
     pairs = {}
     for e in live:
@@ -827,14 +828,8 @@ def _softmax_cross_entropy_pairs(live, producer):
     return pairs
 
 
-# ops' helpers for the rows of the cross-entropy (None if the op table no longer has them)
-_ROWS = tuple(getattr(ops, n, None) for n in ("_class_indices", "_at_labels", "_reduce_rows"))
-_ROWS = None if None in _ROWS else _ROWS
-
-
 def _cross_entropy_rows(log_p, z, y, reduction):
-    """ops._rows_from_logits(z, y, reduction) given log_p = log_softmax(z)."""
-    class_indices, at_labels, reduce_rows = _ROWS
+    """softmax_xent._rows_from_logits(z, y, reduction) given log_p = log_softmax(z)."""
     index = class_indices(y, z.shape, check=True)
     if index is not None:
         return reduce_rows(-at_labels(log_p, index), reduction)
@@ -853,11 +848,6 @@ def _lean_labels(tracer, e, z_arg, y_arg):
     return (type(z) is np.ndarray and type(y) is np.ndarray and z.ndim == 2 and y.dtype.kind in "iu"
             and y.shape == z.shape[:1] and y.size > 0
             and e.kwargs.get("reduction", "mean") in ("mean", "sum"))
-
-
-def _label_range_error(y, classes):
-    """ops._class_indices's error for class indices outside [0, classes)."""
-    raise IndexError(f"class indices must lie in [0, {classes}); got {y.min()}..{y.max()}")
 
 
 def _atom(text):
@@ -900,9 +890,6 @@ def _unit_seed(tracer, producer, g, w):
             return False
         g = e.args[0]
     return False
-
-
-_CE_VJP_LOGITS = getattr(ops, "_ce_vjp_logits", None)
 
 
 def _generate(tracer, out, fname):
@@ -1047,7 +1034,7 @@ def _generate(tracer, out, fname):
                 else:
                     test = f"{y}.min() < 0 or {y}.max() >= {classes}"
                 body.append((None, f"if {test}: "
-                             f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
+                             f"{function_name(check_class_range, 'label_range_error')}({y}, {classes})",
                              "crossEntropy: the labels must lie in [0, classes)"))
                 rows[e.args[1].var, classes] = constant(np.arange(batch))
                 expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
@@ -1058,7 +1045,7 @@ def _generate(tracer, out, fname):
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
             if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):
                 expr = expr[expr.index("* ") + 2:]    # 1 * w is w, exactly: one pass over w less
-        elif (e.fun is _CE_VJP_LOGITS and e.kind == "rule" and type(e.args[3]) is _Ref
+        elif (e.fun is ce_vjp_logits and e.kind == "rule" and type(e.args[3]) is _Ref
               and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
               and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
               and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):

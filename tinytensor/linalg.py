@@ -5,7 +5,7 @@ matrix_power multi_dot vecdot matrix_transpose diagonal trace` live here only (a
 `tt.inv`); `np.linalg.<name>(tensor)` runs them (`_stands_for` below puts them in
 ops.NUMPY_FUNCTIONS). Matrices are the last two axes, leading axes are a batch, as NumPy.
 
-Rules follow ops.py: cotangent (or tangent) first, then the output, the inputs, the static
+Rules follow the op table (ops/): cotangent (or tangent) first, then the output, the inputs, the static
 parameters. They are written with functions that dispatch on Tensors (np.*, methods, the
 primitives of this module), so they differentiate again (hvp, grad of grad).
 
@@ -25,8 +25,8 @@ from functools import lru_cache, wraps
 import numpy as np
 
 from . import backend, ops
-from .ops import _swap_last as _mT
-from .ops import defprim, public
+from .ops.table import _keepdims, _safe, defprim, public
+from .ops.table import _swap_last as _mT
 from .tape import STATE
 from .tensor import Tensor
 
@@ -571,8 +571,8 @@ def _norm2_forward(x, axis):
 # sqrt(sum(x^2)) over `axis` (the vector 2-norm, or the Frobenius norm over a pair of axes): the
 # gradient is x / norm, and 0 where the norm is 0 (as frobenius_norm's).
 _norm2 = defprim(_norm2_forward, "norm2", nargs=1,
-                 vjp=[lambda g, ans, x, axis: ops._keepdims(g / ops._safe(ans), x.shape, axis, False) * x],
-                 jvp=[lambda t, ans, x, axis: np.sum(x * t, axis=axis) / ops._safe(ans)])
+                 vjp=[lambda g, ans, x, axis: _keepdims(g / _safe(ans), x.shape, axis, False) * x],
+                 jvp=[lambda t, ans, x, axis: np.sum(x * t, axis=axis) / _safe(ans)])
 
 
 def _min(x, axis):

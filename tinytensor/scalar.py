@@ -1,7 +1,7 @@
 """The lecture's scalar engine: one `Node` per number, on plain Python floats (math only).
 
 It is the teaching baseline that tinytensor is benchmarked against and cross-checked with
-(`benchmarks/bench_scalar.py`, `tests/test_scalar.py`). In the lecture's words:
+(`benchmarks/bench_scalar.py`, `tests/scalar/test_scalar_engine.py`). In the lecture's words:
 
 * A `Node` holds a numerical `value`, its `parent_nodes`, its `child_nodes`, the `operator`
   that made it ("input" for a node made by `Node(value)`, else e.g. "mul"), `grad_wrt_parents`

@@ -1,6 +1,6 @@
 """OP_SPECS: one row per primitive saying how to exercise it.
 
-This one table drives the parametrised sweep in tests/test_ops.py and `tt.check_rules()`.
+This one table drives the parametrised sweep in tests/sweeps/test_op_sweep.py and `tt.check_rules()`.
 A row gives the tinytensor call, its NumPy reference (for the forward check), the input
 shapes, including 0-d arrays and rank-mismatched broadcast pairs, the static parameters, and a
 sampler per input that stays inside the op's domain (positive for log). Adding a primitive

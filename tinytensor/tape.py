@@ -55,7 +55,7 @@ class Primitive:
     rules, which are written with these same functions, run at NumPy speed).
     """
 
-    def __init__(self, fun, name=None, nargs=None, shown_nargs=None, keep_inputs=False):
+    def __init__(self, fun, name=None, nargs=None):
         self.fun = fun
         self.name = name or fun.__name__
         if nargs is None:   # positional parameters without defaults of the forward function
@@ -65,8 +65,6 @@ class Primitive:
                 1 for p in params
                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
         self.nargs = nargs                  # None: variadic (concatenate, stack)
-        self.shown_nargs = shown_nargs      # how many inputs `wengert_list` shows
-        self.keep_inputs = keep_inputs      # remember inputs even off the tape (see softmax)
         self.vjps = None                    # one rule per input ...
         self.joint_vjp = None               # ... or one for all of them (None, None: no rule yet)
         self.jvps = None
@@ -146,11 +144,10 @@ class Primitive:
             out._params = params
         else:
             out.requires_grad = False
-            keep = self.keep_inputs          # under no_grad too: an evaluation loop's loss stays finite
-            out._prim = None                 # a leaf: the inputs are kept, not recorded
-            out._inputs = args if keep else None
+            out._prim = None                 # a leaf
+            out._inputs = None
             out._values = None
-            out._params = params if keep else None
+            out._params = None
         if STATE.anomaly:
             _anomaly_check_forward(out, self, args)
         return out

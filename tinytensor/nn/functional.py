@@ -1,5 +1,8 @@
 """The primitives behind the layers: convolution, pooling, and the activations and losses that
-need their own rule for stability. Each is declared once, with both rules, as in ops.py.
+need their own rule for stability. Each is declared once, with both rules, as in ops/core.py.
+And the math behind nn's Modules, as in PyTorch: the losses (losses.py's Modules call
+`mse_loss`, `cross_entropy`, ... with their options) and dropout's mask (nn.Dropout). This
+module imports neither layers.py nor losses.py: they import it.
 
 Layout as in PyTorch: images are (N, C, H, W), a convolution weight is (out, in, kh, kw).
 Everything is vectorised over the batch and the pixels; the only Python loops run over the
@@ -20,8 +23,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, ops
-from .. import ops_elementwise as ew
-from ..ops import defprim
+from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
+from ..ops.softmax_xent import check_class_range
+from ..ops.table import defprim
+from ..rng import generator
 from ..tensor import Tensor
 
 
@@ -280,7 +285,7 @@ embedding_prim = defprim(_embedding_forward, "embedding", nargs=1,
                          jvp=[lambda t, ans, weight, index: t[index]])
 
 
-# ----- activations: the op table's rows (ops_elementwise.py), with PyTorch's functional names -----
+# ----- activations: the op table's rows (ops/elementwise.py), with PyTorch's functional names -----
 gelu = ew.gelu                # x * Phi(x), or approximate="tanh"
 leaky_relu = ew.leaky_relu    # the gradient at 0 is negative_slope, as PyTorch
 
@@ -357,7 +362,7 @@ def linear(x, weight, bias=None):
     return linear_prim(x, weight, bias)
 
 
-# ----- PyTorch's functional spellings of the losses and a few layers --------------------------------
+# ----- PyTorch's functional spellings of a few layers ------------------------------------------------
 def relu(x):
     return ops.relu(x)
 
@@ -370,45 +375,218 @@ def log_softmax(x, dim=-1):
     return ops.log_softmax(x, axis=dim)
 
 
+def _check_dropout(p):
+    if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
+        raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
+    return float(p)
+
+
+def _dropout(x, p, rng):
+    """x * mask and the mask: 0 with probability p, 1 / (1 - p) elsewhere, drawn by the NumPy
+    Generator `rng` (the same masks on every device), then moved to x's device and float dtype.
+    The mask is a constant of the product, so the backward pass uses exactly the forward's mask."""
+    x = x if isinstance(x, Tensor) else backend.asarray(x)
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    keep = rng.random(x.shape) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    mask = backend.like(np.where(keep, scale, 0.0), x, dtype)
+    return x * mask, mask
+
+
 def dropout(x, p=0.5, training=True, rng=None):
-    """x * mask / (1 - p) with a fresh mask from `rng` when training (see nn.Dropout)."""
-    from .layers import Dropout
-    return Dropout(p, rng=rng).train(training)(x)
+    """x * mask / (1 - p) with a fresh mask from `rng` (a seed or an np.random.Generator; None:
+    the global generator, tt.manual_seed) when training; x itself otherwise (see nn.Dropout)."""
+    p = _check_dropout(p)
+    rng = generator(rng)
+    if not training or p == 0.0:
+        return x
+    return _dropout(x, p, rng)[0]
 
 
-def _loss(name, *args, **options):
-    from . import losses  # imported here: losses imports this module
-
-    def call(prediction, target):
-        return getattr(losses, name)(*args, **options)(prediction, target)
-    return call
+# ----- losses: the math behind nn's loss Modules (losses.py), with PyTorch's formulas and options --
+# Targets that are plain arrays are cast to the prediction's float dtype, so float64 labels do not
+# silently turn a float32 model's loss into float64.
+_REDUCTIONS = ("mean", "sum", "none")
 
 
-def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-    return _loss("CrossEntropyLoss", weight=weight, ignore_index=ignore_index, reduction=reduction,
-                 label_smoothing=label_smoothing)(logits, target)
+def _check_reduction(reduction):
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    return reduction
 
 
-def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
-    return _loss("NLLLoss", weight=weight, ignore_index=ignore_index, reduction=reduction)(log_p, target)
+def _check_delta(delta):
+    if not delta > 0:
+        raise ValueError(f"HuberLoss: delta must be positive, got {delta!r}")
+    return float(delta)
 
 
-def binary_cross_entropy_with_logits(logits, target, weight=None, reduction="mean", pos_weight=None):
-    loss = _loss("BCEWithLogitsLoss", weight=weight, reduction=reduction, pos_weight=pos_weight)
-    return loss(logits, target)
+def _check_smoothing(label_smoothing):
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"CrossEntropyLoss: label_smoothing must lie in [0, 1], got {label_smoothing}")
+    return float(label_smoothing)
 
 
-def binary_cross_entropy(p, target, weight=None, reduction="mean"):
-    return _loss("BCELoss", weight=weight, reduction=reduction)(p, target)
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    return ops.mean(loss) if reduction == "mean" else ops.sum(loss)
+
+
+def _float_dtype(x):
+    dtype = x.dtype if isinstance(x, Tensor) else backend.asarray(x).dtype
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+def _as_float(value, prediction, what):
+    """A constant (weights, pos_weight) or plain-array target in the prediction's float dtype, on
+    its device (numbers and lists are made there; an array elsewhere is an error naming both)."""
+    if value is None or isinstance(value, Tensor):
+        return value
+    return backend.asarray(value, _float_dtype(prediction), like=prediction, what=what)
+
+
+def _same_shape(name, prediction, target):
+    """The elementwise losses do not broadcast: a silent (n, 1) - (n,) broadcast is a classic bug."""
+    target = _as_float(target, prediction, f"{name}'s target")
+    if np.shape(target.data if isinstance(target, Tensor) else target) != tuple(np.shape(
+            prediction.data if isinstance(prediction, Tensor) else prediction)):
+        raise ValueError(f"{name}: prediction has shape {tuple(prediction.shape)} but target has "
+                         f"shape {tuple(np.shape(target))}; they must be equal (no broadcasting: "
+                         f"reshape one of them)")
+    return target
 
 
 def mse_loss(prediction, target, reduction="mean"):
-    return _loss("MSELoss", reduction=reduction)(prediction, target)
+    """Mean of (prediction - target)**2 over every element (or its sum, or no reduction)."""
+    reduction = _check_reduction(reduction)
+    target = _same_shape("MSELoss", prediction, target)
+    return _reduce(ops.square(prediction - target), reduction)
 
 
 def l1_loss(prediction, target, reduction="mean"):
-    return _loss("L1Loss", reduction=reduction)(prediction, target)
+    """Mean of |prediction - target| (the gradient at 0 is 0, as PyTorch)."""
+    reduction = _check_reduction(reduction)
+    target = _same_shape("L1Loss", prediction, target)
+    return _reduce(ops.abs(prediction - target), reduction)
 
 
 def huber_loss(prediction, target, reduction="mean", delta=1.0):
-    return _loss("HuberLoss", reduction=reduction, delta=delta)(prediction, target)
+    """0.5 d**2 where |d| <= delta, delta * (|d| - 0.5 delta) elsewhere, d = prediction - target."""
+    reduction, delta = _check_reduction(reduction), _check_delta(delta)
+    target = _same_shape("HuberLoss", prediction, target)
+    a = ops.abs(prediction - target)
+    q = ops.minimum(a, delta)                       # |d| clipped at delta
+    return _reduce(0.5 * (q * q) + delta * (a - q), reduction)
+
+
+def binary_cross_entropy(p, target, weight=None, reduction="mean"):
+    """-w * (y log p + (1 - y) log(1 - p)) on probabilities p, each log clamped at -100 as
+    PyTorch (finite at p = 0 and 1). Prefer binary_cross_entropy_with_logits on logits."""
+    reduction = _check_reduction(reduction)
+    target = _same_shape("BCELoss", p, target)
+    loss = binary_cross_entropy_prim(p, target)
+    if weight is not None:
+        loss = loss * _as_float(weight, p, "BCELoss's weight")
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy_with_logits(logits, target, weight=None, reduction="mean", pos_weight=None):
+    """Binary cross-entropy of sigmoid(x) against y from the logits x (see nn.BCEWithLogitsLoss)."""
+    reduction = _check_reduction(reduction)
+    target = _same_shape("BCEWithLogitsLoss", logits, target)
+    tail = softplus(-logits, threshold=np.inf)      # softplus(-x) = -log sigmoid(x)
+    scale = 1.0
+    if pos_weight is not None:
+        scale = 1 + (_as_float(pos_weight, logits, "BCEWithLogitsLoss's pos_weight") - 1) * target
+    loss = (1 - target) * logits + scale * tail
+    if weight is not None:
+        loss = loss * _as_float(weight, logits, "BCEWithLogitsLoss's weight")
+    return _reduce(loss, reduction)
+
+
+def _class_last(x, target):
+    """PyTorch's K-dimensional layout: logits (N, C, d1, ...) have the class axis at 1, with
+    integer targets (N, d1, ...) or probabilities of the logits' shape, whatever the sizes (C == d1
+    included): move it last. Integer targets (N, d1) that only fit a class-last (N, d1, C) layout
+    (PyTorch would raise) keep tinytensor's class-last meaning; 1-D and 2-D logits are (C,), (N, C)."""
+    shape = tuple(x.shape)
+    if len(shape) <= 2:
+        return x, target
+    values = target.data if isinstance(target, Tensor) else backend.asarray(target)
+    last = (0,) + tuple(range(2, len(shape))) + (1,)
+    if values.dtype.kind in "iu" and values.shape == shape[:1] + shape[2:]:
+        return ops.transpose(x, last), target
+    if values.dtype.kind not in "iu" and values.shape == shape:          # probabilities, (N, C, d...)
+        return ops.transpose(x, last), ops.transpose(target, last) if isinstance(target, Tensor) \
+            else values.transpose(last)
+    return x, target
+
+
+def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, name):
+    """-sum_c coef[..., c] * log_p[..., c] per row, with coef built as PyTorch's cross_entropy:
+    class indices: (1 - s) w[y] onehot(y) + (s / C) w, rows with y == ignore_index zeroed, mean
+    divided by the sum of w[y] over the rows kept; probabilities y: w * ((1 - s) y + s / C),
+    mean divided by the number of rows."""
+    C = log_p.shape[-1]
+    dtype = log_p.dtype
+    xp = backend.namespace(log_p)
+    w = xp.ones(C, dtype) if weight is None else backend.asarray(
+        weight.data if isinstance(weight, Tensor) else weight, dtype, like=log_p, what=f"{name}'s weight")
+    if w.shape != (C,):
+        raise ValueError(f"{name}: weight must have one entry per class, shape ({C},), got {w.shape}")
+    t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
+                        what=f"{name}'s target")
+    if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
+        keep = t != ignore_index
+        safe = np.where(keep, t, 0)
+        check_class_range(t, C, name, ignore_index)
+        row_weight = w[safe] * keep
+        onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
+        coef = onehot * ((1 - smoothing) * row_weight)[..., None]
+        if smoothing:
+            coef += (smoothing / C) * (keep[..., None] * w)
+        total = row_weight.sum()
+    elif t.shape == tuple(log_p.shape):
+        if t.dtype.kind != "f":
+            raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
+                            f"got dtype {t.dtype}")
+        if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
+            coef = (target * (1 - smoothing) + smoothing / C) * w
+        else:
+            coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
+        total = t.size // C
+    else:
+        raise ValueError(f"{name}: target must be integer class indices of shape "
+                         f"{tuple(log_p.shape[:-1])} or probabilities of shape {tuple(log_p.shape)}, "
+                         f"got {t.dtype} of shape {t.shape}")
+    rows = -ops.sum(log_p * coef, axis=-1)
+    if reduction == "mean":
+        total = total if backend.is_array(total) else dtype.type(total)   # a 0-d array off NumPy
+        return ops.sum(rows) / total     # 0 / 0 = nan when every row is ignored
+    return rows if reduction == "none" else ops.sum(rows)
+
+
+def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """Cross-entropy of softmax(logits) against the targets, as PyTorch's F.cross_entropy (see
+    nn.CrossEntropyLoss). Without options it is one fused, stable primitive
+    (`tt.softmax_cross_entropy`); with them, log_softmax and a weighted sum."""
+    reduction, label_smoothing = _check_reduction(reduction), _check_smoothing(label_smoothing)
+    ignore_index = int(ignore_index)
+    logits, target = _class_last(logits, target)
+    t = target.data if isinstance(target, Tensor) else backend.asarray(target)
+    plain = weight is None and label_smoothing == 0.0
+    if plain and not (t.dtype.kind in "iu" and (t == ignore_index).any()):
+        return ops.softmax_cross_entropy(logits, target, reduction=reduction)
+    return _weighted_nll(ops.log_softmax(logits, axis=-1), target, weight, ignore_index,
+                         label_smoothing, reduction, "CrossEntropyLoss")
+
+
+def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
+    """-log_p[target] on log-probabilities (see nn.NLLLoss)."""
+    reduction, ignore_index = _check_reduction(reduction), int(ignore_index)
+    log_p, target = _class_last(log_p, target)
+    t = backend.asarray(target.data if isinstance(target, Tensor) else target)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")
+    return _weighted_nll(log_p, t, weight, ignore_index, 0.0, reduction, "NLLLoss")

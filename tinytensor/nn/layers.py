@@ -200,21 +200,14 @@ class Dropout(Module):
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
-        if isinstance(p, bool) or not 0.0 <= float(p) <= 1.0:
-            raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        self.p = float(p)
+        self.p = F._check_dropout(p)
         self.rng = generator(rng)
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        x = x if isinstance(x, Tensor) else backend.asarray(x)
-        dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
-        keep = self.rng.random(x.shape) >= self.p
-        scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
-        # Drawn by the module's NumPy Generator (the same masks on every device), then moved to x's
-        self.mask = backend.like(np.where(keep, scale, 0.0), x, dtype)   # kept for inspection
-        return x * self.mask
+        out, self.mask = F._dropout(x, self.p, self.rng)   # the mask kept for inspection
+        return out
 
     def extra_repr(self):
         return f"p={self.p}"

@@ -1,60 +1,20 @@
 """Losses: a Module whose forward takes (prediction, target) and returns a Tensor (a scalar,
 or one loss per element with reduction="none"), with PyTorch's formulas and options.
 
-Targets that are plain arrays are cast to the prediction's float dtype, so float64 labels do not
-silently turn a float32 model's loss into float64.
+As in PyTorch, each Module holds its options and calls the functional form (nn/functional.py),
+where the math is: `MSELoss(reduction)(p, y)` is `F.mse_loss(p, y, reduction)`. Targets that are
+plain arrays are cast to the prediction's float dtype, so float64 labels do not silently turn a
+float32 model's loss into float64.
 """
 
-import numpy as np
-
-from .. import backend, ops
-from ..tensor import Tensor
 from . import functional as F
 from .module import Module
-
-_REDUCTIONS = ("mean", "sum", "none")
-
-
-def _check_reduction(reduction):
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"reduction must be one of {_REDUCTIONS}, got {reduction!r}")
-    return reduction
-
-
-def _reduce(loss, reduction):
-    if reduction == "none":
-        return loss
-    return ops.mean(loss) if reduction == "mean" else ops.sum(loss)
-
-
-def _float_dtype(x):
-    dtype = x.dtype if isinstance(x, Tensor) else backend.asarray(x).dtype
-    return dtype if dtype.kind == "f" else np.dtype(np.float64)
-
-
-def _as_float(value, prediction, what):
-    """A constant (weights, pos_weight) or plain-array target in the prediction's float dtype, on
-    its device (numbers and lists are made there; an array elsewhere is an error naming both)."""
-    if value is None or isinstance(value, Tensor):
-        return value
-    return backend.asarray(value, _float_dtype(prediction), like=prediction, what=what)
-
-
-def _same_shape(name, prediction, target):
-    """The elementwise losses do not broadcast: a silent (n, 1) - (n,) broadcast is a classic bug."""
-    target = _as_float(target, prediction, f"{name}'s target")
-    if np.shape(target.data if isinstance(target, Tensor) else target) != tuple(np.shape(
-            prediction.data if isinstance(prediction, Tensor) else prediction)):
-        raise ValueError(f"{name}: prediction has shape {tuple(prediction.shape)} but target has "
-                         f"shape {tuple(np.shape(target))}; they must be equal (no broadcasting: "
-                         f"reshape one of them)")
-    return target
 
 
 class _Loss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
-        self.reduction = _check_reduction(reduction)
+        self.reduction = F._check_reduction(reduction)
 
     def extra_repr(self):
         return f"reduction={self.reduction!r}"
@@ -64,16 +24,14 @@ class MSELoss(_Loss):
     """Mean of (prediction - target)**2 over every element (or its sum, or no reduction)."""
 
     def forward(self, prediction, target):
-        target = _same_shape("MSELoss", prediction, target)
-        return _reduce(ops.square(prediction - target), self.reduction)
+        return F.mse_loss(prediction, target, self.reduction)
 
 
 class L1Loss(_Loss):
     """Mean of |prediction - target| (the gradient at 0 is 0, as PyTorch)."""
 
     def forward(self, prediction, target):
-        target = _same_shape("L1Loss", prediction, target)
-        return _reduce(ops.abs(prediction - target), self.reduction)
+        return F.l1_loss(prediction, target, self.reduction)
 
 
 class HuberLoss(_Loss):
@@ -81,15 +39,10 @@ class HuberLoss(_Loss):
 
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction)
-        if not delta > 0:
-            raise ValueError(f"HuberLoss: delta must be positive, got {delta!r}")
-        self.delta = float(delta)
+        self.delta = F._check_delta(delta)
 
     def forward(self, prediction, target):
-        target = _same_shape("HuberLoss", prediction, target)
-        a = ops.abs(prediction - target)
-        q = ops.minimum(a, self.delta)                       # |d| clipped at delta
-        return _reduce(0.5 * (q * q) + self.delta * (a - q), self.reduction)
+        return F.huber_loss(prediction, target, self.reduction, self.delta)
 
 
 class BCELoss(_Loss):
@@ -101,11 +54,7 @@ class BCELoss(_Loss):
         self.weight = weight
 
     def forward(self, p, target):
-        target = _same_shape("BCELoss", p, target)
-        loss = F.binary_cross_entropy_prim(p, target)
-        if self.weight is not None:
-            loss = loss * _as_float(self.weight, p, "BCELoss's weight")
-        return _reduce(loss, self.reduction)
+        return F.binary_cross_entropy(p, target, self.weight, self.reduction)
 
 
 class BCEWithLogitsLoss(_Loss):
@@ -120,80 +69,8 @@ class BCEWithLogitsLoss(_Loss):
         self.weight, self.pos_weight = weight, pos_weight
 
     def forward(self, logits, target):
-        target = _same_shape("BCEWithLogitsLoss", logits, target)
-        tail = F.softplus(-logits, threshold=np.inf)      # softplus(-x) = -log sigmoid(x)
-        scale = 1.0
-        if self.pos_weight is not None:
-            scale = 1 + (_as_float(self.pos_weight, logits, "BCEWithLogitsLoss's pos_weight") - 1) * target
-        loss = (1 - target) * logits + scale * tail
-        if self.weight is not None:
-            loss = loss * _as_float(self.weight, logits, "BCEWithLogitsLoss's weight")
-        return _reduce(loss, self.reduction)
-
-
-# ----- cross-entropy and NLL with PyTorch's options -----------------------------------------------
-def _class_last(x, target):
-    """PyTorch's K-dimensional layout: logits (N, C, d1, ...) have the class axis at 1, with
-    integer targets (N, d1, ...) or probabilities of the logits' shape, whatever the sizes (C == d1
-    included): move it last. Integer targets (N, d1) that only fit a class-last (N, d1, C) layout
-    (PyTorch would raise) keep tinytensor's class-last meaning; 1-D and 2-D logits are (C,), (N, C)."""
-    shape = tuple(x.shape)
-    if len(shape) <= 2:
-        return x, target
-    values = target.data if isinstance(target, Tensor) else backend.asarray(target)
-    last = (0,) + tuple(range(2, len(shape))) + (1,)
-    if values.dtype.kind in "iu" and values.shape == shape[:1] + shape[2:]:
-        return ops.transpose(x, last), target
-    if values.dtype.kind not in "iu" and values.shape == shape:          # probabilities, (N, C, d...)
-        return ops.transpose(x, last), ops.transpose(target, last) if isinstance(target, Tensor) \
-            else values.transpose(last)
-    return x, target
-
-
-def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, name):
-    """-sum_c coef[..., c] * log_p[..., c] per row, with coef built as PyTorch's cross_entropy:
-    class indices: (1 - s) w[y] onehot(y) + (s / C) w, rows with y == ignore_index zeroed, mean
-    divided by the sum of w[y] over the rows kept; probabilities y: w * ((1 - s) y + s / C),
-    mean divided by the number of rows."""
-    C = log_p.shape[-1]
-    dtype = log_p.dtype
-    xp = backend.namespace(log_p)
-    w = xp.ones(C, dtype) if weight is None else backend.asarray(
-        weight.data if isinstance(weight, Tensor) else weight, dtype, like=log_p, what=f"{name}'s weight")
-    if w.shape != (C,):
-        raise ValueError(f"{name}: weight must have one entry per class, shape ({C},), got {w.shape}")
-    t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
-                        what=f"{name}'s target")
-    if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
-        keep = t != ignore_index
-        safe = np.where(keep, t, 0)
-        if safe.size and (safe.min() < 0 or safe.max() >= C):
-            raise IndexError(f"{name}: class indices must lie in [0, {C}) (or equal ignore_index="
-                             f"{ignore_index}), got {t.min()}..{t.max()}")
-        row_weight = w[safe] * keep
-        onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
-        coef = onehot * ((1 - smoothing) * row_weight)[..., None]
-        if smoothing:
-            coef += (smoothing / C) * (keep[..., None] * w)
-        total = row_weight.sum()
-    elif t.shape == tuple(log_p.shape):
-        if t.dtype.kind != "f":
-            raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
-                            f"got dtype {t.dtype}")
-        if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
-            coef = (target * (1 - smoothing) + smoothing / C) * w
-        else:
-            coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
-        total = t.size // C
-    else:
-        raise ValueError(f"{name}: target must be integer class indices of shape "
-                         f"{tuple(log_p.shape[:-1])} or probabilities of shape {tuple(log_p.shape)}, "
-                         f"got {t.dtype} of shape {t.shape}")
-    rows = -ops.sum(log_p * coef, axis=-1)
-    if reduction == "mean":
-        total = total if backend.is_array(total) else dtype.type(total)   # a 0-d array off NumPy
-        return ops.sum(rows) / total     # 0 / 0 = nan when every row is ignored
-    return rows if reduction == "none" else ops.sum(rows)
+        return F.binary_cross_entropy_with_logits(logits, target, self.weight, self.reduction,
+                                                  self.pos_weight)
 
 
 class CrossEntropyLoss(_Loss):
@@ -212,19 +89,12 @@ class CrossEntropyLoss(_Loss):
         if isinstance(weight, str):     # the old signature, CrossEntropyLoss(reduction)
             weight, reduction = None, weight
         super().__init__(reduction)
-        if not 0.0 <= label_smoothing <= 1.0:
-            raise ValueError(f"CrossEntropyLoss: label_smoothing must lie in [0, 1], got {label_smoothing}")
+        self.label_smoothing = F._check_smoothing(label_smoothing)
         self.weight, self.ignore_index = weight, int(ignore_index)
-        self.label_smoothing = float(label_smoothing)
 
     def forward(self, logits, target):
-        logits, target = _class_last(logits, target)
-        t = target.data if isinstance(target, Tensor) else backend.asarray(target)
-        plain = self.weight is None and self.label_smoothing == 0.0
-        if plain and not (t.dtype.kind in "iu" and (t == self.ignore_index).any()):
-            return ops.softmax_cross_entropy(logits, target, reduction=self.reduction)
-        return _weighted_nll(ops.log_softmax(logits, axis=-1), target, self.weight, self.ignore_index,
-                             self.label_smoothing, self.reduction, "CrossEntropyLoss")
+        return F.cross_entropy(logits, target, self.weight, self.ignore_index, self.reduction,
+                               self.label_smoothing)
 
 
 class NLLLoss(_Loss):
@@ -236,8 +106,4 @@ class NLLLoss(_Loss):
         self.weight, self.ignore_index = weight, int(ignore_index)
 
     def forward(self, log_p, target):
-        log_p, target = _class_last(log_p, target)
-        t = backend.asarray(target.data if isinstance(target, Tensor) else target)
-        if t.dtype.kind not in "iu":
-            raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")
-        return _weighted_nll(log_p, t, self.weight, self.ignore_index, 0.0, self.reduction, "NLLLoss")
+        return F.nll_loss(log_p, target, self.weight, self.ignore_index, self.reduction)

@@ -8,7 +8,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat", reason="pip install -e '.[dev]' (nbformat, nbclient, ipykernel)")
 nbclient = pytest.importorskip("nbclient", reason="pip install -e '.[dev]' (nbformat, nbclient, ipykernel)")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "examples" / "lecture_walkthrough.ipynb"
 
 

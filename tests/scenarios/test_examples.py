@@ -10,7 +10,7 @@ import pytest
 
 import tinytensor as tt
 
-EXAMPLES = pathlib.Path(__file__).parent.parent / "examples"
+EXAMPLES = pathlib.Path(__file__).parents[2] / "examples"
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,7 @@
 """The same code on a GPU: Tensors backed by CuPy arrays, compared with the CPU.
 
 Skipped, with the reason shown by `pytest -rs`, where CuPy or a GPU is missing (CI has neither;
-tests/test_device_neutral.py covers the same code paths there with a stand-in library).
+tests/devices/test_device_neutral.py covers the same code paths there with a stand-in library).
 """
 
 import os
@@ -121,7 +121,7 @@ def test_tensor_api_on_the_gpu():
 
 @pytest.mark.slow
 def test_the_digits_example_reaches_the_cpu_accuracy_on_the_gpu():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
     def accuracy(device):
         run = subprocess.run([sys.executable, "examples/train_mlp.py", "--quiet", "--plot", os.devnull,

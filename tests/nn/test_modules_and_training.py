@@ -292,7 +292,7 @@ def test_train_mlp_example_runs_and_reports(tmp_path, monkeypatch, capsys):
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(var, "1")     # the script sets these; monkeypatch restores them after
-    path = pathlib.Path(__file__).parent.parent / "examples" / "train_mlp.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "train_mlp.py"
     spec = importlib.util.spec_from_file_location("train_mlp", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

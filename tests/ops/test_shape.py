@@ -1,7 +1,7 @@
-"""Shapes and indexing (tinytensor/ops_shape.py): what the spec sweep does not cover.
+"""Shapes and indexing (tinytensor/ops/shape.py): what the spec sweep does not cover.
 
-The sweep (test_ops.py, test_transforms.py) checks every row's rules in both modes and at
-second order; here: NumPy's spellings reach these functions, lists mixing Tensors and arrays
+The sweep (sweeps/test_op_sweep.py, transforms/test_transforms.py) checks every row's rules in
+both modes and at second order; here: NumPy's spellings reach these functions, lists mixing Tensors and arrays
 are recorded, results match NumPy on the awkward cases (0-d, negative axes, axis=None), the
 Tensor methods, and the errors.
 """
@@ -316,7 +316,7 @@ def test_errors_name_the_op_and_what_was_wrong(call, error, words):
 
 # ----- reverse over forward: the JVP rules run on Tensors too ------------------------------------
 SHAPE_ROWS = {name: spec for name, spec in {**OP_SPECS, **EXTRA_SPECS}.items()
-              if getattr(spec.call, "__module__", None) == "tinytensor.ops_shape"
+              if getattr(spec.call, "__module__", None) == "tinytensor.ops.shape"
               or name in ("vstack", "hstack", "dstack", "column_stack", "split", "array_split",
                           "concatenate(with an array)", "stack(with an array)")}
 

@@ -278,7 +278,7 @@ def test_train_mlp_example_compiled_gives_the_same_run(tmp_path, monkeypatch, ca
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(var, "1")
-    path = pathlib.Path(__file__).parent.parent / "examples" / "train_mlp.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "train_mlp.py"
     spec = importlib.util.spec_from_file_location("train_mlp", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -2,7 +2,7 @@
 
 tests/foreign.py registers the device "foreign": arrays that reach NumPy's functions only through
 NumPy's dispatch protocols and refuse silent conversion to NumPy arrays and mixing with them,
-as CuPy's do. What passes here runs on CuPy, short of functions CuPy lacks (tests/test_gpu.py).
+as CuPy's do. What passes here runs on CuPy, short of functions CuPy lacks (tests/devices/test_gpu.py).
 A failing row of the op sweep is named in the test id: `test_op_rows_on_another_device[<row>-<case>-<dtype>]`.
 """
 
@@ -160,7 +160,7 @@ def test_cpu_users_never_import_cupy():
             "(tt.sigmoid(x @ np.ones((3, 2))).sum() + tt.frobenius_norm(x)).backward()\n"
             "print(x.device, x.cpu() is x)\n"
             "assert 'cupy' not in sys.modules, 'cupy was imported'\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["cpu", "True"]
@@ -290,7 +290,7 @@ def test_the_digits_example_runs_on_another_device(tmp_path, monkeypatch, capsys
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(var, "1")     # the script sets these; monkeypatch restores them after
-    path = pathlib.Path(__file__).parent.parent / "examples" / "train_mlp.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "train_mlp.py"
     spec = importlib.util.spec_from_file_location("train_mlp", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -308,7 +308,7 @@ def test_the_cnn_example_runs_on_another_device(tmp_path, monkeypatch, capsys):
 
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         monkeypatch.setenv(var, "1")
-    path = pathlib.Path(__file__).parent.parent / "examples" / "train_cnn.py"
+    path = pathlib.Path(__file__).parents[2] / "examples" / "train_cnn.py"
     spec = importlib.util.spec_from_file_location("train_cnn", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

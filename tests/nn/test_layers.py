@@ -357,14 +357,14 @@ def test_layers_match_torch():
 
 
 def test_every_nn_primitive_has_a_spec_row():
-    """The sweep (tests/test_ops.py) runs OP_SPECS; a primitive of nn.functional without a row
+    """The sweep (tests/sweeps/test_op_sweep.py) runs OP_SPECS; a primitive of nn.functional without a row
     would escape it."""
     from tinytensor.nn import functional
     from tinytensor.specs import OP_SPECS
 
     mine = {value.name for value in vars(functional).values() if isinstance(value, tt.Primitive)}
     assert {"conv2d", "max_pool2d", "avg_pool2d", "binary_cross_entropy"} <= mine
-    assert mine <= tt.ops.BUILTIN                  # so tests/test_ops.py requires their rows too
+    assert mine <= tt.ops.BUILTIN                  # so tests/sweeps/test_op_sweep.py requires their rows too
     assert not sorted(mine - set(OP_SPECS))
 
 

@@ -1,0 +1,506 @@
+"""The op table: every primitive, each declared once with its forward, VJP and JVP.
+
+How to read a row:
+
+    mul = defprim(np.multiply, "mul",
+                  vjp=[lambda g, ans, a, b: g * b,     # d/da, one rule per input ...
+                       lambda g, ans, a, b: g * a],
+                  jvp=[lambda t, ans, a, b: t * b,     # ... and one tangent rule per input
+                       lambda t, ans, a, b: a * t],
+                  numpy=np.multiply)                   # np.multiply(tensor, ...) records mul
+
+A row is the whole declaration: `tt.mul`, the NumPy function it stands for and the Tensor method
+(`method=True`) derive from it (PUBLIC, NUMPY_FUNCTIONS, METHODS below), and its spec row in
+specs.py makes the test sweep check both rules. Shorthands: `elementwise` (from the local
+derivative), `deflinear` (only the transpose is written), `nondifferentiable`; `@public` gives a
+primitive NumPy's signature or makes a composite public. They, and the tables, live in table.py;
+the other op families (softmax_xent.py, elementwise.py, reductions.py, shape.py, ../linalg.py)
+use the same shorthands.
+
+Rules take the cotangent `g` (or tangent `t`), the output `ans`, the inputs, then the static
+parameters as keywords. They are plain NumPy and may return a broadcast shape: the engine
+sums gradients back to each input's shape (`tape.unbroadcast`). Because a Tensor hands NumPy
+calls back to this table (`numpy_dispatch`), the same rules run on Tensors when the reverse
+sweep is itself recorded, which is how second derivatives (hvp, grad of grad) work.
+
+A function is a primitive only when it needs its own rule (for speed or stability);
+everything else at the end of this file is composed from primitives.
+"""
+
+import builtins
+import math
+
+import numpy as np
+import scipy.special
+from scipy.linalg import blas
+
+from .. import backend
+from ..tensor import Tensor
+from .table import (
+    _array,
+    _expit,
+    _joined,
+    _keepdims,
+    _max_weights,
+    _reduced_axes,
+    _safe,
+    _swap_last,
+    deflinear,
+    defprim,
+    elementwise,
+    public,
+    publish,
+)
+
+
+def _spread(g, x, axis, keepdims):
+    """The VJP of summing `x` over `axis`: copy `g` back along the reduced axes."""
+    g = _keepdims(g, x.shape, axis, keepdims)
+    if isinstance(g, Tensor):
+        return broadcast_to(g, x.shape)
+    xp = np if type(g) is np.ndarray else backend.namespace(g)
+    out = xp.empty(x.shape, g.dtype)   # cheaper than np.broadcast_to, and writable
+    out[...] = g
+    return out
+
+
+# ----- elementwise, one input ---------------------------------------------------------------------
+exp = elementwise(np.exp, "exp", lambda ans, x: ans, numpy=np.exp, method=True)
+
+
+@np.errstate(divide="ignore")   # log(0) = -inf is the exact limit, not an error: no RuntimeWarning
+def _log_forward(x):
+    return np.log(x)
+
+
+@np.errstate(divide="ignore")   # log'(0) = inf, as PyTorch, with no RuntimeWarning
+def _log_deriv(ans, x):
+    return 1 / x
+
+
+@np.errstate(divide="ignore")   # sqrt'(0) = inf, as PyTorch, with no RuntimeWarning
+def _sqrt_deriv(ans, x):
+    return 0.5 / ans
+
+
+log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
+sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
+cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
+tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
+
+
+sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
+                      numpy=scipy.special.expit, method=True)
+relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0,   # relu'(0) = 0
+                   method=True)
+sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
+square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
+abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x),                     # abs'(0) = 0
+                  numpy=np.absolute, method=True)
+neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
+
+
+# ----- elementwise, two inputs (NumPy broadcasting) --------------------------------------------
+add = defprim(np.add, "add",
+              vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: g],
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: t], numpy=np.add)
+sub = defprim(np.subtract, "sub",
+              vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g],
+              jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t], numpy=np.subtract)
+mul = defprim(np.multiply, "mul",
+              vjp=[lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a],
+              jvp=[lambda t, ans, a, b: t * b, lambda t, ans, a, b: a * t], numpy=np.multiply)
+div = defprim(np.divide, "div",
+              vjp=[lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b],
+              jvp=[lambda t, ans, a, b: t / b, lambda t, ans, a, b: -t * ans / b], numpy=np.divide)
+
+
+def _log_base(a):
+    if isinstance(a, (int, float)):   # a Python number stays one (weak): 2.0 ** x32 keeps float32
+        return math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
+    return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
+
+
+def _power_slope(a, b):
+    return b * a ** (b - 1 + (b == 0))   # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf
+
+
+power = defprim(np.power, "power",
+                vjp=[lambda g, ans, a, b: g * _power_slope(a, b),
+                     lambda g, ans, a, b: g * (ans * _log_base(a))],
+                jvp=[lambda t, ans, a, b: t * _power_slope(a, b),
+                     lambda t, ans, a, b: t * (ans * _log_base(a))], numpy=np.power, method="pow")
+
+
+def _share(s, a, b):
+    """Gradient share of `a` in max(a, b) for the cotangent s: all of it where a wins,
+    half of it at ties (the documented subgradient, as PyTorch's), none where b wins."""
+    return s * (a > b) + (s * 0.5) * (a == b)
+
+
+maximum = defprim(np.maximum, "maximum",
+                  vjp=[lambda g, ans, a, b: _share(g, a, b), lambda g, ans, a, b: _share(g, b, a)],
+                  jvp=[lambda t, ans, a, b: _share(t, a, b), lambda t, ans, a, b: _share(t, b, a)],
+                  numpy=np.maximum)
+minimum = defprim(np.minimum, "minimum",
+                  vjp=[lambda g, ans, a, b: _share(g, b, a), lambda g, ans, a, b: _share(g, a, b)],
+                  jvp=[lambda t, ans, a, b: _share(t, b, a), lambda t, ans, a, b: _share(t, a, b)],
+                  numpy=np.minimum)
+
+
+# ----- reductions --------------------------------------------------------------------------------
+def _sum_forward(x, axis=None, keepdims=False):
+    return _array(x).sum(axis=axis, keepdims=keepdims)   # the method: ~1 us less than np.sum
+
+
+def _mean_forward(x, axis=None, keepdims=False):
+    x = _array(x)
+    if x.ndim == 0 and isinstance(axis, int):    # x.sum takes axis 0 of a 0-d array; np.mean does not
+        raise np.exceptions.AxisError(axis, 0)
+    total = x.sum(axis=axis, keepdims=keepdims)
+    return total / (x.size // builtins.max(np.size(total), 1))   # as np.mean, without its wrapper
+
+
+_sum = defprim(_sum_forward, "sum", nargs=1,
+               vjp=[lambda g, ans, x, axis, keepdims: _spread(g, x, axis, keepdims)],
+               jvp=[lambda t, ans, x, axis, keepdims: np.sum(t, axis=axis, keepdims=keepdims)])
+_mean = defprim(_mean_forward, "mean", nargs=1,
+                vjp=[lambda g, ans, x, axis, keepdims:
+                     _spread(g / (x.size // builtins.max(ans.size, 1)), x, axis, keepdims)],
+                jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
+_max = defprim(np.max, "max", nargs=1,
+               vjp=[lambda g, ans, x, axis, keepdims:
+                    _keepdims(g, x.shape, axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+               jvp=[lambda t, ans, x, axis, keepdims:
+                    np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+def _logsumexp_forward(x, axis=None, keepdims=False):
+    x = _array(x)
+    shift = x.max(axis=axis, keepdims=True)
+    if not np.isfinite(shift).all():
+        shift = np.where(np.isfinite(shift), shift, 0)       # rows of all -inf stay -inf
+    out = np.log(np.exp(x - shift).sum(axis=axis, keepdims=True)) + shift
+    return out if keepdims else out.reshape(np.delete(x.shape, _reduced_axes(x.ndim, axis)))
+
+
+def _logsumexp_weights(ans, x, axis, keepdims):   # softmax of x along axis
+    w = np.exp(x - _keepdims(ans, x.shape, axis, keepdims))
+    return w / np.sum(w, axis=axis, keepdims=True)   # renormalised: ans is rounded at the scale of max(x)
+
+
+_logsumexp = defprim(
+    _logsumexp_forward, "logsumexp", nargs=1,
+    vjp=[lambda g, ans, x, axis, keepdims:
+         _keepdims(g, x.shape, axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
+    jvp=[lambda t, ans, x, axis, keepdims:
+         np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+# ----- shape -------------------------------------------------------------------------------------
+_reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
+                   vjp=[lambda g, ans, x, shape: g.reshape(x.shape)],
+                   jvp=[lambda t, ans, x, shape: np.reshape(t, shape)])
+
+
+def _inverse_axes(axes):
+    return None if axes is None else tuple(np.argsort(axes))
+
+
+_transpose = defprim(lambda x, axes=None: np.transpose(x, axes), "transpose", nargs=1,
+                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes))],
+                     jvp=[lambda t, ans, x, axes: np.transpose(t, axes)])
+_broadcast_to = defprim(lambda x, shape: np.broadcast_to(x, shape), "broadcast_to", nargs=1,
+                        vjp=[lambda g, ans, x, shape: g],       # the engine sums it back
+                        jvp=[lambda t, ans, x, shape: np.broadcast_to(t, shape)])
+_astype = defprim(lambda x, dtype: x.astype(dtype), "astype", nargs=1,
+                  vjp=[lambda g, ans, x, dtype: g.astype(x.dtype)],
+                  jvp=[lambda t, ans, x, dtype: t.astype(dtype)])
+
+
+def _to_device_forward(x, device):
+    return backend.to_device(x, device)
+
+
+def _device_name(x):
+    return x.device if isinstance(x, Tensor) else backend.device_of(x)
+
+
+# Tensor.to(device): a copy to another device (CPU <-> GPU), linear; its transpose copies back.
+_to_device = deflinear(_to_device_forward, "to_device",
+                       vjp=lambda g, ans, x, device: _to_device(g, device=_device_name(x)))
+
+
+def _is_basic(index):
+    """Basic indexing (ints, slices, None, ...) never repeats an element."""
+    items = index if isinstance(index, tuple) else (index,)
+    return builtins.all(i is None or i is Ellipsis or isinstance(i, (int, np.integer, slice))
+                        for i in items)
+
+
+def _index_adjoint_forward(g, index, shape):
+    """Scatter `g` into zeros of `shape` at `index`; repeated indices add up."""
+    out = backend.namespace(g).zeros(shape, dtype=g.dtype)
+    if _is_basic(index):
+        out[index] = g
+    else:
+        backend.add_at(out, index, g)    # np.add.at, or the array library's own
+    return out
+
+
+_index_adjoint = defprim(_index_adjoint_forward, "index_adjoint", nargs=1,
+                         vjp=[lambda g, ans, x, index, shape: g[index]],
+                         jvp=[lambda t, ans, x, index, shape: _index_adjoint(t, index=index, shape=shape)])
+getitem = defprim(lambda x, index: x[index], "getitem", nargs=1,
+                  vjp=[lambda g, ans, x, index: _index_adjoint(g, index=index, shape=x.shape)],
+                  jvp=[lambda t, ans, x, index: t[index]])
+
+
+def _pieces(g, sizes, axis):
+    """Cut `g` along `axis` into consecutive pieces of the given sizes."""
+    axis = axis % np.ndim(g)
+    lead = (slice(None),) * axis
+    bounds = np.cumsum((0,) + tuple(sizes))
+    return tuple(g[lead + (slice(int(lo), int(hi)),)] for lo, hi in zip(bounds[:-1], bounds[1:]))
+
+
+def _zeros_for_missing(tangents, inputs):
+    return [np.zeros_like(x) if t is None else t for t, x in zip(tangents, inputs)]
+
+
+_concatenate = defprim(lambda *xs, axis=0: np.concatenate(xs, axis=axis), "concatenate", nargs=None,
+                       vjp=lambda g, ans, *xs, axis: _pieces(g, [np.shape(x)[axis] for x in xs], axis),
+                       jvp=lambda ts, ans, *xs, axis: np.concatenate(_zeros_for_missing(ts, xs), axis=axis))
+
+
+def _stack_slices(g, n, axis):
+    axis = axis % np.ndim(g)
+    return tuple(g[(slice(None),) * axis + (i,)] for i in range(n))
+
+
+_stack = defprim(lambda *xs, axis=0: np.stack(xs, axis=axis), "stack", nargs=None,
+                 vjp=lambda g, ans, *xs, axis: _stack_slices(g, len(xs), axis),
+                 jvp=lambda ts, ans, *xs, axis: np.stack(_zeros_for_missing(ts, xs), axis=axis))
+
+
+# ----- linear algebra ------------------------------------------------------------------------
+def _matmul_vjp_a(g, ans, a, b):
+    if b.ndim == 1:                           # (..., n, k) @ (k,) -> (..., n), or (k,) @ (k,) -> ()
+        return g * b if a.ndim == 1 else g[..., None] * b
+    if a.ndim == 1:                           # (k,) @ (..., k, m) -> (..., m)
+        return (b @ g[..., None])[..., 0]
+    return g @ _swap_last(b)
+
+
+def _matmul_vjp_b(g, ans, a, b):
+    if a.ndim == 1:                           # (k,) @ (k,), or (k,) @ (..., k, m): outer product
+        return g * a if b.ndim == 1 else a[:, None] * g[..., None, :]
+    if b.ndim == 1:                           # (..., n, k) @ (k,): sum over n (and batch)
+        return (g[..., None, :] @ a)[..., 0, :]
+    return _swap_last(a) @ g
+
+
+matmul = defprim(np.matmul, "matmul",
+                 vjp=[_matmul_vjp_a, _matmul_vjp_b],
+                 jvp=[lambda t, ans, a, b: t @ b, lambda t, ans, a, b: a @ t], numpy=np.matmul, method=True)
+
+
+def _linear_forward(x, W, b):
+    out = x @ W
+    out += b            # in place on the fresh product: one array fewer
+    return out
+
+
+# x @ W + b as one tape entry (nn.Linear): matmul's rules, and the bias gradient is g itself,
+# summed over the batch axes by the engine.
+_linear = defprim(_linear_forward, "linear",
+                  vjp=[lambda g, ans, x, W, b: _matmul_vjp_a(g, ans, x, W),
+                       lambda g, ans, x, W, b: _matmul_vjp_b(g, ans, x, W),
+                       lambda g, ans, x, W, b: g],
+                  jvp=[lambda t, ans, x, W, b: t @ W, lambda t, ans, x, W, b: x @ t,
+                       lambda t, ans, x, W, b: t])
+
+
+def _dot_vjp_a(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:    # a 0-d operand (or a number): np.dot multiplies
+        return g * b
+    if a.ndim > 1 and b.ndim > 2:             # N-D: a's last axis against b's second-to-last
+        return np.tensordot(g, b, axes=(list(range(a.ndim - 1, g.ndim)),
+                                        list(range(b.ndim - 2)) + [b.ndim - 1]))
+    return _matmul_vjp_a(g, ans, a, b)
+
+
+def _dot_vjp_b(g, ans, a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return g * a
+    if a.ndim > 1 and b.ndim > 2:             # (k, B..., m) back to (B..., k, m)
+        outer_axes = list(range(a.ndim - 1))
+        g_b = np.tensordot(a, g, axes=(outer_axes, outer_axes))
+        return np.transpose(g_b, list(range(1, b.ndim - 1)) + [0, b.ndim - 1])
+    return _matmul_vjp_b(g, ans, a, b)
+
+
+# Where np.dot is np.matmul (1-D and 2-D operands, or a 1-D one) the rules are matmul's.
+_dot = defprim(np.dot, "dot",
+               vjp=[_dot_vjp_a, _dot_vjp_b],
+               jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+
+
+@public(numpy=np.dot, method=True)
+def dot(a, b, out=None):
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    if out is not None:
+        raise TypeError("dot: out= is not supported on Tensors; use the returned value")
+    return _dot(a, b)
+
+
+# ----- the lecture's operations: frobeniusNorm (softmax, crossEntropy: softmax_xent.py) -------------
+# BLAS nrm2: one pass, and no overflow or underflow in the squares (1e200, 1e-200).
+_NRM2 = {np.dtype(np.float32): blas.snrm2, np.dtype(np.float64): blas.dnrm2}
+
+
+def _frobenius_forward(w):
+    w = _array(w)
+    if type(w) is not np.ndarray:   # another library: the same scaling, without a host round trip
+        scale = np.max(np.abs(w)) if w.size else backend.namespace(w).zeros((), w.dtype)
+        return np.sqrt(np.sum((w / (scale + (scale == 0))) ** 2)) * scale
+    nrm2 = _NRM2.get(w.dtype)
+    if nrm2 is not None and w.size:
+        return np.asarray(nrm2(w.ravel()), dtype=w.dtype)
+    scale = np.max(np.abs(w)) if w.size else 0
+    return np.sqrt(np.sum((w / scale) ** 2)) * scale if scale else np.zeros((), w.dtype)
+
+
+frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
+                         vjp=[lambda g, ans, w: g * w / _safe(ans)],   # w / norm: finite at 1e-300
+                         jvp=[lambda t, ans, w: np.sum(w * t) / _safe(ans)], export="frobenius_norm")
+
+
+# ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
+@public(numpy=np.sum, method=True)
+def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
+    result = _sum(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else result + initial
+
+
+@public(numpy=np.mean, method=True)
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    if dtype is not None or out is not None:
+        a, keepdims = _reduce_dtype("mean", a, dtype, out, keepdims)
+    return _mean(a, axis=axis, keepdims=keepdims)
+
+
+def _reduce_dtype(name, a, dtype, out, keepdims):
+    """NumPy's dtype= (a cast first), and PyTorch's positional keepdim (`t.sum(0, True)`)."""
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported on Tensors; use the returned value")
+    if isinstance(dtype, bool):
+        return a, dtype
+    return astype(a, dtype) if isinstance(a, Tensor) else np.asarray(a, dtype=dtype), keepdims
+
+
+@public(numpy=(np.max, np.amax), method=True)
+def max(a, axis=None, out=None, keepdims=False, initial=None):
+    """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
+    keepdims); `initial` joins the comparison."""
+    if out is not None:
+        raise TypeError("max: out= is not supported on Tensors; use the returned value")
+    result = _max(a, axis=axis, keepdims=keepdims)
+    return result if initial is None else maximum(result, initial)
+
+
+@public(numpy=scipy.special.logsumexp, method=True)
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
+    (its weights b= and return_sign= are not supported)."""
+    if b is not None or return_sign:
+        raise TypeError("logsumexp: b= and return_sign= are not supported; use "
+                        "logsumexp(a + log(b)) for positive weights")
+    return _logsumexp(a, axis=axis, keepdims=keepdims)
+
+
+@public(numpy=np.reshape)
+def reshape(a, shape, order="C", *, copy=None):
+    """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
+    reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
+    accepted for NumPy's signature)."""
+    if isinstance(shape, np.ndarray):
+        shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
+    shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
+    if order == "C":
+        return _reshape(a, shape=shape)
+    if order != "F":
+        raise ValueError(f"reshape: order must be 'C' or 'F' on Tensors, got {order!r}")
+    return transpose(_reshape(transpose(a), shape=shape[::-1]))
+
+
+@public(numpy=np.transpose)
+def transpose(a, axes=None):
+    return _transpose(a, axes=None if axes is None else tuple(axes))
+
+
+@public(numpy=np.swapaxes, method=True)
+def swapaxes(a, axis1, axis2):
+    axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
+    for axis in (axis1, axis2):
+        if not -len(axes) <= axis < len(axes):
+            raise np.exceptions.AxisError(axis, len(axes))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return transpose(a, axes)
+
+
+@public(numpy=np.broadcast_to)
+def broadcast_to(array, shape):
+    return _broadcast_to(array, shape=tuple(shape))
+
+
+@public(method=True)
+def astype(x, dtype):
+    return _astype(x, dtype=np.dtype(dtype))
+
+
+@public(numpy=np.concatenate)
+def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    tensors = _joined(arrays, "concatenate", out, dtype, casting)
+    if axis is None:   # as NumPy: every input flattened first
+        tensors, axis = [reshape(t, -1) for t in tensors], 0
+    return _concatenate(*tensors, axis=axis)
+
+
+@public(numpy=np.stack)
+def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    return _stack(*_joined(arrays, "stack", out, dtype, casting), axis=axis)
+
+
+@public
+def linear(x, W, b=None):
+    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
+    return matmul(x, W) if b is None else _linear(x, W, b)
+
+
+# The lecture's spelling (its crossEntropy is in softmax_xent.py).
+frobeniusNorm = publish(frobenius_norm, "frobeniusNorm")
+
+
+# ----- setitem: `t[index] = v` while recording (issue 10; Tensor.__setitem__ uses it) -----------
+def _setitem_forward(x, v, index):
+    """A copy of `x` with `v` written at `index` (the previous value stays on the tape)."""
+    if not _is_basic(index):
+        hits = backend.namespace(x).zeros(np.shape(x), dtype=np.intp)
+        backend.add_at(hits, index, 1)
+        if hits.size and int(hits.max()) > 1:     # (CuPy's max has no initial=)
+            raise IndexError("t[index] = v with an index that repeats a position is ambiguous "
+                             "(NumPy keeps one of the writes); use distinct positions")
+    out = backend.copy(x)
+    out[index] = v
+    return out
+
+
+setitem = defprim(_setitem_forward, "setitem",
+                  vjp=[lambda g, ans, x, v, index: setitem(g, 0.0, index=index),   # overwritten
+                       lambda g, ans, x, v, index: g[index]],   # the engine sums out broadcasting
+                  jvp=[lambda t, ans, x, v, index: setitem(t, 0.0, index=index),
+                       lambda t, ans, x, v, index: setitem(np.zeros_like(ans), t, index=index)])
+# ----- end of setitem ------------------------------------------------------------------------------

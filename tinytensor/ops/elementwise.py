@@ -1,0 +1,329 @@
+"""Elementwise operations beyond the lecture's: NumPy's names and semantics (broadcasting, dtypes).
+
+Each row is a primitive from the op table's shorthands (table.py): `elementwise(fun, name, deriv)`
+for a unary op from its local derivative deriv(ans, x), `defprim` for the rest. Derivatives are
+written with NumPy functions that a Tensor hands back to the table, so they differentiate again.
+Constants are Python floats: a float32 input stays float32 (NumPy scalars would promote it).
+
+No gradient: `sign floor ceil round` give a Tensor that does not require grad (as PyTorch users
+expect); comparisons give plain boolean arrays, as the operators `<`, `==` do.
+"""
+
+import builtins
+import math
+
+import numpy as np
+import scipy.special
+
+from .. import backend
+from ..tensor import Tensor
+from .table import _expit, defprim, elementwise, nondifferentiable, public, publish
+
+LN2 = math.log(2.0)
+LN10 = math.log(10.0)
+SQRT2 = math.sqrt(2.0)
+TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+ONE_OVER_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+# ----- exponentials and logarithms ----------------------------------------------------------------
+log1p = elementwise(np.log1p, "log1p", lambda ans, x: 1 / (1 + x), numpy=np.log1p, method=True)
+expm1 = elementwise(np.expm1, "expm1", lambda ans, x: ans + 1, numpy=np.expm1, method=True)
+log2 = elementwise(np.log2, "log2", lambda ans, x: 1 / (x * LN2), numpy=np.log2, method=True)
+log10 = elementwise(np.log10, "log10", lambda ans, x: 1 / (x * LN10), numpy=np.log10, method=True)
+exp2 = elementwise(np.exp2, "exp2", lambda ans, x: ans * LN2, numpy=np.exp2, method=True)
+reciprocal = elementwise(np.reciprocal, "reciprocal", lambda ans, x: -ans * ans,
+                         numpy=np.reciprocal, method=True)
+
+# ----- trigonometric and hyperbolic ---------------------------------------------------------------
+tan = elementwise(np.tan, "tan", lambda ans, x: 1 + ans * ans, numpy=np.tan, method=True)
+arcsin = elementwise(np.arcsin, "arcsin", lambda ans, x: 1 / np.sqrt(1 - x * x),
+                     numpy=np.arcsin, method=True)
+arccos = elementwise(np.arccos, "arccos", lambda ans, x: -1 / np.sqrt(1 - x * x),
+                     numpy=np.arccos, method=True)
+arctan = elementwise(np.arctan, "arctan", lambda ans, x: 1 / (1 + x * x), numpy=np.arctan, method=True)
+sinh = elementwise(np.sinh, "sinh", lambda ans, x: np.cosh(x), numpy=np.sinh, method=True)
+cosh = elementwise(np.cosh, "cosh", lambda ans, x: np.sinh(x), numpy=np.cosh, method=True)
+arcsinh = elementwise(np.arcsinh, "arcsinh", lambda ans, x: 1 / np.sqrt(x * x + 1),
+                      numpy=np.arcsinh, method=True)
+arccosh = elementwise(np.arccosh, "arccosh", lambda ans, x: 1 / np.sqrt(x * x - 1),
+                      numpy=np.arccosh, method=True)
+arctanh = elementwise(np.arctanh, "arctanh", lambda ans, x: 1 / (1 - x * x),
+                      numpy=np.arctanh, method=True)
+
+
+# sinc'(x) = (cos(pi x) - sinc(x)) / x cancels near 0; there its series, x * P(x^2), with
+# P's coefficients (-1)^n 2n pi^2n / (2n+1)!, n = 1..5 (a relative error below 1e-14 in float64
+# up to 0.08, below 1e-6 in float32 up to 0.3, where the closed form takes over).
+_SINC_SERIES = [(-1) ** n * 2 * n * math.pi ** (2 * n) / math.factorial(2 * n + 1) for n in range(5, 0, -1)]
+
+
+def _sinc_deriv(ans, x):
+    small = np.abs(x) < (0.3 if x.dtype == np.float32 else 0.08)   # values: a constant branch
+    safe = np.where(small, 1, x)             # the other branch stays finite (no 0/0 in grad of grad)
+    x2 = x * x
+    series = _SINC_SERIES[0]
+    for c in _SINC_SERIES[1:]:
+        series = series * x2 + c
+    return np.where(small, x * series, (np.cos(math.pi * safe) - np.sinc(safe)) / safe)
+
+
+_sinc = elementwise(np.sinc, "sinc", _sinc_deriv)
+
+
+@public(numpy=np.sinc, method=True)
+def sinc(x):
+    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input)."""
+    return _sinc(x)
+
+# ----- special functions and activations -----------------------------------------------------------
+def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
+    return scipy.special.erf(x) if type(x) is np.ndarray else backend.erf(x)
+
+
+def _ndtr(x):
+    return scipy.special.ndtr(x) if type(x) is np.ndarray else backend.ndtr(x)
+
+
+erf = elementwise(_erf, "erf", lambda ans, x: TWO_OVER_SQRT_PI * np.exp(-x * x),
+                  numpy=scipy.special.erf, method=True)
+
+# log(1 + exp(x)), stable for any x (logaddexp); its derivative is the sigmoid.
+_softplus = elementwise(lambda x: np.logaddexp(0, x), "softplus",
+                        lambda ans, x: _expit(x))
+
+
+# x * Phi(x), Phi the standard normal CDF (scipy's ndtr: exact far out): PyTorch's default GELU.
+# Its derivative Phi(x) + x phi(x) is written with erf, which a Tensor hands back to the table.
+_gelu = elementwise(lambda x: x * _ndtr(x), "gelu",
+                    lambda ans, x: 0.5 * (1 + _erf(x / SQRT2))
+                    + x * (ONE_OVER_SQRT_2PI * np.exp(-0.5 * (x * x))))
+
+# max(x, 0) + negative_slope * min(x, 0); its slope at 0 is negative_slope (as PyTorch).
+_leaky_relu = defprim(
+    lambda x, negative_slope: np.where(x > 0, x, x * negative_slope), "leaky_relu",
+    vjp=[lambda g, ans, x, negative_slope: np.where(x > 0, g, g * negative_slope)],
+    jvp=[lambda t, ans, x, negative_slope: np.where(x > 0, t, t * negative_slope)])
+
+
+@public
+def softplus(x, beta=1.0):
+    """log(1 + exp(beta * x)) / beta, stable for any x (PyTorch's, with no threshold needed)."""
+    return _softplus(x) if beta == 1 else _softplus(x * beta) / beta
+
+
+@public
+def gelu(x, approximate="none"):
+    """x * Phi(x) (Phi the standard normal CDF), PyTorch's default; `approximate="tanh"` gives
+    PyTorch's tanh approximation."""
+    if approximate == "none":
+        return _gelu(x)
+    if approximate == "tanh":
+        inner = (x + 0.044715 * (x * x * x)) * math.sqrt(2 / math.pi)
+        return 0.5 * x * (1 + np.tanh(inner))
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+@public
+def leaky_relu(x, negative_slope=0.01):
+    """x where x > 0, else negative_slope * x (PyTorch's; the slope at 0 is negative_slope)."""
+    return _leaky_relu(x, negative_slope=negative_slope)
+
+
+# ----- two inputs (NumPy broadcasting) ---------------------------------------------------------------
+def _nonzero(r):
+    return r + (r == 0)   # the gradient at the origin is 0, not 0/0 (as frobenius_norm's)
+
+
+hypot = defprim(np.hypot, "hypot",
+                vjp=[lambda g, ans, a, b: g * a / _nonzero(ans), lambda g, ans, a, b: g * b / _nonzero(ans)],
+                jvp=[lambda t, ans, a, b: t * a / _nonzero(ans), lambda t, ans, a, b: t * b / _nonzero(ans)],
+                numpy=np.hypot, method=True)
+
+
+def _r2(y, x):
+    return _nonzero(x * x + y * y)
+
+
+arctan2 = defprim(np.arctan2, "arctan2",                  # arctan2(y, x): the angle of (x, y)
+                  vjp=[lambda g, ans, y, x: g * x / _r2(y, x), lambda g, ans, y, x: -g * y / _r2(y, x)],
+                  jvp=[lambda t, ans, y, x: t * x / _r2(y, x), lambda t, ans, y, x: -t * y / _r2(y, x)],
+                  numpy=np.arctan2, method=True)
+logaddexp = defprim(np.logaddexp, "logaddexp",            # d/da log(e^a + e^b) = e^(a - ans)
+                    vjp=[lambda g, ans, a, b: g * np.exp(a - ans), lambda g, ans, a, b: g * np.exp(b - ans)],
+                    jvp=[lambda t, ans, a, b: t * np.exp(a - ans), lambda t, ans, a, b: t * np.exp(b - ans)],
+                    numpy=np.logaddexp, method=True)
+logaddexp2 = defprim(np.logaddexp2, "logaddexp2",
+                     vjp=[lambda g, ans, a, b: g * np.exp2(a - ans),
+                          lambda g, ans, a, b: g * np.exp2(b - ans)],
+                     jvp=[lambda t, ans, a, b: t * np.exp2(a - ans),
+                          lambda t, ans, a, b: t * np.exp2(b - ans)],
+                     numpy=np.logaddexp2, method=True)
+
+# a % b = a - floor(a / b) * b (the sign of b, as Python's and NumPy's): slope 1 in a and
+# -floor(a / b) in b, away from the jumps. np.mod is the same function; `t % b` records it.
+remainder = defprim(np.remainder, "remainder",
+                    vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g * np.floor(a / b)],
+                    jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t * np.floor(a / b)],
+                    numpy=np.remainder, method=True)
+
+
+def _fshare(s, a, b, beats):
+    """Share of `a` in fmax(a, b) (beats=np.greater) or fmin(a, b) (np.less) for s: as maximum's
+    (ties split evenly), and a NaN loses to a number."""
+    wins = beats(a, b) | (np.isnan(b) & ~np.isnan(a))
+    return s * wins + (s * 0.5) * (a == b)
+
+
+fmax = defprim(np.fmax, "fmax",
+               vjp=[lambda g, ans, a, b: _fshare(g, a, b, np.greater),
+                    lambda g, ans, a, b: _fshare(g, b, a, np.greater)],
+               jvp=[lambda t, ans, a, b: _fshare(t, a, b, np.greater),
+                    lambda t, ans, a, b: _fshare(t, b, a, np.greater)],
+               numpy=np.fmax, method=True)
+fmin = defprim(np.fmin, "fmin",
+               vjp=[lambda g, ans, a, b: _fshare(g, a, b, np.less),
+                    lambda g, ans, a, b: _fshare(g, b, a, np.less)],
+               jvp=[lambda t, ans, a, b: _fshare(t, a, b, np.less),
+                    lambda t, ans, a, b: _fshare(t, b, a, np.less)],
+               numpy=np.fmin, method=True)
+
+
+# ----- selecting: where, clip -------------------------------------------------------------------------
+# The condition is a constant (no gradient); each branch gets the cotangent where it was chosen.
+_where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
+                 vjp=[None, lambda g, ans, c, x, y: np.where(c, g, 0),
+                      lambda g, ans, c, x, y: np.where(c, 0, g)],
+                 jvp=[None, lambda t, ans, c, x, y: np.where(c, t, 0),
+                      lambda t, ans, c, x, y: np.where(c, 0, t)])
+
+
+@public(numpy=np.where)
+def where(condition, x=None, y=None):
+    """x where condition holds, else y (broadcast together), as np.where; the condition (a bool
+    array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero)."""
+    condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
+    if x is None and y is None:
+        return np.nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither (where(condition) gives the indices "
+                         "where it holds)")
+    return _where(condition, x, y)
+
+
+_NO = np.False_
+
+
+def _clip_masks(x, lo, hi):
+    """Where the output min(max(x, lo), hi) comes from x (lo <= x <= hi: x keeps its gradient at
+    the bounds, as PyTorch's clamp), from lo, or from hi. Boolean arrays, computed on values."""
+    below = _NO if lo is None else x < lo
+    if hi is None:
+        above = _NO
+    else:
+        above = x > hi if lo is None else np.where(below, lo > hi, x > hi)
+    return ~(below | above), below & ~above, above
+
+
+def _clip_rule(which):
+    return lambda g, ans, x, lo, hi: np.where(_clip_masks(x, lo, hi)[which], g, 0)
+
+
+_clip = defprim(lambda x, lo, hi: np.clip(x, lo, hi), "clip",
+                vjp=[_clip_rule(0), _clip_rule(1), _clip_rule(2)],
+                jvp=[_clip_rule(0), _clip_rule(1), _clip_rule(2)])
+
+
+@public(numpy=np.clip, method=True)
+def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
+    """np.clip: min(max(a, a_min), a_max), either bound None (no bound), a number, an array or a
+    Tensor, broadcast together. The gradient goes to `a` where a_min <= a <= a_max and to the
+    bound that is active elsewhere. NumPy 2's `min=`/`max=` spellings work too."""
+    if out is not None:
+        raise TypeError("clip: out= is not supported on Tensors; use the returned value")
+    if (min is not None and a_min is not None) or (max is not None and a_max is not None):
+        raise TypeError("clip: give each bound once (a_min or min, a_max or max)")
+    return _clip(a, a_min if min is None else min, a_max if max is None else max)
+
+
+def clamp(x, min=None, max=None):
+    """PyTorch's clamp: clip(x, min, max); at least one bound must be given."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min or max must not be None")
+    return _clip(x, min, max)
+
+
+publish(clamp, "clamp", method=True)
+
+
+# ----- a recorded copy --------------------------------------------------------------------------------
+_clone = defprim(backend.copy, "clone",
+                 vjp=[lambda g, ans, x: g], jvp=[lambda t, ans, x: t])
+
+
+@public(numpy=np.copy, method=("clone", "copy"))
+def clone(a, order="K", subok=False):
+    """A copy of a that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
+    flow through it to a."""
+    return _clone(a)
+
+
+# ----- no gradient ------------------------------------------------------------------------------------
+def _any_tensor(values):
+    return builtins.any(isinstance(v, Tensor) for v in values)
+
+
+def _piecewise_constant(np_fun, name):
+    """A function with zero derivative almost everywhere, computed on the values: a Tensor
+    (that does not require grad) for a Tensor, an array for an array. np.<name>(t) itself
+    gives a plain array (ops.NONDIFFERENTIABLE)."""
+    def op(*args, **kwargs):     # NumPy's keywords too: np.round(a=t, decimals=2)
+        values = [a.data if isinstance(a, Tensor) else a for a in args]
+        named = {k: v.data if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+        out = np_fun(*values, **named)
+        return Tensor(out) if _any_tensor(list(args) + list(kwargs.values())) else out
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"np.{np_fun.__name__} on the values; no gradient (a Tensor that does not require grad)."
+    return publish(op, name, method=True)
+
+
+sign = _piecewise_constant(np.sign, "sign")
+floor = _piecewise_constant(np.floor, "floor")
+ceil = _piecewise_constant(np.ceil, "ceil")
+round = _piecewise_constant(np.round, "round")     # round(x, decimals=0)
+trunc = _piecewise_constant(np.trunc, "trunc")
+
+
+def _on_values(np_fun):
+    """A comparison or test on the values: a plain boolean array, as the operators `<`, `==` give."""
+    def op(*args, **kwargs):
+        return np_fun(*[a.data if isinstance(a, Tensor) else a for a in args], **kwargs)
+    op.__name__ = op.__qualname__ = np_fun.__name__
+    op.__doc__ = f"np.{np_fun.__name__} on the values: a boolean array, no gradient."
+    return op
+
+
+less = publish(_on_values(np.less), "less")
+less_equal = publish(_on_values(np.less_equal), "less_equal")
+greater = publish(_on_values(np.greater), "greater")
+greater_equal = publish(_on_values(np.greater_equal), "greater_equal")
+equal = publish(_on_values(np.equal), "equal")
+not_equal = publish(_on_values(np.not_equal), "not_equal")
+isfinite = publish(_on_values(np.isfinite), "isfinite")
+isnan = publish(_on_values(np.isnan), "isnan")
+isinf = publish(_on_values(np.isinf), "isinf")
+nondifferentiable(np.trunc)   # np.trunc(t): a plain array, like np.floor(t)
+# Indices and truth values, as NumPy's methods give them (t.all(), t.argsort(axis=0), t.nonzero()).
+for _fun in (np.all, np.any, np.argsort, np.nonzero):
+    publish(_on_values(_fun), _fun.__name__, method=True)
+nondifferentiable(np.argsort, np.nonzero)
+del _fun
+
+# `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
+# remainder is `remainder` (%) with its rules.
+floor_divide = _piecewise_constant(np.floor_divide, "floor_divide")
+nondifferentiable(np.floor_divide)
+Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
+Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)
+Tensor.__divmod__ = lambda self, other: (floor_divide(self, other), remainder(self, other))
+Tensor.__rdivmod__ = lambda self, other: (floor_divide(other, self), remainder(other, self))

@@ -1,0 +1,215 @@
+"""The op table's registry and the shorthands every op family declares its rows with.
+
+Every family (core.py, softmax_xent.py, elementwise.py, reductions.py, shape.py, ../linalg.py,
+../nn/functional.py) imports from here, and only from here: a row is `defprim(...)` or one of its
+shorthands, and the tables below record what it is called in tinytensor (`tt.<name>`), in NumPy
+(`np.<fun>(tensor)`) and as a Tensor method. `numpy_dispatch` is where NumPy calls on Tensors
+come back to the table. The helpers at the end are the few that several families' rules share
+(the axes of a reduction, where a maximum is, the inputs of a join).
+"""
+
+import numpy as np
+import scipy.special
+
+from .. import backend
+from ..tape import Primitive
+from ..tensor import Tensor, mark_modified
+
+# ----- the table: what each operation is called, in tinytensor, in NumPy, as a method ---------------
+# Filled by the rows below (and by the other op modules: linalg.py, ...). tinytensor/__init__.py
+# exports PUBLIC as `tt.<name>`; numpy_dispatch maps NumPy functions through NUMPY_FUNCTIONS; every
+# METHODS entry is installed on Tensor (`t.sum(axis=1)` is `tt.sum(t, axis=1)`).
+PUBLIC = {}            # name -> function
+NONDIFFERENTIABLE = set()   # NumPy functions computed on the values, with no gradient
+NUMPY_FUNCTIONS = {}   # NumPy (or SciPy) function -> tinytensor function
+METHODS = {}           # Tensor method name -> function taking the tensor first
+BUILTIN = set()        # names of the built-in primitives (user primitives register elsewhere)
+HIDDEN_INPUTS = {}     # primitive -> how many of its last inputs the views of the tape do not show
+
+
+def _names(spec, default):
+    if spec is None or spec is False:
+        return ()
+    if spec is True:
+        return (default,)
+    return (spec,) if isinstance(spec, str) else tuple(spec)
+
+
+def publish(fun, name, numpy=None, method=None):
+    """Make `fun` public: `tt.<name>`, the NumPy function(s) `numpy` it stands for, and the Tensor
+    method(s) `method` (True: the same name). Returns `fun`."""
+    if name in PUBLIC and PUBLIC[name] is not fun:
+        raise ValueError(f"two operations are both published as tt.{name}")
+    PUBLIC[name] = fun
+    for np_fun in () if numpy is None else (numpy if isinstance(numpy, tuple) else (numpy,)):
+        NUMPY_FUNCTIONS[np_fun] = fun
+    for m in _names(method, name):
+        METHODS[m] = fun
+        setattr(Tensor, m, fun)
+    return fun
+
+
+def public(fun=None, *, name=None, numpy=None, method=None):
+    """Decorator form of `publish`, for composites and the wrappers that give a primitive NumPy's
+    signature: `@public(numpy=np.sum, method=True) def sum(x, axis=None, keepdims=False): ...`."""
+    if fun is None:
+        return lambda f: public(f, name=name, numpy=numpy, method=method)
+    return publish(fun, name or fun.__name__, numpy, method)
+
+
+# ----- shorthands for declaring primitives ------------------------------------------------------
+def defprim(fun, name, vjp, jvp, nargs=None, numpy=None, method=None, export=False, hidden_inputs=0,
+            **options):
+    """A primitive with one VJP rule and one JVP rule per input.
+
+    `vjp`/`jvp` are lists with one rule per input (None: not differentiable in that input), or a
+    single joint rule (a callable) for variadic ops. With `export` (or `numpy`/`method`) the
+    primitive itself is public as `tt.<name>` (`export="other"`: as `tt.other`). `hidden_inputs`:
+    how many of the last inputs are the engine's, not the user's (wengert_list does not show them:
+    crossEntropy's logits)."""
+    prim = Primitive(fun, name, nargs=(len(vjp) if isinstance(vjp, (list, tuple)) else None)
+                     if nargs is None else nargs, **options)
+    if callable(vjp):
+        prim.defvjp(vjp)
+    else:
+        prim.defvjp(*vjp)
+    if callable(jvp):
+        prim.defjvp_joint(jvp)
+    else:
+        prim.defjvp(*jvp)
+    BUILTIN.add(name)
+    if hidden_inputs:
+        HIDDEN_INPUTS[prim] = hidden_inputs
+    if export or numpy is not None or method:
+        publish(prim, export if isinstance(export, str) else name, numpy, method)
+    return prim
+
+
+def elementwise(fun, name, deriv, **public):
+    """A unary elementwise primitive from its local derivative `deriv(ans, x)` alone."""
+    return defprim(fun, name,
+                   vjp=[lambda g, ans, x: g * deriv(ans, x)],
+                   jvp=[lambda t, ans, x: t * deriv(ans, x)], **public)
+
+
+def deflinear(fun, name, vjp, **public):
+    """A primitive linear in its one input: its JVP is the op itself applied to the tangent, so
+    only the VJP (the transpose) is written. `fun(x, **params)`; `vjp(g, ans, x, **params)`."""
+    return defprim(fun, name, vjp=[vjp], jvp=[lambda t, ans, x, **params: fun(t, **params)],
+                   nargs=1, **public)
+
+
+def nondifferentiable(*np_funs):
+    """Mark NumPy functions as carrying no gradient: given Tensors they compute on the values
+    and return plain arrays (comparisons, sign, argmax, ...)."""
+    NONDIFFERENTIABLE.update(np_funs)
+
+
+# ----- handing NumPy calls on Tensors back to the table -----------------------------------------
+# A NumPy function applied to a Tensor becomes the tinytensor operation in NUMPY_FUNCTIONS (filled by
+# the rows above). Rules rely on it. Not differentiable (marked here, once): computed on the values,
+# giving plain arrays.
+nondifferentiable(
+    np.sign, np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+    np.isfinite, np.isnan, np.isinf, np.argmax, np.argmin, np.floor, np.ceil, np.round,
+    np.shape, np.ndim, np.size, np.zeros_like, np.ones_like, np.allclose, np.isclose,
+    np.array_equal, np.logical_and, np.logical_or, np.logical_not, np.full_like, np.empty_like,
+    np.result_type, np.count_nonzero, np.any, np.all)
+
+
+def _unwrap(x):
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, (list, tuple)):
+        return type(x)(_unwrap(i) for i in x)
+    return x
+
+
+def _needs_grad(args):
+    for a in args:
+        if isinstance(a, Tensor) and a.requires_grad:
+            return True
+        if isinstance(a, (list, tuple)) and _needs_grad(a):
+            return True
+    return False
+
+
+def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
+    """What a NumPy function does when given a Tensor (Tensor.__array_ufunc__/__array_function__)."""
+    if use_table and method == "__call__":
+        op = NUMPY_FUNCTIONS.get(func)
+        if op is not None:
+            return op(*args, **kwargs)
+    if func in NONDIFFERENTIABLE or not _needs_grad(list(args) + list(kwargs.values())):
+        target = func if method == "__call__" else getattr(func, method)
+        result = target(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()})
+        # Tensors written in place (out=, np.add.at): marked, as by an in-place operator.
+        written = kwargs.get("out", args[:1] if method == "at" else ())
+        for t in written if isinstance(written, tuple) else (written,):
+            if isinstance(t, Tensor):
+                mark_modified(t)
+        if "out" in kwargs:
+            return written[0] if isinstance(written, tuple) and len(written) == 1 else written
+        return result
+    name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
+    why = ("is recorded only as a plain call (no out= or other keywords, no ufunc methods)"
+           if func in NUMPY_FUNCTIONS else "has no gradient rule in tinytensor")
+    raise TypeError(f"np.{name} {why}, and a Tensor that requires grad "
+                    f"was given to it: use tinytensor operations (tt.stack([...]) or "
+                    f"tt.concatenate([...]) for lists of Tensors), t.detach() or t.numpy() for "
+                    f"the value alone, or tt.no_grad() around code that needs no gradient")
+
+
+# ----- helpers the families' rules share ---------------------------------------------------------
+def _reduced_axes(ndim, axis):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    return tuple(a % ndim for a in axes) if ndim else ()
+
+
+def _keepdims(g, in_shape, axis, keepdims):
+    """Put back, as size-1 axes, the axes a reduction removed (so `g` broadcasts to the input)."""
+    if keepdims or axis is None:   # nothing to put back, or a 0-d g, which broadcasts as it is
+        return g
+    axes = _reduced_axes(len(in_shape), axis)
+    return g.reshape(tuple(1 if i in axes else n for i, n in enumerate(in_shape)))
+
+def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable formula) elsewhere
+    return scipy.special.expit(x) if type(x) is np.ndarray else backend.expit(x)
+
+
+def _max_weights(ans, x, axis, keepdims):
+    """Where the maximum is, as weights summing to 1 along `axis` (ties share evenly)."""
+    hit = x == _keepdims(ans, x.shape, axis, keepdims)
+    return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def _array(x):
+    """x as an array: NumPy's and other libraries' arrays as they are, numbers and lists as NumPy's."""
+    return x if type(x) is np.ndarray else backend.asarray(x)
+
+
+def _joined(arrays, op, out=None, dtype=None, casting="same_kind"):
+    """The inputs of a join (concatenate, stack, ...) as a list, cast to `dtype` when given
+    (under NumPy's `casting` rule), as NumPy's keywords ask."""
+    if out is not None:
+        raise TypeError(f"{op}: out= is not supported on Tensors; use the returned value")
+    arrays = list(arrays)
+    if dtype is None:
+        return arrays
+    dtype, cast = np.dtype(dtype), []
+    for a in arrays:
+        a = a if isinstance(a, Tensor) else np.asarray(a)
+        if not np.can_cast(a.dtype, dtype, casting):
+            raise TypeError(f"{op}: cannot cast {a.dtype} to {dtype} with casting={casting!r}")
+        cast.append(a if a.dtype == dtype else a.astype(dtype))   # Tensor.astype is tt.astype
+    return cast
+
+
+def _swap_last(m):   # m^T over the last two axes (.T is the cheap spelling for matrices)
+    return m.T if m.ndim == 2 else m.swapaxes(-1, -2)
+
+
+def _safe(norm):
+    return norm + (norm == 0)   # the gradient of the norm at W = 0 is 0, not 0/0
