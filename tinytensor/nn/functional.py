@@ -24,8 +24,9 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
+from ..ops.core import _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
-from ..ops.table import defprim
+from ..ops.table import _swap_last, defprim
 from ..rng import generator
 from ..tensor import Tensor
 
@@ -342,9 +343,9 @@ def _linear_forward(x, weight, bias):
 linear_prim = defprim(
     _linear_forward, "linear_t",
     vjp=[lambda g, ans, x, w, b: g @ w,
-         lambda g, ans, x, w, b: ops._swap_last(ops._matmul_vjp_b(g, ans, x, w)),
+         lambda g, ans, x, w, b: _swap_last(_matmul_vjp_b(g, ans, x, w)),
          lambda g, ans, x, w, b: g],
-    jvp=[lambda t, ans, x, w, b: t @ ops._swap_last(w), lambda t, ans, x, w, b: x @ ops._swap_last(t),
+    jvp=[lambda t, ans, x, w, b: t @ _swap_last(w), lambda t, ans, x, w, b: x @ _swap_last(t),
          lambda t, ans, x, w, b: t])
 
 
