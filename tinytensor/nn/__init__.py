@@ -34,9 +34,10 @@ from .layers import (
 )
 from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module, functional_call
+from .parameter import Parameter
 
 __all__ = [
-    "Module", "functional_call", "functional", "init", "utils",
+    "Module", "functional_call", "Parameter", "functional", "init", "utils",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import backend, ops
 from ..tensor import Tensor, _is_device_name, mark_modified
+from .parameter import Parameter
 
 
 def cast_input(x, dtype):
@@ -52,7 +53,7 @@ def _is_parameter(value):
     # Tensor computed from parameters (a cached activation, say) is not one: it is on the tape.
     if not isinstance(value, Tensor) or value._prim is not None:
         return False
-    if value.requires_grad:
+    if value.requires_grad or isinstance(value, Parameter):   # nn.Parameter(x, requires_grad=False) too
         return True
     seen = _PARAMETERS.get(id(value))
     return seen is not None and seen() is value
