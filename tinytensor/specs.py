@@ -637,3 +637,14 @@ OP_SPECS.update({
                                    lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
                                    BINARY[:5], sample=_unit_interval),
 })
+
+# recurrent layers' loops over time (issue 23)
+from .nn import rnn as _rnn  # noqa: E402
+
+OP_SPECS.update({
+    "lstm_seq": OpSpec(_rnn.lstm_seq, None, None, pairs=[(((3, 2, 8), (2, 2), (2, 2), (8, 2)), {}),
+                                                         (((1, 1, 4), (1, 1), (1, 1), (4, 1)), {})]),
+    "gru_seq": OpSpec(_rnn.gru_seq, None, None, pairs=[(((3, 2, 6), (2, 2), (6, 2), (6,)), {})]),
+    "rnn_seq": OpSpec(_rnn.rnn_seq, None, None, pairs=[
+        (((3, 2, 2), (2, 2), (2, 2)), {}), (((3, 2, 2), (2, 2), (2, 2)), dict(nonlinearity="relu"))]),
+})

@@ -35,9 +35,11 @@ from .layers import (
 from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module, functional_call
 from .parameter import Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
 __all__ = [
-    "Module", "functional_call", "Parameter", "functional", "init", "utils",
+    "Module", "functional_call", "functional", "init", "utils",
+    "Parameter", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
     "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
