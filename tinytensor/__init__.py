@@ -12,6 +12,7 @@ from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, o
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
+from .inference import inference_mode
 from .serialization import load, save
 from .tape import (
                    REGISTRY,
@@ -34,7 +35,7 @@ globals().update(ops.PUBLIC)
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
     "zeros_like", "ones_like", "full", "arange", "eye", "rand",
-    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",

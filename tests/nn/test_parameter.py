@@ -72,3 +72,44 @@ def test_functional_call_and_grad_through_parameters():
     grads = tt.grad(lambda p: tt.nn.functional_call(m, p, np.array([2.0, 0.0, 1.0])))(
         {"w": m.w.data.copy()})
     np.testing.assert_array_equal(grads["w"], [2.0, 0.0, 1.0])
+
+
+# ----- nn.utils.parameters_to_vector / vector_to_parameters, tt.inference_mode ------------------
+def test_parameters_to_vector_round_trip_and_gradient():
+    m = tt.nn.Sequential(tt.nn.Linear(3, 2, rng=0, dtype=np.float64), tt.nn.Linear(2, 1, rng=1,
+                                                                                     dtype=np.float64))
+    params = list(m.parameters())
+    vec = tt.nn.utils.parameters_to_vector(params)
+    assert vec.shape == (sum(p.size for p in params),)
+    np.testing.assert_array_equal(vec.data, np.concatenate([p.data.ravel() for p in params]))
+    (vec * np.arange(vec.size)).sum().backward()        # recorded: the gradient reaches each one
+    np.testing.assert_array_equal(np.concatenate([p.grad.ravel() for p in params]), np.arange(vec.size))
+    arrays = [p.data for p in params]
+    tt.nn.utils.vector_to_parameters(np.arange(vec.size, dtype=np.float64), params)
+    assert all(p.data is a for p, a in zip(params, arrays))          # in place
+    np.testing.assert_array_equal(tt.nn.utils.parameters_to_vector(params).data, np.arange(vec.size))
+    with pytest.raises(ValueError, match="has 3 entries but the parameters hold 11"):
+        tt.nn.utils.vector_to_parameters(np.zeros(3), params)
+    with pytest.raises(TypeError, match="1-d vector"):
+        tt.nn.utils.vector_to_parameters(np.zeros((11, 1)), params)
+
+
+def test_inference_mode_is_no_grad_as_context_and_decorator():
+    x = tt.tensor([1.0, 2.0], requires_grad=True)
+    with tt.inference_mode():
+        assert not (x * 2).requires_grad and not tt.is_grad_enabled()
+    assert tt.is_grad_enabled()
+
+    @tt.inference_mode
+    def bare(x):
+        return x * 2
+
+    @tt.inference_mode()
+    def called(x):
+        return x * 2
+
+    assert not bare(x).requires_grad and not called(x).requires_grad and tt.is_grad_enabled()
+    with tt.inference_mode(False):                    # as PyTorch's: leaves the mode alone
+        assert (x * 2).requires_grad
+    with tt.no_grad(), tt.inference_mode(False):
+        assert not tt.is_grad_enabled()

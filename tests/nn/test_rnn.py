@@ -200,9 +200,20 @@ def test_clear_errors():
         m(np.ones((5, 2, 3)), np.zeros((1, 2, 4)))
     with pytest.raises(ValueError, match="nonlinearity"):
         nn.RNN(2, 3, nonlinearity="sigmoid")
-    inner = tt.grad(lambda x: (m(x)[0] ** 2).sum())
-    with pytest.raises(NotImplementedError, match="create_graph=True"):
-        tt.grad(lambda x: inner(x).sum())(np.ones((2, 1, 3), np.float32))
+
+
+@pytest.mark.parametrize("name", ["LSTM", "GRU", "RNN"])
+def test_second_derivatives_through_the_loop(name):
+    m = _loaded(getattr(nn, name), 2, 3)
+    x = np.random.default_rng(4).normal(size=(3, 2, 2))
+    v = np.random.default_rng(5).normal(size=x.shape)
+    f = lambda x: (m(x)[0] ** 3).sum()                        # noqa: E731
+    grad = tt.grad(f)
+    eps = 1e-6
+    numeric = (grad(x + eps * v) - grad(x - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(tt.hvp(f, (x,), (v,)), numeric, rtol=1e-6, atol=1e-8)
+    rev = tt.grad(lambda x: (grad(x) * v).sum())(x)
+    np.testing.assert_allclose(rev, numeric, rtol=1e-6, atol=1e-8)
 
 
 def test_against_pytorch_live():

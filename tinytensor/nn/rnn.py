@@ -8,11 +8,11 @@ n = tanh(W_in x + b_in + r * (W_hn h + b_hn))), so a PyTorch state dict loads as
 How a layer runs: the input projection x @ W_ih.T + b for every time step is one matmul on the
 tape; the loop over time is one primitive per layer and direction (`lstm_seq`, `gru_seq`,
 `rnn_seq`) whose forward is a NumPy loop over (batch, hidden) matrices and whose VJP is
-backpropagation through time in NumPy (one joint rule: dW_hh is a single matmul over all steps
-at the end). Its output holds, per step, the hidden state and what the VJP needs (the LSTM's cell
-state and gate activations), so the backward recomputes nothing; the layer's outputs are slices
-of it. Forward mode (JVP) is exact too. Double backward (`create_graph=True`) through the loop
-is not supported: the rule says so.
+backpropagation through time (one joint rule: dW_hh is a single matmul over all steps at the
+end). Its output holds, per step, the hidden state and what the VJP needs (the LSTM's cell state
+and gate activations), so the backward recomputes nothing; the layer's outputs are slices of it.
+The VJP and JVP rules are written with NumPy functions that Tensors dispatch, so they run on
+Tensors too: higher derivatives (tt.grad(tt.grad(f)), tt.hvp) work through the loop.
 """
 
 import math
@@ -25,13 +25,6 @@ from ..tensor import Tensor
 from . import functional as F
 from .module import Module, cast_input
 from .parameter import Parameter
-
-
-def _no_double_backward(name, *values):
-    if any(isinstance(v, Tensor) for v in values):
-        raise NotImplementedError(f"{name}: differentiating the gradient of a recurrent layer "
-                                  f"(create_graph=True) is not supported; its backward through time "
-                                  f"is one NumPy rule. Write the cell from tt ops for higher orders")
 
 
 def _prev(Y, t, first, lo, hi):
@@ -60,64 +53,57 @@ def _lstm_forward(xp, h0, c0, whh):
 
 
 def _lstm_vjp(gY, Y, xp, h0, c0, whh):
-    _no_double_backward("nn.LSTM", gY, Y)
-    T, B = xp.shape[:2]
-    H = h0.shape[-1]
-    ns = backend.namespace(xp)
-    dz = ns.empty((T, B, 4 * H), dtype=Y.dtype)
-    dh = ns.zeros((B, H), dtype=Y.dtype)
-    dc = ns.zeros((B, H), dtype=Y.dtype)
+    T, H = Y.shape[0], h0.shape[-1]
+    dh = dc = 0
+    dz = [None] * T
     for t in range(T - 1, -1, -1):
         y, gy = Y[t], gY[t]
         i, f, g, o = y[:, 2 * H:3 * H], y[:, 3 * H:4 * H], y[:, 4 * H:5 * H], y[:, 5 * H:]
         gh = gy[:, :H] + dh
-        tc = ns.tanh(y[:, H:2 * H])
+        tc = np.tanh(y[:, H:2 * H])
         gc = gy[:, H:2 * H] + dc + gh * o * (1 - tc * tc)
-        c_prev = _prev(Y, t, c0, H, 2 * H)
-        d = dz[t]
-        d[:, :H] = (gc * g + gy[:, 2 * H:3 * H]) * i * (1 - i)
-        d[:, H:2 * H] = (gc * c_prev + gy[:, 3 * H:4 * H]) * f * (1 - f)
-        d[:, 2 * H:3 * H] = (gc * i + gy[:, 4 * H:5 * H]) * (1 - g * g)
-        d[:, 3 * H:] = (gh * tc + gy[:, 5 * H:]) * o * (1 - o)
+        d = dz[t] = np.concatenate([(gc * g + gy[:, 2 * H:3 * H]) * i * (1 - i),
+                                    (gc * _prev(Y, t, c0, H, 2 * H) + gy[:, 3 * H:4 * H]) * f * (1 - f),
+                                    (gc * i + gy[:, 4 * H:5 * H]) * (1 - g * g),
+                                    (gh * tc + gy[:, 5 * H:]) * o * (1 - o)], axis=1)
         dc = gc * f
         dh = d @ whh
+    dz = np.stack(dz)
     hs = _states_before(Y[:, :, :H], h0)
-    dwhh = dz.reshape(-1, 4 * H).T @ hs.reshape(-1, H)
-    return dz, dh, dc, dwhh
+    return dz, dh, dc, dz.reshape(-1, 4 * H).T @ hs.reshape(-1, H)
 
 
 def _states_before(hs, h0):
     """[h0, h_0, ..., h_{T-2}]: the state each step started from, (T, B, H)."""
-    ns = backend.namespace(hs)
-    return ns.concatenate([ns.broadcast_to(h0, hs.shape[1:])[None], hs[:-1]], axis=0)
+    return np.concatenate([h0[None], hs[:-1]], axis=0)
 
 
 def _lstm_jvp(ts, Y, xp, h0, c0, whh):
     txp, th0, tc0, twhh = ts
-    T, B = xp.shape[:2]
-    H = h0.shape[-1]
-    ns = backend.namespace(Y)
-    tY = ns.empty(Y.shape, dtype=Y.dtype)
-    dh = ns.zeros((B, H), Y.dtype) if th0 is None else th0
-    dc = ns.zeros((B, H), Y.dtype) if tc0 is None else tc0
+    T, H = Y.shape[0], h0.shape[-1]
+    dh = 0 if th0 is None else th0
+    dc = 0 if tc0 is None else tc0
+    tY = []
     for t in range(T):
         y = Y[t]
         i, f, g, o = y[:, 2 * H:3 * H], y[:, 3 * H:4 * H], y[:, 4 * H:5 * H], y[:, 5 * H:]
-        h_prev, c_prev = _prev(Y, t, h0, 0, H), _prev(Y, t, c0, H, 2 * H)
-        dz = dh @ whh.T
+        c_prev = _prev(Y, t, c0, H, 2 * H)
+        dz = 0 if th0 is None and t == 0 else dh @ whh.T
         if txp is not None:
             dz = dz + txp[t]
         if twhh is not None:
-            dz = dz + h_prev @ twhh.T
-        out = tY[t]
-        di = out[:, 2 * H:3 * H] = dz[:, :H] * i * (1 - i)
-        df = out[:, 3 * H:4 * H] = dz[:, H:2 * H] * f * (1 - f)
-        dg = out[:, 4 * H:5 * H] = dz[:, 2 * H:3 * H] * (1 - g * g)
-        do = out[:, 5 * H:] = dz[:, 3 * H:] * o * (1 - o)
-        dc = out[:, H:2 * H] = df * c_prev + f * dc + di * g + i * dg
-        tc = ns.tanh(y[:, H:2 * H])
-        dh = out[:, :H] = do * tc + o * (1 - tc * tc) * dc
-    return tY
+            dz = dz + _prev(Y, t, h0, 0, H) @ twhh.T
+        if isinstance(dz, int):                   # only c0 moves: no gate moves at this step
+            dz = Y[0, :, :4 * H] * 0
+        di = dz[:, :H] * i * (1 - i)
+        df = dz[:, H:2 * H] * f * (1 - f)
+        dg = dz[:, 2 * H:3 * H] * (1 - g * g)
+        do = dz[:, 3 * H:] * o * (1 - o)
+        dc = df * c_prev + f * dc + di * g + i * dg
+        tc = np.tanh(y[:, H:2 * H])
+        dh = do * tc + o * (1 - tc * tc) * dc
+        tY.append(np.concatenate([dh, dc, di, df, dg, do], axis=1))
+    return np.stack(tY)
 
 
 lstm_seq = defprim(_lstm_forward, "lstm_seq", vjp=_lstm_vjp, jvp=_lstm_jvp, nargs=4)
@@ -143,27 +129,20 @@ def _gru_forward(xp, h0, whh, bhh):
 
 
 def _gru_vjp(gY, Y, xp, h0, whh, bhh):
-    _no_double_backward("nn.GRU", gY, Y)
-    T, B = xp.shape[:2]
-    H = h0.shape[-1]
-    ns = backend.namespace(xp)
-    dx = ns.empty((T, B, 3 * H), dtype=Y.dtype)
-    dhw = ns.empty((T, B, 3 * H), dtype=Y.dtype)
-    dh = ns.zeros((B, H), dtype=Y.dtype)
+    T, H = Y.shape[0], h0.shape[-1]
+    dx, dhw = [None] * T, [None] * T
+    dh = 0
     for t in range(T - 1, -1, -1):
         y, gy = Y[t], gY[t]
         r, z, n, hn = y[:, H:2 * H], y[:, 2 * H:3 * H], y[:, 3 * H:4 * H], y[:, 4 * H:]
-        h_prev = _prev(Y, t, h0, 0, H)
         gh = gy[:, :H] + dh
         dn = (gh * (1 - z) + gy[:, 3 * H:4 * H]) * (1 - n * n)
         dr = (dn * hn + gy[:, H:2 * H]) * r * (1 - r)
-        dzp = (gh * (h_prev - n) + gy[:, 2 * H:3 * H]) * z * (1 - z)
-        dxt, dht = dx[t], dhw[t]
-        dxt[:, :H] = dht[:, :H] = dr
-        dxt[:, H:2 * H] = dht[:, H:2 * H] = dzp
-        dxt[:, 2 * H:] = dn
-        dht[:, 2 * H:] = dn * r + gy[:, 4 * H:]
+        dzp = (gh * (_prev(Y, t, h0, 0, H) - n) + gy[:, 2 * H:3 * H]) * z * (1 - z)
+        dx[t] = np.concatenate([dr, dzp, dn], axis=1)
+        dht = dhw[t] = np.concatenate([dr, dzp, dn * r + gy[:, 4 * H:]], axis=1)
         dh = gh * z + dht @ whh
+    dx, dhw = np.stack(dx), np.stack(dhw)
     hs = _states_before(Y[:, :, :H], h0)
     flat = dhw.reshape(-1, 3 * H)
     return dx, dh, flat.T @ hs.reshape(-1, H), flat.sum(axis=0)
@@ -171,29 +150,28 @@ def _gru_vjp(gY, Y, xp, h0, whh, bhh):
 
 def _gru_jvp(ts, Y, xp, h0, whh, bhh):
     txp, th0, twhh, tbhh = ts
-    T, B = xp.shape[:2]
-    H = h0.shape[-1]
-    ns = backend.namespace(Y)
-    tY = ns.empty(Y.shape, dtype=Y.dtype)
-    dh = ns.zeros((B, H), Y.dtype) if th0 is None else th0
+    T, H = Y.shape[0], h0.shape[-1]
+    dh = 0 if th0 is None else th0
+    tY = []
     for t in range(T):
-        y, out = Y[t], tY[t]
+        y = Y[t]
         r, z, n, hn = y[:, H:2 * H], y[:, 2 * H:3 * H], y[:, 3 * H:4 * H], y[:, 4 * H:]
         h_prev = _prev(Y, t, h0, 0, H)
-        dhw = dh @ whh.T
+        dhw = (Y[0, :, :3 * H] * 0) if th0 is None and t == 0 else dh @ whh.T
         if twhh is not None:
             dhw = dhw + h_prev @ twhh.T
         if tbhh is not None:
             dhw = dhw + tbhh
-        dxt = 0 if txp is None else txp[t]
-        dpre = dhw[:, :2 * H] + (0 if txp is None else dxt[:, :2 * H])
-        dr = out[:, H:2 * H] = dpre[:, :H] * r * (1 - r)
-        dz = out[:, 2 * H:3 * H] = dpre[:, H:] * z * (1 - z)
-        dhn = out[:, 4 * H:] = dhw[:, 2 * H:]
-        dnpre = dr * hn + r * dhn + (0 if txp is None else dxt[:, 2 * H:])
-        dn = out[:, 3 * H:4 * H] = dnpre * (1 - n * n)
-        dh = out[:, :H] = dn + dz * (h_prev - n) + z * (dh - dn)
-    return tY
+        dpre, dn_in = dhw[:, :2 * H], 0
+        if txp is not None:
+            dpre, dn_in = dpre + txp[t][:, :2 * H], txp[t][:, 2 * H:]
+        dr = dpre[:, :H] * r * (1 - r)
+        dz = dpre[:, H:] * z * (1 - z)
+        dhn = dhw[:, 2 * H:]
+        dn = (dr * hn + r * dhn + dn_in) * (1 - n * n)
+        dh = dn + dz * (h_prev - n) + z * (dh - dn)
+        tY.append(np.concatenate([dh, dr, dz, dn, dhn], axis=1))
+    return np.stack(tY)
 
 
 gru_seq = defprim(_gru_forward, "gru_seq", vjp=_gru_vjp, jvp=_gru_jvp, nargs=4)
@@ -217,31 +195,31 @@ def _rnn_slope(h, nonlinearity):
 
 
 def _rnn_vjp(gY, Y, xp, h0, whh, nonlinearity="tanh"):
-    _no_double_backward("nn.RNN", gY, Y)
-    T, B, H = Y.shape
-    dpre = backend.namespace(Y).empty(Y.shape, dtype=Y.dtype)
+    T, H = Y.shape[0], Y.shape[-1]
+    dpre = [None] * T
     dh = 0
     for t in range(T - 1, -1, -1):
         d = dpre[t] = (gY[t] + dh) * _rnn_slope(Y[t], nonlinearity)
         dh = d @ whh
+    dpre = np.stack(dpre)
     hs = _states_before(Y, h0)
     return dpre, dh, dpre.reshape(-1, H).T @ hs.reshape(-1, H)
 
 
 def _rnn_jvp(ts, Y, xp, h0, whh, nonlinearity="tanh"):
     txp, th0, twhh = ts
-    T, B, H = Y.shape
-    ns = backend.namespace(Y)
-    tY = ns.empty(Y.shape, dtype=Y.dtype)
-    dh = ns.zeros((B, H), Y.dtype) if th0 is None else th0
+    T, H = Y.shape[0], Y.shape[-1]
+    dh = 0 if th0 is None else th0
+    tY = []
     for t in range(T):
-        d = dh @ whh.T
+        d = Y[0] * 0 if th0 is None and t == 0 else dh @ whh.T
         if txp is not None:
             d = d + txp[t]
         if twhh is not None:
             d = d + _prev(Y, t, h0, 0, H) @ twhh.T
-        dh = tY[t] = d * _rnn_slope(Y[t], nonlinearity)
-    return tY
+        dh = d * _rnn_slope(Y[t], nonlinearity)
+        tY.append(dh)
+    return np.stack(tY)
 
 
 rnn_seq = defprim(_rnn_forward, "rnn_seq", vjp=_rnn_vjp, jvp=_rnn_jvp, nargs=3)
