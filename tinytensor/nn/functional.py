@@ -43,14 +43,23 @@ def _padded_nhwc(x, padding):
     return out
 
 
-def _im2col(x, kernel, stride, padding):
+def _spread(kernel, dilation):
+    """The extent of a kernel whose taps are `dilation` apart: (k - 1) * d + 1 per axis."""
+    return ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
+
+
+def _im2col(x, kernel, stride, padding, dilation=(1, 1)):
     """Every kernel window of x as one row: (N * Ho * Wo, kh * kw * C), and (N, Ho, Wo)."""
     if x.ndim != 4:
         raise ValueError(f"expected (N, C, H, W) input, got shape {x.shape}")
     xp = _padded_nhwc(x, padding)
-    if xp.shape[1] < kernel[0] or xp.shape[2] < kernel[1]:
-        raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {kernel}")
-    win = sliding_window_view(xp, kernel, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
+    extent = _spread(kernel, dilation)
+    if xp.shape[1] < extent[0] or xp.shape[2] < extent[1]:
+        dilated = "" if extent == tuple(kernel) else f" (kernel {tuple(kernel)} dilated by {dilation})"
+        raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {extent}{dilated}")
+    win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
+    if extent != tuple(kernel):
+        win = win[..., ::dilation[0], ::dilation[1]]
     n, ho, wo = win.shape[:3]
     return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
 
@@ -61,18 +70,18 @@ def _rows(g):
 
 
 # ----- convolution: three bilinear primitives, each the others' rules ----------------------------
-def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     if w.ndim != 4 or x.ndim != 4 or x.shape[1] != w.shape[1]:
         raise ValueError(f"the input (N, C, H, W) {np.shape(x)} and the weight (out, C, kh, kw) "
                          f"{np.shape(w)} must agree on C")
-    cols, (n, ho, wo) = _im2col(x, w.shape[2:], stride, padding)
+    cols, (n, ho, wo) = _im2col(x, w.shape[2:], stride, padding, dilation)
     out = cols @ w.transpose(2, 3, 1, 0).reshape(cols.shape[1], -1)     # (N * Ho * Wo, out)
     if b is not None:
         out += b
     return out.reshape(n, ho, wo, -1).transpose(0, 3, 1, 2)          # a view: no copy
 
 
-def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
+def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """d<conv2d(x, w), g>/dx for x of `shape` (a transposed convolution): the window rows'
     cotangents, added back into the padded image one kernel offset at a time."""
     n, c, h, wd = shape
@@ -81,16 +90,18 @@ def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
     cols = (_rows(g) @ w.transpose(0, 2, 3, 1).reshape(o, -1)).reshape(n, ho, wo, kh, kw, c)
     ph, pw = padding
     sh, sw = stride
+    dh, dw = dilation
     out = backend.namespace(cols).zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
+            rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
+            out[:, rows, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
     return out[:, ph:ph + h, pw:pw + wd].transpose(0, 3, 1, 2)
 
 
-def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0)):
+def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
-    cols, _ = _im2col(x, kernel, stride, padding)
+    cols, _ = _im2col(x, kernel, stride, padding, dilation)
     dw = _rows(g).T @ cols                                            # (out, kh * kw * C)
     return dw.reshape(g.shape[1], kernel[0], kernel[1], x.shape[1]).transpose(0, 3, 1, 2)
 
@@ -99,43 +110,55 @@ def _bias_tangent(t, ans):
     return ops.broadcast_to(ops.reshape(t, (-1, 1, 1)), ans.shape)
 
 
+# The static parameters (stride, padding, dilation) pass through every rule unchanged (**p).
 conv2d_prim = defprim(
     _conv2d_forward, "conv2d", nargs=3,
-    vjp=[lambda g, ans, x, w, b, stride, padding:
-         conv2d_grad_input(g, w, shape=x.shape, stride=stride, padding=padding),
-         lambda g, ans, x, w, b, stride, padding:
-         conv2d_grad_weight(x, g, kernel=w.shape[2:], stride=stride, padding=padding),
-         lambda g, ans, x, w, b, stride, padding: g.sum(axis=(0, 2, 3))],
-    jvp=[lambda t, ans, x, w, b, stride, padding: conv2d_prim(t, w, None, stride=stride, padding=padding),
-         lambda t, ans, x, w, b, stride, padding: conv2d_prim(x, t, None, stride=stride, padding=padding),
-         lambda t, ans, x, w, b, stride, padding: _bias_tangent(t, ans)])
+    vjp=[lambda g, ans, x, w, b, **p: conv2d_grad_input(g, w, shape=x.shape, **p),
+         lambda g, ans, x, w, b, **p: conv2d_grad_weight(x, g, kernel=w.shape[2:], **p),
+         lambda g, ans, x, w, b, **p: g.sum(axis=(0, 2, 3))],
+    jvp=[lambda t, ans, x, w, b, **p: conv2d_prim(t, w, None, **p),
+         lambda t, ans, x, w, b, **p: conv2d_prim(x, t, None, **p),
+         lambda t, ans, x, w, b, **p: _bias_tangent(t, ans)])
 
 conv2d_grad_input = defprim(
     _conv2d_grad_input_forward, "conv2d_grad_input", nargs=2,
-    vjp=[lambda u, ans, g, w, shape, stride, padding: conv2d_prim(u, w, None, stride=stride, padding=padding),
-         lambda u, ans, g, w, shape, stride, padding:
-         conv2d_grad_weight(u, g, kernel=w.shape[2:], stride=stride, padding=padding)],
-    jvp=[lambda t, ans, g, w, shape, stride, padding:
-         conv2d_grad_input(t, w, shape=shape, stride=stride, padding=padding),
-         lambda t, ans, g, w, shape, stride, padding:
-         conv2d_grad_input(g, t, shape=shape, stride=stride, padding=padding)])
+    vjp=[lambda u, ans, g, w, shape, **p: conv2d_prim(u, w, None, **p),
+         lambda u, ans, g, w, shape, **p: conv2d_grad_weight(u, g, kernel=w.shape[2:], **p)],
+    jvp=[lambda t, ans, g, w, shape, **p: conv2d_grad_input(t, w, shape=shape, **p),
+         lambda t, ans, g, w, shape, **p: conv2d_grad_input(g, t, shape=shape, **p)])
 
 conv2d_grad_weight = defprim(
     _conv2d_grad_weight_forward, "conv2d_grad_weight", nargs=2,
-    vjp=[lambda u, ans, x, g, kernel, stride, padding:
-         conv2d_grad_input(g, u, shape=x.shape, stride=stride, padding=padding),
-         lambda u, ans, x, g, kernel, stride, padding:
-         conv2d_prim(x, u, None, stride=stride, padding=padding)],
-    jvp=[lambda t, ans, x, g, kernel, stride, padding:
-         conv2d_grad_weight(t, g, kernel=kernel, stride=stride, padding=padding),
-         lambda t, ans, x, g, kernel, stride, padding:
-         conv2d_grad_weight(x, t, kernel=kernel, stride=stride, padding=padding)])
+    vjp=[lambda u, ans, x, g, kernel, **p: conv2d_grad_input(g, u, shape=x.shape, **p),
+         lambda u, ans, x, g, kernel, **p: conv2d_prim(x, u, None, **p)],
+    jvp=[lambda t, ans, x, g, kernel, **p: conv2d_grad_weight(t, g, kernel=kernel, **p),
+         lambda t, ans, x, g, kernel, **p: conv2d_grad_weight(x, t, kernel=kernel, **p)])
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0):
-    """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight (out, C, kh, kw),
-    bias (out,) or None -> (N, out, Ho, Wo) with Ho = (H + 2 * padding - kh) // stride + 1."""
-    return conv2d_prim(x, weight, bias, stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight
+    (out, C / groups, kh, kw), bias (out,) or None -> (N, out, Ho, Wo) with
+    Ho = (H + 2 * padding - dilation * (kh - 1) - 1) // stride + 1. `dilation` spaces the kernel's
+    taps; `groups` splits the channels into independent convolutions (one per group, joined)."""
+    params = dict(stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
+    dilation = _pair(dilation, "dilation")
+    if 0 in dilation:
+        raise ValueError(f"conv2d: dilation must be positive, got {dilation}")
+    if dilation != (1, 1):
+        params["dilation"] = dilation
+    groups = int(groups)
+    if groups == 1:
+        return conv2d_prim(x, weight, bias, **params)
+    c, o = np.shape(x.data if isinstance(x, Tensor) else x)[-3], np.shape(weight)[0]
+    if groups < 1 or c % groups or o % groups or np.shape(weight)[1] * groups != c:
+        raise ValueError(f"conv2d: groups={groups} must divide the input channels ({c}) and the "
+                         f"output channels ({o}), with a weight of shape (out, in / groups, kh, kw); "
+                         f"got weight {tuple(np.shape(weight))}")
+    ci, co = c // groups, o // groups
+    parts = [conv2d_prim(x[:, k * ci:(k + 1) * ci], weight[k * co:(k + 1) * co],
+                         None if bias is None else bias[k * co:(k + 1) * co], **params)
+             for k in range(groups)]
+    return ops.concatenate(parts, axis=1)
 
 
 # ----- pooling ------------------------------------------------------------------------------------
