@@ -24,6 +24,7 @@ from .layers import (
     Linear,
     LogSoftmax,
     MaxPool2d,
+    ModuleDict,
     ModuleList,
     ReLU,
     Sequential,
@@ -32,7 +33,17 @@ from .layers import (
     Softplus,
     Tanh,
 )
-from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module, functional_call
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
@@ -41,7 +52,8 @@ __all__ = [
     "Module", "functional_call", "functional", "init", "utils",
     "Parameter", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
-    "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
+    "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList", "ModuleDict",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+    "SmoothL1Loss", "KLDivLoss",
 ]

@@ -273,17 +273,75 @@ def _pool_args(kernel_size, stride):
     return kernel, stride
 
 
-def max_pool2d(x, kernel_size, stride=None):
+def _pool_borders(shape, kernel, stride, padding, ceil_mode, name):
+    """PyTorch's pooled size: floor (or ceil) of (n + 2p - k) / s, plus one; with ceil_mode the
+    last window must start inside the input or its left padding. Returns the zeros to add after
+    the right padding so that every window fits: (extra rows, extra columns)."""
+    if len(shape) != 4:
+        raise ValueError(f"{name}: expected (N, C, H, W) input, got shape {tuple(shape)}")
+    extra = []
+    for n, k, s, p in zip(shape[2:], kernel, stride, padding):
+        if p > k // 2:
+            raise ValueError(f"{name}: padding should be at most half of the kernel size, got padding "
+                             f"{padding} for kernel {kernel}")
+        size = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (size - 1) * s >= n + p:
+            size -= 1
+        if size < 1:
+            raise ValueError(f"{name}: the (padded) input {tuple(shape[2:])} is smaller than the kernel "
+                             f"{kernel}")
+        extra.append(max(0, (size - 1) * s + k - (n + 2 * p)))
+    return extra
+
+
+def _padded(x, padding, extra, value):
+    widths = ((0, 0), (0, 0), (padding[0], padding[0] + extra[0]), (padding[1], padding[1] + extra[1]))
+    return ops.PUBLIC["pad"](x, widths, constant_values=value)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each kernel window of (N, C, H, W); stride defaults to the kernel size.
-    The gradient goes to the first maximum of a window (as PyTorch)."""
+    The gradient goes to the first maximum of a window (as PyTorch). `padding` (at most half the
+    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's."""
+    if dilation not in (1, (1, 1)) or return_indices:
+        raise ValueError("max_pool2d: dilation and return_indices are not supported (dilation=1, "
+                         "return_indices=False)")
     kernel, stride = _pool_args(kernel_size, stride)
-    return max_pool2d_prim(x, kernel=kernel, stride=stride)
+    padding = _pair(padding, "padding")
+    if padding == (0, 0) and not ceil_mode:
+        return max_pool2d_prim(x, kernel=kernel, stride=stride)
+    extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
+                          ceil_mode, "max_pool2d")
+    return max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
 
 
-def avg_pool2d(x, kernel_size, stride=None):
-    """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size."""
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size.
+    `padding` adds zero borders, counted in the mean unless count_include_pad=False; with
+    ceil_mode the windows that run past the (padded) input divide by the part inside, as PyTorch's.
+    `divisor_override` divides every window's sum by that number instead."""
     kernel, stride = _pool_args(kernel_size, stride)
-    return avg_pool2d_prim(x, kernel=kernel, stride=stride)
+    padding = _pair(padding, "padding")
+    area = kernel[0] * kernel[1]
+    if padding == (0, 0) and not ceil_mode and divisor_override is None:
+        return avg_pool2d_prim(x, kernel=kernel, stride=stride)
+    shape = np.shape(x.data if isinstance(x, Tensor) else x)
+    extra = _pool_borders(shape, kernel, stride, padding, ceil_mode, "avg_pool2d")
+    mean = avg_pool2d_prim(_padded(x, padding, extra, 0), kernel=kernel, stride=stride)
+    if divisor_override is not None:
+        if not divisor_override > 0:
+            raise ValueError(f"avg_pool2d: divisor_override must be positive, got {divisor_override}")
+        return mean * (area / float(divisor_override))
+    h, w = shape[2:]
+    inside = np.zeros((1, 1, h + 2 * padding[0] + extra[0], w + 2 * padding[1] + extra[1]))
+    if count_include_pad:
+        inside[:, :, :h + 2 * padding[0], :w + 2 * padding[1]] = 1
+    else:
+        inside[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w] = 1
+    counts = _avg_pool_forward(inside, kernel, stride) * area
+    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    return mean * backend.asarray((area / counts).astype(dtype), like=x.data if isinstance(x, Tensor) else x)
 
 
 # ----- embedding: rows by integer index ---------------------------------------------------------------
@@ -403,3 +461,11 @@ def l1_loss(prediction, target, reduction="mean"):
 
 def huber_loss(prediction, target, reduction="mean", delta=1.0):
     return _loss("HuberLoss", reduction=reduction, delta=delta)(prediction, target)
+
+
+def smooth_l1_loss(prediction, target, reduction="mean", beta=1.0):
+    return _loss("SmoothL1Loss", reduction=reduction, beta=beta)(prediction, target)
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    return _loss("KLDivLoss", reduction=reduction, log_target=log_target)(input, target)

@@ -6,6 +6,7 @@ silently turn a float32 model's loss into float64.
 """
 
 import numpy as np
+import scipy.special
 
 from .. import backend, ops
 from ..tensor import Tensor
@@ -90,6 +91,66 @@ class HuberLoss(_Loss):
         a = ops.abs(prediction - target)
         q = ops.minimum(a, self.delta)                       # |d| clipped at delta
         return _reduce(0.5 * (q * q) + self.delta * (a - q), self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere, d = prediction - target, as
+    PyTorch's (HuberLoss(delta) is delta * SmoothL1Loss(beta=delta)); beta=0 is L1Loss."""
+
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        if not beta >= 0:
+            raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta!r}")
+        self.beta = float(beta)
+
+    def forward(self, prediction, target):
+        target = _same_shape("SmoothL1Loss", prediction, target)
+        a = ops.abs(prediction - target)
+        if self.beta == 0:
+            return _reduce(a, self.reduction)
+        q = ops.minimum(a, self.beta)                        # |d| clipped at beta
+        return _reduce((0.5 / self.beta) * (q * q) + (a - q), self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+def _xlogx(t):
+    """t log t, 0 at t = 0 (a constant for a plain target; recorded, with slope log t + 1 where
+    t > 0 and 0 at t = 0, for a Tensor)."""
+    if not isinstance(t, Tensor):
+        return scipy.special.xlogy(t, t)
+    positive = t.data > 0
+    return t * ops.log(ops.PUBLIC["where"](positive, t, 1.0))
+
+
+class KLDivLoss(_Loss):
+    """KL divergence of `input` (log-probabilities) from `target`, pointwise as PyTorch's:
+    target * (log(target) - input) (0 where target is 0), or with log_target=True (target given
+    as log-probabilities) exp(target) * (target - input). reduction "mean" averages over every
+    element (as PyTorch's default; not the KL divergence), "batchmean" sums and divides by the
+    batch size (the first axis: the true KL divergence per sample), "sum", "none"."""
+
+    def __init__(self, reduction="mean", log_target=False):
+        Module.__init__(self)
+        if reduction not in _REDUCTIONS + ("batchmean",):
+            raise ValueError(f"KLDivLoss: reduction must be one of {_REDUCTIONS + ('batchmean',)}, got "
+                             f"{reduction!r}")
+        self.reduction, self.log_target = reduction, bool(log_target)
+
+    def forward(self, input, target):
+        target = _same_shape("KLDivLoss", input, target)
+        if self.log_target:
+            loss = ops.exp(target) * (target - input)
+        else:
+            loss = _xlogx(target) - target * input
+        if self.reduction == "batchmean":
+            n = input.shape[0] if len(input.shape) else 1
+            return ops.sum(loss) / n
+        return _reduce(loss, self.reduction)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, log_target={self.log_target}"
 
 
 class BCELoss(_Loss):
