@@ -236,3 +236,15 @@ def test_against_pytorch_live():
         np.testing.assert_allclose(xx.grad, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
         for k, p in ref.named_parameters():
             np.testing.assert_allclose(getattr(m, k).grad, p.grad.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_dropout_between_layers_only_in_training():
+    m = nn.GRU(3, 4, num_layers=2, dropout=0.5, rng=0, dtype=np.float64)
+    plain = _loaded(nn.GRU, 3, 4, num_layers=2)
+    m.load_state_dict(plain.state_dict())
+    x = np.random.default_rng(0).normal(size=(4, 2, 3))
+    a, b = m(x)[0].data, m(x)[0].data
+    assert not np.allclose(a, b)                      # a new mask per call
+    m.eval()
+    np.testing.assert_allclose(m(x)[0].data, plain(x)[0].data, rtol=1e-14)
+    assert repr(m) == "GRU(3, 4, num_layers=2, dropout=0.5)"

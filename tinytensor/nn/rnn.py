@@ -285,7 +285,7 @@ class RNNBase(Module):
         self.num_layers = int(num_layers)
         self.bias, self.batch_first, self.bidirectional = bool(bias), bool(batch_first), bool(bidirectional)
         self.dropout = float(dropout)
-        self._rng = np.random.default_rng(rng)
+        self.rng = np.random.default_rng(rng)
         dtype = np.dtype(dtype)
         H = self.hidden_size
         gates = _GATES[mode] * H
@@ -294,11 +294,11 @@ class RNNBase(Module):
             width = self.input_size if layer == 0 else self.hidden_size * self._directions
             for suffix in self._suffixes:
                 key = f"l{layer}{suffix}"
-                setattr(self, f"weight_ih_{key}", _uniform(self._rng, bound, (gates, width), dtype))
-                setattr(self, f"weight_hh_{key}", _uniform(self._rng, bound, (gates, H), dtype))
+                setattr(self, f"weight_ih_{key}", _uniform(self.rng, bound, (gates, width), dtype))
+                setattr(self, f"weight_hh_{key}", _uniform(self.rng, bound, (gates, H), dtype))
                 if self.bias:
-                    setattr(self, f"bias_ih_{key}", _uniform(self._rng, bound, (gates,), dtype))
-                    setattr(self, f"bias_hh_{key}", _uniform(self._rng, bound, (gates,), dtype))
+                    setattr(self, f"bias_ih_{key}", _uniform(self.rng, bound, (gates,), dtype))
+                    setattr(self, f"bias_hh_{key}", _uniform(self.rng, bound, (gates,), dtype))
 
     _directions = property(lambda self: 2 if self.bidirectional else 1)
     _suffixes = property(lambda self: ("", "_reverse") if self.bidirectional else ("",))
@@ -345,7 +345,7 @@ class RNNBase(Module):
                 c_n.append(c)
             x = outs[0] if len(outs) == 1 else ops.concatenate(outs, axis=-1)
             if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True, self._rng)
+                x = F.dropout(x, self.dropout, True, self.rng)
         output = x
         h_n = ops.stack(h_n)
         c_n = ops.stack(c_n) if lstm else None
