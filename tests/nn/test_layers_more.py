@@ -236,3 +236,44 @@ def test_against_pytorch_live():
     logp, q = np.log(rng.dirichlet(np.ones(4), 3)), rng.dirichlet(np.ones(4), 3)
     kl = torch.nn.KLDivLoss(reduction="batchmean")(torch.tensor(logp), torch.tensor(q)).item()
     np.testing.assert_allclose(nn.KLDivLoss(reduction="batchmean")(logp, q), kl)
+
+
+def test_new_layers_run_on_another_device():
+    """The stand-in device of tests/foreign.py (as CuPy: no silent conversion to NumPy)."""
+    try:
+        from foreign import NAME
+    except ImportError:
+        import pathlib
+        import sys
+        sys.path.insert(0, str(pathlib.Path(__file__).parents[1]))
+        from foreign import NAME
+    from tinytensor import backend
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 2, 3))
+    for cls in (nn.LSTM, nn.GRU, nn.RNN):
+        m = cls(3, 5, num_layers=2, bidirectional=True, rng=0, dtype=np.float64)
+        ref = m(x)[0].data
+        m.to(NAME)
+        X = tt.tensor(x, device=NAME, requires_grad=True)
+        out = m(X)[0]
+        (out ** 2).sum().backward()
+        assert out.device == NAME and X.grad is not None
+        np.testing.assert_allclose(backend.to_host(out.data), ref, rtol=1e-12, atol=1e-14)
+    assert nn.LSTMCell(3, 5, rng=0).to(NAME)(tt.tensor(x[0], device=NAME, dtype=np.float32))[0].device == NAME
+    img = rng.normal(size=(1, 2, 7, 7))
+    X = tt.tensor(img, device=NAME, requires_grad=True)
+    for layer in (nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False),
+                  nn.MaxPool2d(3, 2, 1, ceil_mode=True),
+                  nn.Conv2d(2, 4, 3, dilation=2, groups=2, rng=0, dtype=np.float64)):
+        ref = layer(img)
+        ref = ref.data if isinstance(ref, tt.Tensor) else ref
+        out = layer.to(NAME)(X) if isinstance(layer, nn.Conv2d) else layer(X)
+        out.sum().backward()
+        np.testing.assert_allclose(backend.to_host(out.data), ref, rtol=1e-12)
+    q = np.array([[0.5, 0.0, 0.5]] * 2)
+    kl = nn.KLDivLoss(reduction="batchmean")
+    loss = kl(tt.tensor(np.ones((2, 3)), device=NAME, requires_grad=True), backend.to_device(q, NAME))
+    np.testing.assert_allclose(backend.to_host(loss.data), kl(np.ones((2, 3)), q), rtol=1e-14)
+    emb = nn.Embedding(5, 3, padding_idx=0, rng=0).to(NAME)
+    emb(backend.to_device(np.array([0, 1, 0]), NAME)).sum().backward()
+    np.testing.assert_array_equal(backend.to_host(emb.weight.grad)[0], 0)

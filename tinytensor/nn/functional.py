@@ -340,8 +340,8 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     else:
         inside[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w] = 1
     counts = _avg_pool_forward(inside, kernel, stride) * area
-    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
-    return mean * backend.asarray((area / counts).astype(dtype), like=x.data if isinstance(x, Tensor) else x)
+    data = x.data if isinstance(x, Tensor) else x
+    return mean * backend.like(area / counts, data, data.dtype)     # on x's device
 
 
 # ----- embedding: rows by integer index ---------------------------------------------------------------

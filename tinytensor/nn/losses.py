@@ -119,7 +119,10 @@ def _xlogx(t):
     """t log t, 0 at t = 0 (a constant for a plain target; recorded, with slope log t + 1 where
     t > 0 and 0 at t = 0, for a Tensor)."""
     if not isinstance(t, Tensor):
-        return scipy.special.xlogy(t, t)
+        if type(t) is np.ndarray:
+            return scipy.special.xlogy(t, t)
+        ns = backend.namespace(t)                     # another device: the same, from where and log
+        return ns.where(t > 0, t * ns.log(ns.where(t > 0, t, 1)), 0)
     positive = t.data > 0
     return t * ops.log(ops.PUBLIC["where"](positive, t, 1.0))
 

@@ -270,9 +270,10 @@ def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H):
     return out, out[-1], c_n
 
 
-def _state(value, shape, dtype, name, what):
+def _state(value, shape, like, name, what):
+    dtype = like.dtype
     if value is None:
-        return np.zeros(shape, dtype)
+        return backend.namespace(like).zeros(shape, dtype)     # on the weights' device
     value = cast_input(value, dtype)
     if tuple(value.shape) != tuple(shape):
         raise ValueError(f"{name}: the initial {what} has shape {tuple(value.shape)} but this input "
@@ -342,8 +343,9 @@ class RNNBase(Module):
         if unbatched:
             h0, c0 = (None if s is None else (s if isinstance(s, Tensor) else backend.asarray(s))[:, None]
                       for s in (h0, c0))
-        h0 = _state(h0, shape, dtype, name, "hidden state h_0")
-        c0 = _state(c0, shape, dtype, name, "cell state c_0") if lstm else None
+        weights = self.weight_ih_l0.data
+        h0 = _state(h0, shape, weights, name, "hidden state h_0")
+        c0 = _state(c0, shape, weights, name, "cell state c_0") if lstm else None
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
@@ -446,7 +448,7 @@ class RNNCellBase(Module):
         states = []
         for s, what in ((h0, "hidden state"), (c0, "cell state")):
             if s is None:
-                states.append(np.zeros((batch, self.hidden_size), dtype))
+                states.append(backend.namespace(self.weight_ih.data).zeros((batch, self.hidden_size), dtype))
                 continue
             s = cast_input(s, dtype)
             if tuple(s.shape) != ((self.hidden_size,) if unbatched else (batch, self.hidden_size)):
