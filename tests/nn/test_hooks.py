@@ -134,3 +134,13 @@ def test_tensor_hook_in_a_second_derivative():
     # f's hooked gradient is 2 * 3x^2 = 6x^2; its derivative 12x
     np.testing.assert_allclose(tt.grad(f)(2.0), 24.0)
     np.testing.assert_allclose(tt.grad(tt.grad(f))(2.0), 24.0)
+
+
+def test_compiled_function_refuses_a_tensor_hook_rather_than_ignore_it():
+    def f(x):
+        y = x * 3
+        y.register_hook(lambda g: g * 2)
+        return (y ** 2).sum()
+    np.testing.assert_allclose(tt.grad(f)(np.array([1.0, 2.0])), [36.0, 72.0])
+    with pytest.raises(NotImplementedError, match="register_hook"):
+        tt.compile(tt.grad(f))(np.array([1.0, 2.0]))
