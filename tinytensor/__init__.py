@@ -25,18 +25,19 @@ from . import (  # noqa: F401
 from . import distributed as distributed  # tt.distributed: MPI collectives (extra [distributed])
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
+from .inference import inference_mode
 from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
 from .serialization import load, save
 from .tape import (
-                   REGISTRY,
-                   Primitive,
-                   detect_anomaly,
-                   enable_grad,
-                   is_grad_enabled,
-                   no_grad,
-                   primitive,
-                   set_grad_enabled,
-                   unbroadcast,
+    REGISTRY,
+    Primitive,
+    detect_anomaly,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    primitive,
+    set_grad_enabled,
+    unbroadcast,
 )
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
@@ -49,7 +50,7 @@ globals().update(ops.PUBLIC)
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
     "zeros_like", "ones_like", "full", "arange", "eye", "rand",
-    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",

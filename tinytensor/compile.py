@@ -38,6 +38,7 @@ import numpy as np
 
 from . import ops, tape, transforms
 from . import tensor as tensor_module
+from .hooks import TENSOR_HOOKS
 from .ops.softmax_xent import at_labels, ce_vjp_logits, check_class_range, class_indices, reduce_rows
 from .tape import Primitive, _tape_of, unbroadcast
 from .tensor import Tensor, _init_untracked, _plain_index
@@ -476,6 +477,10 @@ class _Tracer:
         while frontier:
             node = heappop(frontier)[1]
             g = cot.pop(node)
+            if TENSOR_HOOKS and TENSOR_HOOKS.get(node):
+                raise NotImplementedError("tt.compile: a Tensor.register_hook hook is not recorded in a "
+                                          "compiled program; run this function eagerly, or apply the hook's "
+                                          "change to the result outside the compiled function")
             if node in wanted:
                 results[node] = self._tensor(g)
             prim = node._prim

@@ -639,3 +639,35 @@ OP_SPECS.update({
                                    lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
                                    BINARY[:5], sample=_unit_interval),
 })
+
+# recurrent layers' loops over time (issue 23)
+from .nn import rnn as _rnn  # noqa: E402
+
+OP_SPECS.update({
+    "lstm_seq": OpSpec(_rnn.lstm_seq, None, None, pairs=[(((3, 2, 8), (2, 2), (2, 2), (8, 2)), {}),
+                                                         (((1, 1, 4), (1, 1), (1, 1), (4, 1)), {})]),
+    "gru_seq": OpSpec(_rnn.gru_seq, None, None, pairs=[(((3, 2, 6), (2, 2), (6, 2), (6,)), {})]),
+    "rnn_seq": OpSpec(_rnn.rnn_seq, None, None, pairs=[
+        (((3, 2, 2), (2, 2), (2, 2)), {}), (((3, 2, 2), (2, 2), (2, 2)), dict(nonlinearity="relu"))]),
+})
+
+
+# conv2d's dilation (in the three primitives) and groups (a composite), issue 23
+def _np_conv2d_dilated_grouped(x, w, b, stride, padding, dilation, groups):
+    dilated = np.zeros(w.shape[:2] + ((w.shape[2] - 1) * dilation[0] + 1, (w.shape[3] - 1) * dilation[1] + 1))
+    dilated[:, :, ::dilation[0], ::dilation[1]] = w
+    ci, co = x.shape[1] // groups, w.shape[0] // groups
+    parts = [_np_conv2d(x[:, k * ci:(k + 1) * ci], dilated[k * co:(k + 1) * co], b[k * co:(k + 1) * co],
+                        stride, padding) for k in range(groups)]
+    return np.concatenate(parts, axis=1)
+
+
+OP_SPECS["conv2d_grad_input"].pairs.append(
+    (((2, 4, 2, 3), (4, 3, 3, 2)), dict(shape=(2, 3, 6, 5), stride=(2, 1), padding=(1, 0), dilation=(2, 2))))
+OP_SPECS["conv2d_grad_weight"].pairs.append(
+    (((2, 3, 6, 5), (2, 4, 2, 3)), dict(kernel=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(2, 2))))
+EXTRA_SPECS["conv2d(dilation, groups)"] = OpSpec(
+    F.conv2d, _np_conv2d_dilated_grouped, None, pairs=[
+        (((2, 4, 7, 6), (6, 2, 3, 2), (6,)), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 3), groups=2)),
+        (((1, 3, 5, 5), (3, 1, 2, 2), (3,)), dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=3)),
+        (((1, 2, 6, 6), (3, 2, 2, 2), (3,)), dict(stride=(1, 1), padding=(1, 1), dilation=(2, 2), groups=1))])

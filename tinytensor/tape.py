@@ -31,6 +31,7 @@ from types import MethodType
 import numpy as np
 
 from . import backend
+from .hooks import TENSOR_HOOKS, run_tensor_hooks
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 
 _new_tensor = Tensor.__new__
@@ -408,9 +409,12 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     results = {}
     anomaly = STATE.anomaly
     stale = -_LAST_WRITE[0]                 # entries older than the last in-place write get checked
+    hooked = bool(TENSOR_HOOKS)             # Tensor.register_hook: looked up per node only if any
     while frontier:
         key, node = heappop(frontier)       # key = -node._id
         g = cotangent.pop(node)             # complete now; freed once passed on
+        if hooked:
+            g = run_tensor_hooks(node, g)
         prim = node._prim
         if prim is None:
             if wanted is None or node in wanted:

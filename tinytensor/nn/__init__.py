@@ -25,6 +25,7 @@ from .layers import (
     Linear,
     LogSoftmax,
     MaxPool2d,
+    ModuleDict,
     ModuleList,
     ReLU,
     Sequential,
@@ -33,17 +34,30 @@ from .layers import (
     Softplus,
     Tanh,
 )
-from .losses import BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module, functional_call
+from .parameter import Parameter
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 
 functional.scaled_dot_product_attention = scaled_dot_product_attention   # F.<name>, as PyTorch
 
 __all__ = [
     "Module", "functional_call", "functional", "init", "utils", "attention", "scaled_dot_product_attention",
-    "parallel",
+    "parallel", "Parameter", "RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell",
     "Linear", "Conv2d", "MaxPool2d", "AvgPool2d", "Flatten", "Dropout", "LayerNorm", "BatchNorm1d",
-    "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList",
+    "BatchNorm2d", "Embedding", "Identity", "Sequential", "ModuleList", "ModuleDict",
     "ReLU", "Tanh", "Sigmoid", "LeakyReLU", "GELU", "Softplus", "Softmax", "LogSoftmax",
     "MultiheadAttention",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
+    "SmoothL1Loss", "KLDivLoss",
 ]

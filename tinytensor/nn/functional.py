@@ -20,6 +20,7 @@ through a CNN.
 import math
 
 import numpy as np
+import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, ops
@@ -49,14 +50,23 @@ def _padded_nhwc(x, padding):
     return out
 
 
-def _im2col(x, kernel, stride, padding):
+def _spread(kernel, dilation):
+    """The extent of a kernel whose taps are `dilation` apart: (k - 1) * d + 1 per axis."""
+    return ((kernel[0] - 1) * dilation[0] + 1, (kernel[1] - 1) * dilation[1] + 1)
+
+
+def _im2col(x, kernel, stride, padding, dilation=(1, 1)):
     """Every kernel window of x as one row: (N * Ho * Wo, kh * kw * C), and (N, Ho, Wo)."""
     if x.ndim != 4:
         raise ValueError(f"expected (N, C, H, W) input, got shape {x.shape}")
     xp = _padded_nhwc(x, padding)
-    if xp.shape[1] < kernel[0] or xp.shape[2] < kernel[1]:
-        raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {kernel}")
-    win = sliding_window_view(xp, kernel, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
+    extent = _spread(kernel, dilation)
+    if xp.shape[1] < extent[0] or xp.shape[2] < extent[1]:
+        dilated = "" if extent == tuple(kernel) else f" (kernel {tuple(kernel)} dilated by {dilation})"
+        raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {extent}{dilated}")
+    win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
+    if extent != tuple(kernel):
+        win = win[..., ::dilation[0], ::dilation[1]]
     n, ho, wo = win.shape[:3]
     return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
 
@@ -67,18 +77,18 @@ def _rows(g):
 
 
 # ----- convolution: three bilinear primitives, each the others' rules ----------------------------
-def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0)):
+def _conv2d_forward(x, w, b=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     if w.ndim != 4 or x.ndim != 4 or x.shape[1] != w.shape[1]:
         raise ValueError(f"the input (N, C, H, W) {np.shape(x)} and the weight (out, C, kh, kw) "
                          f"{np.shape(w)} must agree on C")
-    cols, (n, ho, wo) = _im2col(x, w.shape[2:], stride, padding)
+    cols, (n, ho, wo) = _im2col(x, w.shape[2:], stride, padding, dilation)
     out = cols @ w.transpose(2, 3, 1, 0).reshape(cols.shape[1], -1)     # (N * Ho * Wo, out)
     if b is not None:
         out += b
     return out.reshape(n, ho, wo, -1).transpose(0, 3, 1, 2)          # a view: no copy
 
 
-def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
+def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """d<conv2d(x, w), g>/dx for x of `shape` (a transposed convolution): the window rows'
     cotangents, added back into the padded image one kernel offset at a time."""
     n, c, h, wd = shape
@@ -87,16 +97,18 @@ def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0)):
     cols = (_rows(g) @ w.transpose(0, 2, 3, 1).reshape(o, -1)).reshape(n, ho, wo, kh, kw, c)
     ph, pw = padding
     sh, sw = stride
+    dh, dw = dilation
     out = backend.namespace(cols).zeros((n, h + 2 * ph, wd + 2 * pw, c), dtype=cols.dtype)
     for i in range(kh):
         for j in range(kw):
-            out[:, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
+            rows = slice(i * dh, i * dh + sh * (ho - 1) + 1, sh)
+            out[:, rows, j * dw:j * dw + sw * (wo - 1) + 1:sw] += cols[:, :, :, i, j]
     return out[:, ph:ph + h, pw:pw + wd].transpose(0, 3, 1, 2)
 
 
-def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0)):
+def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
-    cols, _ = _im2col(x, kernel, stride, padding)
+    cols, _ = _im2col(x, kernel, stride, padding, dilation)
     dw = _rows(g).T @ cols                                            # (out, kh * kw * C)
     return dw.reshape(g.shape[1], kernel[0], kernel[1], x.shape[1]).transpose(0, 3, 1, 2)
 
@@ -105,43 +117,55 @@ def _bias_tangent(t, ans):
     return ops.broadcast_to(ops.reshape(t, (-1, 1, 1)), ans.shape)
 
 
+# The static parameters (stride, padding, dilation) pass through every rule unchanged (**p).
 conv2d_prim = defprim(
     _conv2d_forward, "conv2d", nargs=3,
-    vjp=[lambda g, ans, x, w, b, stride, padding:
-         conv2d_grad_input(g, w, shape=x.shape, stride=stride, padding=padding),
-         lambda g, ans, x, w, b, stride, padding:
-         conv2d_grad_weight(x, g, kernel=w.shape[2:], stride=stride, padding=padding),
-         lambda g, ans, x, w, b, stride, padding: g.sum(axis=(0, 2, 3))],
-    jvp=[lambda t, ans, x, w, b, stride, padding: conv2d_prim(t, w, None, stride=stride, padding=padding),
-         lambda t, ans, x, w, b, stride, padding: conv2d_prim(x, t, None, stride=stride, padding=padding),
-         lambda t, ans, x, w, b, stride, padding: _bias_tangent(t, ans)])
+    vjp=[lambda g, ans, x, w, b, **p: conv2d_grad_input(g, w, shape=x.shape, **p),
+         lambda g, ans, x, w, b, **p: conv2d_grad_weight(x, g, kernel=w.shape[2:], **p),
+         lambda g, ans, x, w, b, **p: g.sum(axis=(0, 2, 3))],
+    jvp=[lambda t, ans, x, w, b, **p: conv2d_prim(t, w, None, **p),
+         lambda t, ans, x, w, b, **p: conv2d_prim(x, t, None, **p),
+         lambda t, ans, x, w, b, **p: _bias_tangent(t, ans)])
 
 conv2d_grad_input = defprim(
     _conv2d_grad_input_forward, "conv2d_grad_input", nargs=2,
-    vjp=[lambda u, ans, g, w, shape, stride, padding: conv2d_prim(u, w, None, stride=stride, padding=padding),
-         lambda u, ans, g, w, shape, stride, padding:
-         conv2d_grad_weight(u, g, kernel=w.shape[2:], stride=stride, padding=padding)],
-    jvp=[lambda t, ans, g, w, shape, stride, padding:
-         conv2d_grad_input(t, w, shape=shape, stride=stride, padding=padding),
-         lambda t, ans, g, w, shape, stride, padding:
-         conv2d_grad_input(g, t, shape=shape, stride=stride, padding=padding)])
+    vjp=[lambda u, ans, g, w, shape, **p: conv2d_prim(u, w, None, **p),
+         lambda u, ans, g, w, shape, **p: conv2d_grad_weight(u, g, kernel=w.shape[2:], **p)],
+    jvp=[lambda t, ans, g, w, shape, **p: conv2d_grad_input(t, w, shape=shape, **p),
+         lambda t, ans, g, w, shape, **p: conv2d_grad_input(g, t, shape=shape, **p)])
 
 conv2d_grad_weight = defprim(
     _conv2d_grad_weight_forward, "conv2d_grad_weight", nargs=2,
-    vjp=[lambda u, ans, x, g, kernel, stride, padding:
-         conv2d_grad_input(g, u, shape=x.shape, stride=stride, padding=padding),
-         lambda u, ans, x, g, kernel, stride, padding:
-         conv2d_prim(x, u, None, stride=stride, padding=padding)],
-    jvp=[lambda t, ans, x, g, kernel, stride, padding:
-         conv2d_grad_weight(t, g, kernel=kernel, stride=stride, padding=padding),
-         lambda t, ans, x, g, kernel, stride, padding:
-         conv2d_grad_weight(x, t, kernel=kernel, stride=stride, padding=padding)])
+    vjp=[lambda u, ans, x, g, kernel, **p: conv2d_grad_input(g, u, shape=x.shape, **p),
+         lambda u, ans, x, g, kernel, **p: conv2d_prim(x, u, None, **p)],
+    jvp=[lambda t, ans, x, g, kernel, **p: conv2d_grad_weight(t, g, kernel=kernel, **p),
+         lambda t, ans, x, g, kernel, **p: conv2d_grad_weight(x, t, kernel=kernel, **p)])
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0):
-    """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight (out, C, kh, kw),
-    bias (out,) or None -> (N, out, Ho, Wo) with Ho = (H + 2 * padding - kh) // stride + 1."""
-    return conv2d_prim(x, weight, bias, stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight
+    (out, C / groups, kh, kw), bias (out,) or None -> (N, out, Ho, Wo) with
+    Ho = (H + 2 * padding - dilation * (kh - 1) - 1) // stride + 1. `dilation` spaces the kernel's
+    taps; `groups` splits the channels into independent convolutions (one per group, joined)."""
+    params = dict(stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
+    dilation = _pair(dilation, "dilation")
+    if 0 in dilation:
+        raise ValueError(f"conv2d: dilation must be positive, got {dilation}")
+    if dilation != (1, 1):
+        params["dilation"] = dilation
+    groups = int(groups)
+    if groups == 1:
+        return conv2d_prim(x, weight, bias, **params)
+    c, o = np.shape(x.data if isinstance(x, Tensor) else x)[-3], np.shape(weight)[0]
+    if groups < 1 or c % groups or o % groups or np.shape(weight)[1] * groups != c:
+        raise ValueError(f"conv2d: groups={groups} must divide the input channels ({c}) and the "
+                         f"output channels ({o}), with a weight of shape (out, in / groups, kh, kw); "
+                         f"got weight {tuple(np.shape(weight))}")
+    ci, co = c // groups, o // groups
+    parts = [conv2d_prim(x[:, k * ci:(k + 1) * ci], weight[k * co:(k + 1) * co],
+                         None if bias is None else bias[k * co:(k + 1) * co], **params)
+             for k in range(groups)]
+    return ops.concatenate(parts, axis=1)
 
 
 # ----- pooling ------------------------------------------------------------------------------------
@@ -256,17 +280,75 @@ def _pool_args(kernel_size, stride):
     return kernel, stride
 
 
-def max_pool2d(x, kernel_size, stride=None):
+def _pool_borders(shape, kernel, stride, padding, ceil_mode, name):
+    """PyTorch's pooled size: floor (or ceil) of (n + 2p - k) / s, plus one; with ceil_mode the
+    last window must start inside the input or its left padding. Returns the zeros to add after
+    the right padding so that every window fits: (extra rows, extra columns)."""
+    if len(shape) != 4:
+        raise ValueError(f"{name}: expected (N, C, H, W) input, got shape {tuple(shape)}")
+    extra = []
+    for n, k, s, p in zip(shape[2:], kernel, stride, padding):
+        if p > k // 2:
+            raise ValueError(f"{name}: padding should be at most half of the kernel size, got padding "
+                             f"{padding} for kernel {kernel}")
+        size = (n + 2 * p - k + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (size - 1) * s >= n + p:
+            size -= 1
+        if size < 1:
+            raise ValueError(f"{name}: the (padded) input {tuple(shape[2:])} is smaller than the kernel "
+                             f"{kernel}")
+        extra.append(max(0, (size - 1) * s + k - (n + 2 * p)))
+    return extra
+
+
+def _padded(x, padding, extra, value):
+    widths = ((0, 0), (0, 0), (padding[0], padding[0] + extra[0]), (padding[1], padding[1] + extra[1]))
+    return ops.PUBLIC["pad"](x, widths, constant_values=value)
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each kernel window of (N, C, H, W); stride defaults to the kernel size.
-    The gradient goes to the first maximum of a window (as PyTorch)."""
+    The gradient goes to the first maximum of a window (as PyTorch). `padding` (at most half the
+    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's."""
+    if dilation not in (1, (1, 1)) or return_indices:
+        raise ValueError("max_pool2d: dilation and return_indices are not supported (dilation=1, "
+                         "return_indices=False)")
     kernel, stride = _pool_args(kernel_size, stride)
-    return max_pool2d_prim(x, kernel=kernel, stride=stride)
+    padding = _pair(padding, "padding")
+    if padding == (0, 0) and not ceil_mode:
+        return max_pool2d_prim(x, kernel=kernel, stride=stride)
+    extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
+                          ceil_mode, "max_pool2d")
+    return max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
 
 
-def avg_pool2d(x, kernel_size, stride=None):
-    """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size."""
+def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size.
+    `padding` adds zero borders, counted in the mean unless count_include_pad=False; with
+    ceil_mode the windows that run past the (padded) input divide by the part inside, as PyTorch's.
+    `divisor_override` divides every window's sum by that number instead."""
     kernel, stride = _pool_args(kernel_size, stride)
-    return avg_pool2d_prim(x, kernel=kernel, stride=stride)
+    padding = _pair(padding, "padding")
+    area = kernel[0] * kernel[1]
+    if padding == (0, 0) and not ceil_mode and divisor_override is None:
+        return avg_pool2d_prim(x, kernel=kernel, stride=stride)
+    shape = np.shape(x.data if isinstance(x, Tensor) else x)
+    extra = _pool_borders(shape, kernel, stride, padding, ceil_mode, "avg_pool2d")
+    mean = avg_pool2d_prim(_padded(x, padding, extra, 0), kernel=kernel, stride=stride)
+    if divisor_override is not None:
+        if not divisor_override > 0:
+            raise ValueError(f"avg_pool2d: divisor_override must be positive, got {divisor_override}")
+        return mean * (area / float(divisor_override))
+    h, w = shape[2:]
+    inside = np.zeros((1, 1, h + 2 * padding[0] + extra[0], w + 2 * padding[1] + extra[1]))
+    if count_include_pad:
+        inside[:, :, :h + 2 * padding[0], :w + 2 * padding[1]] = 1
+    else:
+        inside[:, :, padding[0]:padding[0] + h, padding[1]:padding[1] + w] = 1
+    counts = _avg_pool_forward(inside, kernel, stride) * area
+    data = x.data if isinstance(x, Tensor) else x
+    return mean * backend.like(area / counts, data, data.dtype)     # on x's device
 
 
 # ----- embedding: rows by integer index ---------------------------------------------------------------
@@ -591,3 +673,52 @@ def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
     if t.dtype.kind not in "iu":
         raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")
     return _weighted_nll(log_p, t, weight, ignore_index, 0.0, reduction, "NLLLoss")
+
+
+def smooth_l1_loss(prediction, target, reduction="mean", beta=1.0):
+    """0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere, d = prediction - target, as
+    PyTorch's (huber_loss(delta) is delta * smooth_l1_loss(beta=delta)); beta=0 is l1_loss."""
+    reduction = _check_reduction(reduction)
+    if not beta >= 0:
+        raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta!r}")
+    beta = float(beta)
+    target = _same_shape("SmoothL1Loss", prediction, target)
+    a = ops.abs(prediction - target)
+    if beta == 0:
+        return _reduce(a, reduction)
+    q = ops.minimum(a, beta)                        # |d| clipped at beta
+    return _reduce((0.5 / beta) * (q * q) + (a - q), reduction)
+
+
+def _xlogx(t):
+    """t log t, 0 at t = 0 (a constant for a plain target; recorded, with slope log t + 1 where
+    t > 0 and 0 at t = 0, for a Tensor)."""
+    if not isinstance(t, Tensor):
+        if type(t) is np.ndarray:
+            return scipy.special.xlogy(t, t)
+        ns = backend.namespace(t)                     # another device: the same, from where and log
+        return ns.where(t > 0, t * ns.log(ns.where(t > 0, t, 1)), 0)
+    positive = t.data > 0
+    return t * ops.log(ops.PUBLIC["where"](positive, t, 1.0))
+
+
+KL_REDUCTIONS = _REDUCTIONS + ("batchmean",)
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    """KL divergence of `input` (log-probabilities) from `target`, pointwise as PyTorch's:
+    target * (log(target) - input) (0 where target is 0), or with log_target=True (target given
+    as log-probabilities) exp(target) * (target - input). reduction "mean" averages over every
+    element (as PyTorch's default; not the KL divergence), "batchmean" sums and divides by the
+    batch size (the first axis: the true KL divergence per sample), "sum", "none"."""
+    if reduction not in KL_REDUCTIONS:
+        raise ValueError(f"KLDivLoss: reduction must be one of {KL_REDUCTIONS}, got {reduction!r}")
+    target = _same_shape("KLDivLoss", input, target)
+    if log_target:
+        loss = ops.exp(target) * (target - input)
+    else:
+        loss = _xlogx(target) - target * input
+    if reduction == "batchmean":
+        n = input.shape[0] if len(input.shape) else 1
+        return ops.sum(loss) / n
+    return _reduce(loss, reduction)

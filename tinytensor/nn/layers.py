@@ -221,15 +221,16 @@ def _fan_in_bound(fan_in):
 class Conv2d(Module):
     """2-D convolution (cross-correlation, as PyTorch) of (N, in_channels, H, W) input.
 
-    weight: (out_channels, in_channels, kh, kw), bias: (out_channels,), both uniform in
-    +-1/sqrt(in_channels * kh * kw) as PyTorch's default init. Output (N, out, Ho, Wo) with
-    Ho = (H + 2 * padding - kh) // stride + 1. One primitive (`nn.functional.conv2d`).
-    padding may be "valid" (0) or "same" (stride 1 and odd kernels); an unbatched (C, H, W)
-    image gives an unbatched result, as in PyTorch.
+    weight: (out_channels, in_channels / groups, kh, kw), bias: (out_channels,), both uniform in
+    +-1/sqrt(in_channels / groups * kh * kw) as PyTorch's default init. Output (N, out, Ho, Wo)
+    with Ho = (H + 2 * padding - dilation * (kh - 1) - 1) // stride + 1. One primitive
+    (`nn.functional.conv2d`), one per group with `groups`. padding may be "valid" (0) or "same"
+    (stride 1 and an odd dilated extent); an unbatched (C, H, W) image gives an unbatched
+    result, as in PyTorch. `dilation` and `groups` are keywords here (after `dtype`).
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
-                 rng=None, dtype=np.float32):
+                 rng=None, dtype=np.float32, dilation=1, groups=1):
         super().__init__()
         if in_channels < 1 or out_channels < 1:
             raise ValueError(f"Conv2d: in_channels and out_channels must be positive, got "
@@ -237,13 +238,19 @@ class Conv2d(Module):
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size = F._pair(kernel_size, "kernel_size")
         self.stride = F._pair(stride, "stride")
-        self.padding = _conv_padding(padding, self.kernel_size, self.stride)
-        if 0 in self.kernel_size or 0 in self.stride:
-            raise ValueError(f"Conv2d: kernel_size and stride must be positive, got "
-                             f"{self.kernel_size} and {self.stride}")
+        self.dilation = F._pair(dilation, "dilation")
+        self.groups = int(groups)
+        if 0 in self.kernel_size or 0 in self.stride or 0 in self.dilation:
+            raise ValueError(f"Conv2d: kernel_size, stride and dilation must be positive, got "
+                             f"{self.kernel_size}, {self.stride} and {self.dilation}")
+        if self.groups < 1 or in_channels % self.groups or out_channels % self.groups:
+            raise ValueError(f"Conv2d: groups={groups} must divide in_channels ({in_channels}) and "
+                             f"out_channels ({out_channels})")
+        self.padding = _conv_padding(padding, F._spread(self.kernel_size, self.dilation), self.stride)
         rng = generator(rng)
-        bound = _fan_in_bound(in_channels * self.kernel_size[0] * self.kernel_size[1])
-        self.weight = _parameter(rng.uniform(-bound, bound, (out_channels, in_channels) + self.kernel_size),
+        per_group = in_channels // self.groups
+        bound = _fan_in_bound(per_group * self.kernel_size[0] * self.kernel_size[1])
+        self.weight = _parameter(rng.uniform(-bound, bound, (out_channels, per_group) + self.kernel_size),
                                  dtype, "weight")
         self.bias = _parameter(rng.uniform(-bound, bound, (out_channels,)), dtype, "bias") if bias else None
 
@@ -254,11 +261,15 @@ class Conv2d(Module):
         if len(x.shape) != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W) or "
                              f"({self.in_channels}, H, W), got {tuple(x.shape)}")
-        return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
+        if self.dilation == (1, 1) and self.groups == 1:
+            return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
 
     def extra_repr(self):
+        extra = "" if self.dilation == (1, 1) else f", dilation={self.dilation}"
+        extra += "" if self.groups == 1 else f", groups={self.groups}"
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-                f"stride={self.stride}, padding={self.padding}, bias={self.bias is not None}")
+                f"stride={self.stride}, padding={self.padding}{extra}, bias={self.bias is not None}")
 
 
 def _conv_padding(padding, kernel, stride):
@@ -266,8 +277,8 @@ def _conv_padding(padding, kernel, stride):
         return (0, 0)
     if padding == "same":
         if stride != (1, 1) or kernel[0] % 2 == 0 or kernel[1] % 2 == 0:
-            raise ValueError(f"Conv2d: padding='same' needs stride 1 and odd kernel sizes here, got "
-                             f"stride {stride} and kernel {kernel}; give the padding as numbers")
+            raise ValueError(f"Conv2d: padding='same' needs stride 1 and odd (dilated) kernel sizes here, "
+                             f"got stride {stride} and kernel extent {kernel}; give the padding as numbers")
         return ((kernel[0] - 1) // 2, (kernel[1] - 1) // 2)
     return F._pair(padding, "padding")
 
@@ -280,26 +291,58 @@ def _unbatched(layer, x):
 
 class MaxPool2d(Module):
     """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
-    kernel_size."""
+    kernel_size. `padding` (at most half the kernel; -inf borders) and `ceil_mode` as PyTorch's
+    (dilation and return_indices are not supported)."""
 
-    def __init__(self, kernel_size, stride=None):
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
+                 ceil_mode=False):
+        super().__init__()
+        if dilation not in (1, (1, 1)) or return_indices:
+            raise ValueError("MaxPool2d: dilation and return_indices are not supported (dilation=1, "
+                             "return_indices=False)")
+        self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
+        self.padding, self.ceil_mode = F._pair(padding, "padding"), bool(ceil_mode)
+        F._pool_borders((1, 1) + tuple(max(k, 2 * p + 1) for k, p in zip(self.kernel_size, self.padding)),
+                        self.kernel_size, self.stride, self.padding, False, type(self).__name__)
+
+    def forward(self, x):
+        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            return _unbatched(self, x)
+        if self.padding == (0, 0) and not self.ceil_mode:
+            return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, ceil_mode=self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class AvgPool2d(Module):
+    """The mean over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
+    kernel_size. `padding` (zero borders, at most half the kernel), `ceil_mode`,
+    `count_include_pad` (default True: the zeros count in the mean) and `divisor_override`, as
+    PyTorch's."""
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
         super().__init__()
         self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
+        self.padding, self.ceil_mode = F._pair(padding, "padding"), bool(ceil_mode)
+        self.count_include_pad, self.divisor_override = bool(count_include_pad), divisor_override
+        F._pool_borders((1, 1) + tuple(max(k, 2 * p + 1) for k, p in zip(self.kernel_size, self.padding)),
+                        self.kernel_size, self.stride, self.padding, False, type(self).__name__)
 
     def forward(self, x):
         if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
             return _unbatched(self, x)
-        return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+        if self.padding == (0, 0) and not self.ceil_mode and self.divisor_override is None:
+            return F.avg_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
 
-
-class AvgPool2d(MaxPool2d):
-    """The mean over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
-    kernel_size."""
-
-    def forward(self, x):
-        if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
-            return _unbatched(self, x)
-        return F.avg_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"ceil_mode={self.ceil_mode}, count_include_pad={self.count_include_pad}")
 
 
 class LayerNorm(Module):
@@ -418,23 +461,42 @@ class BatchNorm2d(_BatchNorm):
 class Embedding(Module):
     """Rows of weight (num_embeddings, embedding_dim), N(0, 1) at start as PyTorch, by integer
     index: an index array of shape s gives s + (embedding_dim,). Repeated indices accumulate
-    their gradients."""
+    their gradients. With `padding_idx` (negative counts from the end) that row starts at zero
+    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training."""
 
-    def __init__(self, num_embeddings, embedding_dim, rng=None, dtype=np.float32):
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, rng=None, dtype=np.float32):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        if isinstance(padding_idx, (np.random.Generator, np.random.SeedSequence)):
+            rng, padding_idx = padding_idx, None      # the old third positional argument
+        if padding_idx is not None:
+            if not -self.num_embeddings <= int(padding_idx) < self.num_embeddings:
+                raise ValueError(f"Embedding: padding_idx must lie in [-{num_embeddings}, "
+                                 f"{num_embeddings}), got {padding_idx}")
+            padding_idx = int(padding_idx) % self.num_embeddings
+        self.padding_idx = padding_idx
         rng = generator(rng)
         self.weight = _parameter(rng.standard_normal((num_embeddings, embedding_dim)), dtype, "weight")
+        if padding_idx is not None:
+            self.weight.data[padding_idx] = 0
 
     def forward(self, index):
         index = backend.asarray(index.data if isinstance(index, Tensor) else index, like=self.weight,
                                 what="Embedding's indices")
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
-        return F.embedding_prim(self.weight, index=index)   # checks the range on every call
+        out = F.embedding_prim(self.weight, index=index)   # checks the range on every call
+        if self.padding_idx is None or not out.requires_grad:
+            return out
+        pad = index == self.padding_idx
+        if not pad.any():
+            return out
+        # the padding row's value, as a constant: where picks it there, so no gradient reaches it
+        return ops.PUBLIC["where"](pad[..., None], self.weight.data[self.padding_idx].copy(), out)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Sequential(Module):
@@ -530,3 +592,77 @@ class ModuleList(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList has no forward: iterate over it in your own forward()")
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules whose parameters the parent finds, named "key.weight", as
+    PyTorch's: indexing by key, assignment, `del`, `in`, len(), iteration over the keys,
+    keys(), values(), items(), update(), pop(), clear(). It has no forward of its own."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        object.__setattr__(self, "_keys", ())
+        if modules is not None:
+            self.update(modules)
+
+    def _check(self, key, module):
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict: keys must be strings, got {type(key).__name__}")
+        taken = key not in self._keys and (key in vars(self) or hasattr(type(self), key))
+        if "." in key or key == "" or taken:
+            raise KeyError(f"ModuleDict: {key!r} cannot be a key (empty, has a '.', or is an attribute "
+                           f"of ModuleDict)")
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: the value for {key!r} is a {type(module).__name__}, not a Module")
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self.__dict__[key]
+
+    def __setitem__(self, key, module):
+        self._check(key, module)
+        object.__setattr__(self, key, module)
+        if key not in self._keys:
+            object.__setattr__(self, "_keys", self._keys + (key,))
+
+    def __delitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        del self.__dict__[key]
+        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self.__dict__[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self.__dict__[k]) for k in self._keys]
+
+    def update(self, modules):
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for key, module in pairs:
+            self[key] = module
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def clear(self):
+        for key in list(self._keys):
+            del self[key]
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict has no forward: pick its modules in your own forward()")

@@ -45,6 +45,41 @@ class HuberLoss(_Loss):
         return F.huber_loss(prediction, target, self.reduction, self.delta)
 
 
+class SmoothL1Loss(_Loss):
+    """0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere, d = prediction - target, as
+    PyTorch's (HuberLoss(delta) is delta * SmoothL1Loss(beta=delta)); beta=0 is L1Loss."""
+
+    def __init__(self, reduction="mean", beta=1.0):
+        super().__init__(reduction)
+        if not beta >= 0:
+            raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta!r}")
+        self.beta = float(beta)
+
+    def forward(self, prediction, target):
+        return F.smooth_l1_loss(prediction, target, self.reduction, self.beta)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, beta={self.beta}"
+
+
+class KLDivLoss(_Loss):
+    """KL divergence of `input` (log-probabilities) from `target`, as PyTorch's (see
+    F.kl_div): reduction "mean" (every element), "batchmean" (the KL divergence per sample),
+    "sum", "none"; log_target=True takes the target as log-probabilities."""
+
+    def __init__(self, reduction="mean", log_target=False):
+        Module.__init__(self)
+        if reduction not in F.KL_REDUCTIONS:
+            raise ValueError(f"KLDivLoss: reduction must be one of {F.KL_REDUCTIONS}, got {reduction!r}")
+        self.reduction, self.log_target = reduction, bool(log_target)
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, self.reduction, self.log_target)
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}, log_target={self.log_target}"
+
+
 class BCELoss(_Loss):
     """-w * (y log p + (1 - y) log(1 - p)) on probabilities p, each log clamped at -100 as
     PyTorch (finite at p = 0 and 1). Prefer BCEWithLogitsLoss on logits."""

@@ -18,13 +18,18 @@ declared, with `register_buffer`, so that `state_dict()` knows them. `functional
 module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
+import itertools
 import warnings
 import weakref
 
 import numpy as np
 
 from .. import backend, ops, rng
+from ..hooks import HookDict, RemovableHandle
 from ..tensor import Tensor, _is_device_name, mark_modified
+from .parameter import Parameter
+
+_hook_ids = itertools.count()
 
 
 def cast_input(x, dtype):
@@ -53,7 +58,7 @@ def _is_parameter(value):
     # Tensor computed from parameters (a cached activation, say) is not one: it is on the tape.
     if not isinstance(value, Tensor) or value._prim is not None:
         return False
-    if value.requires_grad:
+    if value.requires_grad or isinstance(value, Parameter):   # nn.Parameter(x, requires_grad=False) too
         return True
     seen = _PARAMETERS.get(id(value))
     return seen is not None and seen() is value
@@ -73,6 +78,7 @@ class Module:
 
     # A class attribute, so a subclass that forgets `super().__init__()` still works.
     training = True
+    _hooked = False          # True once a forward (pre-)hook was registered: __call__'s one check
 
     def __init__(self):
         self.training = True
@@ -86,7 +92,61 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not self._hooked:
+            return self.forward(*args, **kwargs)
+        return self._call_with_hooks(args, kwargs)
+
+    # ----- hooks, as PyTorch's ------------------------------------------------------------------
+    def _call_with_hooks(self, args, kwargs):
+        for hook, with_kwargs in list(self._hook_dict("_forward_pre_hooks").values()):
+            if with_kwargs:
+                new = hook(self, args, kwargs)
+                if new is not None:
+                    if not (isinstance(new, tuple) and len(new) == 2):
+                        raise RuntimeError(f"forward pre-hook {getattr(hook, '__name__', hook)!r} with "
+                                           f"with_kwargs=True must return None or (args, kwargs)")
+                    args, kwargs = new
+            else:
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+        output = self.forward(*args, **kwargs)
+        for hook, with_kwargs in list(self._hook_dict("_forward_hooks").values()):
+            new = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            if new is not None:
+                output = new
+        return output
+
+    def _hook_dict(self, name):
+        hooks = self.__dict__.get(name)
+        if hooks is None:
+            hooks = HookDict()
+            object.__setattr__(self, name, hooks)
+        return hooks
+
+    def _register(self, name, hook, with_kwargs, prepend):
+        if not callable(hook):
+            raise TypeError(f"{name.strip('_')[:-1].replace('_', ' ')}: the hook must be callable, got "
+                            f"{type(hook).__name__}")
+        hooks = self._hook_dict(name)
+        key = next(_hook_ids)
+        if prepend:
+            hooks.prepend(key, (hook, bool(with_kwargs)))
+        else:
+            hooks[key] = (hook, bool(with_kwargs))
+        object.__setattr__(self, "_hooked", True)
+        return RemovableHandle(hooks, key)
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) runs before forward; it may return replacement args (a tuple, or one
+        value). With with_kwargs=True: hook(module, args, kwargs) -> None or (args, kwargs).
+        Returns a handle with remove()."""
+        return self._register("_forward_pre_hooks", hook, with_kwargs, prepend)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args, output) runs after forward; it may return a replacement output.
+        With with_kwargs=True: hook(module, args, kwargs, output). Returns a handle with remove()."""
+        return self._register("_forward_hooks", hook, with_kwargs, prepend)
 
     # ----- finding parameters and submodules ----------------------------------------------------
     def _walk(self, prefix, seen, aliases=False):

@@ -1,5 +1,6 @@
-"""Gradient clipping, as torch.nn.utils: both rescale `.grad` (new arrays, never written into:
-a .grad may be an array that a user's rule also holds) and skip parameters without one."""
+"""As torch.nn.utils: gradient clipping (both rescale `.grad`: new arrays, never written into, as
+a .grad may be an array that a user's rule also holds; both skip parameters without one), and
+parameters_to_vector / vector_to_parameters."""
 
 import math
 
@@ -42,3 +43,39 @@ def clip_grad_value_(parameters, clip_value):
     clip_value = float(clip_value)
     for p in _with_grads(parameters):
         p.grad = np.clip(p.grad, -clip_value, clip_value)
+
+
+def parameters_to_vector(parameters):
+    """One flat Tensor of every parameter, in order (as torch.nn.utils.parameters_to_vector):
+    recorded, so a loss of the vector differentiates into the parameters."""
+    from .. import ops
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    if not params:
+        raise ValueError("parameters_to_vector: no parameters given")
+    devices = {p.device for p in params}
+    if len(devices) > 1:
+        raise TypeError(f"parameters_to_vector: the parameters are on different devices {sorted(devices)}; "
+                        f"move them to one (module.to(device))")
+    return ops.concatenate([ops.reshape(p, (-1,)) for p in params])
+
+
+def vector_to_parameters(vec, parameters):
+    """Copy consecutive slices of `vec` (a 1-d Tensor or array) into the parameters' arrays, in
+    place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up."""
+    from .. import backend
+    from ..tensor import mark_modified
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    values = vec.data if isinstance(vec, Tensor) else backend.asarray(vec)
+    if values.ndim != 1:
+        raise TypeError(f"vector_to_parameters: expected a 1-d vector, got shape {values.shape}")
+    total = sum(p.data.size for p in params)
+    if values.size != total:
+        raise ValueError(f"vector_to_parameters: the vector has {values.size} entries but the "
+                         f"parameters hold {total} together")
+    start = 0
+    for p in params:
+        n = p.data.size
+        piece = values[start:start + n].reshape(p.data.shape)
+        np.copyto(p.data, backend.to_device(piece, backend.device_of(p.data)), casting="same_kind")
+        mark_modified(p)
+        start += n

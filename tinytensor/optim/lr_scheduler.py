@@ -11,6 +11,9 @@ Construction records each group's `initial_lr` and takes the first step (epoch 0
 StepLR, ExponentialLR and LinearLR use PyTorch's recursive (chainable) forms; CosineAnnealingLR
 uses the closed form PyTorch documents, eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2,
 which equals PyTorch's recursive form to rounding. ReduceLROnPlateau steps on a metric.
+LambdaLR (closed form), MultiStepLR (recursive, chainable), OneCycleLR (per batch, cycles the
+momentum or Adam's beta1 too), SequentialLR (one scheduler after another at milestones) and
+ChainedScheduler (several at once) follow PyTorch's definitions.
 """
 
 import math
@@ -182,3 +185,233 @@ class ReduceLROnPlateau:
 
     state_dict = LRScheduler.state_dict
     load_state_dict = LRScheduler.load_state_dict
+
+
+# ----- round 3: LambdaLR, MultiStepLR, OneCycleLR, SequentialLR, ChainedScheduler ----------------
+# Closed forms, used when SequentialLR starts a scheduler afresh at a milestone (PyTorch's step(0)).
+StepLR._closed_form_lr = lambda self: [base * self.gamma ** (self.last_epoch // self.step_size)
+                                       for base in self.base_lrs]
+ExponentialLR._closed_form_lr = lambda self: [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+LinearLR._closed_form_lr = lambda self: [
+    base * (self.start_factor + (self.end_factor - self.start_factor)
+            * min(self.total_iters, self.last_epoch) / self.total_iters) for base in self.base_lrs]
+
+
+def _restart(scheduler):
+    """scheduler.step(0) in PyTorch: epoch 0 again, from the closed form where there is one."""
+    scheduler.last_epoch = 0
+    closed = getattr(scheduler, "_closed_form_lr", None)
+    lrs = closed() if closed is not None else scheduler.get_lr()
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs):
+        group["lr"] = float(lr)
+    scheduler._last_lr = [group["lr"] for group in scheduler.optimizer.param_groups]
+
+
+def _per_group(value, groups, name, what):
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(groups):
+            raise ValueError(f"{name}: expected {len(groups)} values of {what} (one per parameter "
+                             f"group), got {len(value)}")
+        return list(value)
+    return [value] * len(groups)
+
+
+class LambdaLR(LRScheduler):
+    """lr = initial_lr * lr_lambda(epoch); `lr_lambda` is a function of the epoch, or a list with
+    one per parameter group (as PyTorch's). Its state_dict leaves the functions out."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        groups = optimizer.param_groups if isinstance(optimizer, Optimizer) else []
+        self.lr_lambdas = _per_group(lr_lambda, groups, "LambdaLR", "lr_lambda")
+        if not all(callable(f) for f in self.lr_lambdas):
+            raise TypeError("LambdaLR: lr_lambda must be a function of the epoch (or a list of them)")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self):
+        state = super().state_dict()
+        state.pop("lr_lambdas")
+        return state
+
+
+class MultiStepLR(LRScheduler):
+    """lr = initial_lr * gamma ** (number of milestones reached); PyTorch's recursive
+    (chainable) form: at each milestone the current lr is multiplied by gamma (by gamma ** k for
+    a milestone listed k times)."""
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        milestones = [int(m) for m in milestones]
+        if milestones != sorted(milestones):
+            raise ValueError(f"MultiStepLR: milestones must be increasing, got {milestones}")
+        self.milestones, self.gamma = milestones, float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        hits = self.milestones.count(self.last_epoch)
+        return lrs if hits == 0 else [lr * self.gamma ** hits for lr in lrs]
+
+    def _closed_form_lr(self):
+        from bisect import bisect_right
+        return [base * self.gamma ** bisect_right(self.milestones, self.last_epoch) for base in self.base_lrs]
+
+
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy (Smith and Topin), as PyTorch's OneCycleLR, stepped once per batch: the lr
+    rises from max_lr / div_factor to max_lr over the first pct_start of total_steps, then anneals
+    to max_lr / div_factor / final_div_factor (three_phase: back to the initial lr first, then
+    down); anneal_strategy "cos" (default) or "linear". With cycle_momentum (default) the momentum
+    (SGD, RMSprop) or Adam's beta1 moves the other way, between max_momentum and base_momentum.
+    Stepping past total_steps raises, as PyTorch's."""
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
+                 last_epoch=-1):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"OneCycleLR: expected a tt.optim optimizer, got {type(optimizer).__name__}")
+        groups = optimizer.param_groups
+        if total_steps is not None:
+            if int(total_steps) <= 0:
+                raise ValueError(f"OneCycleLR: total_steps must be a positive int, got {total_steps}")
+            self.total_steps = int(total_steps)
+        elif epochs is not None and steps_per_epoch is not None:
+            if int(epochs) <= 0 or int(steps_per_epoch) <= 0:
+                raise ValueError(f"OneCycleLR: epochs and steps_per_epoch must be positive, got "
+                                 f"{epochs} and {steps_per_epoch}")
+            self.total_steps = int(epochs) * int(steps_per_epoch)
+        else:
+            raise ValueError("OneCycleLR: give total_steps, or both epochs and steps_per_epoch")
+        if not 0 <= pct_start <= 1:
+            raise ValueError(f"OneCycleLR: pct_start must lie in [0, 1], got {pct_start}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"OneCycleLR: anneal_strategy must be 'cos' or 'linear', got "
+                             f"{anneal_strategy!r}")
+        T, pct = self.total_steps, float(pct_start)
+        if three_phase:
+            self._phases = [(pct * T - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (2 * pct * T - 2, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+                            (T - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
+        else:
+            self._phases = [(pct * T - 1, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                            (T - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
+        self.anneal_strategy, self.cycle_momentum = anneal_strategy, bool(cycle_momentum)
+        if last_epoch == -1:
+            for group, lr in zip(groups, _per_group(max_lr, groups, "OneCycleLR", "max_lr")):
+                group["initial_lr"] = lr / div_factor
+                group["max_lr"] = lr
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        if self.cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise ValueError(f"OneCycleLR: {type(optimizer).__name__} has neither momentum nor "
+                                 f"betas to cycle; pass cycle_momentum=False")
+            self._use_beta1 = "betas" in optimizer.defaults
+            if last_epoch == -1:
+                highs = _per_group(max_momentum, groups, "OneCycleLR", "max_momentum")
+                lows = _per_group(base_momentum, groups, "OneCycleLR", "base_momentum")
+                for group, high, low in zip(groups, highs, lows):
+                    self._set_momentum(group, high)
+                    group["max_momentum"], group["base_momentum"] = high, low
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, group, value):
+        if self._use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times; total_steps is {self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lrs.append(self._anneal(group[lr0], group[lr1], pct))
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(group[m0], group[m1], pct))
+                    break
+                start = end
+        return lrs
+
+
+class SequentialLR(LRScheduler):
+    """schedulers[0] until milestones[0], then schedulers[1] (started afresh at its epoch 0), and
+    so on, as PyTorch's (e.g. LinearLR warmup, then CosineAnnealingLR). Build the schedulers on
+    the same optimizer first; SequentialLR undoes their first steps."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
+        schedulers = list(schedulers)
+        if len(schedulers) < 1:
+            raise ValueError("SequentialLR: expected at least one scheduler")
+        for i, s in enumerate(schedulers):
+            if getattr(s, "optimizer", None) is not optimizer:
+                raise ValueError(f"SequentialLR: scheduler {i} ({type(s).__name__}) steps another "
+                                 f"optimizer; build every scheduler on the one given")
+            if isinstance(s, ReduceLROnPlateau):
+                raise ValueError("SequentialLR: ReduceLROnPlateau steps on a metric and cannot be sequenced")
+        milestones = [int(m) for m in milestones]
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expected {len(schedulers) - 1} milestones for "
+                             f"{len(schedulers)} schedulers, got {len(milestones)}")
+        self.optimizer = optimizer
+        self._schedulers, self._milestones = schedulers, milestones
+        self.last_epoch = last_epoch + 1
+        for group in optimizer.param_groups:          # undo the schedulers' first steps
+            group["lr"] = group["initial_lr"]
+        for s in schedulers:
+            s.last_epoch -= 1
+        schedulers[0].step()                          # and take the first one's again
+        self._last_lr = schedulers[0].get_last_lr()
+
+    def step(self):
+        from bisect import bisect_right
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            _restart(scheduler)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self):
+        state = {k: v for k, v in vars(self).items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state = dict(state_dict)
+        for s, sd in zip(self._schedulers, state.pop("_schedulers")):
+            s.load_state_dict(sd)
+        self.__dict__.update(state)
+
+
+class ChainedScheduler(SequentialLR):
+    """Step every scheduler at each step (their factors multiply: the chainable ones compose),
+    as PyTorch's ChainedScheduler(schedulers)."""
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if not schedulers:
+            raise ValueError("ChainedScheduler: expected at least one scheduler")
+        self.optimizer = optimizer or schedulers[0].optimizer
+        if any(s.optimizer is not self.optimizer for s in schedulers):
+            raise ValueError("ChainedScheduler: every scheduler must step the same optimizer")
+        self._schedulers, self._milestones = schedulers, []
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def step(self):
+        for s in self._schedulers:
+            s.step()
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
