@@ -8,6 +8,7 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
+import operator
 import weakref
 
 import numpy as np
@@ -131,7 +132,7 @@ class Tensor:
         # Implicit conversion (np.asarray, np.array([t1, t2]), SciPy functions) would drop the
         # gradient without a word: refused while it could be recorded.
         if self.requires_grad and tape.STATE.grad_enabled:
-            raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype))
+            raise _leaving_tape(self, "a NumPy array implicitly", _WHERE_ARRAY)
         if type(self.data) is not np.ndarray:
             self.numpy()    # raises for another device: never a silent copy to the host
         if dtype is not None and dtype != self.data.dtype:
@@ -150,11 +151,29 @@ class Tensor:
     def __bool__(self):
         return bool(self.data)
 
+    # A Python number leaves the tape only on request (t.item(), t.detach()): while recording, a
+    # Tensor whose gradient could still be taken refuses float(), int(), complex() and index(),
+    # and so math.*, np.float64(t) and `ndarray[i] = t`, which call them (README "Guarantees").
     def __float__(self):
+        if self.requires_grad:
+            _refuse_number(self, "float(t)")
         return float(self.data)
 
     def __int__(self):
+        if self.requires_grad:
+            _refuse_number(self, "int(t)")
         return int(self.data)
+
+    def __complex__(self):
+        if self.requires_grad:
+            _refuse_number(self, "complex(t)")
+        return complex(self.data)
+
+    def __index__(self):
+        """An integer Tensor of one element as a Python int (`range(t)`, `seq[t]`), as NumPy."""
+        if self.requires_grad:
+            _refuse_number(self, "operator.index(t)")
+        return operator.index(self.data)
 
     __hash__ = object.__hash__   # identity, so Tensors can key the sweeps' dictionaries
 
@@ -176,6 +195,7 @@ class Tensor:
                                       "derivatives use the transforms: tt.grad(tt.grad(f)), tt.hvp, "
                                       "tt.jacobian(tt.grad(f))")
         tape.backward(self, grad)
+        _mark_consumed(self)     # float(loss) after loss.backward() is a number to log
 
     def jvp(self, tangents):
         """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
@@ -338,14 +358,50 @@ def written_after(array, stamp):
 
 
 _IMPLICIT_CONVERSION = (
-    "a Tensor that requires grad (shape {shape}, {dtype}) cannot be converted to a NumPy array "
-    "implicitly while recording: its gradient would be lost without a word. This happens in "
-    "np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and NumPy/SciPy "
-    "functions with no tinytensor rule (they call asarray). Use t.detach() or t.numpy() for the "
-    "value (t.item() for a number, e.g. losses to plot), tt.stack([...]) or tt.concatenate([...]) "
-    "to combine Tensors, tinytensor operations "
+    "a Tensor that requires grad (shape {shape}, {dtype}) cannot be converted to {target} "
+    "while recording: its gradient would be lost without a word. This happens in {where}. "
+    "Use t.detach() or t.numpy() for the value (t.item() for a number, e.g. losses to plot), "
+    "{spelling}tt.stack([...]) or tt.concatenate([...]) to combine Tensors, tinytensor operations "
     "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
     "needs no gradient")
+_WHERE_ARRAY = ("np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and "
+                "NumPy/SciPy functions with no tinytensor rule (they call asarray)")
+_WHERE_NUMBER = ("float(t), int(t), complex(t), operator.index(t), math.exp(t) and the other math "
+                 "functions, np.float64(t), and writing a Tensor into a NumPy array (arr[i] = t, "
+                 "arr[i, 0] = y[0])")
+_SPELLING_NUMBER = ("tt.exp(t), tt.sin(t), ... for math.exp, math.sin, ...; a Tensor to fill "
+                    "instead of a NumPy array (ys = tt.zeros((n, 2)); ys[i, 0] = y[0] records the "
+                    "write) or tt.stack([...]) of the rows; ")
+
+
+def _leaving_tape(t, target, where, spelling=""):
+    """The one TypeError for a value leaving the tape without a word (see __array__, __float__)."""
+    return TypeError(_IMPLICIT_CONVERSION.format(shape=t.shape, dtype=t.dtype, target=target,
+                                                 where=where, spelling=spelling))
+
+
+def _refuse_number(t, how):
+    """Raise for float(t) & co. while t's gradient could still be taken: recording is on and t is
+    not the output of a finished backward() (float(loss) after loss.backward() is a number to log;
+    under tt.no_grad() and on a Tensor that needs no gradient nothing is refused either)."""
+    if tape.STATE.grad_enabled and not _consumed(t):
+        raise _leaving_tape(t, f"a Python number by {how}", _WHERE_NUMBER, _SPELLING_NUMBER) from None
+
+
+# Outputs of a finished backward() (id -> weak reference): their graph was consumed, so a number
+# taken from them loses nothing. Marked by Tensor.backward, read only by the conversions above:
+# nothing on the hot path. A recorded `t[i] = v` makes t a new tape entry again (unmarked).
+_BACKWARD_DONE = {}
+
+
+def _mark_consumed(t):
+    key = id(t)
+    _BACKWARD_DONE[key] = weakref.ref(t, lambda _, key=key: _BACKWARD_DONE.pop(key, None))
+
+
+def _consumed(t):
+    ref = _BACKWARD_DONE.get(id(t))
+    return ref is not None and ref() is t
 
 
 def _needs_grad(x):
@@ -417,6 +473,7 @@ def _record_setitem(t, index, value):
     t.data, t.grad, t.requires_grad = new.data, None, True
     t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
     t._id = next(_creation_order)        # after the stamp: t's own entry is not stale
+    _BACKWARD_DONE.pop(id(t), None)      # a live graph again: float(t) refused until backward()
 
 
 _new_tensor = Tensor.__new__
