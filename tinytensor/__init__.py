@@ -24,7 +24,20 @@ from .tape import (
                    set_grad_enabled,
                    unbroadcast,
 )
-from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .tensor import (
+                   Tensor,
+                   arange,
+                   eye,
+                   full,
+                   full_like,
+                   ones,
+                   ones_like,
+                   rand,
+                   randn,
+                   tensor,
+                   zeros,
+                   zeros_like,
+)
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
@@ -33,7 +46,7 @@ globals().update(ops.PUBLIC)
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
-    "zeros_like", "ones_like", "full", "arange", "eye", "rand",
+    "zeros_like", "ones_like", "full", "arange", "eye", "rand", "full_like",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",

@@ -548,8 +548,45 @@ def ones_like(x, dtype=None, requires_grad=False, device=None):
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
-    """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64)."""
+    """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64).
+    A fill value that requires grad is recorded: its gradient is the sum of the cotangent."""
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled:
+        return _recorded_fill(shape, fill_value, dtype, "full")
     return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
+    """`fill_value` in the shape and dtype of `x`, as np.full_like (a Tensor). A fill value that
+    requires grad is recorded: its gradient is the sum of the cotangent."""
+    value = _value(x)
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled:
+        return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
+                              "full_like")
+    return Tensor(np.full_like(value, _value(fill_value), dtype=dtype), requires_grad=requires_grad,
+                  device=device)
+
+
+def _recorded_fill(shape, fill, dtype, name):
+    """full(shape, fill) for a fill value on the tape: fill * ones, so d/d fill = sum(cotangent)."""
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    dtype = fill.dtype if dtype is None else np.dtype(dtype)
+    if dtype.kind not in "fc":
+        raise TypeError(f"{name}: the fill value requires grad but the result's dtype would be {dtype}; "
+                        f"only floating-point tensors carry gradients (pass dtype=np.float64, or "
+                        f"fill_value.detach() for the value alone)")
+    out = ops.mul(fill, backend.namespace(fill.data).ones(shape, fill.dtype))
+    if out.shape != shape:
+        raise ValueError(f"{name}: a fill value of shape {fill.shape} does not broadcast to shape {shape}")
+    return out if out.dtype == dtype else ops.astype(out, dtype)
+
+
+def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    """np.full_like(t, fill): a recorded Tensor when the fill value requires grad, else NumPy's."""
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled and order == "K" and not kwargs:
+        value = _value(a)
+        return _recorded_fill(np.shape(value) if shape is None else shape, fill_value,
+                              value.dtype if dtype is None else dtype, "np.full_like")
+    return np.full_like(_value(a), _value(fill_value), dtype, order, subok, shape, **kwargs)
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):
@@ -573,3 +610,5 @@ def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
 
 # The operators and sweeps above live in modules that import Tensor: imported last.
 from . import ops, tape  # noqa: E402
+
+ops.NUMPY_FUNCTIONS[np.full_like] = _np_full_like    # a fill value that requires grad is recorded
