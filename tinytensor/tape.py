@@ -235,9 +235,10 @@ def primitive(fun=None, *, name=None):
     Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
     (the function's by default), so `tt.check_rules()` sweeps it.
     """
+    from .user_primitives import UserPrimitive  # Tensors inside containers use its rules too
     if fun is None:
-        return lambda f: Primitive(f, name)
-    return Primitive(fun, name)
+        return lambda f: UserPrimitive(f, name)
+    return UserPrimitive(fun, name)
 
 
 def _describe(args):

@@ -260,8 +260,9 @@ def _refuse_output(outs, out, name, allow_unused):
     shapes = ", ".join(str(o.shape) for o in outs if isinstance(o, Tensor))
     raise ValueError(
         f"{name}: f's output (Tensor of shape {shapes}) is not computed from the differentiated "
-        f"argument(s): it requires no gradient (made from constants, from t.detach() or .data, or "
-        f"under tt.no_grad()), so its derivative would be zero without a word. Compute it from the "
+        f"argument(s): it requires no gradient (made from constants, from t.detach() or .data, "
+        f"under tt.no_grad(), or only by operations without a gradient such as comparisons, "
+        f"floor, sign, argmax), so its derivative would be zero without a word. Compute it from the "
         f"arguments with tinytensor operations; {_ZEROS_ON_PURPOSE}")
 
 
