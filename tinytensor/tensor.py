@@ -131,7 +131,7 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         # Implicit conversion (np.asarray, np.array([t1, t2]), SciPy functions) would drop the
         # gradient without a word: refused while it could be recorded.
-        if self.requires_grad and tape.STATE.grad_enabled:
+        if self.requires_grad and tape.STATE.grad_enabled and not _consumed(self):
             raise _leaving_tape(self, "a NumPy array implicitly", _WHERE_ARRAY)
         if type(self.data) is not np.ndarray:
             self.numpy()    # raises for another device: never a silent copy to the host

@@ -92,6 +92,7 @@ def test_numbers_that_lose_nothing_keep_working():
     loss.backward()
     assert float(loss) == 5.0 and int(loss) == 5 and math.isclose(math.sqrt(loss), math.sqrt(5.0))
     assert np.float64(loss) == 5.0 and f"{loss:.2f}" == "5.00"      # logging after backward()
+    assert np.asarray(loss) == 5.0
     losses = []
     for _ in range(3):      # a logging loop
         loss = tt.sum(w ** 2)
