@@ -392,11 +392,16 @@ def _refuse_number(t, how):
 # taken from them loses nothing. Marked by Tensor.backward, read only by the conversions above:
 # nothing on the hot path. A recorded `t[i] = v` makes t a new tape entry again (unmarked).
 _BACKWARD_DONE = {}
+_PRUNE_AT = [64]    # dead entries are dropped once the dict grows past this (amortised O(1))
 
 
 def _mark_consumed(t):
-    key = id(t)
-    _BACKWARD_DONE[key] = weakref.ref(t, lambda _, key=key: _BACKWARD_DONE.pop(key, None))
+    done = _BACKWARD_DONE
+    done[id(t)] = weakref.ref(t)
+    if len(done) > _PRUNE_AT[0]:
+        for key in [k for k, ref in done.items() if ref() is None]:
+            del done[key]
+        _PRUNE_AT[0] = 2 * len(done) + 64
 
 
 def _consumed(t):
