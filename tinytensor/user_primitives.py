@@ -29,9 +29,18 @@ class UserPrimitive(Primitive):
 
     def __call__(self, *args, **params):
         for a in args:
-            if type(a) in _CONTAINERS and _holds_tensor(a):
+            if isinstance(a, _CONTAINERS) and _holds_tensor(a):
                 return _flat_call(self, args, params)
-        return Primitive.__call__(self, *args, **params)
+        out = Primitive.__call__(self, *args, **params)
+        if isinstance(out, Tensor) and out.requires_grad and out._prim is not self:
+            # given no Tensor, the forward computed on Tensors found elsewhere (closed over, or
+            # inside an object): recorded by its own operations, the rules would be bypassed
+            raise TypeError(
+                f"{self.name}: the forward returned a Tensor that requires grad, computed from "
+                f"Tensors it was not given as arguments (a closed-over Tensor, or one inside an "
+                f"object), so {self.name}'s own rules would be bypassed. Pass them as arguments "
+                f"(tuples, lists and dicts of Tensors are fine), or use their values (t.detach())")
+        return out
 
 
 def _at_top_level(fun):
@@ -53,9 +62,9 @@ def _at_top_level(fun):
 
 
 def _holds_tensor(tree):
-    values = tree.values() if type(tree) is dict else tree
+    values = tree.values() if isinstance(tree, dict) else tree
     for v in values:
-        if isinstance(v, Tensor) or (type(v) in _CONTAINERS and _holds_tensor(v)):
+        if isinstance(v, Tensor) or (isinstance(v, _CONTAINERS) and _holds_tensor(v)):
             return True
     return False
 
@@ -66,7 +75,7 @@ def _flat_call(prim, args, params):
     layout = []     # per argument: None (passed as it is) or (structure, number of leaves)
     leaves = []
     for a in args:
-        if type(a) in _CONTAINERS and _holds_tensor(a):
+        if isinstance(a, _CONTAINERS) and _holds_tensor(a):
             inner, structure = tree_flatten(a)
             layout.append((structure, len(inner)))
             leaves.extend(inner)

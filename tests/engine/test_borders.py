@@ -250,3 +250,16 @@ def test_check_rules_checks_a_user_primitive_by_its_own_rules(registry):
         del tt.REGISTRY[name]
     with pytest.raises(tt.GradcheckError, match="exp_twice_borders"):
         tt.check_rules(verbose=False, examples={exp_twice_borders: [(np.array([0.1, 0.5]),)]})
+
+
+def test_namedtuples_flatten_and_closed_over_tensors_are_refused(registry):
+    from collections import namedtuple
+    Pair = namedtuple("Pair", "x y")
+    prim = tt.primitive(lambda p: p.x * p.y, name="pair_borders")
+    prim.defvjp(lambda g, ans, p: Pair(g * p.y * 10.0, g * p.x * 10.0))    # deliberately 10x
+    assert tt.grad(lambda a: prim(Pair(a, a * 0 + 2.0)))(1.5) == 20.0
+    w = tt.tensor(2.0, requires_grad=True)
+    scaled = tt.primitive(lambda x: x * w, name="closed_over_borders")      # w is not an argument
+    scaled.defvjp(lambda g, ans, x: g * 2.0)
+    with pytest.raises(TypeError, match="closed_over_borders.*bypassed"):
+        scaled(np.array(1.0))
