@@ -309,10 +309,15 @@ def vjp(f, *primals, allow_unused=False):
     f must return Tensors computed from the primals (else TypeError/ValueError);
     `allow_unused=True` gives zero gradients instead.
     """
+    return _vjp(f, primals, allow_unused, "vjp")
+
+
+def _vjp(f, primals, allow_unused, name):
+    """vjp, with the name of the transform the user called (for the messages)."""
     inputs, structure, out, nested = _trace(f, primals)
     outs, out_structure = tree_flatten(out)
     if not any(_tracked(o) for o in outs):
-        _refuse_output(outs, out, "vjp", allow_unused)
+        _refuse_output(outs, out, name, allow_unused)
 
     def vjp_fn(cotangent):
         leaves = _flatten_as(out_structure, cotangent, "vjp cotangent")
@@ -332,7 +337,7 @@ def vjp(f, *primals, allow_unused=False):
         elif roots:
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
         if roots and not grads:
-            _check_reached([o for o, _ in roots], inputs, "vjp", allow_unused)
+            _check_reached([o for o, _ in roots], inputs, name, allow_unused)
         if nested:
             return tree_unflatten(structure, [_tied(_gradient(grads.get(x), x, True), (x,))
                                               for x in inputs])
@@ -476,7 +481,7 @@ def value_and_grad(f, argnums=0, allow_unused=False):
         primal, rebuild = _select(args, argnums, "grad")
         if _Nesting.depth == 0 and _TRACER is None:
             return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
-        out, vjp_fn = vjp(lambda p: f(*rebuild(p), **kwargs), primal, allow_unused=allow_unused)
+        out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
         return out, vjp_fn(np.ones_like(_value(out)))[0]
 
@@ -580,7 +585,7 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False):
         g = lambda p: f(*rebuild(p), **kwargs)
         ins, in_structure = tree_flatten(primal)
         if mode == "rev":
-            out, vjp_fn = vjp(g, primal, allow_unused=allow_unused)
+            out, vjp_fn = _vjp(g, (primal,), allow_unused, "jacobian")
             outs, out_structure = tree_flatten(out)
             rows = [_ravel(tree_flatten(vjp_fn(tree_unflatten(out_structure, e))[0])[0])
                     for e in _basis(outs)]
@@ -605,7 +610,8 @@ def hvp(f, primals, tangents, allow_unused=False):
         raise TypeError(f"hvp: primals and tangents must be tuples, got {type(primals).__name__} and "
                         f"{type(tangents).__name__}; write tt.hvp(f, (x,), (v,))")
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
-    return jvp(grad(f, argnums, allow_unused), tuple(primals), tuple(tangents), allow_unused)[1]
+    _, jvp_fn = _linearize(grad(f, argnums, allow_unused), tuple(primals), allow_unused, "hvp")
+    return jvp_fn(*tangents)
 
 
 # ----- flat views for jacobian ------------------------------------------------------------------------
