@@ -29,7 +29,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import backend, ops
-from .tape import STATE, _fresh, _seed, _tape_of, forward_sweep, reverse_sweep
+from .tape import STATE, _fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _init_untracked
 
 # The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
@@ -268,11 +268,8 @@ def _refuse_output(outs, out, name, allow_unused):
 
 def _check_reached(roots, inputs, name, allow_unused):
     """A sweep from `roots` reached none of `inputs`: raise if no recorded path leads there."""
-    if allow_unused or not inputs:
-        return
-    ids = {id(x) for x in inputs}
-    if any(id(n) in ids for n in _tape_of(roots, min(x._id for x in inputs))):
-        return      # connected, with a zero derivative (floor, sign, x * 0): zeros are the answer
+    if allow_unused or not inputs or _reaches(roots, inputs):
+        return      # connected, with a zero derivative (x * 0, a rule giving None): zeros it is
     raise ValueError(
         f"{name}: f's output is not computed from the differentiated argument(s): no recorded "
         f"operation leads from them to it (it depends only on constants or on other Tensors f "
@@ -280,22 +277,47 @@ def _check_reached(roots, inputs, name, allow_unused):
         f"arguments; {_ZEROS_ON_PURPOSE}")
 
 
-def _tied(g, anchors):
-    """Inside a transform, a result (a gradient, a tangent) that is computed from none of the
-    transform's inputs, such as the gradient of a linear function, becomes a recorded node that
-    depends on them with derivative exactly zero, so that an outer transform sees an output
-    computed from its inputs (hvp and grad(grad(f)) of a linear f are zero, not refused)."""
-    anchors = [x for x in anchors if x._prim is not None]   # recorded identities of outer Tensors
+def _reaches(roots, targets):
+    """Whether a recorded path leads from one of `roots` back to one of `targets` (a depth-first
+    walk that stops at the first one found; only nodes newer than the oldest target)."""
+    ids = {id(x) for x in targets}
+    oldest = min(x._id for x in targets)
+    stack = [r for r in roots if _tracked(r)]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in ids:
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._prim is not None:
+            stack.extend(a for a in node._inputs
+                         if isinstance(a, Tensor) and a.requires_grad and a._id >= oldest)
+    return False
+
+
+def _tied(results, inputs):
+    """Inside a transform, results (gradients, tangents) computed from none of the transform's
+    inputs, such as the gradient of a linear function, become recorded nodes that depend on
+    them with derivative exactly zero, so that an outer transform sees an output computed from
+    its inputs (hvp and grad(grad(f)) of a linear f are zero, not refused). One walk of the tape
+    for all results; results that are not recorded at all are tied without one."""
+    anchors = [x for x in inputs if x._prim is not None]   # recorded identities of outer Tensors
     if not anchors:
-        return g
-    if _tracked(g):
-        oldest = min(x._id for x in anchors)
-        ids = {id(x) for x in anchors}
-        if any(id(n) in ids for n in _tape_of([g], oldest)):
-            return g
-    value = _value(g)
-    never = backend.namespace(value).zeros(value.shape, bool)
-    return ops.PUBLIC["where"](never, ops.PUBLIC["sum"](anchors[0]), g)   # = g; d/d anchor = 0
+        return results
+    tracked = [g for g in results if _tracked(g)]
+    connected = bool(tracked) and _reaches(tracked, anchors)
+    out = []
+    for g, x in zip(results, inputs if len(inputs) == len(results) else [anchors[0]] * len(results)):
+        if connected and _tracked(g):
+            out.append(g)
+            continue
+        anchor = x if x._prim is not None else anchors[0]
+        value = _value(g)
+        never = backend.namespace(value).zeros(value.shape, bool)
+        out.append(ops.PUBLIC["where"](never, ops.PUBLIC["sum"](anchor), g))  # = g; d/d anchor = 0
+    return out
 
 
 # ----- the two transforms everything else is built on ---------------------------------------------
@@ -339,8 +361,8 @@ def _vjp(f, primals, allow_unused, name):
         if roots and not grads:
             _check_reached([o for o, _ in roots], inputs, name, allow_unused)
         if nested:
-            return tree_unflatten(structure, [_tied(_gradient(grads.get(x), x, True), (x,))
-                                              for x in inputs])
+            return tree_unflatten(structure, _tied([_gradient(grads.get(x), x, True) for x in inputs],
+                                                   inputs))
         if record:
             return tree_unflatten(structure, [_gradient(grads.get(x), x, True) for x in inputs])
         handed = {id(c) for c in cotangents} | {id(x.data) for x in inputs}
@@ -428,8 +450,8 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
                                   create_graph=True) if pairs else {}
             result = {i: d.get(u) for i, u in zip(tracked, dummies)}
             if nested:
-                result = {i: _tied(_zeros(outs[i]) if g is None else g, inputs)
-                          for i, g in result.items()}
+                result = dict(zip(result, _tied([_zeros(outs[i]) if g is None else g
+                                                 for i, g in result.items()], inputs)))
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
             sweep = forward_sweep if _TRACER is None else _TRACER.forward_sweep
