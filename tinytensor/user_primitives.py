@@ -49,11 +49,12 @@ def _at_top_level(fun):
 
     def forward(*args, **params):
         nesting = transforms._Nesting
-        depth, nesting.depth = nesting.depth, 0
+        depth, tracer = nesting.depth, transforms._TRACER
+        nesting.depth, transforms._TRACER = 0, None     # (nor is tt.compile's recording inside)
         try:
             return fun(*args, **params)
         finally:
-            nesting.depth = depth
+            nesting.depth, transforms._TRACER = depth, tracer
 
     forward.__wrapped__ = fun          # inspect.signature sees the user's parameters
     forward.__name__ = getattr(fun, "__name__", "forward")
