@@ -221,6 +221,9 @@ class Node(metaclass=_NodeType):
                 f"(float(y) works after y.backward())")
         return self.value
 
+    def __int__(self):
+        return int(self.__float__())
+
     def __format__(self, spec):   # f"{loss:.4f}" prints the number, as for a one-element Tensor
         return format(self.value, spec) if spec else str(self)
 

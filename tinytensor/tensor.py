@@ -364,8 +364,9 @@ _IMPLICIT_CONVERSION = (
     "{spelling}tt.stack([...]) or tt.concatenate([...]) to combine Tensors, tinytensor operations "
     "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
     "needs no gradient")
-_WHERE_ARRAY = ("np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and "
-                "NumPy/SciPy functions with no tinytensor rule (they call asarray)")
+_WHERE_ARRAY = ("np.asarray(t), np.array([t1, t2]), np.float64(t), arr[0:2] = t, NumPy functions "
+                "given lists of Tensors, and NumPy/SciPy functions with no tinytensor rule (they "
+                "call asarray)")
 _WHERE_NUMBER = ("float(t), int(t), complex(t), operator.index(t), math.exp(t) and the other math "
                  "functions, np.float64(t), and writing a Tensor into a NumPy array (arr[i] = t, "
                  "arr[i, 0] = y[0])")

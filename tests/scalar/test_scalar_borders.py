@@ -12,7 +12,7 @@ def test_math_on_a_node_is_refused_instead_of_a_constant():
     x1, x2 = Node(2.0), Node(5.0)
     with pytest.raises(TypeError, match=r"x2\.value.*sin\(x2\)"):
         log(x1) + x1 * x2 - math.sin(x2)
-    for convert in (float, complex, math.exp, math.sqrt, math.log):
+    for convert in (float, int, complex, math.exp, math.sqrt, math.log):
         with pytest.raises(TypeError, match="gradient would be lost"):
             convert(Node(4.0))
     y = log(x1) + x1 * x2 - sin(x2)          # the engine's spelling
