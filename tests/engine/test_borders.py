@@ -263,3 +263,18 @@ def test_namedtuples_flatten_and_closed_over_tensors_are_refused(registry):
     scaled.defvjp(lambda g, ans, x: g * 2.0)
     with pytest.raises(TypeError, match="closed_over_borders.*bypassed"):
         scaled(np.array(1.0))
+
+
+def test_second_derivative_through_a_rule_that_calls_grad(registry):
+    @tt.primitive
+    def softplus_borders(x):
+        return np.log1p(np.exp(x))
+
+    inner = lambda z: tt.sum(tt.log(1 + tt.exp(z)))
+    softplus_borders.defvjp(lambda g, ans, x: g * tt.grad(inner)(x))
+    softplus_borders.defjvp(lambda t, ans, x: t * tt.grad(inner)(x))
+    s = 1 / (1 + np.exp(-0.3))
+    assert abs(tt.grad(softplus_borders)(0.3) - s) < 1e-15
+    assert abs(tt.grad(tt.grad(softplus_borders))(0.3) - s * (1 - s)) < 1e-15
+    assert abs(tt.hvp(lambda x: tt.sum(softplus_borders(x)), (np.array([0.3]),), (np.ones(1),))[0]
+               - s * (1 - s)) < 1e-15
