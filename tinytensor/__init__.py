@@ -39,7 +39,20 @@ from .tape import (
     set_grad_enabled,
     unbroadcast,
 )
-from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+from .tensor import (
+                   Tensor,
+                   arange,
+                   eye,
+                   full,
+                   full_like,
+                   ones,
+                   ones_like,
+                   rand,
+                   randn,
+                   tensor,
+                   zeros,
+                   zeros_like,
+)
 from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
 from .views import draw, evaluation_trace, to_dot, wengert_list
 
@@ -49,7 +62,7 @@ globals().update(ops.PUBLIC)
 
 __all__ = [
     "Tensor", "tensor", "zeros", "ones", "randn",
-    "zeros_like", "ones_like", "full", "arange", "eye", "rand",
+    "zeros_like", "ones_like", "full", "arange", "eye", "rand", "full_like",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "inference_mode",
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",

@@ -169,6 +169,8 @@ class Node(metaclass=_NodeType):
     # ----- reverse mode -----------------------------------------------------------------------
     def backward(self):
         """Reverse mode: set `.grad` = d self / d node on every node self depends on (itself: 1)."""
+        key = id(self)    # float(self) is allowed from now on (a loss to log)
+        _BACKWARD_DONE[key] = weakref.ref(self, lambda _, key=key: _BACKWARD_DONE.pop(key, None))
         if Node.verbose:
             return _backward_verbose(self)
         node_to_grad = {self: 1.0}   # adjoint of each node: the sum of its partial adjoints
@@ -204,7 +206,23 @@ class Node(metaclass=_NodeType):
     def __ne__(self, other): return self.value != _value(other)
     __hash__ = object.__hash__
 
-    def __float__(self): return self.value
+    def __float__(self):
+        """Refused, as micrograd's Value refuses: float(node), and math.sin(node) & co. which call
+        it, would make a constant of the node and lose its gradient without a word. `node.value`
+        is the number on request; after y.backward(), float(y) is a number to log."""
+        ref = _BACKWARD_DONE.get(id(self))
+        if ref is None or ref() is not self:
+            raise TypeError(
+                f"float({self.name}) (also math.sin, math.exp, ... on a Node, which call it) would turn "
+                f"the Node into a plain number and its gradient would be lost without a word. Use "
+                f"{self.name}.value for the number (explicitly off the graph), or the engine's functions "
+                f"to stay on it: sin({self.name}), exp({self.name}), log, cos, tanh, sqrt, sigmoid, relu "
+                f"from tinytensor.scalar, or the methods {self.name}.sin(), {self.name}.exp(), ... "
+                f"(float(y) works after y.backward())")
+        return self.value
+
+    def __int__(self):
+        return int(self.__float__())
 
     def __format__(self, spec):   # f"{loss:.4f}" prints the number, as for a one-element Tensor
         return format(self.value, spec) if spec else str(self)
@@ -220,6 +238,10 @@ class Node(metaclass=_NodeType):
 
     def __repr__(self):
         return f"Node({self.value!r}, name={self.name!r}, operator={self.operator!r})"
+
+
+# Nodes that were the output of backward() (id -> weak reference): float() on them is allowed.
+_BACKWARD_DONE = {}
 
 
 def _as_node(x):

@@ -22,6 +22,7 @@ only on entries older than the last in-place write, so a normal training loop ne
 import functools
 import inspect
 import os
+import sys
 import traceback
 import weakref
 from heapq import heappop, heappush
@@ -71,6 +72,7 @@ class Primitive:
         self.jvps = None
         self.joint_jvp = None
         self.__doc__ = getattr(fun, "__doc__", None)
+        _refuse_builtin_name(self.name)
         REGISTRY[self.name] = self
 
     def __repr__(self):
@@ -179,6 +181,16 @@ def _one_array(name, ans):
     return np.asarray(ans)
 
 
+def _refuse_builtin_name(name):
+    """Names stay unique: a user primitive may not take a built-in's name (it would replace the
+    built-in's registry entry, and check_rules would check it with the built-in's spec)."""
+    ops = sys.modules.get(__package__ + ".ops")
+    if ops is not None and name in ops.BUILTIN:
+        raise ValueError(f"primitive name {name!r} is taken by tinytensor's built-in {name}; give "
+                         f"yours a name of its own: tt.primitive(fun, name='my_{name}') or rename "
+                         f"the function")
+
+
 def _missing_rule(name, kind, how):
     err = NotImplementedError(f"primitive {name} has no {kind} rule (declare it with {name}.{how})")
     err._tinytensor_entry = True     # already says what is wrong; not re-wrapped
@@ -221,9 +233,10 @@ def primitive(fun=None, *, name=None):
     Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
     (the function's by default), so `tt.check_rules()` sweeps it.
     """
+    from .user_primitives import UserPrimitive  # Tensors inside containers use its rules too
     if fun is None:
-        return lambda f: Primitive(f, name)
-    return Primitive(fun, name)
+        return lambda f: UserPrimitive(f, name)
+    return UserPrimitive(fun, name)
 
 
 def _describe(args):

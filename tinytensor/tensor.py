@@ -9,6 +9,7 @@ Leaves are Tensors made by the user (`_prim is None`).
 
 import itertools
 import numbers
+import operator
 import weakref
 
 import numpy as np
@@ -143,8 +144,8 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         # Implicit conversion (np.asarray, np.array([t1, t2]), SciPy functions) would drop the
         # gradient without a word: refused while it could be recorded.
-        if self.requires_grad and tape.STATE.grad_enabled:
-            raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype))
+        if self.requires_grad and tape.STATE.grad_enabled and not _consumed(self):
+            raise _leaving_tape(self, "a NumPy array implicitly", _WHERE_ARRAY)
         if type(self.data) is not np.ndarray:
             self.numpy()    # raises for another device: never a silent copy to the host
         if dtype is not None and dtype != self.data.dtype:
@@ -163,11 +164,29 @@ class Tensor:
     def __bool__(self):
         return bool(self.data)
 
+    # A Python number leaves the tape only on request (t.item(), t.detach()): while recording, a
+    # Tensor whose gradient could still be taken refuses float(), int(), complex() and index(),
+    # and so math.*, np.float64(t) and `ndarray[i] = t`, which call them (README "Guarantees").
     def __float__(self):
+        if self.requires_grad:
+            _refuse_number(self, "float(t)")
         return float(self.data)
 
     def __int__(self):
+        if self.requires_grad:
+            _refuse_number(self, "int(t)")
         return int(self.data)
+
+    def __complex__(self):
+        if self.requires_grad:
+            _refuse_number(self, "complex(t)")
+        return complex(self.data)
+
+    def __index__(self):
+        """An integer Tensor of one element as a Python int (`range(t)`, `seq[t]`), as NumPy."""
+        if self.requires_grad:
+            _refuse_number(self, "operator.index(t)")
+        return operator.index(self.data)
 
     __hash__ = object.__hash__   # identity, so Tensors can key the sweeps' dictionaries
 
@@ -189,6 +208,7 @@ class Tensor:
                                       "derivatives use the transforms: tt.grad(tt.grad(f)), tt.hvp, "
                                       "tt.jacobian(tt.grad(f))")
         tape.backward(self, grad)
+        _mark_consumed(self)     # float(loss) after loss.backward() is a number to log
 
     def jvp(self, tangents):
         """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
@@ -369,14 +389,56 @@ def written_after(array, stamp):
 
 
 _IMPLICIT_CONVERSION = (
-    "a Tensor that requires grad (shape {shape}, {dtype}) cannot be converted to a NumPy array "
-    "implicitly while recording: its gradient would be lost without a word. This happens in "
-    "np.asarray(t), np.array([t1, t2]), NumPy functions given lists of Tensors, and NumPy/SciPy "
-    "functions with no tinytensor rule (they call asarray). Use t.detach() or t.numpy() for the "
-    "value (t.item() for a number, e.g. losses to plot), tt.stack([...]) or tt.concatenate([...]) "
-    "to combine Tensors, tinytensor operations "
+    "a Tensor that requires grad (shape {shape}, {dtype}) cannot be converted to {target} "
+    "while recording: its gradient would be lost without a word. This happens in {where}. "
+    "Use t.detach() or t.numpy() for the value (t.item() for a number, e.g. losses to plot), "
+    "{spelling}tt.stack([...]) or tt.concatenate([...]) to combine Tensors, tinytensor operations "
     "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
     "needs no gradient")
+_WHERE_ARRAY = ("np.asarray(t), np.array([t1, t2]), np.float64(t), arr[0:2] = t, NumPy functions "
+                "given lists of Tensors, and NumPy/SciPy functions with no tinytensor rule (they "
+                "call asarray)")
+_WHERE_NUMBER = ("float(t), int(t), complex(t), operator.index(t), math.exp(t) and the other math "
+                 "functions, np.float64(t), and writing a Tensor into a NumPy array (arr[i] = t, "
+                 "arr[i, 0] = y[0])")
+_SPELLING_NUMBER = ("tt.exp(t), tt.sin(t), ... for math.exp, math.sin, ...; a Tensor to fill "
+                    "instead of a NumPy array (ys = tt.zeros((n, 2)); ys[i, 0] = y[0] records the "
+                    "write) or tt.stack([...]) of the rows; ")
+
+
+def _leaving_tape(t, target, where, spelling=""):
+    """The one TypeError for a value leaving the tape without a word (see __array__, __float__)."""
+    return TypeError(_IMPLICIT_CONVERSION.format(shape=t.shape, dtype=t.dtype, target=target,
+                                                 where=where, spelling=spelling))
+
+
+def _refuse_number(t, how):
+    """Raise for float(t) & co. while t's gradient could still be taken: recording is on and t is
+    not the output of a finished backward() (float(loss) after loss.backward() is a number to log;
+    under tt.no_grad() and on a Tensor that needs no gradient nothing is refused either)."""
+    if tape.STATE.grad_enabled and not _consumed(t):
+        raise _leaving_tape(t, f"a Python number by {how}", _WHERE_NUMBER, _SPELLING_NUMBER) from None
+
+
+# Outputs of a finished backward() (id -> weak reference): their graph was consumed, so a number
+# taken from them loses nothing. Marked by Tensor.backward, read only by the conversions above:
+# nothing on the hot path. A recorded `t[i] = v` makes t a new tape entry again (unmarked).
+_BACKWARD_DONE = {}
+_PRUNE_AT = [64]    # dead entries are dropped once the dict grows past this (amortised O(1))
+
+
+def _mark_consumed(t):
+    done = _BACKWARD_DONE
+    done[id(t)] = weakref.ref(t)
+    if len(done) > _PRUNE_AT[0]:
+        for key in [k for k, ref in done.items() if ref() is None]:
+            del done[key]
+        _PRUNE_AT[0] = 2 * len(done) + 64
+
+
+def _consumed(t):
+    ref = _BACKWARD_DONE.get(id(t))
+    return ref is not None and ref() is t
 
 
 def _needs_grad(x):
@@ -448,6 +510,7 @@ def _record_setitem(t, index, value):
     t.data, t.grad, t.requires_grad = new.data, None, True
     t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
     t._id = next(_creation_order)        # after the stamp: t's own entry is not stale
+    _BACKWARD_DONE.pop(id(t), None)      # a live graph again: float(t) refused until backward()
 
 
 _new_tensor = Tensor.__new__
@@ -523,8 +586,45 @@ def ones_like(x, dtype=None, requires_grad=False, device=None):
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
-    """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64)."""
+    """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64).
+    A fill value that requires grad is recorded: its gradient is the sum of the cotangent."""
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled:
+        return _recorded_fill(shape, fill_value, dtype, "full")
     return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
+    """`fill_value` in the shape and dtype of `x`, as np.full_like (a Tensor). A fill value that
+    requires grad is recorded: its gradient is the sum of the cotangent."""
+    value = _value(x)
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled:
+        return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
+                              "full_like")
+    return Tensor(np.full_like(value, _value(fill_value), dtype=dtype), requires_grad=requires_grad,
+                  device=device)
+
+
+def _recorded_fill(shape, fill, dtype, name):
+    """full(shape, fill) for a fill value on the tape: fill * ones, so d/d fill = sum(cotangent)."""
+    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    dtype = fill.dtype if dtype is None else np.dtype(dtype)
+    if dtype.kind not in "fc":
+        raise TypeError(f"{name}: the fill value requires grad but the result's dtype would be {dtype}; "
+                        f"only floating-point tensors carry gradients (pass dtype=np.float64, or "
+                        f"fill_value.detach() for the value alone)")
+    out = ops.mul(fill, backend.namespace(fill.data).ones(shape, fill.dtype))
+    if out.shape != shape:
+        raise ValueError(f"{name}: a fill value of shape {fill.shape} does not broadcast to shape {shape}")
+    return out if out.dtype == dtype else ops.astype(out, dtype)
+
+
+def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kwargs):
+    """np.full_like(t, fill): a recorded Tensor when the fill value requires grad, else NumPy's."""
+    if _needs_grad(fill_value) and tape.STATE.grad_enabled and order == "K" and not kwargs:
+        value = _value(a)
+        return _recorded_fill(np.shape(value) if shape is None else shape, fill_value,
+                              value.dtype if dtype is None else dtype, "np.full_like")
+    return np.full_like(_value(a), _value(fill_value), dtype, order, subok, shape, **kwargs)
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):
@@ -578,3 +678,5 @@ class _Size(int):
 
 # The operators and sweeps above live in modules that import Tensor: imported last.
 from . import ops, tape  # noqa: E402
+
+ops.NUMPY_FUNCTIONS[np.full_like] = _np_full_like    # a fill value that requires grad is recorded

@@ -223,13 +223,14 @@ def _zeros(x):
     return backend.namespace(value).zeros(value.shape, _float_dtype(value))
 
 
-def _checked(seeds, like, what, nested):
+def _checked(seeds, like, what, keep_tensors):
     """Check that each seed (cotangent or tangent) has its partner's shape, and make it an array
-    of the partner's dtype (rules take arrays); inside a transform a Tensor seed stays one."""
+    of the partner's dtype (rules take arrays); while recording (`keep_tensors`: inside a
+    transform, or given Tensors that require grad) a Tensor seed stays one."""
     out = []
     for i, (s, x) in enumerate(zip(seeds, like)):
         x = _value(x)
-        if not (nested and isinstance(s, Tensor)):
+        if not (keep_tensors and isinstance(s, Tensor)):
             s = backend.asarray(s.data if isinstance(s, Tensor) else s, _float_dtype(x), like=x, what=what)
         if s.shape != x.shape:
             raise ValueError(f"{what}: leaf {i} has shape {s.shape} but must have shape {x.shape}")
@@ -237,22 +238,118 @@ def _checked(seeds, like, what, nested):
     return out
 
 
+# ----- the borders: what a transform can differentiate ----------------------------------------------
+# f must return Tensors computed from the differentiated inputs (README "Guarantees"). The checks
+# run only where something is already wrong or unusual: an output that is not a recorded Tensor
+# (seen at once), or a sweep that reached no input (then one walk of the tape tells "not computed
+# from the inputs", refused, from "computed from them with a zero derivative", kept).
+_ZEROS_ON_PURPOSE = "pass allow_unused=True to get zero derivatives on purpose"
+
+
+def _refuse_output(outs, out, name, allow_unused):
+    """f's output (leaves `outs`) holds no recorded Tensor: raise, unless allow_unused."""
+    if allow_unused:
+        return
+    if not any(isinstance(o, Tensor) for o in outs):
+        kind = type(out).__name__ if outs else f"{type(out).__name__} with no arrays in it"
+        raise TypeError(
+            f"{name}: f returned a {kind}, not a Tensor, so nothing it computed was recorded and its "
+            f"derivative would be zero without a word. Compute the result with tinytensor "
+            f"operations on the arguments (float(), math.*, .item(), .numpy() and NumPy on .data "
+            f"take values off the tape); {_ZEROS_ON_PURPOSE}")
+    shapes = ", ".join(str(o.shape) for o in outs if isinstance(o, Tensor))
+    raise ValueError(
+        f"{name}: f's output (Tensor of shape {shapes}) is not computed from the differentiated "
+        f"argument(s): it requires no gradient (made from constants, from t.detach() or .data, "
+        f"under tt.no_grad(), or only by operations without a gradient such as comparisons, "
+        f"floor, sign, argmax), so its derivative would be zero without a word. Compute it from the "
+        f"arguments with tinytensor operations; {_ZEROS_ON_PURPOSE}")
+
+
+def _check_reached(roots, inputs, name, allow_unused):
+    """A sweep from `roots` reached none of `inputs`: raise if no recorded path leads there."""
+    if allow_unused or not inputs or _reaches(roots, inputs):
+        return      # connected, with a zero derivative (x * 0, a rule giving None): zeros it is
+    raise ValueError(
+        f"{name}: f's output is not computed from the differentiated argument(s): no recorded "
+        f"operation leads from them to it (it depends only on constants or on other Tensors f "
+        f"closes over), so its derivative would be zero without a word. Compute it from the "
+        f"arguments; {_ZEROS_ON_PURPOSE}")
+
+
+def _reaches(roots, targets):
+    """Whether a recorded path leads from one of `roots` back to one of `targets` (a depth-first
+    walk that stops at the first one found; only nodes newer than the oldest target)."""
+    ids = {id(x) for x in targets}
+    oldest = min(x._id for x in targets)
+    stack = [r for r in roots if _tracked(r)]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in ids:
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._prim is not None:
+            stack.extend(a for a in node._inputs
+                         if isinstance(a, Tensor) and a.requires_grad and a._id >= oldest)
+    return False
+
+
+def _tied(results, inputs):
+    """Inside a transform, results (gradients, tangents) computed from none of the transform's
+    inputs, such as the gradient of a linear function, become recorded nodes that depend on
+    them with derivative exactly zero, so that an outer transform sees an output computed from
+    its inputs (hvp and grad(grad(f)) of a linear f are zero, not refused). One walk of the tape
+    for all results; results that are not recorded at all are tied without one."""
+    anchors = [x for x in inputs if x._prim is not None]   # recorded identities of outer Tensors
+    if not anchors:
+        return results
+    tracked = [g for g in results if _tracked(g)]
+    connected = bool(tracked) and _reaches(tracked, anchors)
+    out = []
+    for g, x in zip(results, inputs if len(inputs) == len(results) else [anchors[0]] * len(results)):
+        if connected and _tracked(g):
+            out.append(g)
+            continue
+        anchor = x if x._prim is not None else anchors[0]
+        value = _value(g)
+        never = backend.namespace(value).zeros(value.shape, bool)
+        out.append(ops.PUBLIC["where"](never, ops.PUBLIC["sum"](anchor), g))  # = g; d/d anchor = 0
+    return out
+
+
 # ----- the two transforms everything else is built on ---------------------------------------------
-def vjp(f, *primals):
+def vjp(f, *primals, allow_unused=False):
     """Reverse mode: (out, vjp_fn), where out = f(*primals).
 
     vjp_fn(cotangent) takes a cotangent with out's structure and leaf shapes and returns a tuple,
-    one entry per primal with that primal's structure: the gradient of <out, cotangent>.
+    one entry per primal with that primal's structure: the gradient of <out, cotangent>. Given
+    Tensors that require grad (inside another transform, say), vjp_fn records, so its result
+    can be differentiated again, with respect to the cotangent too.
+    f must return Tensors computed from the primals (else TypeError/ValueError);
+    `allow_unused=True` gives zero gradients instead.
     """
+    return _vjp(f, primals, allow_unused, "vjp")
+
+
+def _vjp(f, primals, allow_unused, name):
+    """vjp, with the name of the transform the user called (for the messages)."""
     inputs, structure, out, nested = _trace(f, primals)
     outs, out_structure = tree_flatten(out)
+    if not any(_tracked(o) for o in outs):
+        _refuse_output(outs, out, name, allow_unused)
 
     def vjp_fn(cotangent):
-        cotangents = _checked(_flatten_as(out_structure, cotangent, "vjp cotangent"), outs,
-                              "vjp cotangent", nested)
+        leaves = _flatten_as(out_structure, cotangent, "vjp cotangent")
+        # Recorded when called inside a transform or on Tensors that require grad (a pullback
+        # kept from the top level and used later, as autograd's flatten does): never cut.
+        record = nested or (STATE.grad_enabled and any(_tracked(c) for c in leaves))
+        cotangents = _checked(leaves, outs, "vjp cotangent", record)
         roots = [(o, c) for o, c in zip(outs, cotangents) if _tracked(o)]
         grads = {}
-        if roots and nested:
+        if roots and record:
             with _recording(0):
                 grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs,
                                       create_graph=True)
@@ -261,7 +358,12 @@ def vjp(f, *primals):
             return tree_unflatten(structure, [_traced_gradient(grads.get(x), x) for x in inputs])
         elif roots:
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
+        if roots and not grads:
+            _check_reached([o for o, _ in roots], inputs, name, allow_unused)
         if nested:
+            return tree_unflatten(structure, _tied([_gradient(grads.get(x), x, True) for x in inputs],
+                                                   inputs))
+        if record:
             return tree_unflatten(structure, [_gradient(grads.get(x), x, True) for x in inputs])
         handed = {id(c) for c in cotangents} | {id(x.data) for x in inputs}
         return tree_unflatten(structure, [_handed_out(grads.get(x), x, handed) for x in inputs])
@@ -269,13 +371,14 @@ def vjp(f, *primals):
     return (out if nested else _outermost(out)), vjp_fn
 
 
-def jvp(f, primals, tangents):
+def jvp(f, primals, tangents, allow_unused=False):
     """Forward mode: (out, tangent_out) with out = f(*primals) and tangent_out = J @ tangents.
 
     `primals` and `tangents` are tuples with the same structure and leaf shapes; tangent_out has
-    out's structure.
+    out's structure. f must return Tensors computed from the primals (else TypeError/ValueError);
+    `allow_unused=True` gives zero tangents instead.
     """
-    out, jvp_fn = _linearize(f, primals)
+    out, jvp_fn = _linearize(f, primals, allow_unused, "jvp")
     return out, jvp_fn(*tangents)
 
 
@@ -309,26 +412,46 @@ def _traced_gradient(g, x):
     return g
 
 
-def _linearize(f, primals):
+def _linearize(f, primals, allow_unused=False, name="jvp"):
     """(out, jvp_fn) with jvp_fn(*tangents) = J @ tangents, f traced once for any number of calls."""
     inputs, structure, out, nested = _trace(f, primals)
     outs, out_structure = tree_flatten(out)
     tracked = [i for i, o in enumerate(outs) if _tracked(o)]
-    if nested:   # J^T u for symbolic u (zeros: only the dependence on u matters, and it is linear)
-        dummies = [Tensor(np.zeros_like(outs[i].data), requires_grad=True) for i in tracked]
-        with _recording(0):
-            transposed = reverse_sweep([outs[i] for i in tracked], dummies, wrt=inputs, create_graph=True)
+    if not tracked:
+        _refuse_output(outs, out, name, allow_unused)
+    elif _TRACER is None:
+        _check_reached([outs[i] for i in tracked], inputs, name, allow_unused)
+    transposed_graph = []
+
+    def transpose():
+        """J^T u for symbolic u (zeros: only the dependence on u matters, and it is linear)."""
+        if not transposed_graph:
+            dummies = [Tensor(np.zeros_like(outs[i].data), requires_grad=True) for i in tracked]
+            with _recording(0):
+                transposed_graph.append((dummies, reverse_sweep(
+                    [outs[i] for i in tracked], dummies, wrt=inputs, create_graph=True)))
+        return transposed_graph[0]
+
+    if nested:
+        transpose()     # now, while the outer transform traces
 
     def jvp_fn(*tangents):
-        seeds = _checked(_flatten_as(structure, tuple(tangents), "jvp tangents"), inputs,
-                         "jvp tangents", nested)
+        leaves = _flatten_as(structure, tuple(tangents), "jvp tangents")
+        # Tangents that require grad (jvp_fn kept and called inside another transform) are
+        # recorded through, by transposing the VJP as inside a transform.
+        record = nested or (STATE.grad_enabled and any(_tracked(t) for t in leaves))
+        seeds = _checked(leaves, inputs, "jvp tangents", record)
         result = {}
-        if nested and tracked:   # J t = d<J^T u, t>/du
+        if record and tracked:   # J t = d<J^T u, t>/du
+            dummies, transposed = transpose()
             pairs = [(transposed[x], t) for x, t in zip(inputs, seeds) if _tracked(transposed.get(x))]
             with _recording(0):
                 d = reverse_sweep([p for p, _ in pairs], [t for _, t in pairs], wrt=dummies,
                                   create_graph=True) if pairs else {}
             result = {i: d.get(u) for i, u in zip(tracked, dummies)}
+            if nested:
+                result = dict(zip(result, _tied([_zeros(outs[i]) if g is None else g
+                                                 for i, g in result.items()], inputs)))
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
             sweep = forward_sweep if _TRACER is None else _TRACER.forward_sweep
@@ -368,18 +491,19 @@ def _select(args, argnums, name):
     return (tuple(args[i] for i in nums) if many else args[nums[0]]), rebuild
 
 
-def value_and_grad(f, argnums=0):
+def value_and_grad(f, argnums=0, allow_unused=False):
     """A function returning (f(*args), gradient) for scalar-valued f.
 
     The gradient has the structure and shapes of args[argnums], or is a tuple of them when
-    argnums is a tuple.
+    argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
+    ValueError); `allow_unused=True` gives a zero gradient instead.
     """
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
         if _Nesting.depth == 0 and _TRACER is None:
-            return _value_and_grad_arrays(f, primal, rebuild, kwargs)
-        out, vjp_fn = vjp(lambda p: f(*rebuild(p), **kwargs), primal)
+            return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
+        out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
         return out, vjp_fn(np.ones_like(_value(out)))[0]
 
@@ -395,7 +519,7 @@ def _check_scalar(out):
                         f"tt.jacobian(f) for the full Jacobian or tt.vjp(f, x) for J^T v")
 
 
-def _value_and_grad_arrays(f, primal, rebuild, kwargs):
+def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
     """value_and_grad at the top level, arrays in and out: vjp's steps in one frame (a training
     step calls this every minibatch, so its Python overhead is the functional path's cost)."""
     # The common case, without the general pytree walk: a list, tuple or dict of float arrays
@@ -429,10 +553,14 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs):
         STATE.grad_enabled = previous
     if not (type(out) is Tensor and out.requires_grad and out.data.size == 1):
         _check_scalar(out)
-        return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
+        if not _tracked(out):
+            _refuse_output([out], out, "grad", allow_unused)
+            return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
     value = out.data
     seed = _seed(value)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
+    if not grads:
+        _check_reached([out], inputs, "grad", allow_unused)
     handed = {id(x.data) for x in inputs}
     handed.add(id(seed))
     results = [_handed_out(grads.get(x), x, handed) for x in inputs]
@@ -449,10 +577,12 @@ def _like(primal, structure, leaves):
             dict(zip(primal, leaves)) if kind is dict else leaves[0])
 
 
-def grad(f, argnums=0):
+def grad(f, argnums=0, allow_unused=False):
     """A function returning the gradient of scalar-valued f with respect to args[argnums]
-    (same structure and shapes; a tuple of them for a tuple argnums)."""
-    value_and_grad_f = value_and_grad(f, argnums)
+    (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
+    computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
+    gradient instead. An argument f does not use, among several, gets zeros."""
+    value_and_grad_f = value_and_grad(f, argnums, allow_unused)
 
     @functools.wraps(f, updated=())
     def grad_f(*args, **kwargs):
@@ -461,7 +591,7 @@ def grad(f, argnums=0):
     return grad_f
 
 
-def jacobian(f, argnums=0, mode="rev"):
+def jacobian(f, argnums=0, mode="rev", allow_unused=False):
     """A function returning the Jacobian of f with respect to args[argnums].
 
     For an output leaf of shape O and an input leaf of shape I the block has shape O + I; blocks
@@ -477,13 +607,13 @@ def jacobian(f, argnums=0, mode="rev"):
         g = lambda p: f(*rebuild(p), **kwargs)
         ins, in_structure = tree_flatten(primal)
         if mode == "rev":
-            out, vjp_fn = vjp(g, primal)
+            out, vjp_fn = _vjp(g, (primal,), allow_unused, "jacobian")
             outs, out_structure = tree_flatten(out)
             rows = [_ravel(tree_flatten(vjp_fn(tree_unflatten(out_structure, e))[0])[0])
                     for e in _basis(outs)]
             matrix = np.stack(rows) if rows else None
         else:
-            out, jvp_fn = _linearize(g, (primal,))
+            out, jvp_fn = _linearize(g, (primal,), allow_unused, "jacobian")
             outs, out_structure = tree_flatten(out)
             columns = [_ravel(tree_flatten(jvp_fn(tree_unflatten(in_structure, e)))[0])
                        for e in _basis(ins)]
@@ -494,7 +624,7 @@ def jacobian(f, argnums=0, mode="rev"):
     return jacobian_f
 
 
-def hvp(f, primals, tangents):
+def hvp(f, primals, tangents, allow_unused=False):
     """The Hessian of scalar f at `primals` times `tangents`, by forward over reverse mode (the
     gradient recorded with create_graph, then a JVP along it). `primals` and `tangents` are
     tuples; the result has the structure of `primals[0]`, or is a tuple for several primals."""
@@ -502,7 +632,8 @@ def hvp(f, primals, tangents):
         raise TypeError(f"hvp: primals and tangents must be tuples, got {type(primals).__name__} and "
                         f"{type(tangents).__name__}; write tt.hvp(f, (x,), (v,))")
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
-    return jvp(grad(f, argnums), tuple(primals), tuple(tangents))[1]
+    _, jvp_fn = _linearize(grad(f, argnums, allow_unused), tuple(primals), allow_unused, "hvp")
+    return jvp_fn(*tangents)
 
 
 # ----- flat views for jacobian ------------------------------------------------------------------------

@@ -49,7 +49,9 @@ def test_explicit_ways_out_and_conversions_that_keep_working():
     np.testing.assert_array_equal(np.array([a.detach(), b.detach()]), [[1, 2], [3, 4]])
     assert a.data is a.numpy()
     s = leaf(2.5)
-    assert float(s) == 2.5 and s.item() == 2.5 and int(leaf(3.0)) == 3
+    assert s.item() == 2.5 and float(s.detach()) == 2.5 and int(leaf(3.0).detach()) == 3
+    with tt.no_grad():     # float(s) while recording is refused (issue 19, tests/engine/test_borders.py)
+        assert float(s) == 2.5 and int(leaf(3.0)) == 3
     # a Tensor that needs no gradient converts as before
     c = tt.tensor([1.0, 2.0])
     assert np.asarray(c) is c.data
