@@ -184,8 +184,8 @@ def _one_array(name, ans):
 def _refuse_builtin_name(name):
     """Names stay unique: a user primitive may not take a built-in's name (it would replace the
     built-in's registry entry, and check_rules would check it with the built-in's spec)."""
-    ops = sys.modules.get(__package__ + ".ops")
-    if ops is not None and name in ops.BUILTIN:
+    table = sys.modules.get(__package__ + ".ops.table")    # the registry module (loaded with ops)
+    if table is not None and name in table.BUILTIN:
         raise ValueError(f"primitive name {name!r} is taken by tinytensor's built-in {name}; give "
                          f"yours a name of its own: tt.primitive(fun, name='my_{name}') or rename "
                          f"the function")
