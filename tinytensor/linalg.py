@@ -247,8 +247,9 @@ def tensordot(a, b, axes=2):
     free_a = [i for i in range(len(sa)) if i not in axes_a]
     free_b = [j for j in range(len(sb)) if j not in axes_b]
     n_sum = int(np.prod([sa[i] for i in axes_a]))
-    a2 = ops.reshape(_transposed(a, free_a + axes_a), (-1, n_sum))
-    b2 = ops.reshape(_transposed(b, axes_b + free_b), (n_sum, -1))
+    n_a, n_b = int(np.prod([sa[i] for i in free_a])), int(np.prod([sb[j] for j in free_b]))
+    a2 = ops.reshape(_transposed(a, free_a + axes_a), (n_a, n_sum))     # sizes, not -1: size 0 too
+    b2 = ops.reshape(_transposed(b, axes_b + free_b), (n_sum, n_b))
     return ops.reshape(ops.matmul(a2, b2), [sa[i] for i in free_a] + [sb[j] for j in free_b])
 
 
@@ -474,8 +475,9 @@ def eigvalsh(a, UPLO="L"):
 
 # ----- singular value decomposition ------------------------------------------------------------------
 def _svd_pack(U, s, Vh):
-    batch = tuple(s.shape[:-1])
-    return ops.concatenate([U.reshape(batch + (-1,)), s, Vh.reshape(batch + (-1,))], axis=-1)
+    batch = tuple(s.shape[:-1])          # sizes, not -1: an empty batch too
+    return ops.concatenate([U.reshape(batch + (U.shape[-2] * U.shape[-1],)), s,
+                            Vh.reshape(batch + (Vh.shape[-2] * Vh.shape[-1],))], axis=-1)
 
 
 def _svd_unpack(packed, m, n):
@@ -595,7 +597,7 @@ def _vector_norm(x, ord, axis):
     if ord == 1:
         return ops.sum(ops.abs(x), axis=axis)
     total = ops.sum(ops.abs(x) ** ord, axis=axis)            # sum |x|^p, then its 1/p-th power:
-    return (total + (total == 0)) ** (1 / ord) * (total != 0)   # with gradient 0 where it is 0
+    return ops.PUBLIC["where"](total != 0, (total + (total == 0)) ** (1 / ord), 0.0)   # gradient 0 at 0
 
 
 def _matrix_norm(x, ord, row, col):

@@ -179,12 +179,22 @@ def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
-relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0,   # relu'(0) = 0
-                   method=True)
+# Piecewise rules SELECT the cotangent (np.where) rather than multiply it by a 0/1 or a sign: an
+# unchosen branch then gives an exact 0 even for an infinite cotangent (sqrt'(0) below a relu),
+# where inf * 0 would be NaN (as PyTorch's threshold_backward, JAX's select). On Tensors (higher
+# orders) np.where records tt.where, which selects again.
+def _relu_rule(g, ans, x):
+    return np.where(x > 0, g, 0)       # relu'(0) = 0
+
+
+relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_rule], method=True)
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
-abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x),                     # abs'(0) = 0
-                  numpy=np.absolute, method=True)
+def _abs_rule(g, ans, x):
+    return np.where(x == 0, 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
+
+
+abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
@@ -223,7 +233,7 @@ power = defprim(np.power, "power",
 def _share(s, a, b):
     """Gradient share of `a` in max(a, b) for the cotangent s: all of it where a wins,
     half of it at ties (the documented subgradient, as PyTorch's), none where b wins."""
-    return s * (a > b) + (s * 0.5) * (a == b)
+    return np.where(a > b, s, np.where(a == b, s * 0.5, 0))   # selected: b's win gives an exact 0
 
 
 maximum = defprim(np.maximum, "maximum",
@@ -237,12 +247,6 @@ minimum = defprim(np.minimum, "minimum",
 
 
 # ----- reductions --------------------------------------------------------------------------------
-def _max_weights(ans, x, axis, keepdims):
-    """Where the maximum is, as weights summing to 1 along `axis` (ties share evenly)."""
-    hit = x == _keepdims(ans, x.shape, axis, keepdims)
-    return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
-
-
 def _array(x):
     """x as an array: NumPy's and other libraries' arrays as they are, numbers and lists as NumPy's."""
     return x if type(x) is np.ndarray else backend.asarray(x)
@@ -267,15 +271,31 @@ _mean = defprim(_mean_forward, "mean", nargs=1,
                 vjp=[lambda g, ans, x, axis, keepdims:
                      _spread(g / (x.size // builtins.max(ans.size, 1)), x, axis, keepdims)],
                 jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
+def _max_share(s, ans, x, axis, keepdims):
+    """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
+    (ties share evenly), selected there: an exact 0 elsewhere."""
+    hit = x == _keepdims(ans, x.shape, axis, keepdims)
+    return np.where(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype), 0)
+
+
 _max = defprim(np.max, "max", nargs=1,
                vjp=[lambda g, ans, x, axis, keepdims:
-                    _keepdims(g, x.shape, axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+                    _max_share(_keepdims(g, x.shape, axis, keepdims), ans, x, axis, keepdims)],
                jvp=[lambda t, ans, x, axis, keepdims:
-                    np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+                    np.sum(_max_share(t, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+def _empty_reduction(x, axis, keepdims, fill):
+    """A reduction of a size-0 x (no max to shift by): `fill` wherever the reduced axes are empty."""
+    shape = tuple(1 if i in _reduced_axes(x.ndim, axis) else n for i, n in enumerate(x.shape))
+    out = backend.namespace(x).full(shape, fill, x.dtype if x.dtype.kind == "f" else np.float64)
+    return out if keepdims else out.reshape(np.delete(x.shape, _reduced_axes(x.ndim, axis)))
 
 
 def _logsumexp_forward(x, axis=None, keepdims=False):
     x = _array(x)
+    if not x.size:                     # log(0) = -inf over an empty axis, as SciPy
+        return _empty_reduction(x, axis, keepdims, -np.inf)
     shift = x.max(axis=axis, keepdims=True)
     if not np.isfinite(shift).all():
         shift = np.where(np.isfinite(shift), shift, 0)       # rows of all -inf stay -inf
@@ -297,6 +317,8 @@ _logsumexp = defprim(
 
 
 def _softmax_forward(x, axis=-1):
+    if not np.size(x):                 # nothing to normalise: an empty result, as SciPy
+        return np.exp(x)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return e
@@ -315,6 +337,8 @@ _softmax = defprim(_softmax_forward, "softmax", nargs=1, keep_inputs=True,
 def _log_softmax_forward(x, axis=-1):
     # (x - max) - log(sum(exp(x - max))), not x - logsumexp(x): that rounds at the scale of max(x)
     # (an error of 2e-4 at logits of 1e4 in float32).
+    if not np.size(x):
+        return x - x                   # an empty result, as SciPy
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
@@ -333,12 +357,13 @@ _reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
                    jvp=[lambda t, ans, x, shape: np.reshape(t, shape)])
 
 
-def _inverse_axes(axes):
-    return None if axes is None else tuple(np.argsort(axes))
+def _inverse_axes(axes, ndim):
+    """The permutation that undoes `axes` (negative axes as NumPy reads them: -1 is the last)."""
+    return None if axes is None else tuple(np.argsort([a % ndim for a in axes]))
 
 
 _transpose = defprim(lambda x, axes=None: np.transpose(x, axes), "transpose", nargs=1,
-                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes))],
+                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes, np.ndim(x)))],
                      jvp=[lambda t, ans, x, axes: np.transpose(t, axes)])
 _broadcast_to = defprim(lambda x, shape: np.broadcast_to(x, shape), "broadcast_to", nargs=1,
                         vjp=[lambda g, ans, x, shape: g],       # the engine sums it back
