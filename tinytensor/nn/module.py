@@ -26,7 +26,6 @@ import numpy as np
 from .. import backend, ops
 from ..tensor import Tensor, _is_device_name, mark_modified
 
-
 # What load_state_dict returns, as PyTorch's: the names the module has that the state lacked, and
 # the names of the state the module does not have (both empty after a strict load).
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
