@@ -587,6 +587,8 @@ def _vector_norm(x, ord, axis):
     if isinstance(ord, str):
         raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
     if ord == np.inf:
+        if not _shape(x)[axis]:                   # an empty axis: 0, as NumPy
+            return ops.sum(ops.abs(x), axis=axis)
         return ops.max(ops.abs(x), axis=axis)
     if ord == -np.inf:
         return _min(ops.abs(x), axis)

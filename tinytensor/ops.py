@@ -214,13 +214,16 @@ div = defprim(np.divide, "div",
 
 
 def _log_base(a):
-    if isinstance(a, (int, float)):   # a Python number stays one (weak): 2.0 ** x32 keeps float32
+    if type(a) is float or type(a) is int:   # a Python number stays one (weak): 2.0 ** x32 keeps
+        # float32 (not a NumPy scalar, a float subclass: math.log differs from np.log in the last bit)
         return math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
     return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
 
 
 def _power_slope(a, b):
-    return b * a ** (b - 1 + (b == 0))   # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf
+    # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf. np.power, not `**`: on NumPy scalars
+    # (0-d values) `**` is the C library's pow, which differs from the ufunc's in the last bit.
+    return b * np.power(a, b - 1 + (b == 0))
 
 
 power = defprim(np.power, "power",

@@ -245,3 +245,25 @@ def test_std_and_var_at_zero_spread_are_exactly_zero(op):
     np.testing.assert_allclose(op(tt.tensor(x0), axis=1).data[1], op(np.array([1.0, 2.0, 3.0])))
     g = tt.grad(lambda x: op(x, axis=1).sum())(x0)
     np.testing.assert_array_equal(g[0], 0.0)
+
+
+# ----- found by tests/fuzz.py ---------------------------------------------------------------------------
+def test_compiled_gradient_of_power_on_0d_values_is_bit_for_bit_eager():
+    # on NumPy scalars (0-d values in the compiled program) `**` and math.log are the C library's,
+    # which differ in the last bit from the ufuncs eager mode runs on 0-d arrays
+    u = np.array(0.7)
+    g = tt.grad(lambda a, b: tt.sum(((tt.sigmoid(a) + 0.5) ** b) * u), argnums=(0, 1))
+    c = tt.compile(g)
+    c(np.array(0.1), np.array(0.2))
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        a, b = np.array(rng.standard_normal()), np.array(rng.standard_normal())
+        for got, want in zip(c(a, b), g(a, b)):
+            assert np.array_equal(got, want)
+
+
+def test_norm_inf_over_an_empty_axis_is_zero_as_numpy():
+    x = np.zeros((0, 2))
+    np.testing.assert_array_equal(tt.linalg.norm(tt.tensor(x), ord=np.inf, axis=0).data,
+                                  np.linalg.norm(x, ord=np.inf, axis=0))
+    assert tt.grad(lambda x: tt.linalg.norm(x, ord=np.inf, axis=0).sum())(x).shape == (0, 2)
