@@ -267,3 +267,54 @@ def test_norm_inf_over_an_empty_axis_is_zero_as_numpy():
     np.testing.assert_array_equal(tt.linalg.norm(tt.tensor(x), ord=np.inf, axis=0).data,
                                   np.linalg.norm(x, ord=np.inf, axis=0))
     assert tt.grad(lambda x: tt.linalg.norm(x, ord=np.inf, axis=0).sum())(x).shape == (0, 2)
+
+
+NEGATIVE_AXES = {   # op with negative axes, and the same op with the axes NumPy reads them as
+    "sum": (lambda x: tt.sum(x, axis=-1), lambda x: tt.sum(x, axis=2)),
+    "mean": (lambda x: tt.mean(x, axis=(-1, -3)), lambda x: tt.mean(x, axis=(2, 0))),
+    "max": (lambda x: tt.max(x, axis=-2), lambda x: tt.max(x, axis=1)),
+    "min": (lambda x: tt.min(x, axis=-2, keepdims=True), lambda x: tt.min(x, axis=1, keepdims=True)),
+    "prod": (lambda x: tt.prod(x, axis=-1), lambda x: tt.prod(x, axis=2)),
+    "var": (lambda x: tt.var(x, axis=(-1, -2)), lambda x: tt.var(x, axis=(2, 1))),
+    "std": (lambda x: tt.std(x, axis=-3, ddof=1), lambda x: tt.std(x, axis=0, ddof=1)),
+    "logsumexp": (lambda x: tt.logsumexp(x, axis=(-1,)), lambda x: tt.logsumexp(x, axis=(2,))),
+    "softmax": (lambda x: nn.functional.softmax(x, dim=-2), lambda x: tt.softmax(x, axis=1)),
+    "log_softmax": (lambda x: nn.functional.log_softmax(x, dim=-3), lambda x: tt.log_softmax(x, axis=0)),
+    "cumsum": (lambda x: tt.cumsum(x, axis=-2), lambda x: tt.cumsum(x, axis=1)),
+    "diff": (lambda x: tt.diff(x, axis=-1), lambda x: tt.diff(x, axis=2)),
+    "flip": (lambda x: tt.flip(x, axis=(-1, -2)), lambda x: tt.flip(x, axis=(2, 1))),
+    "roll": (lambda x: tt.roll(x, 1, axis=-1), lambda x: tt.roll(x, 1, axis=2)),
+    "take": (lambda x: tt.take(x, [0, 2], axis=-1), lambda x: tt.take(x, [0, 2], axis=2)),
+    "repeat": (lambda x: tt.repeat(x, 2, axis=-2), lambda x: tt.repeat(x, 2, axis=1)),
+    "split": (lambda x: tt.split(x, 2, axis=-1)[1], lambda x: tt.split(x, 2, axis=2)[1]),
+    "concatenate": (lambda x: tt.concatenate([x, x * 2], axis=-2),
+                    lambda x: tt.concatenate([x, x * 2], axis=1)),
+    "stack": (lambda x: tt.stack([x, x * 2], axis=-2), lambda x: tt.stack([x, x * 2], axis=2)),
+    "expand_dims": (lambda x: tt.expand_dims(x, -2), lambda x: tt.expand_dims(x, 2)),
+    "moveaxis": (lambda x: tt.moveaxis(x, -1, -3), lambda x: tt.moveaxis(x, 2, 0)),
+    "swapaxes": (lambda x: tt.swapaxes(x, -1, -3), lambda x: tt.swapaxes(x, 2, 0)),
+    "transpose": (lambda x: x.transpose(-1, -3, -2), lambda x: tt.transpose(x, (2, 0, 1))),
+    "diagonal": (lambda x: tt.diagonal(x, 0, -1, -2), lambda x: tt.diagonal(x, 0, 2, 1)),
+    "trace": (lambda x: tt.trace(x, 1, -1, -2), lambda x: tt.trace(x, 1, 2, 1)),
+    "tensordot": (lambda x: tt.tensordot(x, x, axes=([-1, -3], [-1, -3])),
+                  lambda x: tt.tensordot(x, x, axes=([2, 0], [2, 0]))),
+    "norm": (lambda x: tt.linalg.norm(x, ord=3, axis=-2), lambda x: tt.linalg.norm(x, ord=3, axis=1)),
+    "norm(matrix)": (lambda x: tt.linalg.norm(x, ord=1, axis=(-1, -2)),
+                     lambda x: tt.linalg.norm(x, ord=1, axis=(2, 1))),
+    "vecdot": (lambda x: tt.linalg.vecdot(x, x, axis=-2), lambda x: tt.linalg.vecdot(x, x, axis=1)),
+}
+
+
+@pytest.mark.parametrize("name", list(NEGATIVE_AXES))
+def test_negative_axes_mean_what_numpy_says_in_every_rule(name):
+    negative, positive = NEGATIVE_AXES[name]
+    rng = np.random.default_rng(0)
+    x0, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4))
+    out, back = tt.vjp(negative, x0)
+    out_p, back_p = tt.vjp(positive, x0)
+    W = rng.standard_normal(np.shape(out))
+    np.testing.assert_allclose(out, out_p)
+    np.testing.assert_allclose(back(W)[0], back_p(W)[0])
+    np.testing.assert_allclose(tt.jvp(negative, (x0,), (v,))[1], tt.jvp(positive, (x0,), (v,))[1])
+    np.testing.assert_allclose(tt.hvp(lambda x: tt.sum(negative(x) ** 2), (x0,), (v,)),
+                               tt.hvp(lambda x: tt.sum(positive(x) ** 2), (x0,), (v,)))
