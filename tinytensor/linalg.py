@@ -581,6 +581,18 @@ def _min(x, axis):
     return -ops.max(-x, axis=axis)
 
 
+def _root_rule(g, ans, s, p):
+    """d s^(1/p) = s^(1/p) / (p s) ds, selected where s != 0: the norm's gradient at 0 is 0, not
+    0 * inf. A primitive, so that the selection is made on the values of each call (a comparison
+    in composed code would be a constant to tt.compile)."""
+    nonzero = s != 0
+    return np.where(nonzero, g * (ans / (p * np.where(nonzero, s, 1))), 0)
+
+
+# s ** (1/p) for the p-norms: one entry, whose rules select (see _root_rule).
+_root = defprim(lambda s, p: np.power(s, 1 / p), "norm_root", vjp=[_root_rule], jvp=[_root_rule])
+
+
 def _vector_norm(x, ord, axis):
     if ord is None or ord == 2:
         return _norm2(x, axis=axis)
@@ -598,8 +610,7 @@ def _vector_norm(x, ord, axis):
         return Tensor(count) if isinstance(x, Tensor) else count
     if ord == 1:
         return ops.sum(ops.abs(x), axis=axis)
-    total = ops.sum(ops.abs(x) ** ord, axis=axis)            # sum |x|^p, then its 1/p-th power:
-    return ops.PUBLIC["where"](total != 0, (total + (total == 0)) ** (1 / ord), 0.0)   # gradient 0 at 0
+    return _root(ops.sum(ops.abs(x) ** ord, axis=axis), p=ord)   # sum |x|^p, then its 1/p-th power
 
 
 def _matrix_norm(x, ord, row, col):

@@ -400,6 +400,8 @@ OP_SPECS = {
     # ----- linear algebra (issue 11) -----
     "einsum": OpSpec(lambda *xs, subscripts: linalg.einsum(subscripts, *xs),
                      lambda *xs, subscripts: np.einsum(subscripts, *xs), None, pairs=EINSUM_CASES),
+    "norm_root": OpSpec(linalg._root, lambda s, p: s ** (1 / p), UNARY, params=[dict(p=3.0), dict(p=-1.5)],
+                        sample=positive),
     "inv": OpSpec(linalg.inv, np.linalg.inv, SQUARE, sample=matrices(_invertible)),
     "solve": OpSpec(linalg.solve, np.linalg.solve, [
         ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)), ((3, 3), (2, 3, 2)),

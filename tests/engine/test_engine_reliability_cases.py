@@ -318,3 +318,15 @@ def test_negative_axes_mean_what_numpy_says_in_every_rule(name):
     np.testing.assert_allclose(tt.jvp(negative, (x0,), (v,))[1], tt.jvp(positive, (x0,), (v,))[1])
     np.testing.assert_allclose(tt.hvp(lambda x: tt.sum(negative(x) ** 2), (x0,), (v,)),
                                tt.hvp(lambda x: tt.sum(positive(x) ** 2), (x0,), (v,)))
+
+
+def test_compiled_p_norm_selects_on_the_values_of_each_call():
+    # found by tests/fuzz.py: the zero test of the p-norm's root was a comparison in composed
+    # code, a constant to tt.compile (recorded at 0, replayed elsewhere it gave 0)
+    norm = tt.compile(lambda x: tt.linalg.norm(x, ord=3))
+    assert norm(np.zeros(2)) == 0.0
+    np.testing.assert_allclose(norm(np.array([1.0, 2.0])), 9.0 ** (1 / 3))
+    grad = tt.compile(tt.grad(lambda x: tt.linalg.norm(x, ord=3)))
+    np.testing.assert_array_equal(grad(np.zeros(2)), [0.0, 0.0])
+    np.testing.assert_allclose(grad(np.array([1.0, 2.0])), tt.grad(lambda x: tt.linalg.norm(x, ord=3))(
+        np.array([1.0, 2.0])))
