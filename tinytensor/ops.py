@@ -179,19 +179,31 @@ def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
-# Piecewise rules SELECT the cotangent (np.where) rather than multiply it by a 0/1 or a sign: an
-# unchosen branch then gives an exact 0 even for an infinite cotangent (sqrt'(0) below a relu),
-# where inf * 0 would be NaN (as PyTorch's threshold_backward, JAX's select). On Tensors (higher
-# orders) np.where records tt.where, which selects again.
+# Piecewise rules SELECT the cotangent rather than multiply it by a 0/1 or a sign: an unchosen
+# branch then gives an exact 0 even for an infinite cotangent (sqrt'(0) below a relu), where
+# inf * 0 would be NaN (as PyTorch's threshold_backward, JAX's select).
+def _select(mask, g):
+    """g where `mask` holds, else an exact 0. The product g * mask is the same wherever it is
+    finite and ~3x cheaper than np.where on large arrays (relu's rule is on the hot path), so it
+    is tried first and one sum checks it; an inf or NaN anywhere takes np.where. On Tensors
+    (higher orders) np.where records tt.where, which selects again."""
+    if type(g) is np.ndarray:
+        out = g * mask
+        total = np.add.reduce(out, axis=None)
+        if total - total == 0:          # finite
+            return out
+    return np.where(mask, g, 0)
+
+
 def _relu_rule(g, ans, x):
-    return np.where(x > 0, g, 0)       # relu'(0) = 0
+    return _select(x > 0, g)            # relu'(0) = 0
 
 
 relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_rule], method=True)
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
 def _abs_rule(g, ans, x):
-    return np.where(x == 0, 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
+    return _select(x != 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
 
 
 abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
@@ -236,7 +248,7 @@ power = defprim(np.power, "power",
 def _share(s, a, b):
     """Gradient share of `a` in max(a, b) for the cotangent s: all of it where a wins,
     half of it at ties (the documented subgradient, as PyTorch's), none where b wins."""
-    return np.where(a > b, s, np.where(a == b, s * 0.5, 0))   # selected: b's win gives an exact 0
+    return _select(a > b, s) + _select(a == b, s * 0.5)   # selected: b's win gives an exact 0
 
 
 maximum = defprim(np.maximum, "maximum",
@@ -278,7 +290,7 @@ def _max_share(s, ans, x, axis, keepdims):
     """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
     (ties share evenly), selected there: an exact 0 elsewhere."""
     hit = x == _keepdims(ans, x.shape, axis, keepdims)
-    return np.where(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype), 0)
+    return _select(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype))
 
 
 _max = defprim(np.max, "max", nargs=1,

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.special
 
 from . import backend
-from .ops import _expit, defprim, elementwise, nondifferentiable, public, publish
+from .ops import _expit, _select, defprim, elementwise, nondifferentiable, public, publish
 from .tensor import Tensor
 
 LN2 = math.log(2.0)
@@ -176,7 +176,7 @@ def _fshare(s, a, b, beats):
     """Share of `a` in fmax(a, b) (beats=np.greater) or fmin(a, b) (np.less) for s: as maximum's
     (ties split evenly), and a NaN loses to a number."""
     wins = beats(a, b) | (np.isnan(b) & ~np.isnan(a))
-    return np.where(wins, s, np.where(a == b, s * 0.5, 0))   # selected, as maximum's
+    return _select(wins, s) + _select(a == b, s * 0.5)   # selected, as maximum's
 
 
 fmax = defprim(np.fmax, "fmax",
