@@ -187,11 +187,11 @@ def _select(mask, g):
     finite and ~3x cheaper than np.where on large arrays (relu's rule is on the hot path), so it
     is tried first and one sum checks it; an inf or NaN anywhere takes np.where. On Tensors
     (higher orders) np.where records tt.where, which selects again."""
-    if type(g) is np.ndarray:
+    if isinstance(g, (np.ndarray, np.generic)):
         out = g * mask
         total = np.add.reduce(out, axis=None)
         if total - total == 0:          # finite
-            return out
+            return out if type(out) is np.ndarray else np.asarray(out)   # an array, as np.where's
     return np.where(mask, g, 0)
 
 

@@ -330,3 +330,15 @@ def test_compiled_p_norm_selects_on_the_values_of_each_call():
     np.testing.assert_array_equal(grad(np.zeros(2)), [0.0, 0.0])
     np.testing.assert_allclose(grad(np.array([1.0, 2.0])), tt.grad(lambda x: tt.linalg.norm(x, ord=3))(
         np.array([1.0, 2.0])))
+
+
+def test_compiled_relu_rules_select_as_eager():
+    # tt.compile inlined relu's rule as a product (g * (x > 0)): NaN where eager gives 0
+    f = tt.grad(lambda x: tt.sqrt(tt.relu(x)).sum())
+    c = tt.compile(f)
+    c(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(c(np.array([-1.0, 4.0])), [0.0, 0.25])
+    value_and_grad = tt.compile(tt.value_and_grad(lambda x: tt.sum(tt.relu(x) * 0.5)))
+    for x in (np.array(0.3), np.array(-0.3)):
+        value, grad = value_and_grad(x)
+        assert type(grad) is np.ndarray and grad == (0.5 if x > 0 else 0.0)
