@@ -553,7 +553,9 @@ def check(program, rng, hvp=False, stats=None):
                 plus = _data(f(*[tt.tensor(x + h * v) for x, v in zip(xs, vs)]))
                 minus = _data(f(*[tt.tensor(x - h * v) for x, v in zip(xs, vs)]))
                 fds.append(float(np.sum(u * (plus - minus))) / (2 * h))
-        fd_scale = float(np.sum(np.abs(u * tangent))) + abs(fds[0]) + 1e-8
+        # the scale of the derivative, plus the rounding of f itself divided by the step
+        fd_scale = (float(np.sum(np.abs(u * tangent))) + abs(fds[0]) + 1e-8
+                    + 1e-10 * float(np.sum(np.abs(u * y0))) / H_FD[0])
         if all(np.isfinite(fds)) and _close(fds[0], fds[1], fd_scale, 1e-4):
             n += 1
             if not _close(lhs, fds[0], fd_scale, 1e-4):
@@ -620,7 +622,8 @@ def check(program, rng, hvp=False, stats=None):
         w = [rng.standard_normal(x.shape) for x in xs]    # compare along a random direction
         dots = [float(sum(np.sum(wi * di) for wi, di in zip(w, d))) for d in diffs]
         got = float(sum(np.sum(wi * hi) for wi, hi in zip(w, hv)))
-        hscale = float(sum(np.sum(np.abs(wi * hi)) for wi, hi in zip(w, hv))) + abs(dots[0]) + 1e-8
+        hscale = (float(sum(np.sum(np.abs(wi * hi)) for wi, hi in zip(w, hv))) + abs(dots[0]) + 1e-8
+                  + 1e-10 * float(sum(np.sum(np.abs(wi * gi)) for wi, gi in zip(w, g(*xs)))) / H_FD[0])
         if all(np.isfinite(dots)) and np.isfinite(got) and _close(dots[0], dots[1], hscale, 1e-4):
             n += 1
             if not _close(got, dots[0], hscale, 1e-4):
