@@ -183,15 +183,13 @@ sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
 # branch then gives an exact 0 even for an infinite cotangent (sqrt'(0) below a relu), where
 # inf * 0 would be NaN (as PyTorch's threshold_backward, JAX's select).
 def _select(mask, g):
-    """g where `mask` holds, else an exact 0. The product g * mask is the same wherever it is
-    finite and ~3x cheaper than np.where on large arrays (relu's rule is on the hot path), so it
-    is tried first and one sum checks it; an inf or NaN anywhere takes np.where. On Tensors
-    (higher orders) np.where records tt.where, which selects again."""
-    if isinstance(g, (np.ndarray, np.generic)):
+    """g where `mask` holds, else an exact 0. For a finite g the product g * mask is the same
+    thing and ~3x cheaper than np.where on large arrays (relu's rule is on the hot path), so one
+    sum checks g first; an inf or NaN in g takes np.where (with no inf * 0 computed, and no
+    warning). On Tensors (higher orders) np.where records tt.where, which selects again."""
+    if isinstance(g, (np.ndarray, np.generic)) and math.isfinite(np.add.reduce(g, axis=None)):
         out = g * mask
-        total = np.add.reduce(out, axis=None)
-        if total - total == 0:          # finite
-            return out if type(out) is np.ndarray else np.asarray(out)   # an array, as np.where's
+        return out if type(out) is np.ndarray else np.asarray(out)   # an array, as np.where's
     return np.where(mask, g, 0)
 
 
