@@ -676,14 +676,37 @@ def _with_steps(program, k):
     return dict(inputs=program["inputs"], steps=program["steps"][:k])
 
 
+def _pruned(program):
+    """The program without the steps and inputs its last step does not depend on."""
+    steps = program["steps"]
+    needed, inputs = {len(steps) - 1}, set()
+    for i in range(len(steps) - 1, -1, -1):
+        if i in needed:
+            for kind, j in steps[i]["args"]:
+                (needed if kind == "step" else inputs if kind == "in" else set()).add(j)
+    step_map = {old: new for new, old in enumerate(sorted(needed))}
+    input_map = {old: new for new, old in enumerate(sorted(inputs))}
+
+    def renamed(arg):
+        kind, j = arg
+        return [kind, step_map[j] if kind == "step" else input_map[j] if kind == "in" else j]
+
+    return dict(inputs=[program["inputs"][i] for i in sorted(inputs)],
+                steps=[dict(steps[i], args=[renamed(a) for a in steps[i]["args"]]) for i in sorted(needed)])
+
+
 def shrink(program, seed, hvp):
-    """The shortest failing prefix, then each earlier step dropped while it still fails."""
+    """The shortest failing prefix, then without the steps and inputs the result does not use
+    (kept only if it still fails: the inputs' values are drawn in order)."""
     best = program
     for k in range(1, len(program["steps"])):
         candidate = _with_steps(program, k)
         if run_one(candidate, seed, hvp)[1] is not None:
             best = candidate
             break
+    pruned = _pruned(best)
+    if pruned["steps"] and pruned != best and run_one(pruned, seed, hvp)[1] is not None:
+        best = pruned
     return best
 
 

@@ -22,19 +22,29 @@ def test_fixed_seed_programs_pass_every_check():
     assert failures == 0, "\n\n".join(f"{fuzz.describe(p)}\n  {m}" for p, m in messages[:3])
 
 
-def test_a_broken_rule_is_caught():
-    # the checks can fail: relu's VJP scaled by 1.001 breaks the adjoint identity
+def test_a_broken_rule_is_caught_shrunk_and_stored(tmp_path):
+    # the checks can fail: relu's VJP scaled by 1.001 breaks the adjoint identity; the failing
+    # program is shrunk to the steps that matter and stored as a replayable JSON file
+    import json
+
     from tinytensor import ops
-    program = dict(inputs=[dict(shape=[3], view="c")],
-                   steps=[dict(kind="relu", args=[["in", 0]], params={})])
+    program = dict(inputs=[dict(shape=[3], view="c"), dict(shape=[2], view="T")],
+                   steps=[dict(kind="relu", args=[["in", 0]], params={}),
+                          dict(kind="exp", args=[["in", 1]], params={}),
+                          dict(kind="sin", args=[["step", 0]], params={})])
     assert fuzz.run_one(program, 0, False)[1] is None
     rules = ops.relu.vjps
     ops.relu.vjps = (lambda g, ans, x: rules[0](g, ans, x) * 1.001,)
     try:
         failure = fuzz.run_one(program, 0, False)[1]
+        small = fuzz.shrink(program, 0, False)
     finally:
         ops.relu.vjps = rules
     assert failure is not None and "adjoint" in failure
+    assert [s["kind"] for s in small["steps"]] == ["relu"] and len(small["inputs"]) == 1
+    fuzz._store(str(tmp_path), 0, 0, small, failure, False)
+    entry = json.loads((tmp_path / "seed0.json").read_text())
+    assert entry["program"] == small and "relu" in entry["readable"]
 
 
 hypothesis = pytest.importorskip("hypothesis")
