@@ -789,7 +789,6 @@ def _special_forms():
         put(rule("exp", 0, kind), lambda x, nd: f"{x[0]} * {x[1]}")
         put(rule("tanh", 0, kind), lambda x, nd: f"{x[0]} * (1 - {x[1]} * {x[1]})")
         put(rule("sigmoid", 0, kind), lambda x, nd: f"{x[0]} * ({x[1]} * (1 - {x[1]}))")
-        put(rule("relu", 0, kind), lambda x, nd: f"{x[0]} * ({x[2]} > 0)")
     put(rule("mul", 0), lambda x, nd: f"{x[0]} * {x[3]}")
     put(rule("mul", 1), lambda x, nd: f"{x[0]} * {x[2]}")
     put(rule("mul", 0, "jvps"), lambda x, nd: f"{x[0]} * {x[3]}")

@@ -247,8 +247,9 @@ def tensordot(a, b, axes=2):
     free_a = [i for i in range(len(sa)) if i not in axes_a]
     free_b = [j for j in range(len(sb)) if j not in axes_b]
     n_sum = int(np.prod([sa[i] for i in axes_a]))
-    a2 = ops.reshape(_transposed(a, free_a + axes_a), (-1, n_sum))
-    b2 = ops.reshape(_transposed(b, axes_b + free_b), (n_sum, -1))
+    n_a, n_b = int(np.prod([sa[i] for i in free_a])), int(np.prod([sb[j] for j in free_b]))
+    a2 = ops.reshape(_transposed(a, free_a + axes_a), (n_a, n_sum))     # sizes, not -1: size 0 too
+    b2 = ops.reshape(_transposed(b, axes_b + free_b), (n_sum, n_b))
     return ops.reshape(ops.matmul(a2, b2), [sa[i] for i in free_a] + [sb[j] for j in free_b])
 
 
@@ -474,8 +475,9 @@ def eigvalsh(a, UPLO="L"):
 
 # ----- singular value decomposition ------------------------------------------------------------------
 def _svd_pack(U, s, Vh):
-    batch = tuple(s.shape[:-1])
-    return ops.concatenate([U.reshape(batch + (-1,)), s, Vh.reshape(batch + (-1,))], axis=-1)
+    batch = tuple(s.shape[:-1])          # sizes, not -1: an empty batch too
+    return ops.concatenate([U.reshape(batch + (U.shape[-2] * U.shape[-1],)), s,
+                            Vh.reshape(batch + (Vh.shape[-2] * Vh.shape[-1],))], axis=-1)
 
 
 def _svd_unpack(packed, m, n):
@@ -579,12 +581,26 @@ def _min(x, axis):
     return -ops.max(-x, axis=axis)
 
 
+def _root_rule(g, ans, s, p):
+    """d s^(1/p) = s^(1/p) / (p s) ds, selected where s != 0: the norm's gradient at 0 is 0, not
+    0 * inf. A primitive, so that the selection is made on the values of each call (a comparison
+    in composed code would be a constant to tt.compile)."""
+    nonzero = s != 0
+    return np.where(nonzero, g * (ans / (p * np.where(nonzero, s, 1))), 0)
+
+
+# s ** (1/p) for the p-norms: one entry, whose rules select (see _root_rule).
+_root = defprim(lambda s, p: np.power(s, 1 / p), "norm_root", vjp=[_root_rule], jvp=[_root_rule])
+
+
 def _vector_norm(x, ord, axis):
     if ord is None or ord == 2:
         return _norm2(x, axis=axis)
     if isinstance(ord, str):
         raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
     if ord == np.inf:
+        if not _shape(x)[axis]:                   # an empty axis: 0, as NumPy
+            return ops.sum(ops.abs(x), axis=axis)
         return ops.max(ops.abs(x), axis=axis)
     if ord == -np.inf:
         return _min(ops.abs(x), axis)
@@ -594,8 +610,7 @@ def _vector_norm(x, ord, axis):
         return Tensor(count) if isinstance(x, Tensor) else count
     if ord == 1:
         return ops.sum(ops.abs(x), axis=axis)
-    total = ops.sum(ops.abs(x) ** ord, axis=axis)            # sum |x|^p, then its 1/p-th power:
-    return (total + (total == 0)) ** (1 / ord) * (total != 0)   # with gradient 0 where it is 0
+    return _root(ops.sum(ops.abs(x) ** ord, axis=axis), p=ord)   # sum |x|^p, then its 1/p-th power
 
 
 def _matrix_norm(x, ord, row, col):

@@ -123,11 +123,18 @@ def load(path):
             except ValueError as err:       # NumPy: "Object arrays cannot be loaded when allow_pickle=False"
                 raise ValueError(f"tt.load: entry {name!r} of {path} is an object array, which only "
                                  f"pickle could read; refused (a checkpoint must not run code)") from err
-    structure = json.loads(str(arrays.pop(_STRUCTURE)))
-    if not isinstance(structure, dict) or structure.get("format") != _FORMAT:
-        raise ValueError(f"tt.load: {path} has an unknown checkpoint format")
+            if not isinstance(arrays[name], np.ndarray):   # a member that is not .npy: NumPy's raw bytes
+                raise ValueError(f"tt.load: entry {name!r} of {path} is not a .npy array (the file "
+                                 f"is corrupted or was not written by tt.save)")
     try:
+        structure = json.loads(str(arrays.pop(_STRUCTURE)))
+        if not isinstance(structure, dict) or structure.get("format") != _FORMAT:
+            raise ValueError(f"tt.load: {path} has an unknown checkpoint format")
         return _decode(structure["root"], arrays)
+    except RecursionError:
+        raise ValueError(f"tt.load: the structure of {path} is nested too deeply to read (deeper than "
+                         f"Python's recursion limit); a checkpoint is a few levels of dicts and "
+                         f"lists") from None
     except KeyError as err:
         raise ValueError(f"tt.load: the structure of {path} refers to a missing array {err}") from err
 

@@ -142,7 +142,7 @@ VAR_CASES = [(shapes, dict(params, ddof=ddof)) for shapes, params in REDUCE for 
 ZERO_CASES = [(((3, 4),), dict(axis=1, keepdims=False)), (((3, 4),), dict(axis=0, keepdims=True)),
               (((3, 4),), dict(axis=None, keepdims=False)), (((5,),), dict(axis=-1, keepdims=False))]
 SOFTMAX = [(((4,),), dict(axis=-1)), (((3, 4),), dict(axis=-1)), (((3, 4),), dict(axis=0)),
-           (((2, 3, 4),), dict(axis=1))]
+           (((2, 3, 4),), dict(axis=1)), (((2, 3, 4),), dict(axis=-2))]
 
 
 def unary(np_fun, tt_fun, sample=normal):
@@ -293,7 +293,8 @@ OP_SPECS = {
         (((),), dict(shape=(1, 1))), (((2, 3, 1),), dict(shape=(6,)))]),
     "transpose": OpSpec(ops.transpose, np.transpose, None, pairs=[
         (((2, 3),), dict(axes=None)), (((2, 3, 4),), dict(axes=(1, 0, 2))),
-        (((2, 3, 4),), dict(axes=(2, 0, 1))), (((3,),), dict(axes=None))]),
+        (((2, 3, 4),), dict(axes=(2, 0, 1))), (((3,),), dict(axes=None)),
+        (((2, 3, 4),), dict(axes=(0, -1, 1))), (((3, 4),), dict(axes=(-1, 0)))]),   # negative axes
     "broadcast_to": OpSpec(ops.broadcast_to, np.broadcast_to, None, pairs=[
         (((3,),), dict(shape=(2, 3))), (((2, 1),), dict(shape=(2, 4))), (((),), dict(shape=(3,))),
         (((1, 3),), dict(shape=(2, 4, 3)))]),
@@ -399,6 +400,8 @@ OP_SPECS = {
     # ----- linear algebra (issue 11) -----
     "einsum": OpSpec(lambda *xs, subscripts: linalg.einsum(subscripts, *xs),
                      lambda *xs, subscripts: np.einsum(subscripts, *xs), None, pairs=EINSUM_CASES),
+    "norm_root": OpSpec(linalg._root, lambda s, p: s ** (1 / p), UNARY, params=[dict(p=3.0), dict(p=-1.5)],
+                        sample=positive),
     "inv": OpSpec(linalg.inv, np.linalg.inv, SQUARE, sample=matrices(_invertible)),
     "solve": OpSpec(linalg.solve, np.linalg.solve, [
         ((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)), ((3, 3), (2, 3, 2)),
@@ -432,7 +435,8 @@ EXTRA_SPECS = {
         _sce_reference, None, sample=(normal, class_indices(3)), pairs=CE_INDEX_CASES),
     "softmax_cross_entropy(labels)": OpSpec(ops.softmax_cross_entropy, _sce_reference, None,
                                             sample=(normal, class_indices(3)), pairs=CE_INDEX_CASES),
-    "swapaxes": OpSpec(ops.swapaxes, np.swapaxes, None, pairs=[(((2, 3, 4),), dict(axis1=0, axis2=2))]),
+    "swapaxes": OpSpec(ops.swapaxes, np.swapaxes, None, pairs=[(((2, 3, 4),), dict(axis1=0, axis2=2)),
+                                                               (((2, 3, 4),), dict(axis1=-1, axis2=0))]),
     # ----- elementwise and reductions (issue 11a) -----
     "clip(numbers, None)": OpSpec(ew.clip, lambda x, a_min, a_max: np.clip(x, a_min, a_max), None, pairs=[
         (((3, 4),), dict(a_min=-0.5, a_max=0.5)), (((3, 4),), dict(a_min=None, a_max=0.3)),
@@ -508,7 +512,8 @@ EXTRA_SPECS = {
         (((2, 3, 4),), dict(offset=1, axis1=-1, axis2=0)), (((2, 2),), dict(offset=5, axis1=0, axis2=1))]),
     "trace": OpSpec(ops_shape.trace, np.trace, None, pairs=[
         (((3, 3),), dict(offset=0)), (((3, 4),), dict(offset=1)),
-        (((2, 3, 4),), dict(offset=-1, axis1=2, axis2=1))]),
+        (((2, 3, 4),), dict(offset=-1, axis1=2, axis2=1)),
+        (((2, 3, 4),), dict(offset=0, axis1=-1, axis2=-3))]),
     "take": OpSpec(ops_shape.take, np.take, None, pairs=[
         (((3, 4),), dict(indices=np.array([0, 5, 5, -1]), axis=None)),
         (((3, 4),), dict(indices=np.array([[3, 0], [3, 3]]), axis=-1)),

@@ -45,8 +45,8 @@ class Tensor:
             data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
         else:   # on `device`, or where data is (a CuPy array stays on the GPU)
             data = backend.array(data, dtype, device)
-        if requires_grad and not np.issubdtype(data.dtype, np.inexact):
-            raise TypeError(f"only floating-point tensors can require gradients; got dtype {data.dtype}")
+        if requires_grad and data.dtype.kind != "f":
+            raise TypeError(_not_float(data.dtype))
         self.data = data
         self.grad = None
         self.requires_grad = bool(requires_grad)
@@ -116,9 +116,8 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         """Set requires_grad in place and return self (as PyTorch): only on floating-point
         Tensors, and only a leaf can stop requiring gradients."""
-        if requires_grad and not np.issubdtype(self.data.dtype, np.inexact):
-            raise TypeError(f"only floating-point tensors can require gradients; got dtype "
-                            f"{self.data.dtype} (convert first: t.astype(np.float64))")
+        if requires_grad and self.data.dtype.kind != "f":
+            raise TypeError(_not_float(self.data.dtype))
         if not requires_grad and not self.is_leaf:
             raise RuntimeError("requires_grad_(False): only a leaf can stop requiring gradients; "
                                "this Tensor was computed on the tape. Use t.detach() for a copy "
@@ -537,6 +536,16 @@ def _plain_index(index):
 
 
 # ----- creating tensors ----------------------------------------------------------------------
+def _not_float(dtype):
+    """Why a Tensor of `dtype` cannot require gradients (issue 20: complex is refused, not guessed)."""
+    if dtype.kind == "c":
+        return (f"complex tensors cannot require gradients (got dtype {dtype}): tinytensor does not "
+                f"differentiate complex functions (no conjugate convention is implemented); "
+                f"differentiate the real and imaginary parts as two float arrays (z.real, z.imag)")
+    return (f"only floating-point tensors can require gradients; got dtype {dtype} (convert "
+            f"first: t.astype(np.float64))")
+
+
 def tensor(data, requires_grad=False, dtype=None, name=None, device=None):
     """A Tensor from a scalar, nested list, ndarray or Tensor (copied).
 

@@ -182,7 +182,12 @@ def _value(x):
 def _input(x, nested):
     """A new node to differentiate with respect to, holding the value of leaf `x`."""
     value = _value(x)
-    if value.dtype.kind not in "fc":
+    if value.dtype.kind == "c":
+        raise TypeError(f"cannot differentiate with respect to complex inputs (got a {type(x).__name__} "
+                        f"of dtype {value.dtype} and shape {value.shape}): tinytensor does not "
+                        f"differentiate complex functions; pass the real and imaginary parts as two "
+                        f"float arrays (z.real, z.imag)")
+    if value.dtype.kind != "f":
         raise TypeError(f"can only differentiate with respect to floating-point inputs; got a "
                         f"{type(x).__name__} of dtype {value.dtype} and shape {value.shape}. Pass floats "
                         f"(2.0, not 2; x.astype(float)) or leave that argument out of argnums")

@@ -658,6 +658,12 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     ignore_index = int(ignore_index)
     logits, target = _class_last(logits, target)
     t = target.data if isinstance(target, Tensor) else backend.asarray(target)
+    if t.dtype.kind in "iub" and t.ndim and t.shape == tuple(logits.shape):
+        raise ValueError(
+            f"CrossEntropyLoss: integer targets of the logits' shape {t.shape}: class indices must "
+            f"have shape {tuple(logits.shape[:-1])} (logits (N, C)), and targets of the logits' "
+            f"shape must be float probabilities. For binary classification with one logit per "
+            f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
     if plain and not (t.dtype.kind in "iu" and (t == ignore_index).any()):
         return ops.softmax_cross_entropy(logits, target, reduction=reduction)

@@ -21,6 +21,7 @@ module with other parameter values: the way to take `tt.grad` of a model's loss 
 import itertools
 import warnings
 import weakref
+from collections import namedtuple
 
 import numpy as np
 
@@ -31,20 +32,37 @@ from .parameter import Parameter
 
 _hook_ids = itertools.count()
 
+# What load_state_dict returns, as PyTorch's: the names the module has that the state lacked, and
+# the names of the state the module does not have (both empty after a strict load).
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
 
 def cast_input(x, dtype):
     """A layer's input in its parameters' dtype: a float32 model fed NumPy's float64 data
     computes (and returns gradients) in float32, as Keras layers do. Integer and boolean data
-    are cast too; anything else (complex) is left to NumPy's promotion."""
+    are cast too; complex input is refused (a TypeError), as PyTorch's layers refuse it."""
     if isinstance(x, Tensor):
-        if x.data.dtype != dtype and x.data.dtype.kind in "fiub":
-            cast = ops.astype(x, dtype)        # recorded: the gradient comes back in x's dtype
-            if not cast.requires_grad:
-                cast.name = x.name             # a constant keeps its name in the pictures
-            return cast
+        if x.data.dtype != dtype:
+            if x.data.dtype.kind in "fiub":
+                cast = ops.astype(x, dtype)        # recorded: the gradient comes back in x's dtype
+                if not cast.requires_grad:
+                    cast.name = x.name             # a constant keeps its name in the pictures
+                return cast
+            _refuse_complex(x.data.dtype, dtype)
         return x
     x = backend.asarray(x)
-    return x.astype(dtype) if x.dtype != dtype and x.dtype.kind in "fiub" else x
+    if x.dtype != dtype:
+        if x.dtype.kind in "fiub":
+            return x.astype(dtype)
+        _refuse_complex(x.dtype, dtype)
+    return x
+
+
+def _refuse_complex(got, dtype):
+    if got.kind == "c":
+        raise TypeError(f"a layer with {dtype} parameters was fed complex input ({got}): tinytensor "
+                        f"does not differentiate complex functions; feed the real and imaginary "
+                        f"parts as separate float features")
 
 
 def _array(value):
@@ -305,7 +323,8 @@ class Module:
     def load_state_dict(self, state, strict=True):
         """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
-        (with strict=False, names missing on either side are skipped)."""
+        (with strict=False, names missing on either side are skipped). Returns the named pair
+        (missing_keys, unexpected_keys), as PyTorch."""
         state = _upgraded(self, state)
         generators = dict(self._named_generators())   # optional: a PyTorch state dict has none
         states = {name: state[name] for name in generators if name in state}
@@ -335,6 +354,7 @@ class Module:
             mark_modified(p)
         for name, value in states.items():
             rng.set_state_of(generators[name], _array(value))
+        return IncompatibleKeys(missing, unexpected)
 
     def __repr__(self):
         children = [(name, value) for name, value in vars(self).items() if isinstance(value, Module)]

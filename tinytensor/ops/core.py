@@ -41,9 +41,10 @@ from .table import (
     _expit,
     _joined,
     _keepdims,
-    _max_weights,
+    _max_share,
     _reduced_axes,
     _safe,
+    _select,
     _swap_last,
     deflinear,
     defprim,
@@ -91,12 +92,18 @@ tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh,
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
-relu = elementwise(lambda x: np.maximum(x, 0), "relu", lambda ans, x: x > 0,   # relu'(0) = 0
-                   method=True)
+def _relu_rule(g, ans, x):
+    return _select(x > 0, g)            # relu'(0) = 0
+
+
+relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_rule], method=True)
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
-abs = elementwise(np.abs, "abs", lambda ans, x: np.sign(x),                     # abs'(0) = 0
-                  numpy=np.absolute, method=True)
+def _abs_rule(g, ans, x):
+    return _select(x != 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
+
+
+abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
@@ -116,13 +123,16 @@ div = defprim(np.divide, "div",
 
 
 def _log_base(a):
-    if isinstance(a, (int, float)):   # a Python number stays one (weak): 2.0 ** x32 keeps float32
+    if type(a) is float or type(a) is int:   # a Python number stays one (weak): 2.0 ** x32 keeps
+        # float32 (not a NumPy scalar, a float subclass: math.log differs from np.log in the last bit)
         return math.log(a) if a > 0 else (0.0 if a == 0 else math.nan)
     return np.log(a + (a == 0))   # d(a**b)/db = a**b log a, taken as 0 where a == 0
 
 
 def _power_slope(a, b):
-    return b * a ** (b - 1 + (b == 0))   # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf
+    # d(a**b)/da; 0 where b == 0 (as PyTorch), not 0 * inf. np.power, not `**`: on NumPy scalars
+    # (0-d values) `**` is the C library's pow, which differs from the ufunc's in the last bit.
+    return b * np.power(a, b - 1 + (b == 0))
 
 
 power = defprim(np.power, "power",
@@ -135,7 +145,7 @@ power = defprim(np.power, "power",
 def _share(s, a, b):
     """Gradient share of `a` in max(a, b) for the cotangent s: all of it where a wins,
     half of it at ties (the documented subgradient, as PyTorch's), none where b wins."""
-    return s * (a > b) + (s * 0.5) * (a == b)
+    return _select(a > b, s) + _select(a == b, s * 0.5)   # selected: b's win gives an exact 0
 
 
 maximum = defprim(np.maximum, "maximum",
@@ -170,13 +180,22 @@ _mean = defprim(_mean_forward, "mean", nargs=1,
                 jvp=[lambda t, ans, x, axis, keepdims: np.mean(t, axis=axis, keepdims=keepdims)])
 _max = defprim(np.max, "max", nargs=1,
                vjp=[lambda g, ans, x, axis, keepdims:
-                    _keepdims(g, x.shape, axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+                    _max_share(_keepdims(g, x.shape, axis, keepdims), ans, x, axis, keepdims)],
                jvp=[lambda t, ans, x, axis, keepdims:
-                    np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+                    np.sum(_max_share(t, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+def _empty_reduction(x, axis, keepdims, fill):
+    """A reduction of a size-0 x (no max to shift by): `fill` wherever the reduced axes are empty."""
+    shape = tuple(1 if i in _reduced_axes(x.ndim, axis) else n for i, n in enumerate(x.shape))
+    out = backend.namespace(x).full(shape, fill, x.dtype if x.dtype.kind == "f" else np.float64)
+    return out if keepdims else out.reshape(np.delete(x.shape, _reduced_axes(x.ndim, axis)))
 
 
 def _logsumexp_forward(x, axis=None, keepdims=False):
     x = _array(x)
+    if not x.size:                     # log(0) = -inf over an empty axis, as SciPy
+        return _empty_reduction(x, axis, keepdims, -np.inf)
     shift = x.max(axis=axis, keepdims=True)
     if not np.isfinite(shift).all():
         shift = np.where(np.isfinite(shift), shift, 0)       # rows of all -inf stay -inf
@@ -203,12 +222,13 @@ _reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
                    jvp=[lambda t, ans, x, shape: np.reshape(t, shape)])
 
 
-def _inverse_axes(axes):
-    return None if axes is None else tuple(np.argsort(axes))
+def _inverse_axes(axes, ndim):
+    """The permutation that undoes `axes` (negative axes as NumPy reads them: -1 is the last)."""
+    return None if axes is None else tuple(np.argsort([a % ndim for a in axes]))
 
 
 _transpose = defprim(lambda x, axes=None: np.transpose(x, axes), "transpose", nargs=1,
-                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes))],
+                     vjp=[lambda g, ans, x, axes: np.transpose(g, _inverse_axes(axes, np.ndim(x)))],
                      jvp=[lambda t, ans, x, axes: np.transpose(t, axes)])
 _broadcast_to = defprim(lambda x, shape: np.broadcast_to(x, shape), "broadcast_to", nargs=1,
                         vjp=[lambda g, ans, x, shape: g],       # the engine sums it back

@@ -17,7 +17,7 @@ import scipy.special
 
 from .. import backend
 from ..tensor import Tensor
-from .table import _expit, defprim, elementwise, nondifferentiable, public, publish
+from .table import _expit, _select, defprim, elementwise, nondifferentiable, public, publish
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -99,11 +99,15 @@ _gelu = elementwise(lambda x: x * _ndtr(x), "gelu",
                     lambda ans, x: 0.5 * (1 + _erf(x / SQRT2))
                     + x * (ONE_OVER_SQRT_2PI * np.exp(-0.5 * (x * x))))
 
+def _leaky_rule(g, x, negative_slope):   # selected: a slope of 0 gives an exact 0 (as relu's)
+    return np.where(x > 0, g, g * negative_slope if negative_slope else 0)
+
+
 # max(x, 0) + negative_slope * min(x, 0); its slope at 0 is negative_slope (as PyTorch).
 _leaky_relu = defprim(
     lambda x, negative_slope: np.where(x > 0, x, x * negative_slope), "leaky_relu",
-    vjp=[lambda g, ans, x, negative_slope: np.where(x > 0, g, g * negative_slope)],
-    jvp=[lambda t, ans, x, negative_slope: np.where(x > 0, t, t * negative_slope)])
+    vjp=[lambda g, ans, x, negative_slope: _leaky_rule(g, x, negative_slope)],
+    jvp=[lambda t, ans, x, negative_slope: _leaky_rule(t, x, negative_slope)])
 
 
 @public
@@ -172,7 +176,7 @@ def _fshare(s, a, b, beats):
     """Share of `a` in fmax(a, b) (beats=np.greater) or fmin(a, b) (np.less) for s: as maximum's
     (ties split evenly), and a NaN loses to a number."""
     wins = beats(a, b) | (np.isnan(b) & ~np.isnan(a))
-    return s * wins + (s * 0.5) * (a == b)
+    return _select(wins, s) + _select(a == b, s * 0.5)   # selected, as maximum's
 
 
 fmax = defprim(np.fmax, "fmax",

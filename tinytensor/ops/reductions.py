@@ -17,14 +17,14 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor, _value
 from .core import minimum
-from .table import METHODS, _keepdims, _max_weights, _reduced_axes, deflinear, defprim, public
+from .table import METHODS, _array, _keepdims, _max_share, _reduced_axes, deflinear, defprim, public
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
 _min = defprim(np.min, "min", nargs=1,
                vjp=[lambda g, ans, x, axis, keepdims:
-                    _keepdims(g, x.shape, axis, keepdims) * _max_weights(ans, x, axis, keepdims)],
+                    _max_share(_keepdims(g, x.shape, axis, keepdims), ans, x, axis, keepdims)],
                jvp=[lambda t, ans, x, axis, keepdims:
-                    np.sum(t * _max_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+                    np.sum(_max_share(t, ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
 
 
 def _cast(x, dtype):
@@ -119,11 +119,30 @@ def _scale(x, ans, ddof):
     return 1.0 / dof if dof > 0 else math.nan
 
 
+def _shifted(x, axis):
+    """x minus its first entry along the reduced axes: the spread is unchanged, and entries that
+    are all equal become exact zeros (x - mean(x) does not: the mean of [a, a, a] may not round
+    back to a, and np.std gives 4e-16 instead of 0)."""
+    if not np.size(x):
+        return x
+    reduced = _reduced_axes(np.ndim(x), axis)
+    return x - x[tuple(slice(0, 1) if i in reduced else slice(None) for i in range(np.ndim(x)))]
+
+
 def _centred(x, axis):
+    x = _shifted(x, axis)
     return x - np.mean(x, axis=axis, keepdims=True)
 
 
-_var = defprim(lambda x, axis, ddof, keepdims: np.var(x, axis=axis, ddof=ddof, keepdims=keepdims), "var",
+def _var_forward(x, axis, ddof, keepdims):
+    return np.var(_shifted(_array(x), axis), axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+def _std_forward(x, axis, ddof, keepdims):
+    return np.std(_shifted(_array(x), axis), axis=axis, ddof=ddof, keepdims=keepdims)
+
+
+_var = defprim(_var_forward, "var",
                nargs=1,
                vjp=[lambda g, ans, x, axis, ddof, keepdims:
                     _keepdims(g, x.shape, axis, keepdims) * (2 * _scale(x, ans, ddof)) * _centred(x, axis)],
@@ -136,7 +155,7 @@ def _nonzero(s):
 
 
 # d std = d var / (2 std): the rules divide by the output, taken as 1 where it is 0.
-_std = defprim(lambda x, axis, ddof, keepdims: np.std(x, axis=axis, ddof=ddof, keepdims=keepdims), "std",
+_std = defprim(_std_forward, "std",
                nargs=1,
                vjp=[lambda g, ans, x, axis, ddof, keepdims:
                     _keepdims(g / _nonzero(ans), x.shape, axis, keepdims) * _scale(x, ans, ddof)

@@ -49,7 +49,7 @@ def _indices(indices, op):
     """Integer indices as a plain array (Tensors and lists allowed; booleans count as 0 and 1,
     as in NumPy's take)."""
     value = backend.asarray(indices.data if isinstance(indices, Tensor) else indices)
-    if value.dtype == bool:
+    if value.dtype == bool or (value.size == 0 and value.dtype.kind == "f"):   # [] is float to NumPy
         value = value.astype(np.intp)
     if value.dtype.kind not in "iu":
         raise TypeError(f"{op}: indices must be integers, got dtype {value.dtype}")

@@ -32,6 +32,8 @@ from .table import _array, defprim, public, publish
 
 # ----- softmax and log_softmax --------------------------------------------------------------------
 def _softmax_forward(x, axis=-1):
+    if not np.size(x):                 # nothing to normalise: an empty result, as SciPy
+        return np.exp(x)
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     e /= e.sum(axis=axis, keepdims=True)
     return e
@@ -48,6 +50,8 @@ _softmax = defprim(_softmax_forward, "softmax", nargs=1,
 def _log_softmax_forward(x, axis=-1):
     # (x - max) - log(sum(exp(x - max))), not x - logsumexp(x): that rounds at the scale of max(x)
     # (an error of 2e-4 at logits of 1e4 in float32).
+    if not np.size(x):
+        return x - x                   # an empty result, as SciPy
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 

@@ -8,6 +8,8 @@ come back to the table. The helpers at the end are the few that several families
 (the axes of a reduction, where a maximum is, the inputs of a join).
 """
 
+import math
+
 import numpy as np
 import scipy.special
 
@@ -179,10 +181,25 @@ def _expit(x):   # SciPy's on NumPy arrays; the array library's own (or a stable
     return scipy.special.expit(x) if type(x) is np.ndarray else backend.expit(x)
 
 
-def _max_weights(ans, x, axis, keepdims):
-    """Where the maximum is, as weights summing to 1 along `axis` (ties share evenly)."""
+# Piecewise rules SELECT the cotangent rather than multiply it by a 0/1 or a sign: an unchosen
+# branch then gives an exact 0 even for an infinite cotangent (sqrt'(0) below a relu), where
+# inf * 0 would be NaN (as PyTorch's threshold_backward, JAX's select).
+def _select(mask, g):
+    """g where `mask` holds, else an exact 0. For a finite g the product g * mask is the same
+    thing and ~3x cheaper than np.where on large arrays (relu's rule is on the hot path), so one
+    sum checks g first; an inf or NaN in g takes np.where (with no inf * 0 computed, and no
+    warning). On Tensors (higher orders) np.where records tt.where, which selects again."""
+    if isinstance(g, (np.ndarray, np.generic)) and math.isfinite(np.add.reduce(g, axis=None)):
+        out = g * mask
+        return out if type(out) is np.ndarray else np.asarray(out)   # an array, as np.where's
+    return np.where(mask, g, 0)
+
+
+def _max_share(s, ans, x, axis, keepdims):
+    """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
+    (ties share evenly), selected there: an exact 0 elsewhere."""
     hit = x == _keepdims(ans, x.shape, axis, keepdims)
-    return (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype)
+    return _select(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype))
 
 
 def _array(x):
