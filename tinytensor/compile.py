@@ -31,14 +31,14 @@ import sys
 import time
 import warnings
 from collections import OrderedDict
-from heapq import heappop, heappush
 
 import numpy as np
 
 from . import ops, tape, transforms
 from . import tensor as tensor_module
-from .tape import Primitive, _tape_of, unbroadcast
-from .tensor import Tensor, _init_untracked, _plain_index
+from .state import STATE, update_hook
+from .tape import unbroadcast
+from .tensor import Tensor, _init_untracked
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
@@ -94,15 +94,19 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         arrays, key = [], [len(args)]
+        plain = not kwargs
         for a in args:
             if type(a) is np.ndarray:          # _flatten's first case, without the call
                 arrays.append(a)
                 key.append(a.shape)
                 key.append(a.dtype)
             else:
+                plain = False
                 _flatten(a, arrays, key)
         if kwargs:
             _flatten(kwargs, arrays, key)
+        if STATE.hook is not None or (not plain and _through(args, kwargs)):
+            return self._uncompiled(args, kwargs)
         key = tuple(key)
         program = self.programs.get(key)
         if program is None:
@@ -116,7 +120,23 @@ class Compiled:
         if self.check and not self._checked:
             self._checked = True
             return self._compare(program, arrays, args, kwargs)
-        return program.function(*arrays)
+        try:
+            return program.function(*arrays)
+        except Exception as err:
+            raise program.error(err) from err
+
+    def _uncompiled(self, args, kwargs):
+        """f itself, as MLX and JAX do for a transformation of a compiled function: inside
+        another recording (compiled inside compiled: inlined), on Tensors being recorded (a
+        transform, or a tape that backward() must reach through), and under detect_anomaly (the
+        engine's checks name the entry and the line)."""
+        args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
+        if STATE.recorder is not None or STATE.depth > 0 or _through(args, kwargs):
+            return self.fun(*args, **kwargs)
+        out = self.fun(*args, **kwargs)       # detect_anomaly: arrays out, as compiled
+        leaves, structure = transforms.tree_flatten(out)
+        return transforms.tree_unflatten(structure, [
+            np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
     def _record(self, args, kwargs, arrays):
         start = time.perf_counter()
@@ -126,10 +146,10 @@ class Compiled:
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
-        stamp = tensor_module._MEMORY_WRITE[0]
+        stamp = STATE.memory_write           # this thread's writes only
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
-        if tensor_module._MEMORY_WRITE[0] != stamp:
+        if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
         if tracer.reads and not self.check:
             warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
@@ -187,6 +207,42 @@ class Compiled:
                     f"side effects, which the program froze at trace time. Write the branch with "
                     f"array operations (tt.maximum, masks), or do not compile this function.")
         return compiled
+
+
+def _as_tensors(args, kwargs):
+    """The array leaves of the arguments as Tensors sharing their arrays (Tensors as they are)."""
+    leaves = []
+    _arrays_and_tensors((args, kwargs), leaves)
+    out = []
+    for x in leaves:
+        if not isinstance(x, Tensor):
+            t = _new_tensor(Tensor)
+            _init_untracked(t, np.asarray(x))
+            x = t
+        out.append(x)
+    return out
+
+
+def _arrays_and_tensors(tree, found):
+    if isinstance(tree, (np.ndarray, Tensor)):
+        found.append(tree)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _arrays_and_tensors(v, found)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            _arrays_and_tensors(v, found)
+
+
+def _through(args, kwargs):
+    """Whether f must run on these arguments as it is, not compiled: inside a recording (a
+    transform tracing f, tt.compile recording an outer function) or given a Tensor on the tape."""
+    if STATE.recorder is not None or STATE.depth > 0:
+        return True
+    if not STATE.grad_enabled:
+        return False
+    leaves, _ = transforms.tree_flatten((args, kwargs))
+    return builtins.any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
 
 
 def _close(g, w):
@@ -288,30 +344,29 @@ class _Ref:
         self.var = var
 
 
-class _Val:
-    """A value in a recording sweep, with its variable (None: a constant, such as the seed)."""
-    __slots__ = ("value", "var")
-
-    def __init__(self, value, var):
-        self.value, self.var = value, var
-
-
 class _Entry:
     """One line of the program: out = fun(*args, **kwargs); args and kwargs hold _Refs to
     variables where the values were recorded ones, constants elsewhere. `kind`: "prim" (a
     primitive's forward; "prim0" for a 0-d result), "rule" (a VJP/JVP rule or a helper the
     sweep applies), "add", "part", "seed", "numpy" (a non-differentiable NumPy function)."""
-    __slots__ = ("fun", "name", "args", "kwargs", "out", "label", "kind")
+    __slots__ = ("fun", "name", "args", "kwargs", "out", "label", "kind", "context")
 
-    def __init__(self, fun, name, args, kwargs, out, label, kind):
+    def __init__(self, fun, name, args, kwargs, out, label, kind, context=None):
         self.fun, self.name, self.args, self.kwargs = fun, name, args, kwargs
         self.out, self.label, self.kind = out, label, kind
+        self.context = context      # (tape entry, "VJP"/"JVP", input) or (primitive name, inputs)
 
 
 class _Tracer:
-    """The Wengert list being recorded: variables (values) and the entries computing them."""
+    """The Wengert list being recorded: variables (values) and the entries computing them.
 
-    active = None   # the tracer recording now (one at a time; a nested compile runs inside it)
+    It is the recorder of this thread while it records (`STATE.recorder`): `Primitive.__call__`
+    hands it each new Tensor (`primitive`), `ops.numpy_dispatch` each NumPy result (`numpy`),
+    and the engine's own sweeps each rule they apply (`rule`, `add`, `apply`, `seed`). Values
+    are known by identity (`index`): an array the sweep passes on is the variable it was noted
+    as. It owns no sweep and patches nothing: a Tensor it records becomes a `_Traced`, whose
+    comparisons, value reads and in-place operators it notes; tape.backward asks it (refused).
+    """
 
     def __init__(self):
         self.values = []          # variable -> its value at trace time
@@ -336,7 +391,7 @@ class _Tracer:
     def argument(self, array, name):
         if id(array) in self.index:     # the same array passed twice: two inputs all the same
             array = array.copy()
-        t = Tensor.__new__(Tensor)
+        t = _new_tensor(_Traced)
         _init_untracked(t, array)       # shares the caller's array: no copy
         var = self._new(array, name, t, array)
         self.arguments.append(var)
@@ -351,9 +406,7 @@ class _Tracer:
 
     def template(self, x):
         """x with every recorded value replaced by a _Ref (containers walked)."""
-        if type(x) is _Val:
-            return x.value if x.var is None else _Ref(x.var)
-        var = self.var_of(x) if isinstance(x, (Tensor, np.ndarray)) else None
+        var = self.var_of(x) if isinstance(x, (Tensor, np.ndarray, np.generic)) else None
         if var is not None:
             return _Ref(var)
         if isinstance(x, Tensor):
@@ -364,244 +417,148 @@ class _Tracer:
             return {k: self.template(v) for k, v in x.items()}
         return x
 
-    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=()):
+    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=(), context=None):
         """Note `value = fun(*args, **kwargs)` if any argument is recorded; returns its variable
         (or None, for a computation on constants only, which stays a constant)."""
         args = self.template(tuple(args))
         kwargs = self.template(dict(kwargs))
         if not (_has_ref(args) or _has_ref(kwargs)):
             return None
-        var = self._new(value, hint, value if isinstance(value, np.ndarray) else None, *objects)
-        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind))
+        known = value if isinstance(value, (np.ndarray, np.inexact)) else None   # not np.True_
+        var = self._new(value, hint, known, *objects)
+        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
 
     def wrap(self, value, var):
-        """An untracked Tensor holding `value`, known as variable `var`."""
-        t = Tensor.__new__(Tensor)
+        """A Tensor holding `value`, known as variable `var`."""
+        t = _new_tensor(_Traced)
         _init_untracked(t, value if isinstance(value, np.ndarray) else np.asarray(value))
         self.index[id(t)] = var
         self.index[id(t.data)] = var
         self.alive.append(t)
         return t
 
-    def call(self, fun, name, args, kwargs, label, kind, hint=None):
-        """Apply `fun` to the values of args (Tensors give their .data) and record it."""
-        values = [_value_of(a) for a in args]
-        value = fun(*values, **kwargs)
-        if value is None:
-            return None, None
-        var = self.record(fun, name, args, kwargs, value, label, kind, hint)
-        return value, var
+    def tensor(self, g):
+        """A gradient or tangent from a sweep as a Tensor the rest of f can use (a constant
+        array stays an array)."""
+        var = None if g is None else self.var_of(g)
+        return g if var is None else self.wrap(g, var)
 
-    # ----- the patches, in place only while recording -----
+    # ----- recording, this thread only -----
     def __enter__(self):
-        if _Tracer.active is not None:
-            raise RuntimeError("tt.compile: a compiled function called while another one is being "
-                               "recorded; call the inner function uncompiled (tracing inlines it)")
-        _Tracer.active = self
-        self._saved = (Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER,
-                       {n: getattr(Tensor, n) for n in (*_COMPARISONS, *_VALUE_READS, *_IN_PLACE,
-                                                         "__setitem__")})
-        call, dispatch = Primitive.__call__, ops.numpy_dispatch
-        tracer = self
-
-        def traced_call(prim, *args, **params):
-            out = call(prim, *args, **params)
-            if isinstance(out, Tensor):
-                var = tracer.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
-                                    objects=(out,))
-                if var is not None and out.data.ndim == 0:
-                    tracer.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
-            return out
-
-        def traced_dispatch(func, args, kwargs, method="__call__", use_table=True):
-            out = dispatch(func, args, kwargs, method, use_table)
-            if type(out) is np.ndarray:
-                target = func if method == "__call__" else getattr(func, method)
-                name = getattr(func, "__name__", "numpy_function")
-                tracer.record(target, name, args, kwargs, out, name, "numpy")
-            return out
-
-        def refuse_backward(output, grad=None):
-            raise RuntimeError("tt.compile: .backward() inside a compiled function is not recorded "
-                               "(it writes .grad as a side effect); return the gradients instead: "
-                               "loss, grads = tt.value_and_grad(loss_fn)(params, ...)")
-
-        Primitive.__call__ = traced_call
-        ops.numpy_dispatch = traced_dispatch
-        tape.backward = refuse_backward
-        transforms._TRACER = self
-        for name, ufunc in _COMPARISONS.items():
-            setattr(Tensor, name, _traced_comparison(self, getattr(Tensor, name), ufunc))
-        for name in _VALUE_READS:
-            setattr(Tensor, name, _noted_read(self, getattr(Tensor, name), name))
-        for name, op in _IN_PLACE.items():
-            setattr(Tensor, name, _traced_in_place(self, getattr(Tensor, name), op))
-        Tensor.__setitem__ = _traced_setitem(self, Tensor.__setitem__)
+        self._previous = STATE.recorder
+        STATE.recorder = self
+        update_hook(tape.ANOMALY_CHECK)
         return self
 
     def __exit__(self, *exc):
-        Primitive.__call__, ops.numpy_dispatch, tape.backward, transforms._TRACER, methods = self._saved
-        for name, method in methods.items():
-            setattr(Tensor, name, method)
-        _Tracer.active = None
+        STATE.recorder = self._previous
+        update_hook(tape.ANOMALY_CHECK)
 
-    # ----- the sweeps, recording each rule application --------------------------------------
-    def reverse_sweep(self, roots, cotangents, wrt):
-        """tape.reverse_sweep(roots, cotangents, wrt) (create_graph=False), applying the same
-        rules in the same order, each noted as an entry. Returns {input: Tensor}."""
-        wanted = set(wrt)
-        oldest = min((w._id for w in wrt), default=-1)
-        cot = {}        # node -> (value, variable or None for a constant)
-        frontier = []
-        for r, c in zip(roots, cotangents):
-            if not (isinstance(r, Tensor) and r.requires_grad):
-                continue
-            if not isinstance(c, (np.ndarray, Tensor)):
-                c = np.asarray(c, dtype=r.dtype)
-            c = (c.data if isinstance(c, Tensor) else c, self.var_of(c))
-            if c[1] is None:        # the seed, a constant: named in the program as g_<root>
-                var = self._new(c[0], f"g_{self._hint(r)}")
-                self.entries.append(_Entry(None, "seed", (c[0],), {}, var,
-                                           f"the seed: d {self._label(r)} / d {self._label(r)}", "seed"))
-                c = (c[0], var)
-            if r in cot:
-                c = self._add(cot[r], c, r)
-            else:
-                heappush(frontier, (-r._id, r))
-            cot[r] = c
-        results = {}
-        while frontier:
-            node = heappop(frontier)[1]
-            g = cot.pop(node)
-            if node in wanted:
-                results[node] = self._tensor(g)
-            prim = node._prim
-            if prim is None:
-                continue
-            inputs, params = node._inputs, node._params
-            g_arg = self._arg(g)
-            label = f"{prim.name} VJP: adjoint of {self._label(node)}"
-            rules = prim.vjps
-            parts = None
-            if rules is None:
-                parts, var = self.call(prim.joint_vjp, f"{prim.name}_vjp", (g_arg, node, *inputs),
-                                       params, label, "rule")
-                if not isinstance(parts, (tuple, list)):
-                    parts = (parts,)
-                    var = None if var is None else ("single", var)
-            for i, a in enumerate(inputs):
-                if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
-                    continue
-                hint = f"g_{self._hint(a)}"
-                if parts is None:
-                    value, v = self.call(rules[i], f"{prim.name}_vjp{i}", (g_arg, node, *inputs),
-                                         params, f"{label} to {self._label(a, i)}", "rule", hint=hint)
-                    if value is None:
-                        continue
-                else:
-                    value = parts[i]
-                    if value is None:
-                        continue
-                    v = self._part(var, i, value, hint, f"{label} to {self._label(a, i)}")
-                ga = (value, v)
-                if np.shape(value) != a.data.shape:
-                    shape = a.data.shape
-                    ga = self._apply(unbroadcast, "unbroadcast", ga, (shape,), label, hint)
-                prev = cot.get(a)
-                if prev is None:
-                    cot[a] = ga
-                    heappush(frontier, (-a._id, a))
-                else:
-                    cot[a] = self._add(prev, ga, a)
-        return results
+    # ----- what the engine tells the recorder -----
+    def primitive(self, out, prim, args, params):
+        """Primitive.__call__ made `out` (STATE.hook)."""
+        if STATE.anomaly:
+            tape._anomaly_check_forward(out, prim, args)
+        var = self.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
+                          objects=(out,), context=(prim.name, args))
+        if var is not None:
+            out.__class__ = _Traced           # its comparisons and reads are noted
+            if out.data.ndim == 0:
+                self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
 
-    def forward_sweep(self, output, tangents):
-        """tape.forward_sweep(output, tangents), each JVP rule call noted. Returns a Tensor."""
-        tangent = {}
-        for x, t in tangents.items():
-            if not isinstance(x, Tensor) or not x.requires_grad:
-                return tape.forward_sweep(output, tangents)     # for its error message
-            t_value = np.asarray(t.data if isinstance(t, Tensor) else t)
-            if t_value.shape != x.shape:
-                return tape.forward_sweep(output, tangents)
-            var = self.var_of(t)
-            if t_value.dtype != x.dtype:
-                t_value, var = self._apply(np.asarray, "asarray", (t_value, var), (),
-                                           "tangent in the input's dtype", "t", dtype=x.dtype)
-            tangent[x] = (t_value, var)
-        if output in tangent:
-            return self._tensor(self._apply(np.array, "array", tangent[output], (), "copy", "t"))
-        if not tangent or not output.requires_grad:
-            return np.zeros_like(output.data)
-        order = _tape_of([output], min(x._id for x in tangent))
-        order.reverse()
-        for node in order:
-            prim = node._prim
-            if prim is None or node in tangent:
-                continue
-            ts = [tangent.get(a) if isinstance(a, Tensor) else None for a in node._inputs]
-            if not any(t is not None for t in ts):
-                continue
-            label = f"{prim.name} JVP: tangent of {self._label(node)}"
-            hint = f"t_{self._hint(node)}"
-            inputs, params = node._inputs, node._params
-            if prim.jvps is None:
-                value, var = self.call(prim.joint_jvp, f"{prim.name}_jvp",
-                                       ([None if t is None else _Val(*t) for t in ts], node, *inputs),
-                                       params, label, "rule", hint=hint)
-                total = None if value is None else (value, var)
-            else:
-                total = None
-                for i, (rule, t) in enumerate(zip(prim.jvps, ts)):
-                    if t is None:
-                        continue
-                    value, var = self.call(rule, f"{prim.name}_jvp{i}", (self._arg(t), node, *inputs),
-                                           params, f"{label} from {self._label(node._inputs[i], i)}", "rule",
-                                           hint=hint)
-                    if value is None:
-                        continue
-                    total = (value, var) if total is None else self._add(total, (value, var), node, "t_")
-            if total is None:
-                continue
-            if np.shape(total[0]) != node.data.shape:
-                total = self._apply(np.broadcast_to, "broadcast_to", total, (node.data.shape,), label, hint)
-            tangent[node] = total
-        result = tangent.get(output)
-        if result is None:
-            return np.zeros_like(output.data)
-        return self._tensor(self._apply(np.array, "array", result, (), "the tangent, copied", "t",
-                                        dtype=output.dtype))
+    def backward(self, output):
+        """tape.backward while recording: refused."""
+        raise RuntimeError("tt.compile: .backward() inside a compiled function is not recorded "
+                           "(it writes .grad as a side effect); return the gradients instead: "
+                           "loss, grads = tt.value_and_grad(loss_fn)(params, ...)")
 
-    # ----- helpers for the sweeps: values travel as (array, variable or None) -----
-    def _arg(self, pair):
-        return _Val(*pair)
-
-    def _tensor(self, pair):
-        value, var = pair
-        if var is None:
-            return value                   # a constant gradient (the seed itself)
-        return self.wrap(value, var)
-
-    def _apply(self, fun, name, pair, extra, label, hint, **kwargs):
-        value, var = self.call(fun, name, (self._arg(pair), *extra), kwargs, label, "rule", hint=hint)
-        return value, var
-
-    def _add(self, a, b, node, prefix="g_"):
-        value, var = self.call(operator.add, "add", (self._arg(a), self._arg(b)), {},
-                               f"sum of the contributions to {self._label(node)}", "add",
-                               hint=f"{prefix}{self._hint(node)}")
-        return value, var
-
-    def _part(self, var, i, value, hint, label):
-        if var is None:
+    def in_place(self, t, other, op):
+        """`t += v` (tensor._in_place) where t or v is traced and nothing records it on the tape:
+        recorded, the name rebound to the result (writing into t's array would be a side effect
+        the program never repeats); None where it is not traced (or t is an argument: written,
+        then refused by _refuse_writes)."""
+        if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
-        if isinstance(var, tuple):         # the joint rule returned one value, not a tuple
-            return var[1]
-        v = self._new(value, hint, value if isinstance(value, np.ndarray) else None)
-        self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), i), {}, v,
-                                   label, "part"))
-        return v
+        out = op(t, other)
+        if out.shape != t.shape:
+            raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
+                             f"{t.shape}; an in-place operation cannot change the shape")
+        return out if out.dtype == t.dtype else ops.astype(out, t.dtype)
+
+    def setitem(self, t, index, value):
+        """`t[idx] = v` (Tensor.__setitem__) where t or v is traced and nothing records it on the
+        tape: recorded as setitem, t now holding the result. False where it is not traced."""
+        if not (self._traced(t) or self._traced(value)) or _is_argument(self, t):
+            return False
+        new = ops.setitem(t, value, index=index)
+        t.data = new.data
+        self.index[id(t)] = self.var_of(new)
+        t.__class__ = _Traced
+        return True
+
+    def _traced(self, x):
+        return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
+
+    def numpy(self, target, name, args, kwargs, result):
+        """ops.numpy_dispatch computed `result` with a non-differentiable NumPy function."""
+        self.record(target, name, args, kwargs, result, name, "numpy")
+
+    def rule(self, fun, args, params, node, kind, i=-1, parts=False):
+        """A sweep applies a rule of `node`'s primitive (for input `i`; -1: a joint rule,
+        `parts`: one returning a tuple, one gradient per input)."""
+        value = fun(*args, **params)
+        if value is None:
+            return None
+        prim = node._prim.name
+        suffix = "vjp" if kind == "VJP" else "jvp"
+        if kind == "VJP":
+            label = f"{prim} VJP: adjoint of {self._label(node)}"
+            hint = f"g_{self._hint(node._inputs[i])}" if i >= 0 else None
+            if i >= 0:
+                label += f" to {self._label(node._inputs[i], i)}"
+        else:
+            label = f"{prim} JVP: tangent of {self._label(node)}"
+            hint = f"t_{self._hint(node)}"
+            if i >= 0:
+                label += f" from {self._label(node._inputs[i], i)}"
+        var = self.record(fun, f"{prim}_{suffix}{'' if i < 0 else i}", args, params, value, label,
+                          "rule", hint, context=(node, kind, i))
+        if parts and var is not None and isinstance(value, (tuple, list)):
+            for k, part in enumerate(value):
+                if part is not None:
+                    v = self._new(part, f"g_{self._hint(node._inputs[k])}", part)
+                    self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
+                                               f"{label} to {self._label(node._inputs[k], k)}", "part"))
+        return value
+
+    def apply(self, fun, args, kwargs, node, kind):
+        """A sweep's own step on a gradient or tangent (unbroadcast, a copy, a cast)."""
+        value = fun(*args, **kwargs)
+        prefix = "g_" if kind == "VJP" else "t_"
+        self.record(fun, getattr(fun, "__name__", "step"), args, kwargs, value,
+                    f"{getattr(fun, '__name__', 'step')} of the {'gradient' if kind == 'VJP' else 'tangent'}"
+                    f" of {self._label(node)}", "rule", hint=f"{prefix}{self._hint(node)}")
+        return value
+
+    def add(self, a, b, node, kind):
+        """A sweep sums two contributions to `node`'s cotangent (or tangent)."""
+        value = a + b
+        prefix = "g_" if kind == "VJP" else "t_"
+        self.record(operator.add, "add", (a, b), {}, value,
+                    f"sum of the contributions to {self._label(node)}", "add",
+                    hint=f"{prefix}{self._hint(node)}")
+        return value
+
+    def seed(self, c, root):
+        """The reverse sweep starts from cotangent `c` of `root`: a constant (the seed 1) gets a
+        name in the program, g_<root>."""
+        value = c.data if isinstance(c, Tensor) else c
+        if self.var_of(c) is None:
+            var = self._new(value, f"g_{self._hint(root)}", value)
+            self.entries.append(_Entry(None, "seed", (value,), {}, var,
+                                       f"the seed: d {self._label(root)} / d {self._label(root)}", "seed"))
+        return value
 
     def _hint(self, node):
         var = self.var_of(node)
@@ -611,103 +568,77 @@ class _Tracer:
         var = self.var_of(node)
         if var is not None:
             return f"@{var}"
-        return f"input {i}" if i is not None else node._prim.name if node._prim else "a constant"
+        if i is not None:
+            return f"input {i}"
+        return node._prim.name if isinstance(node, Tensor) and node._prim else "a constant"
 
 
+class _Traced(Tensor):
+    """A Tensor whose value tt.compile is recording: its comparisons are recorded (a mask must
+    be recomputed on every call), its reads into Python noted. Only the Tensors of one recording are of this
+    class (the recorder sets it), so nothing process-wide changes; outside a recording (a Tensor
+    kept after the call) it behaves as a Tensor."""
+    __slots__ = ()
+    __hash__ = Tensor.__hash__
+
+    def __setitem__(self, index, value):
+        Tensor.__setitem__(self, index, value)
+        rec = STATE.recorder
+        if rec is not None and rec.var_of(self.data) is not None:   # t became a recorded entry
+            rec.index[id(self)] = rec.var_of(self.data)
+
+
+_new_tensor = Tensor.__new__
 _COMPARISONS = {"__lt__": np.less, "__le__": np.less_equal, "__gt__": np.greater,
                 "__ge__": np.greater_equal, "__eq__": np.equal, "__ne__": np.not_equal}
 
 
-def _traced_comparison(tracer, method, ufunc):
-    """A Tensor comparison that notes its mask (a relu or max rule applied to Tensors inside a
-    nested transform compares values: the mask must be recomputed on every call). Inside a
-    nested transform it gives an untracked Tensor, so NumPy calls on the mask are recorded too."""
+def _traced_comparison(name, ufunc):
+    """A comparison that notes its mask (a relu or max rule applied to Tensors inside a nested
+    transform compares values: the mask must be recomputed on every call). Inside a nested
+    transform it gives a traced Tensor, so NumPy calls on the mask are recorded too."""
     def compare(self, other):
-        value = method(self, other)
-        var = tracer.record(ufunc, ufunc.__name__, (self, other), {}, value, ufunc.__name__, "numpy")
-        if var is not None and transforms._Nesting.depth > 0:
-            return tracer.wrap(value, var)
+        value = getattr(Tensor, name)(self, other)
+        rec = STATE.recorder
+        if rec is None:
+            return value
+        var = rec.record(ufunc, ufunc.__name__, (self, other), {}, value, ufunc.__name__, "numpy")
+        if var is not None and STATE.depth > 0:
+            return rec.wrap(value, var)
         return value
+    compare.__name__ = name
     return compare
 
 
-def _value_of(x):
-    if type(x) is _Val:
-        return x.value
-    if isinstance(x, Tensor):
-        return x.data
-    if type(x) is list:            # the tangents given to a joint JVP rule
-        return [_value_of(v) for v in x]
-    return x
+_VALUE_READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
+                "__array__": "np.asarray()"}
+_PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
-_VALUE_READS = ("__bool__", "__float__", "__int__", "item", "__array__")
-_IN_PLACE = {"__iadd__": ops.add, "__isub__": ops.sub, "__imul__": ops.mul, "__itruediv__": ops.div,
-             "__ipow__": ops.power}
+def _noted_read(name, how):
+    """A method that turns a value into Python (bool, float, an array NumPy then uses): noted
+    when the caller is user code, whose branch on it the program freezes."""
+    def read(self, *args, **kwargs):
+        rec = STATE.recorder
+        if rec is not None and len(rec.reads) < 5:
+            frame = sys._getframe(1)
+            if not frame.f_code.co_filename.startswith(_PACKAGE) and rec.var_of(self) is not None:
+                rec.reads.append(f"{how} at {frame.f_code.co_filename}:{frame.f_lineno}")
+        return getattr(Tensor, name)(self, *args, **kwargs)
+    read.__name__ = name
+    return read
 
 
-def _traced(tracer, x):
-    return isinstance(x, (Tensor, np.ndarray)) and tracer.var_of(x) is not None
+for _name, _ufunc in _COMPARISONS.items():
+    setattr(_Traced, _name, _traced_comparison(_name, _ufunc))
+for _name, _how in _VALUE_READS.items():
+    setattr(_Traced, _name, _noted_read(_name, _how))
 
 
 def _is_argument(tracer, t):
     """t is one of f's arguments: a write into it is a side effect on the caller's array that the
     program would not repeat, so it is left to happen and then refused (_refuse_writes)."""
     return isinstance(t, Tensor) and tracer.var_of(t) in tracer.arguments
-
-
-def _on_tape(t, value):
-    """True where the in-place operation is recorded on the tape anyway (seen by traced_call)."""
-    return tape.STATE.grad_enabled and (t.requires_grad or isinstance(value, Tensor) and value.requires_grad)
-
-
-def _traced_in_place(tracer, method, op):
-    """`t += v` where t or v is traced: recorded, and the name rebound to the result (as on the
-    tape). Writing into t's array would be a side effect the program never repeats."""
-    def in_place(self, other):
-        if (_on_tape(self, other) or not (_traced(tracer, self) or _traced(tracer, other))
-                or _is_argument(tracer, self)):   # into an argument: written, then refused
-            return method(self, other)
-        out = op(self, other)
-        if out.shape != self.shape:
-            raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
-                             f"{self.shape}; an in-place operation cannot change the shape")
-        return out if out.dtype == self.dtype else ops.astype(out, self.dtype)
-    return in_place
-
-
-def _traced_setitem(tracer, method):
-    """`t[idx] = v` where t or v is traced: recorded as setitem, t now holding the result."""
-    def setitem(self, index, value):
-        if _on_tape(self, value):          # self becomes the recorded setitem entry: follow it
-            method(self, index, value)
-            var = tracer.index.get(id(self.data))
-            if var is not None:
-                tracer.index[id(self)] = var
-            return
-        if not (_traced(tracer, self) or _traced(tracer, value)) or _is_argument(tracer, self):
-            return method(self, index, value)
-        new = ops.setitem(self, value, index=_plain_index(index))
-        self.data = new.data
-        tracer.index[id(self)] = tracer.var_of(new)
-    return setitem
-
-
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
-
-
-def _noted_read(tracer, method, name):
-    """A Tensor method that turns a value into Python (bool, float, an array NumPy then uses):
-    noted when the caller is user code, whose branch on it the program freezes."""
-    def read(self, *args, **kwargs):
-        frame = sys._getframe(1)
-        if (not frame.f_code.co_filename.startswith(_PACKAGE) and tracer.var_of(self) is not None
-                and len(tracer.reads) < 5):
-            how = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
-                   "__array__": "np.asarray()"}[name]
-            tracer.reads.append(f"{how} at {frame.f_code.co_filename}:{frame.f_lineno}")
-        return method(self, *args, **kwargs)
-    return read
 
 
 def _has_ref(x):
@@ -736,13 +667,55 @@ def _refs(x, found):
 class _Program:
     """One generated program: `run(arrays)` gives the results from the array leaves."""
 
-    def __init__(self, function, source):
+    def __init__(self, function, source, contexts=()):
         self.function = function
         self.source = source
         self.trace_seconds = None
+        self.contexts = contexts    # per statement: what the eager engine says when it fails
 
     def run(self, arrays):
-        return self.function(*arrays)
+        try:
+            return self.function(*arrays)
+        except Exception as err:
+            raise self.error(err) from err
+
+    def error(self, err):
+        """The eager engine's error for an exception raised by the program: the statement that
+        raised names its tape entry (a rule) or its primitive and inputs, as eagerly."""
+        if getattr(err, "_tinytensor_entry", False) or isinstance(err, FloatingPointError):
+            return err
+        tb, line = err.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is self.function.__code__:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        context = self.contexts[line - 2] if line is not None and 0 <= line - 2 < len(self.contexts) else None
+        if context is None:
+            return err
+        if context[0] == "prim":
+            new = tape._same_kind(err, f"{context[1]}: {err} (inputs: {context[2]})")
+            new._tinytensor_entry = True
+            return new
+        return tape._entry_error(err, context[1])
+
+
+class _Body(list):
+    """The program's statements (lhs, expression, comment), each with the entry it computes."""
+    entry = None
+
+    def append(self, statement):
+        super().append((*statement, self.entry))
+
+
+def _context_text(e):
+    """("prim", name, inputs) or ("rule", "in the VJP rule of tape entry ...") for an entry."""
+    if e is None or e.context is None:
+        return None
+    if e.kind in ("prim", "prim0"):
+        name, args = e.context
+        return ("prim", name, tape._describe(args))
+    node, kind, i = e.context
+    return ("rule", tape._rule_context(node, kind, i))
 
 
 # Hot primitives and rules whose code is one NumPy expression for the argument ranks seen at
@@ -1011,8 +984,9 @@ def _generate(tracer, out, fname):
     fused = _softmax_cross_entropy_pairs(live, producer)
     pieces = {}
     rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
-    body = []
+    body = _Body()
     for e in live:
+        body.entry = e
         args = [emit(a) for a in e.args]
         expr = None
         special = _SPECIAL.get(id(e.fun))
@@ -1111,7 +1085,8 @@ def _generate(tracer, out, fname):
             results.append(emit(ref))
     ret = _emit_structure(out_structure, iter(results), namespace, fresh)
     params = [names[v] for v in tracer.arguments]
-    statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment in body]
+    statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
+    contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
     width = max([len(text) for text, _ in statements] + [0])
     lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
     lines += [f"    {text:<{width}}  # {comment}" for text, comment in statements]
@@ -1120,7 +1095,7 @@ def _generate(tracer, out, fname):
     code = builtins.compile(source, f"<tt.compile {fname}>", "exec")
     exec(code, namespace)
     run = namespace[lines[0][4:lines[0].index("(")]]
-    return _Program(run, source)
+    return _Program(run, source, contexts)
 
 
 def _name_for(obj, namespace, fresh):

@@ -941,6 +941,9 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
                 mark_modified(t)
         if "out" in kwargs:
             return written[0] if isinstance(written, tuple) and len(written) == 1 else written
+        recorder = tape.STATE.recorder        # tt.compile notes the call (a mask, argsort, ...)
+        if recorder is not None and type(result) is np.ndarray:
+            recorder.numpy(target, getattr(func, "__name__", "numpy_function"), args, kwargs, result)
         return result
     name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
     why = ("is recorded only as a plain call (no out= or other keywords, no ufunc methods)"

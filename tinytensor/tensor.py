@@ -13,6 +13,7 @@ import weakref
 import numpy as np
 
 from . import backend
+from .state import STATE
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
@@ -216,6 +217,9 @@ class Tensor:
         `t` becomes a new tape entry setitem(previous t, v)."""
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
+            recorder = STATE.recorder      # tt.compile: a write of a traced value is recorded
+            if recorder is not None and recorder.setitem(self, index, value):
+                return
             value = _value(value)
             try:
                 self.data[index] = value
@@ -306,6 +310,7 @@ def mark_modified(t):
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
     t._version = stamp = _LAST_WRITE[0] = _MEMORY_WRITE[0] = next(_creation_order)
+    STATE.memory_write = stamp
     # The memory may be shared (t.detach(), a view such as t[0] or t.T, or t a view of another
     # Tensor's array): the write is recorded against the array that owns the memory too.
     root = _memory_owner(t.data)
@@ -366,6 +371,11 @@ def _in_place(t, other, op, ufunc, symbol):
     under no_grad; refused on a leaf that requires grad; otherwise the operation is recorded
     and the name rebound to the new Tensor (so `c += c + 1` keeps exact gradients)."""
     if not (tape.STATE.grad_enabled and (t.requires_grad or _needs_grad(other))):
+        recorder = STATE.recorder          # tt.compile: recorded, the name rebound to the result
+        if recorder is not None:
+            out = recorder.in_place(t, other, op)
+            if out is not None:
+                return out
         value = _value(other)
         try:
             ufunc(t.data, value, out=t.data)      # NumPy's same_kind casting, as `array += v`
