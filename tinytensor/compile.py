@@ -34,7 +34,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import ops, tape, transforms
+from . import draws, ops, tape, transforms
 from . import tensor as tensor_module
 from .state import STATE, update_hook
 from .tape import unbroadcast
@@ -93,22 +93,26 @@ class Compiled:
         return next(reversed(self.programs.values())).trace_seconds if self.programs else None
 
     def __call__(self, *args, **kwargs):
-        arrays, key = [], [len(args)]
-        plain = not kwargs
+        arrays, key, tensors = [], [len(args)], []
         for a in args:
             if type(a) is np.ndarray:          # _flatten's first case, without the call
                 arrays.append(a)
                 key.append(a.shape)
                 key.append(a.dtype)
             else:
-                plain = False
-                _flatten(a, arrays, key)
+                _flatten(a, arrays, key, tensors)
         if kwargs:
-            _flatten(kwargs, arrays, key)
-        if STATE.hook is not None or (not plain and _through(args, kwargs)):
+            _flatten(kwargs, arrays, key, tensors)
+        if STATE.hook is not None or (tensors and _through(tensors)):
             return self._uncompiled(args, kwargs)
+        key.append(STATE.grad_enabled)
         key = tuple(key)
         program = self.programs.get(key)
+        if program is not None and program.modules:   # the modes of the modules f reached
+            modes = tuple([m.training for m in program.modules])
+            if modes != program.modes:
+                key = (key, modes)
+                program = self.programs.get(key)
         if program is None:
             program = self._record(args, kwargs, arrays)
             self.programs[key] = program
@@ -131,7 +135,7 @@ class Compiled:
         transform, or a tape that backward() must reach through), and under detect_anomaly (the
         engine's checks name the entry and the line)."""
         args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
-        if STATE.recorder is not None or STATE.depth > 0 or _through(args, kwargs):
+        if STATE.recorder is not None or _through(_as_tensors(args, kwargs)):
             return self.fun(*args, **kwargs)
         out = self.fun(*args, **kwargs)       # detect_anomaly: arrays out, as compiled
         leaves, structure = transforms.tree_flatten(out)
@@ -146,9 +150,11 @@ class Compiled:
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
+        tracer.watch_generators(self.fun, args, kwargs)
         stamp = STATE.memory_write           # this thread's writes only
         with tracer:
             out = self.fun(*traced_args, **traced_kwargs)
+        tracer.check_generators(self.__name__)
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
         if tracer.reads and not self.check:
@@ -158,6 +164,8 @@ class Compiled:
                           f"or tt.compile(f, check=True) to compare with eager calls",
                           RuntimeWarning, stacklevel=3)
         program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+        program.modules = tuple(tracer.modules)
+        program.modes = tuple(tracer.modules.values())
         program.trace_seconds = time.perf_counter() - start
         self.traces += 1
         return program
@@ -209,6 +217,15 @@ class Compiled:
         return compiled
 
 
+def _undrawn(generator, name="the function"):
+    return RuntimeError(
+        f"tt.compile: {name} drew from an np.random.Generator ({generator!r}) past tinytensor "
+        f"(one of its own methods, rng.normal(...), rng.random(...)) while being recorded; the "
+        f"compiled program would repeat those numbers on every call. Draw with tinytensor "
+        f"(tt.randn(..., rng=rng), tt.rand(..., rng=rng), nn.Dropout(p, rng=rng)), which the "
+        f"program repeats from the same generator, or pass the numbers in as an argument")
+
+
 def _as_tensors(args, kwargs):
     """The array leaves of the arguments as Tensors sharing their arrays (Tensors as they are)."""
     leaves = []
@@ -234,15 +251,10 @@ def _arrays_and_tensors(tree, found):
             _arrays_and_tensors(v, found)
 
 
-def _through(args, kwargs):
-    """Whether f must run on these arguments as it is, not compiled: inside a recording (a
-    transform tracing f, tt.compile recording an outer function) or given a Tensor on the tape."""
-    if STATE.recorder is not None or STATE.depth > 0:
-        return True
-    if not STATE.grad_enabled:
-        return False
-    leaves, _ = transforms.tree_flatten((args, kwargs))
-    return builtins.any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
+def _through(tensors):
+    """Whether f must run as it is, not compiled, on arguments holding these Tensors: inside a
+    transform tracing f, or given a Tensor that the tape records (backward() must reach it)."""
+    return STATE.depth > 0 or STATE.grad_enabled and builtins.any(t.requires_grad for t in tensors)
 
 
 def _close(g, w):
@@ -258,9 +270,10 @@ def _summary(a):
 
 
 # ----- arguments: array leaves are inputs, everything else is part of the key --------------------
-def _flatten(tree, arrays, key):
-    """Collect the array leaves of `tree` into `arrays` and its shape/dtype/value key into `key`.
-    Iterating by hand over the common containers: this runs on every call."""
+def _flatten(tree, arrays, key, tensors):
+    """Collect the array leaves of `tree` into `arrays` and its shape/dtype/value key into `key`
+    (and the Tensors among them into `tensors`). Iterating by hand over the common containers:
+    this runs on every call."""
     t = type(tree)
     if t is np.ndarray:
         arrays.append(tree)
@@ -270,22 +283,23 @@ def _flatten(tree, arrays, key):
         key.append(t)
         key.append(len(tree))
         for item in tree:
-            _flatten(item, arrays, key)
+            _flatten(item, arrays, key, tensors)
     elif t is dict:
         key.append(t)
         for k, item in tree.items():
             key.append(k)
-            _flatten(item, arrays, key)
+            _flatten(item, arrays, key, tensors)
     elif isinstance(tree, Tensor):
-        _flatten(tree.data, arrays, key)
+        tensors.append(tree)
+        _flatten(tree.data, arrays, key, tensors)
     elif isinstance(tree, (dict, tuple, list)):   # OrderedDict, namedtuple, ...
         key.append(t)
         items = tree.items() if isinstance(tree, dict) else enumerate(tree)
         for k, item in items:
             key.append(k)
-            _flatten(item, arrays, key)
+            _flatten(item, arrays, key, tensors)
     elif isinstance(tree, np.ndarray):            # a subclass: its plain array
-        _flatten(np.asarray(tree), arrays, key)
+        _flatten(np.asarray(tree), arrays, key, tensors)
     else:
         try:
             hash(tree)
@@ -376,6 +390,10 @@ class _Tracer:
         self.alive = []           # keeps every indexed object alive, so ids stay unique
         self.arguments = []
         self.reads = []           # where f read a traced value into Python ("file:line: how")
+        self.modules = {}         # Module f called -> its `training` flag at the first call
+        self.generator_states = {}   # np.random.Generator f may draw from -> its state now
+        self.first_states = {}       # Generator drawn from -> its state before the first draw
+        self.legacy_state = np.random.get_state()
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -499,6 +517,64 @@ class _Tracer:
 
     def _traced(self, x):
         return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
+
+    def draw(self, fun, rng, args, kwargs):
+        """draws.draw: fun(rng, *args) drawn now and noted as a line the program repeats on every
+        call (kept even if its result is unused: the generator advances as eagerly)."""
+        generator = rng if isinstance(rng, np.random.Generator) else None
+        if generator is not None:
+            state = generator.bit_generator.state
+            expected = self.generator_states.get(generator)
+            if expected is not None and state != expected:
+                raise _undrawn(generator)
+            self.first_states.setdefault(generator, state)
+        value = fun(rng, *args, **kwargs)
+        if generator is not None:
+            self.generator_states[generator] = generator.bit_generator.state
+        name = getattr(fun, "__name__", "draw")
+        var = self._new(value, f"{name.strip('_')}", value if isinstance(value, np.ndarray) else None)
+        self.entries.append(_Entry(fun, name, (rng, *self.template(tuple(args))), self.template(dict(kwargs)),
+                                   var, f"a random draw, anew on every call ({name})", "draw"))
+        return value
+
+    def copied(self, t, value):
+        """t holds a copy (maybe cast) of recorded `value`: noted, so t is traced."""
+        var = self.var_of(value)
+        if var is not None and self.var_of(t) is None:
+            new = self.record(np.asarray, "asarray", (value,), {"dtype": t.data.dtype}, t.data,
+                              "a copy", "numpy", objects=(t,))
+            if new is not None:
+                t.__class__ = _Traced
+
+    def watch_generators(self, *objects):
+        """Remember the state of the generators f can reach (its closure, its arguments, the
+        modules it calls), to find draws made past tinytensor."""
+        for g in draws.generators_in(*objects):
+            self.generator_states.setdefault(g, g.bit_generator.state)
+
+    def check_generators(self, name):
+        """After recording: every generator f reached must be where its noted draws left it;
+        then each is put back where f found it, so the first run of the program draws what the
+        eager call would have drawn."""
+        for g, state in self.generator_states.items():
+            if g.bit_generator.state != state:
+                raise _undrawn(g, name)
+        legacy = np.random.get_state()
+        if not (legacy[0] == self.legacy_state[0] and np.array_equal(legacy[1], self.legacy_state[1])
+                and legacy[2:] == self.legacy_state[2:]):
+            raise RuntimeError(
+                f"tt.compile: {name} drew from NumPy's global random state (np.random.rand, "
+                f"np.random.normal, ...) while being recorded; the compiled program would repeat "
+                f"those numbers on every call. Draw with tinytensor (tt.randn(..., rng=rng), "
+                f"tt.rand, nn.Dropout) or pass the numbers in as an argument")
+        for g, state in self.first_states.items():
+            g.bit_generator.state = state
+
+    def module(self, m):
+        """Module.__call__: f reached `m`, whose mode is part of what the program depends on."""
+        if m not in self.modules:
+            self.modules[m] = m.training
+            self.watch_generators(m)
 
     def numpy(self, target, name, args, kwargs, result):
         """ops.numpy_dispatch computed `result` with a non-differentiable NumPy function."""
@@ -672,6 +748,8 @@ class _Program:
         self.source = source
         self.trace_seconds = None
         self.contexts = contexts    # per statement: what the eager engine says when it fails
+        self.modules = ()           # the Modules f called, and their `training` flags then:
+        self.modes = ()             # a call with other flags selects (or records) another program
 
     def run(self, arrays):
         try:
@@ -885,6 +963,7 @@ def _generate(tracer, out, fname):
     producer = {e.out: e for e in tracer.entries}
     needed = set()
     stack = [r.var for r in out_refs if type(r) is _Ref]
+    stack += [e.out for e in tracer.entries if e.kind == "draw"]     # the generators advance
     while stack:
         var = stack.pop()
         if var in needed:

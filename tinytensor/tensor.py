@@ -484,8 +484,8 @@ def ones(*shape, dtype=None, requires_grad=False, device=None):
 def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples; `rng` is an np.random.Generator, a seed, or None. They are drawn
     on the CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).standard_normal(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+    values = draws.draw(draws.standard_normal, rng, _shape(shape))   # tt.compile repeats it
+    return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 
 
 # ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
@@ -520,9 +520,17 @@ def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
 def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None. Drawn on the
     CPU, so a seed gives the same numbers on every device."""
-    values = np.random.default_rng(rng).random(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+    values = draws.draw(draws.uniform, rng, _shape(shape))           # tt.compile repeats it
+    return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
+
+
+def _drawn(t, values):
+    """t, made from drawn `values` (a copy, maybe cast): while tt.compile records, its array is
+    noted as computed from the draw, so the program repeats the draw on every call."""
+    if STATE.recorder is not None:
+        STATE.recorder.copied(t, values)
+    return t
 
 
 # The operators and sweeps above live in modules that import Tensor: imported last.
-from . import ops, tape  # noqa: E402
+from . import draws, ops, tape  # noqa: E402

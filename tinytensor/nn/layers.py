@@ -7,7 +7,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import backend, ops
+from .. import backend, draws, ops
 from ..tensor import Tensor, mark_modified
 from . import functional as F
 from .module import Module, cast_input
@@ -176,14 +176,20 @@ class Dropout(Module):
             return x
         x = x if isinstance(x, Tensor) else backend.asarray(x)
         dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
-        keep = self.rng.random(x.shape) >= self.p
-        scale = 0.0 if self.p == 1.0 else 1.0 / (1.0 - self.p)
-        # Drawn by the module's NumPy Generator (the same masks on every device), then moved to x's
-        self.mask = backend.like(np.where(keep, scale, 0.0), x, dtype)   # kept for inspection
+        # a draw tt.compile repeats on every call (tinytensor/draws.py)
+        self.mask = draws.draw(_dropout_mask, self.rng, x, self.p, dtype)   # kept for inspection
         return x * self.mask
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+def _dropout_mask(rng, x, p, dtype):
+    """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
+    drawn by the module's NumPy Generator (the same masks on every device), then moved."""
+    keep = rng.random(x.shape) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return backend.like(np.where(keep, scale, 0.0), x, dtype)
 
 
 def _fan_in_bound(fan_in):
