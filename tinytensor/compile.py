@@ -576,9 +576,22 @@ class _Tracer:
             self.modules[m] = m.training
             self.watch_generators(m)
 
-    def numpy(self, target, name, args, kwargs, result):
-        """ops.numpy_dispatch computed `result` with a non-differentiable NumPy function."""
-        self.record(target, name, args, kwargs, result, name, "numpy")
+    def numpy(self, target, name, args, kwargs, result, tensor=None):
+        """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
+        noted, so the program computes it again (`tensor`: the Tensor that holds it)."""
+        var = self.record(target, name, args, kwargs, result, name, "numpy",
+                          objects=() if tensor is None else (tensor,))
+        if var is not None and tensor is not None:
+            tensor.__class__ = _Traced
+
+    def refuse_shape(self, name, args, kwargs):
+        """ops.on_values: a function whose result's shape depends on traced values."""
+        if _has_ref(self.template(tuple(args))) or _has_ref(self.template(dict(kwargs))):
+            raise RuntimeError(
+                f"tt.compile: {name} of a traced value has a shape that depends on the values, so "
+                f"no straight-line program can replay it (jax.jit refuses it too). Use a mask of "
+                f"fixed shape instead (tt.where(condition, x, 0), x * mask, sum over a mask), or "
+                f"compute it outside the compiled function and pass it in")
 
     def rule(self, fun, args, params, node, kind, i=-1, parts=False):
         """A sweep applies a rule of `node`'s primitive (for input `i`; -1: a joint rule,

@@ -22,6 +22,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from .. import backend, ops
 from .. import ops_elementwise as ew
 from ..ops import defprim
+from ..state import STATE
 from ..tensor import Tensor
 
 
@@ -291,8 +292,16 @@ def softplus(x, beta=1.0, threshold=20.0):
     smooth = ew.softplus(x, beta=beta)
     if not math.isfinite(threshold):
         return smooth
-    linear = (x.data if isinstance(x, Tensor) else backend.asarray(x)) * beta > threshold
-    return ew.where(linear, x, smooth) if linear.any() else smooth
+    linear = ops.on_values(_above, (x, beta, threshold), {},
+                           _above(x.data if isinstance(x, Tensor) else backend.asarray(x), beta, threshold))
+    if STATE.recorder is None and not linear.any():   # (tt.compile: the branch is per call)
+        return smooth
+    return ew.where(linear, x, smooth)
+
+
+def _above(x, beta, threshold):
+    """Where softplus is x itself: beta * x > threshold."""
+    return x * beta > threshold
 
 
 # ----- binary cross-entropy on probabilities ----------------------------------------------------------
