@@ -217,6 +217,12 @@ class Compiled:
         return compiled
 
 
+def _store(target, value):
+    """target[...] = value (NumPy's same_kind casting, as an in-place operator): a buffer's update."""
+    np.copyto(target, value, casting="same_kind")
+    return target
+
+
 def _undrawn(generator, name="the function"):
     return RuntimeError(
         f"tt.compile: {name} drew from an np.random.Generator ({generator!r}) past tinytensor "
@@ -394,6 +400,8 @@ class _Tracer:
         self.generator_states = {}   # np.random.Generator f may draw from -> its state now
         self.first_states = {}       # Generator drawn from -> its state before the first draw
         self.legacy_state = np.random.get_state()
+        self.buffers = set()         # variables that are module buffers (written in place by f)
+        self.saved = {}              # id(buffer array) -> (array, its value before recording)
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -495,7 +503,10 @@ class _Tracer:
         """`t += v` (tensor._in_place) where t or v is traced and nothing records it on the tape:
         recorded, the name rebound to the result (writing into t's array would be a side effect
         the program never repeats); None where it is not traced (or t is an argument: written,
-        then refused by _refuse_writes)."""
+        then refused by _refuse_writes). Into a module's buffer (a BatchNorm's running
+        statistics): written, and the write is a line of the program, repeated on every call."""
+        if self.var_of(t) in self.buffers:
+            return self._store(t, op(t, other))
         if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
         out = op(t, other)
@@ -514,6 +525,22 @@ class _Tracer:
         self.index[id(t)] = self.var_of(new)
         t.__class__ = _Traced
         return True
+
+    def _store(self, t, value):
+        """Write `value` into buffer t's array now and on every call of the program."""
+        array = t.data
+        if id(array) not in self.saved:      # put back after recording: the first run writes it
+            self.saved[id(array)] = (array, array.copy())
+        before = STATE.memory_write
+        _store(array, value.data if isinstance(value, Tensor) else value)
+        tensor_module.mark_modified(t)
+        STATE.memory_write = before          # a write the program repeats: not refused
+        hint = self.hints[self.var_of(t)]
+        var = self.record(_store, "store", (array, value), {}, array,
+                          f"{hint} updated in place, on every call", "store", hint=hint)
+        self.index[id(t)] = self.index[id(array)] = var
+        self.buffers.add(var)
+        return t
 
     def _traced(self, x):
         return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
@@ -569,12 +596,22 @@ class _Tracer:
                 f"tt.rand, nn.Dropout) or pass the numbers in as an argument")
         for g, state in self.first_states.items():
             g.bit_generator.state = state
+        for array, value in self.saved.values():     # the first run of the program writes them
+            array[...] = value
 
     def module(self, m):
-        """Module.__call__: f reached `m`, whose mode is part of what the program depends on."""
+        """Module.__call__: f reached `m`, whose mode is part of what the program depends on, and
+        whose buffers (running statistics) are state the program reads and writes on every call."""
         if m not in self.modules:
             self.modules[m] = m.training
             self.watch_generators(m)
+            for name, b in m.named_buffers():
+                if isinstance(b, Tensor) and type(b.data) is np.ndarray and self.var_of(b) is None:
+                    var = self._new(b.data, f"{type(m).__name__.lower()}_{name}", b, b.data)
+                    self.entries.append(_Entry(None, "state", (b.data,), {}, var,
+                                               f"{type(m).__name__}.{name}, read on every call", "state"))
+                    self.buffers.add(var)
+                    b.__class__ = _Traced
 
     def numpy(self, target, name, args, kwargs, result, tensor=None):
         """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
@@ -976,7 +1013,7 @@ def _generate(tracer, out, fname):
     producer = {e.out: e for e in tracer.entries}
     needed = set()
     stack = [r.var for r in out_refs if type(r) is _Ref]
-    stack += [e.out for e in tracer.entries if e.kind == "draw"]     # the generators advance
+    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store")]   # side effects
     while stack:
         var = stack.pop()
         if var in needed:
@@ -1147,7 +1184,7 @@ def _generate(tracer, out, fname):
             expr = _unbroadcast_form(args[0], g_shape, e.args[1])
         if expr is not None:
             pass
-        elif e.kind == "seed":
+        elif e.kind in ("seed", "state"):
             expr = args[0]
         elif e.kind == "part":
             expr = f"{args[0]}[{args[1]}]"
