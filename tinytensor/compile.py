@@ -39,6 +39,7 @@ from . import tensor as tensor_module
 from .state import STATE, update_hook
 from .tape import unbroadcast
 from .tensor import Tensor, _init_untracked
+from .weakid import IdentityWeakMap
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
@@ -80,7 +81,29 @@ class Compiled:
         self.programs = OrderedDict()   # cache key -> _Program
         self.traces = 0                 # how many times f was recorded
         self._checked = False
+        self._bound = IdentityWeakMap()     # instance -> its Compiled (see __get__)
         functools.update_wrapper(self, f, updated=())
+        if not hasattr(self, "__name__"):
+            self.__name__ = type(f).__name__
+
+    def __get__(self, obj, objtype=None):
+        """As a method (`@tt.compile` on a method, or `M.cf = tt.compile(M.f)`): one compiled
+        function per instance, with `self` bound (its programs, modes and buffers its own)."""
+        if obj is None:
+            return self
+        try:
+            bound = self._bound.get(obj)
+        except TypeError:        # an instance with no weak references: compiled for this call
+            bound = None
+        if bound is None:
+            bound = Compiled(functools.partial(self.fun, obj), check=self.check,
+                             cache_size=self.cache_size)
+            bound.__name__ = self.__name__
+            try:
+                self._bound[obj] = bound
+            except TypeError:
+                pass
+        return bound
 
     @property
     def source(self):
@@ -108,8 +131,8 @@ class Compiled:
         key.append(STATE.grad_enabled)
         key = tuple(key)
         program = self.programs.get(key)
-        if program is not None and program.modules:   # the modes of the modules f reached
-            modes = tuple([m.training for m in program.modules])
+        if program is not None and program.guard is not None:   # modes, closed-over numbers
+            modes = program.guard()
             if modes != program.modes:
                 key = (key, modes)
                 program = self.programs.get(key)
@@ -121,7 +144,9 @@ class Compiled:
             return program.run(arrays)
         if len(self.programs) > 1:
             self.programs.move_to_end(key)
-        if self.check and not self._checked:
+        if self.check and (program.reads or not self._checked):
+            # the second call, and every call of a program whose trace read values into Python
+            # (a branch that may flip on any call)
             self._checked = True
             return self._compare(program, arrays, args, kwargs)
         try:
@@ -164,8 +189,9 @@ class Compiled:
                           f"or tt.compile(f, check=True) to compare with eager calls",
                           RuntimeWarning, stacklevel=3)
         program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
-        program.modules = tuple(tracer.modules)
-        program.modes = tuple(tracer.modules.values())
+        program.reads = bool(tracer.reads)
+        program.guard = _guard(self.fun, tracer.modules)
+        program.modes = None if program.guard is None else program.guard()
         program.trace_seconds = time.perf_counter() - start
         self.traces += 1
         return program
@@ -221,6 +247,44 @@ def _store(target, value):
     """target[...] = value (NumPy's same_kind casting, as an in-place operator): a buffer's update."""
     np.copyto(target, value, casting="same_kind")
     return target
+
+
+_SCALARS = (int, float, bool, str, type(None), complex)
+
+
+def _guard(f, modules):
+    """A function giving what the program depends on besides its arguments, as torch.compile's
+    guards: each module's `training` flag and other number/string attributes (Dropout's p, ...),
+    and the numbers, strings and arrays f's closure cells and globals hold (arrays by identity:
+    an array rebound to another name is another constant). None when there is nothing."""
+    readers = []
+    for m in modules:
+        names = tuple(k for k, v in vars(m).items() if type(v) in _SCALARS)
+        attributes = vars(m)
+        readers.append(lambda d=attributes, names=names: tuple([d.get(k) for k in names]))
+    while isinstance(f, functools.partial):
+        f = f.func
+    code = getattr(f, "__code__", None)
+    if code is not None:
+        for cell in f.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if type(value) in _SCALARS:
+                readers.append(lambda cell=cell: cell.cell_contents)
+            elif isinstance(value, (np.ndarray, Tensor)):
+                readers.append(lambda cell=cell: id(cell.cell_contents))
+        glob = getattr(f, "__globals__", {})
+        for name in code.co_names:
+            value = glob.get(name)
+            if type(value) in _SCALARS:
+                readers.append(lambda name=name: glob.get(name))
+            elif isinstance(value, (np.ndarray, Tensor)):
+                readers.append(lambda name=name: id(glob.get(name)))
+    if not readers:
+        return None
+    return lambda: tuple([read() for read in readers])
 
 
 def _undrawn(generator, name="the function"):
@@ -798,8 +862,9 @@ class _Program:
         self.source = source
         self.trace_seconds = None
         self.contexts = contexts    # per statement: what the eager engine says when it fails
-        self.modules = ()           # the Modules f called, and their `training` flags then:
-        self.modes = ()             # a call with other flags selects (or records) another program
+        self.reads = False          # whether f read traced values into Python (check=True)
+        self.guard = None           # () -> what else the program depends on (see _guard) ...
+        self.modes = None           # ... and its value when recorded: another one re-records
 
     def run(self, arrays):
         try:

@@ -8,6 +8,8 @@ seed, or None, resolved by `fun` on every call. A draw made past it (a Generator
 inside a compiled function) is found at trace time and refused by tt.compile.
 """
 
+import functools
+
 import numpy as np
 
 from .state import STATE
@@ -43,7 +45,9 @@ def generators_in(*objects):
             return
         if depth == 0:
             return
-        if isinstance(obj, (tuple, list)):
+        if isinstance(obj, functools.partial):
+            items = [obj.func, *obj.args, *obj.keywords.values()]
+        elif isinstance(obj, (tuple, list)):
             items = obj
         elif isinstance(obj, dict):
             items = obj.values()
