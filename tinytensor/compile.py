@@ -29,6 +29,7 @@ import operator
 import os
 import sys
 import time
+import types
 import warnings
 from collections import OrderedDict
 
@@ -257,12 +258,9 @@ def _guard(f, modules):
     guards: each module's `training` flag and other number/string attributes (Dropout's p, ...),
     and the numbers, strings and arrays f's closure cells and globals hold (arrays by identity:
     an array rebound to another name is another constant). None when there is nothing."""
-    readers = []
-    for m in modules:
-        names = tuple(k for k, v in vars(m).items() if type(v) in _SCALARS)
-        attributes = vars(m)
-        readers.append(lambda d=attributes, names=names: tuple([d.get(k) for k in names]))
-    while isinstance(f, functools.partial):
+    readers, objects = [], list(modules)
+    while isinstance(f, functools.partial):       # a compiled method: its instance too
+        objects += [a for a in f.args if _plain_object(a)]
         f = f.func
     code = getattr(f, "__code__", None)
     if code is not None:
@@ -275,6 +273,8 @@ def _guard(f, modules):
                 readers.append(lambda cell=cell: cell.cell_contents)
             elif isinstance(value, (np.ndarray, Tensor)):
                 readers.append(lambda cell=cell: id(cell.cell_contents))
+            elif _plain_object(value):
+                objects.append(value)
         glob = getattr(f, "__globals__", {})
         for name in code.co_names:
             value = glob.get(name)
@@ -282,9 +282,27 @@ def _guard(f, modules):
                 readers.append(lambda name=name: glob.get(name))
             elif isinstance(value, (np.ndarray, Tensor)):
                 readers.append(lambda name=name: id(glob.get(name)))
+            elif _plain_object(value):
+                objects.append(value)
+    seen = set()
+    for obj in objects:              # their number attributes (a module's training flag, p, ...)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        attributes = vars(obj)
+        names = tuple(k for k, v in attributes.items() if type(v) in _SCALARS)
+        if names:
+            readers.append(lambda d=attributes, names=names: tuple([d.get(k) for k in names]))
     if not readers:
         return None
     return lambda: tuple([read() for read in readers])
+
+
+def _plain_object(x):
+    """An instance with attributes (a model, a config), not a module, class, function or array."""
+    return (hasattr(x, "__dict__") and not isinstance(x, (type, types.ModuleType, types.FunctionType,
+                                                           types.MethodType, functools.partial, Tensor,
+                                                           np.ndarray, np.random.Generator, Compiled)))
 
 
 def _undrawn(generator, name="the function"):
