@@ -28,6 +28,7 @@ import keyword
 import operator
 import os
 import sys
+import threading
 import time
 import types
 import warnings
@@ -299,10 +300,11 @@ def _guard(f, modules):
 
 
 def _plain_object(x):
-    """An instance with attributes (a model, a config), not a module, class, function or array."""
-    return (hasattr(x, "__dict__") and not isinstance(x, (type, types.ModuleType, types.FunctionType,
-                                                           types.MethodType, functools.partial, Tensor,
-                                                           np.ndarray, np.random.Generator, Compiled)))
+    """A user's instance with attributes (a model, a config): not a module, class, function,
+    array, or tinytensor's own (its state; the Modules f calls are guarded as they are reached)."""
+    return (hasattr(x, "__dict__") and not type(x).__module__.startswith("tinytensor")
+            and not isinstance(x, (type, types.ModuleType, types.FunctionType, types.MethodType,
+                                   functools.partial, np.ndarray, np.random.Generator, threading.local)))
 
 
 def _undrawn(generator, name="the function"):
