@@ -38,7 +38,7 @@ import numpy as np
 
 from . import draws, ops, tape, transforms
 from . import tensor as tensor_module
-from .state import STATE, update_hook
+from .state import SHARED, STATE, update_hook
 from .tape import unbroadcast
 from .tensor import Tensor, _init_untracked
 from .weakid import IdentityWeakMap
@@ -128,9 +128,9 @@ class Compiled:
                 _flatten(a, arrays, key, tensors)
         if kwargs:
             _flatten(kwargs, arrays, key, tensors)
-        if STATE.hook is not None or (tensors and _through(tensors)):
+        if not SHARED.quiet and STATE.hook is not None or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
-        key.append(STATE.grad_enabled)
+        key.append(SHARED.quiet or STATE.grad_enabled)
         key = tuple(key)
         program = self.programs.get(key)
         if program is not None and program.guard is not None:   # modes, closed-over numbers

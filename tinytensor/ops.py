@@ -35,6 +35,7 @@ import scipy.special
 from scipy.linalg import blas
 
 from . import backend, tape
+from .state import SHARED
 from .tape import Primitive
 from .tensor import Tensor, mark_modified
 
@@ -956,7 +957,7 @@ def on_values(fun, args, kwargs, result, name=None):
     (sign, floor, argmax, a mask, argsort): while tt.compile records, noted on its recorder, so
     the program computes it again on every call instead of keeping this result. A result whose
     shape depends on the values (nonzero) cannot be replayed: refused there, as jax.jit does."""
-    recorder = tape.STATE.recorder
+    recorder = None if SHARED.quiet else tape.STATE.recorder
     if recorder is None:
         return result
     name = name or getattr(fun, "__name__", "numpy_function")

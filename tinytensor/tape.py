@@ -30,7 +30,7 @@ from types import MethodType
 import numpy as np
 
 from . import backend
-from .state import STATE, update_hook
+from .state import SHARED, STATE, update_hook
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 from .weakid import IdentityWeakMap
 
@@ -132,7 +132,7 @@ class Primitive:
         out.name = None
         out._id = _next_id()
         out._version = -1
-        if record and STATE.grad_enabled:
+        if record and (SHARED.quiet or STATE.grad_enabled):
             out.requires_grad = True
             out._prim = self
             out._inputs = args
@@ -145,9 +145,10 @@ class Primitive:
             out._inputs = args if keep else None
             out._values = None
             out._params = params if keep else None
-        hook = STATE.hook                    # the recorder of tt.compile, or detect_anomaly
-        if hook is not None:
-            hook.primitive(out, self, args, params)
+        if not SHARED.quiet:                 # some thread records, checks or is in no_grad
+            hook = STATE.hook                # the recorder of tt.compile, or detect_anomaly
+            if hook is not None:
+                hook.primitive(out, self, args, params)
         return out
 
     def jvp(self, tangents, ans, inputs, params, node=None, rec=None):

@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 
 from .. import backend, ops
-from ..state import STATE
+from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
 
 
@@ -86,9 +86,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
-        recorder = STATE.recorder      # tt.compile: this module's `training` selects the program
-        if recorder is not None:
-            recorder.module(self)
+        if not SHARED.quiet and STATE.recorder is not None:   # tt.compile: its modes guard the program
+            STATE.recorder.module(self)
         return self.forward(*args, **kwargs)
 
     # ----- finding parameters and submodules ----------------------------------------------------
