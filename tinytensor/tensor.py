@@ -8,12 +8,12 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
-import weakref
 
 import numpy as np
 
 from . import backend
 from .state import STATE
+from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
@@ -313,20 +313,13 @@ def mark_modified(t):
     STATE.memory_write = stamp
     # The memory may be shared (t.detach(), a view such as t[0] or t.T, or t a view of another
     # Tensor's array): the write is recorded against the array that owns the memory too.
-    root = _memory_owner(t.data)
-    entry = _WRITES.get(id(root))
-    if entry is not None and entry[0]() is root:
-        entry[1] = stamp
-        return
     try:
-        key = id(root)
-        _WRITES[key] = [weakref.ref(root, lambda _, key=key: _WRITES.pop(key, None)), stamp]
+        _WRITES[_memory_owner(t.data)] = stamp
     except TypeError:    # memory owned by an object with no weak references: t._version only
         pass
 
 
-# id(array owning some memory) -> [weak reference to it, stamp of the last in-place write]
-_WRITES = {}
+_WRITES = IdentityWeakMap()   # array owning some memory -> the stamp of its last in-place write
 
 
 def _memory_owner(array):
@@ -337,9 +330,7 @@ def _memory_owner(array):
 
 def written_after(array, stamp):
     """Whether tinytensor wrote in place into the memory of `array` after creation stamp `stamp`."""
-    root = _memory_owner(array)
-    entry = _WRITES.get(id(root))
-    return entry is not None and entry[1] > stamp and entry[0]() is root
+    return _WRITES.get(_memory_owner(array), -1) > stamp
 
 
 _IMPLICIT_CONVERSION = (

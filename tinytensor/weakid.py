@@ -14,7 +14,11 @@ class IdentityWeakMap:
     def __setitem__(self, obj, value):
         key = id(obj)
         items = self._items
-        self._items[key] = (weakref.ref(obj, lambda _, key=key: items.pop(key, None)), value)
+        entry = items.get(key)
+        if entry is not None and entry[0]() is obj:      # a new value for a known key: no new ref
+            items[key] = (entry[0], value)
+            return
+        items[key] = (weakref.ref(obj, lambda _, key=key: items.pop(key, None)), value)
 
     def get(self, obj, default=None):
         entry = self._items.get(id(obj))

@@ -18,13 +18,13 @@ declared, with `register_buffer`, so that `state_dict()` knows them. `functional
 module with other parameter values: the way to take `tt.grad` of a model's loss in its parameters.
 """
 
-import weakref
 
 import numpy as np
 
 from .. import backend, ops
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
+from ..weakid import IdentityWeakMap
 
 
 def cast_input(x, dtype):
@@ -55,17 +55,15 @@ def _is_parameter(value):
         return False
     if value.requires_grad:
         return True
-    seen = _PARAMETERS.get(id(value))
-    return seen is not None and seen() is value
+    return value in _PARAMETERS
 
 
-_PARAMETERS = {}   # id -> weak reference: every trainable leaf a Module has held
+_PARAMETERS = IdentityWeakMap()   # every trainable leaf a Module has held
 
 
 def _remember(t):
-    key = id(t)
-    if key not in _PARAMETERS:
-        _PARAMETERS[key] = weakref.ref(t, lambda _: _PARAMETERS.pop(key, None))
+    if t not in _PARAMETERS:
+        _PARAMETERS[t] = True
 
 
 class Module:
