@@ -281,6 +281,18 @@ def check_nonzero_is_refused():
         tt.compile(lambda x: x[x.nonzero()])(X[0])
 
 
+@case("audit: CrossEntropyLoss weight/smoothing/ignore_index", "equal",
+      "the labels' coefficients are recomputed on every call")
+def check_weighted_cross_entropy_labels():
+    loss = tt.nn.CrossEntropyLoss(weight=np.array([1.0, 2.0, 3.0]), label_smoothing=0.1, ignore_index=1)
+    f = tt.value_and_grad(lambda z, y: loss(z, y))
+    c = tt.compile(f)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        z, y = rng.normal(size=(5, 3)), rng.integers(0, 3, size=5)
+        same(c(z, y), f(z, y))
+
+
 # ----- composition -----------------------------------------------------------------------------------
 f_comp = lambda x: tt.sum(tt.sin(x) * x)                       # noqa: E731
 

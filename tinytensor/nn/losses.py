@@ -157,17 +157,11 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
                         what=f"{name}'s target")
     if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
-        keep = t != ignore_index
-        safe = np.where(keep, t, 0)
-        if safe.size and (safe.min() < 0 or safe.max() >= C):
-            raise IndexError(f"{name}: class indices must lie in [0, {C}) (or equal ignore_index="
-                             f"{ignore_index}), got {t.min()}..{t.max()}")
-        row_weight = w[safe] * keep
-        onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
-        coef = onehot * ((1 - smoothing) * row_weight)[..., None]
-        if smoothing:
-            coef += (smoothing / C) * (keep[..., None] * w)
-        total = row_weight.sum()
+        # functions of the labels' values, computed off the tape: ops.on_values has tt.compile
+        # compute them again on every call
+        args = (target, w, ignore_index, smoothing, name)
+        coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(t, *args[1:]))
+        total = ops.on_values(_label_total, args, {}, _label_total(t, *args[1:]))
     elif t.shape == tuple(log_p.shape):
         if t.dtype.kind != "f":
             raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
@@ -175,7 +169,8 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
             coef = (target * (1 - smoothing) + smoothing / C) * w
         else:
-            coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
+            args = (target, w, smoothing, dtype)
+            coef = ops.on_values(_soft_coefficients, args, {}, _soft_coefficients(t, *args[1:]))
         total = t.size // C
     else:
         raise ValueError(f"{name}: target must be integer class indices of shape "
@@ -186,6 +181,33 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         total = total if backend.is_array(total) else dtype.type(total)   # a 0-d array off NumPy
         return ops.sum(rows) / total     # 0 / 0 = nan when every row is ignored
     return rows if reduction == "none" else ops.sum(rows)
+
+
+def _label_coefficients(t, w, ignore_index, smoothing, name):
+    """(..., C) weights of log_p for class indices t: (1 - s) w[y] onehot(y) + (s / C) w, rows
+    with y == ignore_index zeroed."""
+    C = w.shape[0]
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    if safe.size and (safe.min() < 0 or safe.max() >= C):
+        raise IndexError(f"{name}: class indices must lie in [0, {C}) (or equal ignore_index="
+                         f"{ignore_index}), got {t.min()}..{t.max()}")
+    row_weight = w[safe] * keep
+    onehot = safe[..., None] == backend.namespace(w).arange(C)   # (no put_along_axis everywhere)
+    coef = onehot * ((1 - smoothing) * row_weight)[..., None]
+    if smoothing:
+        coef += (smoothing / C) * (keep[..., None] * w)
+    return coef
+
+
+def _label_total(t, w, ignore_index, smoothing, name):
+    """The weighted mean's divisor: the sum of w[y] over the rows kept."""
+    keep = t != ignore_index
+    return (w[np.where(keep, t, 0)] * keep).sum()
+
+
+def _soft_coefficients(t, w, smoothing, dtype):
+    return (t.astype(dtype) * (1 - smoothing) + smoothing / w.shape[0]) * w
 
 
 class CrossEntropyLoss(_Loss):
