@@ -36,12 +36,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import draws, ops, tape, transforms
-from . import tensor as tensor_module
-from .state import SHARED, STATE, update_hook
-from .tape import unbroadcast
-from .tensor import Tensor, _init_untracked
-from .weakid import IdentityWeakMap
+from .. import draws, ops, tape, transforms
+from .. import tensor as tensor_module
+from ..state import SHARED, STATE, update_hook
+from ..tape import unbroadcast
+from ..tensor import Tensor, _init_untracked
+from ..weakid import IdentityWeakMap
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
@@ -822,7 +822,7 @@ def _traced_comparison(name, ufunc):
 
 _VALUE_READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
                 "__array__": "np.asarray()"}
-_PACKAGE = os.path.dirname(os.path.abspath(__file__))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tinytensor/
 
 
 def _noted_read(name, how):
