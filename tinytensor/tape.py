@@ -13,6 +13,13 @@ input;  jvp(t, ans, *inputs, **params) -> output tangent for one input's tangent
 Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadcast`), and
 `None` stands for a zero gradient or tangent, so unused branches cost nothing.
 
+One recorder hook, as JAX's autodidax `bind -> process_primitive`: while `tt.compile` records a
+function in this thread, `STATE.recorder` (tinytensor/state.py) is its tracer, and the code here
+tells it each new Tensor (`Primitive.__call__`, through `STATE.hook`, which also carries
+detect_anomaly's check) and each rule the sweeps apply (`rec.rule`, `rec.add`, `rec.apply`): the
+same sweeps, checks and error messages serve eager and compiled code. With no recorder each
+test is one `is None`.
+
 The engine also owns two contracts: a rule's gradient (tangent) must have its input's (output's)
 shape up to broadcasting, and an entry whose saved values tinytensor changed in place after it
 was recorded (`tensor.mark_modified`) raises instead of being differentiated; that check runs
