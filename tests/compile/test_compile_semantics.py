@@ -99,6 +99,19 @@ def check_closed_over_number_retraces():
     assert cg.traces == 2 and scale
 
 
+@case("torch.compile guard: a number the loss closes over", "equal",
+      "re-traces (closures of the functions f wraps are guarded too)")
+def check_number_closed_over_by_the_wrapped_loss():
+    lam = 0.1
+
+    def loss(w):
+        return tt.sum(w * w) * lam
+    c = tt.compile(tt.value_and_grad(loss))
+    same(c(np.ones(2)), tt.value_and_grad(loss)(np.ones(2)))
+    lam = 1.0
+    same(c(np.ones(2)), tt.value_and_grad(loss)(np.ones(2)))
+
+
 @case("torch.compile guard: closed-over array rebound", "equal",
       "re-traces (a rebound array is another constant)")
 def check_rebound_closed_over_array_retraces():

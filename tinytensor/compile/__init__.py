@@ -250,14 +250,21 @@ _SCALARS = (int, float, bool, str, type(None), complex)
 def _guard(f, modules):
     """A function giving what the program depends on besides its arguments, as torch.compile's
     guards: each module's `training` flag and other number/string attributes (Dropout's p, ...),
-    and the numbers, strings and arrays f's closure cells and globals hold (arrays by identity:
-    an array rebound to another name is another constant). None when there is nothing."""
+    and the numbers, strings and arrays held by the closure cells and globals of f and of the
+    functions f closes over (`tt.value_and_grad(loss)`: loss's too), arrays by identity (an
+    array rebound to another name is another constant). None when there is nothing."""
     readers, objects = [], list(modules)
-    while isinstance(f, functools.partial):       # a compiled method: its instance too
-        objects += [a for a in f.args if _plain_object(a)]
-        f = f.func
-    code = getattr(f, "__code__", None)
-    if code is not None:
+    functions, visited = [(f, 0)], set()
+    while functions:
+        f, depth = functions.pop()
+        while isinstance(f, functools.partial):   # a compiled method: its instance too
+            objects += [a for a in f.args if _plain_object(a)]
+            f = f.func
+        code = getattr(f, "__code__", None)
+        if code is None or id(f) in visited:
+            continue
+        visited.add(id(f))
+        inner = [getattr(f, "__wrapped__", None)]
         for cell in f.__closure__ or ():
             try:
                 value = cell.cell_contents
@@ -269,15 +276,20 @@ def _guard(f, modules):
                 readers.append(lambda cell=cell: id(cell.cell_contents))
             elif _plain_object(value):
                 objects.append(value)
+            elif isinstance(value, (types.FunctionType, functools.partial)):
+                inner.append(value)
         glob = getattr(f, "__globals__", {})
-        for name in code.co_names:
-            value = glob.get(name)
-            if type(value) in _SCALARS:
-                readers.append(lambda name=name: glob.get(name))
-            elif isinstance(value, (np.ndarray, Tensor)):
-                readers.append(lambda name=name: id(glob.get(name)))
-            elif _plain_object(value):
-                objects.append(value)
+        if not glob.get("__name__", "").startswith("tinytensor"):     # not tinytensor's own
+            for name in code.co_names:
+                value = glob.get(name)
+                if type(value) in _SCALARS:
+                    readers.append(lambda glob=glob, name=name: glob.get(name))
+                elif isinstance(value, (np.ndarray, Tensor)):
+                    readers.append(lambda glob=glob, name=name: id(glob.get(name)))
+                elif _plain_object(value):
+                    objects.append(value)
+        if depth < 3:
+            functions += [(g, depth + 1) for g in inner if g is not None]
     seen = set()
     for obj in objects:              # their number attributes (a module's training flag, p, ...)
         if id(obj) in seen:
