@@ -271,9 +271,9 @@ def _guard(f, modules):
             except ValueError:
                 continue
             if type(value) in _SCALARS:
-                readers.append(lambda cell=cell: cell.cell_contents)
+                readers.append(("{}.cell_contents", cell))
             elif isinstance(value, (np.ndarray, Tensor)):
-                readers.append(lambda cell=cell: id(cell.cell_contents))
+                readers.append(("id({}.cell_contents)", cell))
             elif _plain_object(value):
                 objects.append(value)
             elif isinstance(value, (types.FunctionType, functools.partial)):
@@ -283,9 +283,9 @@ def _guard(f, modules):
             for name in code.co_names:
                 value = glob.get(name)
                 if type(value) in _SCALARS:
-                    readers.append(lambda glob=glob, name=name: glob.get(name))
+                    readers.append((f"{{}}.get({name!r})", glob))
                 elif isinstance(value, (np.ndarray, Tensor)):
-                    readers.append(lambda glob=glob, name=name: id(glob.get(name)))
+                    readers.append((f"id({{}}.get({name!r}))", glob))
                 elif _plain_object(value):
                     objects.append(value)
         if depth < 3:
@@ -297,11 +297,17 @@ def _guard(f, modules):
         seen.add(id(obj))
         attributes = vars(obj)
         names = tuple(k for k, v in attributes.items() if type(v) in _SCALARS)
-        if names:
-            readers.append(lambda d=attributes, names=names: tuple([d.get(k) for k in names]))
+        readers += [(f"{{}}.get({k!r})", attributes) for k in names]
     if not readers:
         return None
-    return lambda: tuple([read() for read in readers])
+    # one generated expression, read on every call: cheaper than a function per guard
+    namespace = {}
+    for i, (_, obj) in enumerate(readers):
+        namespace[f"o{i}"] = obj
+    source = "def guard():\n    return (" + ", ".join(
+        form.format(f"o{i}") for i, (form, _) in enumerate(readers)) + ",)\n"
+    exec(builtins.compile(source, "<tt.compile guard>", "exec"), namespace)
+    return namespace["guard"]
 
 
 def _plain_object(x):
