@@ -13,6 +13,13 @@ input;  jvp(t, ans, *inputs, **params) -> output tangent for one input's tangent
 Rules are plain NumPy. The engine, not the rules, undoes broadcasting (`unbroadcast`), and
 `None` stands for a zero gradient or tangent, so unused branches cost nothing.
 
+One recorder hook, as JAX's autodidax `bind -> process_primitive`: while `tt.compile` records a
+function in this thread, `STATE.recorder` (tinytensor/state.py) is its tracer, and the code here
+tells it each new Tensor (`Primitive.__call__`, through `STATE.hook`, which also carries
+detect_anomaly's check) and each rule the sweeps apply (`rec.rule`, `rec.add`, `rec.apply`): the
+same sweeps, checks and error messages serve eager and compiled code. With no recorder each
+test is one `is None`.
+
 The engine also owns two contracts: a rule's gradient (tangent) must have its input's (output's)
 shape up to broadcasting, and an entry whose saved values tinytensor changed in place after it
 was recorded (`tensor.mark_modified`) raises instead of being differentiated; that check runs
@@ -24,7 +31,6 @@ import inspect
 import os
 import sys
 import traceback
-import weakref
 from heapq import heappop, heappush
 from operator import attrgetter
 from types import MethodType
@@ -33,18 +39,13 @@ import numpy as np
 
 from . import backend
 from .hooks import TENSOR_HOOKS, run_tensor_hooks
+from .state import SHARED, STATE, update_hook
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
+from .weakid import IdentityWeakMap
 
 _new_tensor = Tensor.__new__
 _next_id = _creation_order.__next__
 
-
-class _State:
-    grad_enabled = True   # False inside `no_grad()`
-    anomaly = False       # True inside `detect_anomaly()`
-
-
-STATE = _State()
 
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
 REGISTRY = {}
@@ -139,7 +140,7 @@ class Primitive:
         out.name = None
         out._id = _next_id()
         out._version = -1
-        if record and STATE.grad_enabled:
+        if record and (SHARED.quiet or STATE.grad_enabled):
             out.requires_grad = True
             out._prim = self
             out._inputs = args
@@ -151,23 +152,33 @@ class Primitive:
             out._inputs = None
             out._values = None
             out._params = None
-        if STATE.anomaly:
-            _anomaly_check_forward(out, self, args)
+        if not SHARED.quiet:                 # some thread records, checks or is in no_grad
+            hook = STATE.hook                # the recorder of tt.compile, or detect_anomaly
+            if hook is not None:
+                hook.primitive(out, self, args, params)
         return out
 
-    def jvp(self, tangents, ans, inputs, params):
-        """The output tangent from the input tangents (None where zero); None if all are."""
+    def jvp(self, tangents, ans, inputs, params, node=None, rec=None):
+        """The output tangent from the input tangents (None where zero); None if all are.
+        With a recorder (`rec`, tt.compile's), each rule application is noted on it."""
         rules = self.jvps
         if rules is None:
             if self.joint_jvp is None:
                 raise _missing_rule(self.name, "JVP", "defjvp")
+            if rec is not None:
+                return rec.rule(self.joint_jvp, (tangents, ans, *inputs), params, node, "JVP")
             return self.joint_jvp(tangents, ans, *inputs, **params)
         total = None
-        for rule, t in zip(rules, tangents):
+        for i, (rule, t) in enumerate(zip(rules, tangents)):
             if t is not None:
-                d = rule(t, ans, *inputs, **params)
-                if d is not None:
-                    total = d if total is None else total + d
+                d = (rule(t, ans, *inputs, **params) if rec is None
+                     else rec.rule(rule, (t, ans, *inputs), params, node, "JVP", i))
+                if d is None:
+                    continue
+                if total is None:
+                    total = d
+                else:
+                    total = total + d if rec is None else rec.add(total, d, node, "JVP")
         return total
 
 
@@ -407,6 +418,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     wanted = None if wrt is None else set(wrt)
     keep = wanted if wrt is not None else retained   # recorded nodes whose cotangent is returned
     oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter
+    rec = None if create_graph else STATE.recorder   # tt.compile notes each rule it applies
     cotangent = {}
     frontier = []
     for r, c in zip(roots, cotangents):
@@ -414,8 +426,10 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             if type(c) is not np.ndarray and not isinstance(c, Tensor):   # a number: rules need .shape
                 c = backend.asarray(c, None if backend.is_array(c) else r.dtype, like=r.data,
                                     what="the cotangent")
+            if rec is not None:
+                c = rec.seed(c, r)
             if r in cotangent:
-                cotangent[r] = cotangent[r] + c
+                cotangent[r] = cotangent[r] + c if rec is None else rec.add(cotangent[r], c, r, "VJP")
             else:
                 cotangent[r] = c
                 heappush(frontier, (-r._id, r))
@@ -451,18 +465,25 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             if rules is None:                # one joint rule for all inputs
                 if prim.joint_vjp is None:
                     raise _missing_rule(prim.name, "VJP", "defvjp")
-                parts = prim.joint_vjp(g, ans, *args, **params)
+                parts = (prim.joint_vjp(g, ans, *args, **params) if rec is None
+                         else rec.rule(prim.joint_vjp, (g, ans, *args), params, node, "VJP", parts=True))
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
             for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
                 i += 1
                 if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
                     continue
-                ga = rules[i](g, ans, *args, **params) if parts is None else parts[i]
+                if parts is not None:
+                    ga = parts[i]
+                elif rec is None:
+                    ga = rules[i](g, ans, *args, **params)
+                else:
+                    ga = rec.rule(rules[i], (g, ans, *args), params, node, "VJP", i)
                 if ga is None:
                     continue
                 if ga.shape != a.data.shape:
-                    ga = unbroadcast(ga, a.data.shape)
+                    ga = (unbroadcast(ga, a.data.shape) if rec is None
+                          else rec.apply(unbroadcast, (ga, a.data.shape), {}, a, "VJP"))
                 if anomaly:
                     _anomaly_check_gradient(ga, node, a)
                 prev = cotangent.get(a)
@@ -470,7 +491,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     cotangent[a] = ga
                     heappush(frontier, (-a._id, a))
                 else:
-                    cotangent[a] = prev + ga
+                    cotangent[a] = prev + ga if rec is None else rec.add(prev, ga, a, "VJP")
         except Exception as err:
             raise _rule_error(err, node, "VJP", i) from err
     return results
@@ -504,6 +525,8 @@ def _fresh(g, dtype):
 
 def backward(output, grad=None):
     """`Tensor.backward`: accumulate gradients into `.grad` of the leaves."""
+    if STATE.recorder is not None:
+        STATE.recorder.backward(output)
     if not output.requires_grad:
         raise RuntimeError("backward: this tensor does not require grad (no input it depends on "
                            "has requires_grad=True, or it was computed under no_grad)")
@@ -557,6 +580,7 @@ def forward_sweep(output, tangents):
     Walks, in topological order, only the nodes created after the oldest named input;
     `None` stands for a zero tangent, so nodes that do not depend on the inputs cost a lookup.
     """
+    rec = STATE.recorder                      # tt.compile notes each rule it applies
     tangent = {}
     for x, t in tangents.items():
         if not isinstance(x, Tensor):
@@ -573,9 +597,12 @@ def forward_sweep(output, tangents):
             raise TypeError(f"jvp: {x.name or 'an input'} (shape {x.shape}) has dtype {x.dtype}: its "
                             f"tangent would be truncated to integers; only floating-point tensors "
                             f"can require gradients (make it one: t.astype(np.float64))")
+        if rec is not None and t.dtype != x.dtype:
+            t = rec.apply(np.asarray, (t,), {"dtype": x.dtype}, x, "JVP")
         tangent[x] = t.astype(x.dtype, copy=False)
-    if output in tangent:
-        return backend.copy(tangent[output])       # never the caller's own array
+    if output in tangent:                          # never the caller's own array
+        return backend.copy(tangent[output]) if rec is None else rec.apply(
+            backend.copy, (tangent[output],), {}, output, "JVP")
     if not tangent or not output.requires_grad:
         return np.zeros_like(output.data)
     order = _tape_of([output], min(x._id for x in tangent))
@@ -605,19 +632,24 @@ def forward_sweep(output, tangents):
         if not any(t is not None for t in ts):
             continue
         try:
-            t = prim.jvp(ts, node.data, node._values, node._params)
+            t = prim.jvp(ts, node.data, node._values, node._params, node, rec)
         except Exception as err:
             raise _rule_error(err, node, "JVP") from err
         if t is None:
             continue
         if t.shape != node.data.shape:
-            t = _broadcast_tangent(t, node)
+            if rec is None or not _broadcasts(t.shape, node.data.shape):
+                t = _broadcast_tangent(t, node)
+            else:
+                t = rec.apply(np.broadcast_to, (t, node.data.shape), {}, node, "JVP")
         if STATE.anomaly:
             _anomaly_check_gradient(t, node, None, kind="tangent")
         tangent[node] = t
     result = tangent.get(output)
     if result is None:
         return np.zeros_like(output.data)
+    if rec is not None:
+        return rec.apply(backend.copy, (result, output.dtype), {}, output, "JVP")
     return backend.copy(result, output.dtype)
 
 
@@ -674,43 +706,29 @@ def _check_saved_values(node, sweep):
 def _rule_error(err, node, kind, index=-1):
     if isinstance(err, FloatingPointError) or getattr(err, "_tinytensor_entry", False):
         return err
+    return _entry_error(err, _rule_context(node, kind, index), node._inputs)
+
+
+def _rule_context(node, kind, index=-1):
+    """"in the VJP rule of tape entry exp(x (3,) float64) for input 0 (...)": where a rule failed
+    (also what a compiled program says when the line applying that rule raises)."""
     target = ""
     if index >= 0:
         a = node._inputs[index]
         target = f" for input {index} ({a.name or 'tensor'} {a.shape})" if isinstance(a, Tensor) else ""
-    msg = (f"in the {kind} rule of tape entry {_entry(node)}{target}: {type(err).__name__}: "
-           f"{_mixed_devices(node._inputs) or err}")
-    new = _same_kind(err, msg)
+    return f"in the {kind} rule of tape entry {_entry(node)}{target}"
+
+
+def _entry_error(err, context, inputs=()):
+    new = _same_kind(err, f"{context}: {type(err).__name__}: {_mixed_devices(inputs) or err}")
     new._tinytensor_entry = True
     return new
 
 
 # ----- detect_anomaly ---------------------------------------------------------------------------
 # Where each tape entry was created, only while detect_anomaly() is on: zero cost otherwise.
-class _Sites:
-    """node -> creation site, keyed by identity (Tensor.__eq__ is elementwise, so a
-    WeakKeyDictionary cannot compare keys); an entry goes with its node."""
-
-    def __init__(self):
-        self._sites = {}
-
-    def __setitem__(self, node, site):
-        key = id(node)
-        self._sites[key] = (weakref.ref(node, lambda _, key=key: self._sites.pop(key, None)), site)
-
-    def get(self, node, default=None):
-        entry = self._sites.get(id(node))
-        return entry[1] if entry is not None and entry[0]() is node else default
-
-    def __bool__(self):
-        return bool(self._sites)
-
-    def nodes(self):
-        return {ref() for ref, _ in self._sites.values()} - {None}
-
-
-_CREATED_AT = _Sites()
-RETAINED = _Sites()     # recorded Tensors whose .grad is kept (Tensor.retain_grad)
+_CREATED_AT = IdentityWeakMap()
+RETAINED = IdentityWeakMap()     # recorded Tensors whose .grad is kept (Tensor.retain_grad)
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -736,9 +754,21 @@ class detect_anomaly:
     def __enter__(self):
         self._prev = STATE.anomaly
         STATE.anomaly = True
+        update_hook(ANOMALY_CHECK)
 
     def __exit__(self, *exc):
         STATE.anomaly = self._prev
+        update_hook(ANOMALY_CHECK)
+
+
+class _AnomalyCheck:
+    """STATE.hook inside detect_anomaly(): checks each new Tensor's value."""
+
+    def primitive(self, out, prim, args, params):
+        _anomaly_check_forward(out, prim, args)
+
+
+ANOMALY_CHECK = _AnomalyCheck()
 
 
 def _anomaly_check_forward(out, prim, args):

@@ -15,7 +15,8 @@ import weakref
 import numpy as np
 
 from . import backend
-from .rng import generator as _generator
+from .state import STATE
+from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
@@ -250,6 +251,9 @@ class Tensor:
         `t` becomes a new tape entry setitem(previous t, v)."""
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
+            recorder = STATE.recorder      # tt.compile: a write of a traced value is recorded
+            if recorder is not None and recorder.setitem(self, index, value):
+                return
             value = _value(value)
             try:
                 self.data[index] = value
@@ -356,22 +360,16 @@ def mark_modified(t):
     load_state_dict). `_version` holds the creation stamp of the last such write, so a tape
     entry created before it (`entry._id < t._version`) saved a value that no longer exists."""
     t._version = stamp = _LAST_WRITE[0] = _MEMORY_WRITE[0] = next(_creation_order)
+    STATE.memory_write = stamp
     # The memory may be shared (t.detach(), a view such as t[0] or t.T, or t a view of another
     # Tensor's array): the write is recorded against the array that owns the memory too.
-    root = _memory_owner(t.data)
-    entry = _WRITES.get(id(root))
-    if entry is not None and entry[0]() is root:
-        entry[1] = stamp
-        return
     try:
-        key = id(root)
-        _WRITES[key] = [weakref.ref(root, lambda _, key=key: _WRITES.pop(key, None)), stamp]
+        _WRITES[_memory_owner(t.data)] = stamp
     except TypeError:    # memory owned by an object with no weak references: t._version only
         pass
 
 
-# id(array owning some memory) -> [weak reference to it, stamp of the last in-place write]
-_WRITES = {}
+_WRITES = IdentityWeakMap()   # array owning some memory -> the stamp of its last in-place write
 
 
 def _memory_owner(array):
@@ -382,9 +380,7 @@ def _memory_owner(array):
 
 def written_after(array, stamp):
     """Whether tinytensor wrote in place into the memory of `array` after creation stamp `stamp`."""
-    root = _memory_owner(array)
-    entry = _WRITES.get(id(root))
-    return entry is not None and entry[1] > stamp and entry[0]() is root
+    return _WRITES.get(_memory_owner(array), -1) > stamp
 
 
 _IMPLICIT_CONVERSION = (
@@ -458,6 +454,11 @@ def _in_place(t, other, op, ufunc, symbol):
     under no_grad; refused on a leaf that requires grad; otherwise the operation is recorded
     and the name rebound to the new Tensor (so `c += c + 1` keeps exact gradients)."""
     if not (tape.STATE.grad_enabled and (t.requires_grad or _needs_grad(other))):
+        recorder = STATE.recorder          # tt.compile: recorded, the name rebound to the result
+        if recorder is not None:
+            out = recorder.in_place(t, other, op)
+            if out is not None:
+                return out
         value = _value(other)
         try:
             ufunc(t.data, value, out=t.data)      # NumPy's same_kind casting, as `array += v`
@@ -578,8 +579,8 @@ def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples; `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). They are drawn
     on the CPU, so a seed gives the same numbers on every device."""
-    values = _generator(rng).standard_normal(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+    values = draws.draw(draws.standard_normal, rng, _shape(shape))   # tt.compile repeats it
+    return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 
 
 # ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
@@ -652,8 +653,16 @@ def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). Drawn on the
     CPU, so a seed gives the same numbers on every device."""
-    values = _generator(rng).random(_shape(shape))
-    return Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device)
+    values = draws.draw(draws.uniform, rng, _shape(shape))           # tt.compile repeats it
+    return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
+
+
+def _drawn(t, values):
+    """t, made from drawn `values` (a copy, maybe cast): while tt.compile records, its array is
+    noted as computed from the draw, so the program repeats the draw on every call."""
+    if STATE.recorder is not None:
+        STATE.recorder.copied(t, values)
+    return t
 
 
 # NumPy's scalar types whose values are exact as Python numbers (not longdouble): combined with a
@@ -686,6 +695,6 @@ class _Size(int):
 
 
 # The operators and sweeps above live in modules that import Tensor: imported last.
-from . import ops, tape  # noqa: E402
+from . import draws, ops, tape  # noqa: E402
 
 ops.NUMPY_FUNCTIONS[np.full_like] = _np_full_like    # a fill value that requires grad is recorded

@@ -4,8 +4,8 @@ Each transform calls `f` on fresh input Tensors (sharing the caller's arrays: no
 `f` on the tape, and sweeps it: `vjp` with `tape.reverse_sweep`, `jvp` with
 `tape.forward_sweep`. The others are a few lines over those two; `value_and_grad` at the top
 level, the functional training step, does vjp's steps in one frame. While `tt.compile` records
-a function (`_TRACER` is set), a top-level transform sweeps with the recorder's sweeps instead
-and returns Tensors, so the program captures the reverse sweep and what follows it.
+a function (`STATE.recorder` is set), the sweeps note each rule they apply on the recorder, and a
+top-level transform returns Tensors, so the program captures the sweep and what follows it.
 
 Arguments may be arrays, Python numbers, Tensors, or nested tuples, lists and dicts of them
 (pytrees; `None` holds no leaf). Results keep the arguments' structure and are NumPy arrays.
@@ -29,13 +29,9 @@ from collections import OrderedDict
 import numpy as np
 
 from . import backend, ops
-from .tape import STATE, _fresh, _seed, forward_sweep, reverse_sweep
+from .state import STATE
+from .tape import _fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _init_untracked
-
-# The recording of `tt.compile` (compile._Tracer) while it traces a function, else None. A
-# transform at the top level then sweeps with the tracer's recording sweeps and hands back its
-# Tensors instead of arrays, so that what f does next with them is recorded too.
-_TRACER = None
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
 
@@ -155,19 +151,16 @@ def _keys(d):
 
 
 # ----- tracing a function on fresh inputs -------------------------------------------------------------
-class _Nesting:
-    depth = 0   # how many transforms are tracing their function right now
-
-
 @contextlib.contextmanager
 def _recording(deeper=1):
-    """Recording on (a transform ignores an outer no_grad), `deeper` levels deeper."""
+    """Recording on (a transform ignores an outer no_grad), `deeper` levels deeper (STATE.depth:
+    how many transforms are tracing their function in this thread)."""
     previous, STATE.grad_enabled = STATE.grad_enabled, True
-    _Nesting.depth += deeper
+    STATE.depth += deeper
     try:
         yield
     finally:
-        _Nesting.depth -= deeper
+        STATE.depth -= deeper
         STATE.grad_enabled = previous
 
 
@@ -203,7 +196,7 @@ def _trace(f, primals):
     """Run f(*primals) on fresh inputs. Returns (inputs, structure of primals, out, nested)."""
     if not isinstance(primals, (tuple, list)):
         raise TypeError(f"primals must be a tuple, got {type(primals).__name__}")
-    nested = _Nesting.depth > 0
+    nested = STATE.depth > 0
     leaves, structure = tree_flatten(tuple(primals))
     inputs = [_input(x, nested) for x in leaves]
     with _recording():
@@ -213,7 +206,7 @@ def _trace(f, primals):
 
 def _outermost(tree):
     """Results at the outermost level are arrays (Tensors while tt.compile records)."""
-    if _TRACER is not None:
+    if STATE.recorder is not None:
         return tree
     leaves, structure = tree_flatten(tree)
     return tree_unflatten(structure, [_value(x) for x in leaves])
@@ -358,9 +351,11 @@ def _vjp(f, primals, allow_unused, name):
             with _recording(0):
                 grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs,
                                       create_graph=True)
-        elif roots and _TRACER is not None:
-            grads = _TRACER.reverse_sweep([o for o, _ in roots], [c for _, c in roots], inputs)
-            return tree_unflatten(structure, [_traced_gradient(grads.get(x), x) for x in inputs])
+        elif roots and STATE.recorder is not None:
+            rec = STATE.recorder
+            grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
+            return tree_unflatten(structure, [_traced_gradient(rec.tensor(grads.get(x)), x)
+                                              for x in inputs])
         elif roots:
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
         if roots and not grads:
@@ -424,7 +419,7 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
     tracked = [i for i, o in enumerate(outs) if _tracked(o)]
     if not tracked:
         _refuse_output(outs, out, name, allow_unused)
-    elif _TRACER is None:
+    elif STATE.recorder is None:
         _check_reached([outs[i] for i in tracked], inputs, name, allow_unused)
     transposed_graph = []
 
@@ -459,8 +454,9 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
                                                  for i, g in result.items()], inputs)))
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
-            sweep = forward_sweep if _TRACER is None else _TRACER.forward_sweep
-            result = {i: sweep(outs[i], tangent_of) for i in tracked}
+            result = {i: forward_sweep(outs[i], tangent_of) for i in tracked}
+            if STATE.recorder is not None:    # Tensors, so that what f does next is recorded
+                result = {i: STATE.recorder.tensor(t) for i, t in result.items()}
         return tree_unflatten(out_structure, [_zeros(o) if result.get(i) is None else result[i]
                                               for i, o in enumerate(outs)])
 
@@ -506,7 +502,7 @@ def value_and_grad(f, argnums=0, allow_unused=False):
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
-        if _Nesting.depth == 0 and _TRACER is None:
+        if STATE.depth == 0 and STATE.recorder is None:
             return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
@@ -550,11 +546,11 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
         traced = (inputs if kind is list else tuple(inputs) if kind is tuple else
                   dict(zip(primal, inputs)) if kind is dict else inputs[0])
     previous, STATE.grad_enabled = STATE.grad_enabled, True
-    _Nesting.depth += 1
+    STATE.depth += 1
     try:
         out = f(*rebuild(traced), **kwargs)
     finally:
-        _Nesting.depth -= 1
+        STATE.depth -= 1
         STATE.grad_enabled = previous
     if not (type(out) is Tensor and out.requires_grad and out.data.size == 1):
         _check_scalar(out)

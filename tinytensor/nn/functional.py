@@ -23,12 +23,13 @@ import numpy as np
 import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import backend, ops
+from .. import backend, draws, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
 from ..ops.core import _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim
 from ..rng import generator
+from ..state import STATE
 from ..tensor import Tensor
 
 
@@ -379,8 +380,16 @@ def softplus(x, beta=1.0, threshold=20.0):
     smooth = ew.softplus(x, beta=beta)
     if not math.isfinite(threshold):
         return smooth
-    linear = (x.data if isinstance(x, Tensor) else backend.asarray(x)) * beta > threshold
-    return ew.where(linear, x, smooth) if linear.any() else smooth
+    linear = ops.on_values(_above, (x, beta, threshold), {},
+                           _above(x.data if isinstance(x, Tensor) else backend.asarray(x), beta, threshold))
+    if STATE.recorder is None and not linear.any():   # (tt.compile: the branch is per call)
+        return smooth
+    return ew.where(linear, x, smooth)
+
+
+def _above(x, beta, threshold):
+    """Where softplus is x itself: beta * x > threshold."""
+    return x * beta > threshold
 
 
 # ----- binary cross-entropy on probabilities ----------------------------------------------------------
@@ -464,15 +473,21 @@ def _check_dropout(p):
     return float(p)
 
 
-def _dropout(x, p, rng):
-    """x * mask and the mask: 0 with probability p, 1 / (1 - p) elsewhere, drawn by the NumPy
-    Generator `rng` (the same masks on every device), then moved to x's device and float dtype.
-    The mask is a constant of the product, so the backward pass uses exactly the forward's mask."""
-    x = x if isinstance(x, Tensor) else backend.asarray(x)
-    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+def _dropout_mask(rng, x, p, dtype):
+    """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
+    drawn by the NumPy Generator `rng` (the same masks on every device), then moved."""
     keep = rng.random(x.shape) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    mask = backend.like(np.where(keep, scale, 0.0), x, dtype)
+    return backend.like(np.where(keep, scale, 0.0), x, dtype)
+
+
+def _dropout(x, p, rng):
+    """x * mask and the mask (see _dropout_mask). The mask is a draw tt.compile repeats on every
+    call (tinytensor/draws.py), and a constant of the product, so the backward pass uses exactly
+    the forward's mask."""
+    x = x if isinstance(x, Tensor) else backend.asarray(x)
+    dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    mask = draws.draw(_dropout_mask, rng, x, p, dtype)
     return x * mask, mask
 
 
@@ -621,15 +636,12 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
                         what=f"{name}'s target")
     if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
-        keep = t != ignore_index
-        safe = np.where(keep, t, 0)
         check_class_range(t, C, name, ignore_index)
-        row_weight = w[safe] * keep
-        onehot = safe[..., None] == xp.arange(C)         # (no put_along_axis: not every library has it)
-        coef = onehot * ((1 - smoothing) * row_weight)[..., None]
-        if smoothing:
-            coef += (smoothing / C) * (keep[..., None] * w)
-        total = row_weight.sum()
+        # functions of the labels' values, computed off the tape: ops.on_values has tt.compile
+        # compute them again on every call
+        args = (target, w, ignore_index, smoothing)
+        coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(t, *args[1:]))
+        total = ops.on_values(_label_total, args, {}, _label_total(t, *args[1:]))
     elif t.shape == tuple(log_p.shape):
         if t.dtype.kind != "f":
             raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
@@ -637,7 +649,8 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
             coef = (target * (1 - smoothing) + smoothing / C) * w
         else:
-            coef = (t.astype(dtype) * (1 - smoothing) + smoothing / C) * w
+            args = (target, w, smoothing, dtype)
+            coef = ops.on_values(_soft_coefficients, args, {}, _soft_coefficients(t, *args[1:]))
         total = t.size // C
     else:
         raise ValueError(f"{name}: target must be integer class indices of shape "
@@ -648,6 +661,30 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         total = total if backend.is_array(total) else dtype.type(total)   # a 0-d array off NumPy
         return ops.sum(rows) / total     # 0 / 0 = nan when every row is ignored
     return rows if reduction == "none" else ops.sum(rows)
+
+
+def _label_coefficients(t, w, ignore_index, smoothing):
+    """(..., C) weights of log_p for class indices t (checked): (1 - s) w[y] onehot(y) + (s / C) w,
+    rows with y == ignore_index zeroed."""
+    C = w.shape[0]
+    keep = t != ignore_index
+    safe = np.where(keep, t, 0)
+    row_weight = w[safe] * keep
+    onehot = safe[..., None] == backend.namespace(w).arange(C)   # (no put_along_axis everywhere)
+    coef = onehot * ((1 - smoothing) * row_weight)[..., None]
+    if smoothing:
+        coef += (smoothing / C) * (keep[..., None] * w)
+    return coef
+
+
+def _label_total(t, w, ignore_index, smoothing):
+    """The weighted mean's divisor: the sum of w[y] over the rows kept."""
+    keep = t != ignore_index
+    return (w[np.where(keep, t, 0)] * keep).sum()
+
+
+def _soft_coefficients(t, w, smoothing, dtype):
+    return (t.astype(dtype) * (1 - smoothing) + smoothing / w.shape[0]) * w
 
 
 def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):

@@ -9,7 +9,9 @@ import numpy as np
 
 from .. import backend, ops
 from ..rng import generator
-from ..tensor import Tensor, mark_modified
+from ..state import STATE
+from ..tape import no_grad
+from ..tensor import Tensor
 from . import functional as F
 from .module import Module, cast_input
 
@@ -211,6 +213,14 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}"
+
+
+def _dropout_mask(rng, x, p, dtype):
+    """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
+    drawn by the module's NumPy Generator (the same masks on every device), then moved."""
+    keep = rng.random(x.shape) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return backend.like(np.where(keep, scale, 0.0), x, dtype)
 
 
 def _fan_in_bound(fan_in):
@@ -418,8 +428,8 @@ class _BatchNorm(Module):
                 self._update_running(x, var, n)
             y = centred / ops.sqrt(var + self.eps)
         else:
-            mean = self.running_mean.data.reshape(shape)
-            y = (x - mean) / np.sqrt(self.running_var.data.reshape(shape) + self.eps)
+            mean = ops.reshape(self.running_mean, shape)     # Tensors: tt.compile reads them per call
+            y = (x - mean) / ops.sqrt(ops.reshape(self.running_var, shape) + self.eps)
         if self.weight is None:
             return y
         return y * ops.reshape(self.weight, shape) + ops.reshape(self.bias, shape)
@@ -428,17 +438,21 @@ class _BatchNorm(Module):
         """running = (1 - momentum) * running + momentum * batch statistic, off the tape, with
         the unbiased batch variance (as PyTorch; momentum=None: 1 / batches seen)."""
         axes = (0,) + tuple(range(2, len(x.shape)))
-        self.num_batches_tracked.data += 1
-        mark_modified(self.num_batches_tracked)
-        m = self.momentum
-        if m is None:                       # a cumulative moving average, as PyTorch
-            m = 1.0 / int(self.num_batches_tracked.data)
-        mean = np.mean(x.data if isinstance(x, Tensor) else x, axis=axes)
-        unbiased = (var.data if isinstance(var, Tensor) else var).reshape(-1) * (n / (n - 1))
-        for buffer, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
-            buffer.data *= 1 - m
-            buffer.data += m * batch.astype(buffer.data.dtype, copy=False)
-            mark_modified(buffer)
+        with no_grad():      # Tensor operators in place: tt.compile repeats them on every call
+            self.num_batches_tracked += 1
+            m = self.momentum
+            if m is None:                       # a cumulative moving average, as PyTorch
+                if STATE.recorder is not None:
+                    raise RuntimeError(f"tt.compile: {type(self).__name__}(momentum=None) weighs "
+                                       f"batches by 1 / num_batches_tracked, a Python number read "
+                                       f"while recording that the program would keep; give a "
+                                       f"momentum, or call the model uncompiled in training mode")
+                m = 1.0 / int(self.num_batches_tracked.data)
+            mean = ops.mean(x, axis=axes)
+            unbiased = ops.reshape(var, (-1,)) * (n / (n - 1))
+            for buffer, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
+                buffer *= 1 - m
+                buffer += m * ops.astype(batch, buffer.dtype)
 
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"

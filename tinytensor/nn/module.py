@@ -20,14 +20,15 @@ module with other parameter values: the way to take `tt.grad` of a model's loss 
 
 import itertools
 import warnings
-import weakref
 from collections import namedtuple
 
 import numpy as np
 
 from .. import backend, ops, rng
 from ..hooks import HookDict, RemovableHandle
+from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
+from ..weakid import IdentityWeakMap
 from .parameter import Parameter
 
 _hook_ids = itertools.count()
@@ -78,17 +79,15 @@ def _is_parameter(value):
         return False
     if value.requires_grad or isinstance(value, Parameter):   # nn.Parameter(x, requires_grad=False) too
         return True
-    seen = _PARAMETERS.get(id(value))
-    return seen is not None and seen() is value
+    return value in _PARAMETERS
 
 
-_PARAMETERS = {}   # id -> weak reference: every trainable leaf a Module has held
+_PARAMETERS = IdentityWeakMap()   # every trainable leaf a Module has held
 
 
 def _remember(t):
-    key = id(t)
-    if key not in _PARAMETERS:
-        _PARAMETERS[key] = weakref.ref(t, lambda _: _PARAMETERS.pop(key, None))
+    if t not in _PARAMETERS:
+        _PARAMETERS[t] = True
 
 
 class Module:
@@ -110,6 +109,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args, **kwargs):
+        if not SHARED.quiet and STATE.recorder is not None:   # tt.compile: its modes guard the program
+            STATE.recorder.module(self)
         if not self._hooked:
             return self.forward(*args, **kwargs)
         return self._call_with_hooks(args, kwargs)

@@ -85,6 +85,7 @@ from .table import (  # noqa: F401
     elementwise,  # noqa: E402,F811  (the shorthand; see above)
     nondifferentiable,
     numpy_dispatch,
+    on_values,
     public,
     publish,
 )

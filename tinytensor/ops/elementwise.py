@@ -17,7 +17,7 @@ import scipy.special
 
 from .. import backend
 from ..tensor import Tensor
-from .table import _expit, _select, defprim, elementwise, nondifferentiable, public, publish
+from .table import _expit, _select, defprim, elementwise, nondifferentiable, on_values, public, publish
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -206,9 +206,10 @@ _where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
 def where(condition, x=None, y=None):
     """x where condition holds, else y (broadcast together), as np.where; the condition (a bool
     array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero)."""
+    given = condition
     condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
     if x is None and y is None:
-        return np.nonzero(condition)
+        return on_values(np.nonzero, (given,), {}, np.nonzero(condition))
     if x is None or y is None:
         raise ValueError("where: give both x and y, or neither (where(condition) gives the indices "
                          "where it holds)")
@@ -285,7 +286,8 @@ def _piecewise_constant(np_fun, name):
         values = [a.data if isinstance(a, Tensor) else a for a in args]
         named = {k: v.data if isinstance(v, Tensor) else v for k, v in kwargs.items()}
         out = np_fun(*values, **named)
-        return Tensor(out) if _any_tensor(list(args) + list(kwargs.values())) else out
+        out = Tensor(out) if _any_tensor(list(args) + list(kwargs.values())) else out
+        return on_values(np_fun, args, kwargs, out)     # tt.compile recomputes it per call
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"np.{np_fun.__name__} on the values; no gradient (a Tensor that does not require grad)."
     return publish(op, name, method=True)
@@ -301,7 +303,8 @@ trunc = _piecewise_constant(np.trunc, "trunc")
 def _on_values(np_fun):
     """A comparison or test on the values: a plain boolean array, as the operators `<`, `==` give."""
     def op(*args, **kwargs):
-        return np_fun(*[a.data if isinstance(a, Tensor) else a for a in args], **kwargs)
+        out = np_fun(*[a.data if isinstance(a, Tensor) else a for a in args], **kwargs)
+        return on_values(np_fun, args, kwargs, out)     # tt.compile recomputes it per call
     op.__name__ = op.__qualname__ = np_fun.__name__
     op.__doc__ = f"np.{np_fun.__name__} on the values: a boolean array, no gradient."
     return op

@@ -17,7 +17,17 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor, _value
 from .core import minimum
-from .table import METHODS, _array, _keepdims, _max_share, _reduced_axes, deflinear, defprim, public
+from .table import (
+    METHODS,
+    _array,
+    _keepdims,
+    _max_share,
+    _reduced_axes,
+    deflinear,
+    defprim,
+    on_values,
+    public,
+)
 
 # ----- min: max's rules, with the weights where the minimum is ----------------------------------
 _min = defprim(np.min, "min", nargs=1,
@@ -252,14 +262,16 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 def argmax(a, axis=None, out=None, keepdims=False):
     """The index of the maximum (along `axis`), as np.argmax: a plain integer array."""
     _no_out("argmax", out)
-    return np.argmax(_value(a), axis=axis, keepdims=keepdims)
+    return on_values(np.argmax, (a,), dict(axis=axis, keepdims=keepdims),
+                     np.argmax(_value(a), axis=axis, keepdims=keepdims))
 
 
 @public(method=True)
 def argmin(a, axis=None, out=None, keepdims=False):
     """The index of the minimum (along `axis`), as np.argmin: a plain integer array."""
     _no_out("argmin", out)
-    return np.argmin(_value(a), axis=axis, keepdims=keepdims)
+    return on_values(np.argmin, (a,), dict(axis=axis, keepdims=keepdims),
+                     np.argmin(_value(a), axis=axis, keepdims=keepdims))
 
 
 # ----- sizes and values as Python objects (PyTorch's spellings) -----------------------------------

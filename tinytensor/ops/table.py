@@ -13,7 +13,8 @@ import math
 import numpy as np
 import scipy.special
 
-from .. import backend
+from .. import backend, tape
+from ..state import SHARED
 from ..tape import Primitive
 from ..tensor import Tensor, mark_modified
 
@@ -152,7 +153,7 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
                 mark_modified(t)
         if "out" in kwargs:
             return written[0] if isinstance(written, tuple) and len(written) == 1 else written
-        return result
+        return on_values(target, args, kwargs, result, getattr(func, "__name__", None))
     name = getattr(func, "__name__", repr(func)) + ("" if method == "__call__" else "." + method)
     why = ("is recorded only as a plain call (no out= or other keywords, no ufunc methods)"
            if func in NUMPY_FUNCTIONS else "has no gradient rule in tinytensor")
@@ -160,6 +161,29 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
                     f"was given to it: use tinytensor operations (tt.stack([...]) or "
                     f"tt.concatenate([...]) for lists of Tensors), t.detach() or t.numpy() for "
                     f"the value alone, or tt.no_grad() around code that needs no gradient")
+
+
+def on_values(fun, args, kwargs, result, name=None):
+    """`result`, which is fun(*args, **kwargs) computed on the values of Tensors, off the tape
+    (sign, floor, argmax, a mask, argsort): while tt.compile records, noted on its recorder, so
+    the program computes it again on every call instead of keeping this result. A result whose
+    shape depends on the values (nonzero) cannot be replayed: refused there, as jax.jit does."""
+    recorder = None if SHARED.quiet else tape.STATE.recorder
+    if recorder is None:
+        return result
+    name = name or getattr(fun, "__name__", "numpy_function")
+    if isinstance(result, np.generic):
+        result = np.asarray(result)      # argmax's index, a 0-d test: a 0-d array, to be noted
+    if type(result) is np.ndarray:
+        recorder.numpy(fun, name, args, kwargs, result)
+    elif type(result) is tuple and name in _DATA_DEPENDENT_SHAPES:
+        recorder.refuse_shape(name, args, kwargs)
+    elif isinstance(result, Tensor):
+        recorder.numpy(fun, name, args, kwargs, result.data, result)
+    return result
+
+
+_DATA_DEPENDENT_SHAPES = {"nonzero", "where", "argwhere", "flatnonzero", "unique"}
 
 
 # ----- helpers the families' rules share ---------------------------------------------------------

@@ -1,0 +1,504 @@
+"""Code generation: the recorded Wengert list as one straight-line Python function over NumPy
+(`_generate`), live entries only, each a line `name = expression  # comment`, compiled once.
+`_Program` runs it and words its errors as the eager engine does."""
+
+import ast
+import builtins
+import itertools
+import keyword
+import operator
+
+import numpy as np
+
+from .. import tape, transforms
+from ..tape import unbroadcast
+from ..tensor import Tensor
+from .fusions import (
+    _CE_VJP_LOGITS,
+    _cross_entropy_rows,
+    _label_range_error,
+    _lean_labels,
+    _softmax_cross_entropy_pairs,
+)
+from .tracer import _Ref, _refs
+
+
+# ----- generating the program --------------------------------------------------------------------
+class _Program:
+    """One generated program: `run(arrays)` gives the results from the array leaves."""
+
+    def __init__(self, function, source, contexts=()):
+        self.function = function
+        self.source = source
+        self.trace_seconds = None
+        self.contexts = contexts    # per statement: what the eager engine says when it fails
+        self.reads = False          # whether f read traced values into Python (check=True)
+        self.guard = None           # () -> what else the program depends on (see _guard) ...
+        self.modes = None           # ... and its value when recorded: another one re-records
+
+    def run(self, arrays):
+        try:
+            return self.function(*arrays)
+        except Exception as err:
+            raise self.error(err) from err
+
+    def error(self, err):
+        """The eager engine's error for an exception raised by the program: the statement that
+        raised names its tape entry (a rule) or its primitive and inputs, as eagerly."""
+        if getattr(err, "_tinytensor_entry", False) or isinstance(err, FloatingPointError):
+            return err
+        tb, line = err.__traceback__, None
+        while tb is not None:
+            if tb.tb_frame.f_code is self.function.__code__:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        context = self.contexts[line - 2] if line is not None and 0 <= line - 2 < len(self.contexts) else None
+        if context is None:
+            return err
+        if context[0] == "prim":
+            new = tape._same_kind(err, f"{context[1]}: {err} (inputs: {context[2]})")
+            new._tinytensor_entry = True
+            return new
+        return tape._entry_error(err, context[1])
+
+
+class _Body(list):
+    """The program's statements (lhs, expression, comment), each with the entry it computes."""
+    entry = None
+
+    def append(self, statement):
+        super().append((*statement, self.entry))
+
+
+def _context_text(e):
+    """("prim", name, inputs) or ("rule", "in the VJP rule of tape entry ...") for an entry."""
+    if e is None or e.context is None:
+        return None
+    if e.kind in ("prim", "prim0"):
+        name, args = e.context
+        return ("prim", name, tape._describe(args))
+    node, kind, i = e.context
+    return ("rule", tape._rule_context(node, kind, i))
+
+
+# Hot primitives and rules whose code is one NumPy expression for the argument ranks seen at
+# trace time: emitted inline instead of a call through their Python wrapper. Keyed by the
+# function object, so a primitive redefined elsewhere simply gets no shortcut. Each expression
+# is the same NumPy call the wrapper makes (the op-sweep test compares compiled and eager bit
+# for bit, so a drift between a rule and its line here fails that test).
+def _special_forms():
+    table = {}
+
+    def put(fun, form):
+        if fun is not None:
+            table[id(fun)] = (fun, form)
+
+    def prim(name):
+        return tape.REGISTRY.get(name)
+
+    def rule(name, i, kind="vjps"):
+        rules = getattr(prim(name), kind, None)
+        return rules[i] if rules is not None and i < len(rules) else None
+
+    def fun(name):
+        return getattr(prim(name), "fun", None)
+
+    for name, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")):
+        put(fun(name), lambda x, nd, op=op: f"{x[0]} {op} {x[1]}")
+    put(fun("neg"), lambda x, nd: f"-{x[0]}")
+    put(fun("relu"), lambda x, nd: f"np.maximum({x[0]}, 0)")
+    put(fun("dot"), lambda x, nd: f"np.dot({x[0]}, {x[1]})" if nd[0] in (1, 2) and nd[1] in (1, 2) else None)
+    # VJP rules: x = (g, ans, *inputs)
+    for kind in ("vjps", "jvps"):
+        put(rule("add", 0, kind), lambda x, nd: x[0])
+        put(rule("add", 1, kind), lambda x, nd: x[0])
+        put(rule("sub", 0, kind), lambda x, nd: x[0])
+        put(rule("sub", 1, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("neg", 0, kind), lambda x, nd: f"-{x[0]}")
+        put(rule("exp", 0, kind), lambda x, nd: f"{x[0]} * {x[1]}")
+        put(rule("tanh", 0, kind), lambda x, nd: f"{x[0]} * (1 - {x[1]} * {x[1]})")
+        put(rule("sigmoid", 0, kind), lambda x, nd: f"{x[0]} * ({x[1]} * (1 - {x[1]}))")
+    put(rule("mul", 0), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1), lambda x, nd: f"{x[0]} * {x[2]}")
+    put(rule("mul", 0, "jvps"), lambda x, nd: f"{x[0]} * {x[3]}")
+    put(rule("mul", 1, "jvps"), lambda x, nd: f"{x[2]} * {x[0]}")
+    put(rule("div", 0), lambda x, nd: f"{x[0]} / {x[3]}")
+    for name in ("dot", "matmul", "linear"):     # 2-D operands: g @ b.T and a.T @ g
+        put(rule(name, 0), lambda x, nd: f"{x[0]} @ {x[3]}.T" if nd[2] == 2 and nd[3] == 2 else None)
+        put(rule(name, 1), lambda x, nd: f"{x[2]}.T @ {x[0]}" if nd[2] == 2 and nd[3] == 2 else None)
+    put(rule("linear", 2), lambda x, nd: x[0])
+    # g * w / _safe(ans); `ans + (ans == 0)` is _safe: the norm, or 1 where it is 0
+    put(rule("frobeniusNorm", 0), lambda x, nd: f"{x[0]} * {x[2]} / ({x[1]} + ({x[1]} == 0))")
+    return table
+
+
+def _type_comment(e, tracer):
+    value = tracer.values[e.out]
+    return f"{e.label}: {value.dtype}{tuple(np.shape(value))}".replace(",)", ")")
+
+
+def _atom(text):
+    """A name or a non-negative number: safe inside an expression without parentheses."""
+    return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
+
+
+def _unbroadcast_form(x, g_shape, shape):
+    """tape.unbroadcast's branch for these shapes, as one expression (None: call it)."""
+    lead = len(g_shape) - len(shape)
+    if lead == 1 and tuple(g_shape[1:]) == tuple(shape):    # a bias: sum over the batch axis
+        return f"{x}.sum(axis=0)"
+    return None
+
+
+_SPECIAL = None
+
+
+def _vjp_rule(name, i):
+    rules = getattr(tape.REGISTRY.get(name), "vjps", None)
+    return rules[i] if rules is not None and i < len(rules) else None
+
+
+_FROBENIUS_VJP = _vjp_rule("frobeniusNorm", 0)
+_IDENTITY_VJPS = {id(f) for f in (_vjp_rule("add", 0), _vjp_rule("add", 1), _vjp_rule("sub", 0)) if f}
+
+
+def _unit_seed(tracer, producer, g, w):
+    """Whether cotangent `g` is the seed 1 (passed on unchanged by add/sub VJPs) and a 0-d
+    array whose product with w has w's dtype, so that g * w is w bit for bit."""
+    while type(g) is _Ref:
+        e = producer.get(g.var)
+        if e is None:
+            return False
+        if e.kind == "seed":
+            value, w_value = tracer.values[g.var], tracer.values[w.var] if type(w) is _Ref else w
+            return (type(value) is np.ndarray and value.ndim == 0 and value == 1
+                    and np.result_type(value, w_value) == np.asarray(w_value).dtype)
+        if e.kind != "rule" or id(e.fun) not in _IDENTITY_VJPS:
+            return False
+        g = e.args[0]
+    return False
+
+
+def _generate(tracer, out, fname):
+    out = out if not isinstance(out, Tensor) else out
+    leaves, out_structure = transforms.tree_flatten(out)
+    out_refs = [tracer.template(x) for x in leaves]
+    # Which entries the results need (dead entries dropped).
+    producer = {e.out: e for e in tracer.entries}
+    needed = set()
+    stack = [r.var for r in out_refs if type(r) is _Ref]
+    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store")]   # side effects
+    while stack:
+        var = stack.pop()
+        if var in needed:
+            continue
+        needed.add(var)
+        e = producer.get(var)
+        if e is not None:
+            stack += _refs(e.args, []) + _refs(e.kwargs, [])
+    live = [e for e in tracer.entries if e.out in needed]
+
+    namespace = {"np": np}
+    used = set(dir(builtins)) | set(keyword.kwlist) | {"np"}
+    names = {}
+    counters = {"z": itertools.count(1)}
+
+    def fresh(base):
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(base)) or "v"
+        if base[0].isdigit():
+            base = "_" + base
+        name, k = base, 1
+        while name in used:
+            k += 1
+            name = f"{base}_{k}"
+        used.add(name)
+        return name
+
+    functions = {}
+
+    def function_name(fun, name):
+        key = id(fun)
+        if key not in functions:
+            functions[key] = fresh(name)
+            namespace[functions[key]] = fun
+        return functions[key]
+
+    constants = {}
+
+    def constant(value):
+        key = id(value)
+        if key not in constants:
+            constants[key] = fresh(f"c{len(constants) + 1}")
+            namespace[constants[key]] = value
+            tracer.alive.append(value)
+        return constants[key]
+
+    def emit(x):
+        t = type(x)
+        if t is _Ref:
+            return names[x.var]
+        if x is None or t is bool or t is int or t is str:
+            return repr(x)
+        if t is float and np.isfinite(x):
+            return repr(x)
+        if t is tuple:
+            inner = ", ".join(emit(v) for v in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if t is list:
+            return "[" + ", ".join(emit(v) for v in x) + "]"
+        if t is dict and all(type(k) is str for k in x):
+            return "{" + ", ".join(f"{k!r}: {emit(v)}" for k, v in x.items()) + "}"
+        if t is slice:
+            return f"slice({emit(x.start)}, {emit(x.stop)}, {emit(x.step)})"
+        if x is Ellipsis:
+            return "..."
+        return constant(x)
+
+    for var in tracer.arguments:
+        names[var] = fresh(tracer.hints[var])
+    for e in live:
+        hint = tracer.hints[e.out]
+        if hint is None:
+            base = f"z{next(counters['z'])}"
+        elif hint.startswith(("g_@", "t_@")):
+            base = hint[:2] + names.get(int(hint[3:]), "v")
+        else:
+            base = hint
+        names[e.out] = fresh(base)
+
+    def label(text):
+        # "@12" in a label stands for the name of variable 12
+        out, i = [], 0
+        while i < len(text):
+            if text[i] == "@":
+                j = i + 1
+                while j < len(text) and text[j].isdigit():
+                    j += 1
+                out.append(names.get(int(text[i + 1:j]), "?"))
+                i = j
+            else:
+                out.append(text[i])
+                i += 1
+        return "".join(out)
+
+    global _SPECIAL
+    if _SPECIAL is None:
+        _SPECIAL = _special_forms()
+    fused = _softmax_cross_entropy_pairs(live, producer)
+    pieces = {}
+    rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
+    body = _Body()
+    for e in live:
+        body.entry = e
+        args = [emit(a) for a in e.args]
+        expr = None
+        special = _SPECIAL.get(id(e.fun))
+        if e.out in fused:                        # softmax whose logits crossEntropy reuses
+            kind, other = fused[e.out]
+            if kind == "softmax":
+                z, axis = args[0], emit(e.kwargs.get("axis", -1))
+                lhs = names[e.out]
+                shifted, total = pieces[e.out] = fresh(f"{lhs}_shifted"), fresh(f"{lhs}_sum")
+                body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
+                             "softmax in steps, shared with log_softmax"))
+                body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
+                body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
+                body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
+                continue
+            special = None
+            shifted, total = pieces[other]
+            y, reduction = args[1], emit(e.kwargs.get("reduction", "mean"))
+            expr = (f"{function_name(_cross_entropy_rows, 'cross_entropy_rows')}"
+                    f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
+            if _lean_labels(tracer, e, e.args[2], e.args[1]):
+                # ops._rows_from_logits for class indices, its NumPy calls written out: the range
+                # check (one max over the labels seen as unsigned: a negative label is huge
+                # there), then -log_p at the labels, summed (and / B for the mean).
+                labels = tracer.values[e.args[1].var]
+                batch, classes = tracer.values[e.args[2].var].shape
+                if labels.dtype.kind == "u":
+                    test = f"{y}.max() >= {classes}"
+                elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
+                    test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
+                else:
+                    test = f"{y}.min() < 0 or {y}.max() >= {classes}"
+                body.append((None, f"if {test}: "
+                             f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
+                             "crossEntropy: the labels must lie in [0, classes)"))
+                rows[e.args[1].var, classes] = constant(np.arange(batch))
+                expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
+                if e.kwargs.get("reduction", "mean") == "mean":
+                    expr += f" / {batch}"
+        if special is not None and special[0] is e.fun and e.kind != "numpy":
+            ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
+            expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
+            if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):
+                expr = expr[expr.index("* ") + 2:]    # 1 * w is w, exactly: one pass over w less
+        elif (e.fun is _CE_VJP_LOGITS and e.kind == "rule" and type(e.args[3]) is _Ref
+              and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
+              and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
+              and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
+            # ops._softmax_minus_labels for class indices the forward checked above:
+            # p * scale, then minus scale at each row's label
+            g, p, y = args[0], args[2], args[3]
+            lhs = names[e.out]
+            scale = g
+            if e.kwargs.get("reduction", "mean") == "mean":
+                scale = fresh(f"{lhs}_scale")
+                body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
+                             "crossEntropy VJP: the cotangent of each row"))
+            body.append((lhs, f"{p} * {scale}", label(e.label)))
+            at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
+            body.append((None, f"{lhs}[{at}, {y}] -= {scale}",
+                         "crossEntropy VJP: minus the labels"))
+            continue
+        elif e.fun is unbroadcast:
+            g = e.args[0]
+            g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
+            expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+        if expr is not None:
+            pass
+        elif e.kind in ("seed", "state"):
+            expr = args[0]
+        elif e.kind == "part":
+            expr = f"{args[0]}[{args[1]}]"
+        elif e.fun is operator.add:
+            expr = f"{args[0]} + {args[1]}"
+        else:
+            call_args = args + [f"{k}={emit(v)}" for k, v in e.kwargs.items()]
+            expr = f"{function_name(e.fun, e.name)}({', '.join(call_args)})"
+
+        lhs = names[e.out]
+        if e.kind in ("prim", "prim0"):
+            comment = _type_comment(e, tracer)
+        else:
+            comment = label(e.label)
+        body.append((lhs, expr, comment))
+
+    producer_kind = {e.out: e.kind for e in live}
+    results = []
+    for ref in out_refs:
+        if type(ref) is _Ref:
+            name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
+            scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+            results.append(f"np.asarray({name})" if scalar else name)
+        elif isinstance(ref, np.ndarray):
+            results.append(f"{constant(ref)}.copy()")    # never the same array twice
+        else:
+            results.append(emit(ref))
+    ret = _emit_structure(out_structure, iter(results), namespace, fresh)
+    params = [names[v] for v in tracer.arguments]
+    held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
+    body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held)
+    statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
+    contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
+    width = max([len(text) for text, _ in statements] + [0])
+    lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
+    lines += [f"    {text:<{width}}  # {comment}" for text, comment in statements]
+    lines.append(f"    return {ret}")
+    source = "\n".join(lines) + "\n"
+    code = builtins.compile(source, f"<tt.compile {fname}>", "exec")
+    exec(code, namespace)
+    run = namespace[lines[0][4:lines[0].index("(")]]
+    return _Program(run, source, contexts)
+
+
+# ----- memory: free each temporary after its last use, and write into the ones nobody else holds --
+RELEASE_BYTES = 1 << 14    # smaller temporaries are left to the return: a `del` costs more than it frees
+_AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/="}
+_COMMUTATIVE = (ast.Add, ast.Mult)
+
+
+def _names_in(text):
+    """(names read, names written) by one generated statement or expression."""
+    read, written = set(), set()
+    for node in ast.walk(ast.parse(text)):
+        if type(node) is ast.Name:
+            (written if type(node.ctx) is ast.Store else read).add(node.id)
+    return read, written
+
+
+def _release_and_reuse(body, ret, temporaries, held):
+    """Liveness over the straight-line program `body` ((lhs, expr, comment, tape entry) rows).
+
+    * After the last statement that reads a temporary array of RELEASE_BYTES or more, `del` it,
+      so the program holds what eager mode holds (each array is freed once nothing needs it)
+      instead of every intermediate and gradient temporary until it returns.
+    * `t = a op b` (op in + - * /) where `a` is read for the last time, owns its memory (no view
+      or alias of it among the traced values) and has the result's shape and dtype becomes
+      `a op= b; t = a`: the same ufunc, the same numbers, no new array (gradient contributions
+      accumulate in place; elementwise chains reuse one buffer). For + and *, `b` may be the one.
+    `temporaries` maps each statement-defined name to its traced value; `held` lists every array
+    the program can reach (traced values, arguments, constants), for the alias test.
+    """
+    owners = {}
+    for value in held:
+        if isinstance(value, np.ndarray):
+            owner = value if value.base is None else value.base
+            owners[id(owner)] = owners.get(id(owner), 0) + 1   # the array itself and its views
+    uses = [_names_in(expr if lhs is None else f"{lhs} = {expr}") for lhs, expr, *_ in body]
+    last = {}
+    for i, (read, _) in enumerate(uses):
+        for name in read:
+            last[name] = i
+    returned, _ = _names_in(ret)
+
+    def dying(name, i):
+        return name in temporaries and last.get(name) == i and name not in returned
+
+    def owned(name, like):
+        value = temporaries.get(name)
+        return (type(value) is np.ndarray and value.ndim > 0 and value.base is None
+                and value.flags.writeable and owners.get(id(value)) == 1
+                and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype)
+
+    out = []
+    for i, (lhs, expr, comment, entry) in enumerate(body):
+        node = ast.parse(expr, mode="eval").body if lhs is not None else None
+        sides = []
+        if type(node) is ast.BinOp and type(node.op) in _AUGMENTED:
+            sides = [(node.left, node.right)] + ([(node.right, node.left)]
+                                                 if isinstance(node.op, _COMMUTATIVE) else [])
+        for side, other in sides:
+            other = ast.unparse(other)
+            if (type(side) is ast.Name and dying(side.id, i) and owned(side.id, temporaries.get(lhs))
+                    and side.id not in _names_in(other)[0]):
+                out.append((None, f"{side.id} {_AUGMENTED[type(node.op)]} {other}", comment + " (in place)",
+                            entry))
+                out.append((lhs, side.id, "the same array", entry))
+                break
+        else:
+            out.append((lhs, expr, comment, entry))
+        free = sorted(n for n in uses[i][0] if dying(n, i) and n != lhs
+                      and getattr(temporaries[n], "nbytes", 0) >= RELEASE_BYTES)
+        if free:
+            out.append((None, f"del {', '.join(free)}", "their last use", entry))
+    return out
+
+
+def _name_for(obj, namespace, fresh):
+    name = fresh(getattr(obj, "__name__", "key"))
+    namespace[name] = obj
+    return name
+
+
+def _emit_structure(structure, results, namespace, fresh):
+    if structure is transforms.LEAF:
+        return next(results)
+    if structure is None:
+        return "None"
+    if isinstance(structure, dict):
+        items = []
+        for k, v in structure.items():
+            key = repr(k) if type(k) in (str, int, bool) else _name_for(k, namespace, fresh)
+            items.append(f"{key}: {_emit_structure(v, results, namespace, fresh)}")
+        text = "{" + ", ".join(items) + "}"
+        if type(structure) is not dict:
+            text = f"{_name_for(type(structure), namespace, fresh)}({text})"
+        return text
+    parts = [_emit_structure(v, results, namespace, fresh) for v in structure]
+    if isinstance(structure, list):
+        return "[" + ", ".join(parts) + "]"
+    if hasattr(structure, "_fields"):
+        return f"{_name_for(type(structure), namespace, fresh)}({', '.join(parts)})"
+    return f"({', '.join(parts)},)" if len(parts) == 1 else f"({', '.join(parts)})"

@@ -1,0 +1,76 @@
+"""Random draws that tt.compile replays: `draw(fun, rng, *args)` is `fun(rng, *args)`, and while
+tt.compile records a function it is noted as a line of the program, so every call of the
+compiled program draws anew from the same generator, in the order the eager function would.
+
+Every random number tinytensor makes inside a function goes through `draw` (`tt.randn`,
+`tt.rand`, `nn.Dropout`'s masks). `rng` is what the caller gave: an np.random.Generator, a
+seed, or None, resolved by `fun` on every call. A draw made past it (a Generator's own methods
+inside a compiled function) is found at trace time and refused by tt.compile.
+"""
+
+import functools
+
+import numpy as np
+
+from .rng import generator
+from .state import STATE
+
+
+def draw(fun, rng, *args, **kwargs):
+    """fun(rng, *args, **kwargs), noted by tt.compile's recorder as a draw to repeat per call."""
+    recorder = STATE.recorder
+    if recorder is not None:
+        return recorder.draw(fun, rng, args, kwargs)
+    return fun(rng, *args, **kwargs)
+
+
+def standard_normal(rng, shape):
+    return generator(rng).standard_normal(shape)     # None: the global generator (tt.manual_seed)
+
+
+def uniform(rng, shape):
+    return generator(rng).random(shape)
+
+
+def generators_in(*objects):
+    """The np.random.Generators among objects and, one level down, their attributes, closure
+    cells and containers (where tt.compile looks for generators a function may draw from)."""
+    found, seen = [], set()
+
+    def visit(obj, depth):
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, np.random.Generator):
+            found.append(obj)
+            return
+        if depth == 0:
+            return
+        if isinstance(obj, functools.partial):
+            items = [obj.func, *obj.args, *obj.keywords.values()]
+        elif isinstance(obj, (tuple, list)):
+            items = obj
+        elif isinstance(obj, dict):
+            items = obj.values()
+        elif callable(obj) and hasattr(obj, "__code__"):
+            cells = [c.cell_contents for c in (obj.__closure__ or ()) if _filled(c)]
+            glob = getattr(obj, "__globals__", {})
+            items = cells + [glob[n] for n in obj.__code__.co_names if n in glob]
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            items = list(vars(obj).values())
+        else:
+            return
+        for item in items:
+            visit(item, depth - 1)
+
+    for obj in objects:
+        visit(obj, 3)
+    return found
+
+
+def _filled(cell):
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
