@@ -44,17 +44,22 @@ class UserPrimitive(Primitive):
 
 
 def _at_top_level(fun):
-    """`fun` run as plain NumPy: transforms inside it see no enclosing transform."""
-    from . import transforms
+    """`fun` run as plain NumPy: transforms inside it see no enclosing transform (nor tt.compile's
+    recording: the primitive's own entry is what the program records)."""
+    from . import tape
+    from .state import STATE, update_hook
 
     def forward(*args, **params):
-        nesting = transforms._Nesting
-        depth, tracer = nesting.depth, transforms._TRACER
-        nesting.depth, transforms._TRACER = 0, None     # (nor is tt.compile's recording inside)
+        depth, recorder = STATE.depth, STATE.recorder
+        STATE.depth, STATE.recorder = 0, None
+        if recorder is not None:
+            update_hook(tape.ANOMALY_CHECK)
         try:
             return fun(*args, **params)
         finally:
-            nesting.depth, transforms._TRACER = depth, tracer
+            STATE.depth, STATE.recorder = depth, recorder
+            if recorder is not None:
+                update_hook(tape.ANOMALY_CHECK)
 
     forward.__wrapped__ = fun          # inspect.signature sees the user's parameters
     forward.__name__ = getattr(fun, "__name__", "forward")
