@@ -25,7 +25,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, draws, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
-from ..ops.core import _matmul_vjp_b
+from ..ops.core import _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim
 from ..rng import generator
@@ -424,7 +424,7 @@ binary_cross_entropy_prim = defprim(
 
 # ----- linear, in PyTorch's layout: weight (out_features, in_features) ---------------------------------
 def _linear_forward(x, weight, bias):
-    out = x @ weight.T
+    out = _matmul_forward(x, weight.T)
     out += bias            # in place on the fresh product
     return out
 
@@ -433,7 +433,7 @@ def _linear_forward(x, weight, bias):
 # transpose, the bias gradient is g itself (summed over the batch axes by the engine).
 linear_prim = defprim(
     _linear_forward, "linear_t",
-    vjp=[lambda g, ans, x, w, b: g @ w,
+    vjp=[lambda g, ans, x, w, b: _matmul_forward(g, w),
          lambda g, ans, x, w, b: _swap_last(_matmul_vjp_b(g, ans, x, w)),
          lambda g, ans, x, w, b: g],
     jvp=[lambda t, ans, x, w, b: t @ _swap_last(w), lambda t, ans, x, w, b: x @ _swap_last(t),
