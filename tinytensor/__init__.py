@@ -9,6 +9,7 @@
 """
 
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
+from . import scipy  # noqa: F401  (tt.scipy; records scipy.special's ufuncs on Tensors)
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
@@ -39,4 +40,5 @@ __all__ = [
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
+    "scipy",
 ] + sorted(ops.PUBLIC)

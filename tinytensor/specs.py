@@ -637,3 +637,9 @@ OP_SPECS.update({
                                    lambda p, y: -(y * np.log(p) + (1 - y) * np.log(1 - p)),
                                    BINARY[:5], sample=_unit_interval),
 })
+
+# tt.scipy's primitives and composites (issue 24): their rows live next to them
+from .scipy.specs import SPECIAL_EXTRA_SPECS, SPECIAL_SPECS  # noqa: E402
+
+OP_SPECS.update(SPECIAL_SPECS)
+EXTRA_SPECS.update(SPECIAL_EXTRA_SPECS)
