@@ -9,10 +9,10 @@
 """
 
 from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, ops_shape, optim, scalar  # noqa: F401
-from . import scipy  # noqa: F401  (tt.scipy; records scipy.special's ufuncs on Tensors)
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
+from .scipy import special as _scipy_special  # noqa: F401  (tt.scipy; scipy.special's ufuncs on Tensors)
 from .serialization import load, save
 from .tape import (
                    REGISTRY,

@@ -4,7 +4,6 @@ Each row calls SciPy's own function on the inputs (so `scipy.special.gammaln(t)`
 table is what is tested) and samples inside the function's domain.
 """
 
-import numpy as np
 import scipy.special as sp
 
 from ..specs import OpSpec, normal, positive
@@ -82,7 +81,8 @@ SPECIAL_EXTRA_SPECS = {
     "multigammaln": OpSpec(lambda a, d: special.multigammaln(a, d), lambda a, d: sp.multigammaln(a, d),
                            [((),), ((3,),)], params=[dict(d=3)], sample=interval(1.5, 3.0)),
     "logsumexp(b=)": OpSpec(lambda a, b, **p: special.logsumexp(a, b=b, **p),
-                            lambda a, b, **p: sp.logsumexp(a, b=b, **p), None, sample=(normal, positive), pairs=[
+                            lambda a, b, **p: sp.logsumexp(a, b=b, **p), None,
+                            sample=(normal, positive), pairs=[
         (((3, 4), (3, 4)), dict(axis=1)), (((3, 4), (4,)), dict(axis=None)),
         (((2, 3), (2, 1)), dict(axis=0, keepdims=True))]),
     "logsumexp(return_sign)": OpSpec(lambda a, b, **p: special.logsumexp(a, b=b, return_sign=True, **p)[0],
