@@ -26,7 +26,7 @@ from .tape import (
                    unbroadcast,
 )
 from .tensor import Tensor, arange, eye, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
-from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
+from .transforms import grad, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.
@@ -39,6 +39,6 @@ __all__ = [
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "save", "load", "compile",
     "scipy",
 ] + sorted(ops.PUBLIC)
