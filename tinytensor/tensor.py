@@ -131,7 +131,7 @@ class Tensor:
         # Implicit conversion (np.asarray, np.array([t1, t2]), SciPy functions) would drop the
         # gradient without a word: refused while it could be recorded.
         if self.requires_grad and tape.STATE.grad_enabled:
-            raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype))
+            raise TypeError(_IMPLICIT_CONVERSION.format(shape=self.shape, dtype=self.dtype) + _scipy_hint())
         if type(self.data) is not np.ndarray:
             self.numpy()    # raises for another device: never a silent copy to the host
         if dtype is not None and dtype != self.data.dtype:
@@ -346,6 +346,12 @@ _IMPLICIT_CONVERSION = (
     "to combine Tensors, tinytensor operations "
     "(or a tt.primitive with its rules) for the computation, or tt.no_grad() around code that "
     "needs no gradient")
+
+
+def _scipy_hint():
+    """Where a SciPy function made the conversion: the tt.scipy function to use instead (or '')."""
+    from .scipy.guidance import hint
+    return hint(skip=3)
 
 
 def _needs_grad(x):

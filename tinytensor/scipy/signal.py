@@ -1,0 +1,1 @@
+"""`tt.scipy.signal`."""
