@@ -34,6 +34,8 @@ from . import backend
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 
 _new_tensor = Tensor.__new__
+# Operands converted to an array when an entry is made (Primitive.__call__), so rules see arrays.
+_ARRAY_LIKE = frozenset({list, tuple, np.float64, np.float32, np.float16, np.int64, np.int32, np.bool_})
 _next_id = _creation_order.__next__
 
 
@@ -115,12 +117,15 @@ class Primitive:
     # ----- recording -----------------------------------------------------------------------
     def __call__(self, *args, **params):
         values = []
-        any_tensor = record = False
+        any_tensor = record = converted = False
         for a in args:
             if isinstance(a, Tensor):
                 any_tensor = True
                 record = record or a.requires_grad
                 values.append(a.data)
+            elif type(a) in _ARRAY_LIKE:     # lists, tuples, NumPy scalars: an array once, here,
+                values.append(np.asarray(a))   # so no rule ever sees a list (Tensors never come here)
+                converted = True
             else:
                 values.append(a)
         try:
@@ -141,7 +146,8 @@ class Primitive:
         if record and STATE.grad_enabled:
             out.requires_grad = True
             out._prim = self
-            out._inputs = args
+            out._inputs = args if not converted else tuple(
+                v if type(a) in _ARRAY_LIKE else a for a, v in zip(args, values))
             out._values = values
             out._params = params
         else:
