@@ -639,7 +639,8 @@ OP_SPECS.update({
 })
 
 # tt.scipy's primitives and composites (issue 24): their rows live next to them
-from .scipy.specs import SPECIAL_EXTRA_SPECS, SPECIAL_SPECS  # noqa: E402
+from .scipy.specs import rows as _scipy_rows  # noqa: E402
 
-OP_SPECS.update(SPECIAL_SPECS)
-EXTRA_SPECS.update(SPECIAL_EXTRA_SPECS)
+_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows()
+OP_SPECS.update(_scipy_primitives)
+EXTRA_SPECS.update(_scipy_composites)

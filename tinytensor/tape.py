@@ -34,8 +34,9 @@ from . import backend
 from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 
 _new_tensor = Tensor.__new__
-# Operands converted to an array when an entry is made (Primitive.__call__), so rules see arrays.
-_ARRAY_LIKE = frozenset({list, tuple, np.float64, np.float32, np.float16, np.int64, np.int32, np.bool_})
+# Operands made arrays when an entry is made (Primitive.__call__), so rules never see a list
+# (NumPy scalars stay as they are: they have .shape and .ndim, and mix with device arrays).
+_ARRAY_LIKE = (list, tuple)
 _next_id = _creation_order.__next__
 
 
@@ -123,11 +124,13 @@ class Primitive:
                 any_tensor = True
                 record = record or a.requires_grad
                 values.append(a.data)
-            elif type(a) in _ARRAY_LIKE:     # lists, tuples, NumPy scalars: an array once, here,
-                values.append(np.asarray(a))   # so no rule ever sees a list (Tensors never come here)
+            elif type(a) in _ARRAY_LIKE:     # lists, tuples: made arrays below, once, on the Tensors'
+                values.append(a)               # device (Tensor operands never come here)
                 converted = True
             else:
                 values.append(a)
+        if converted:
+            values = _arrays_from_lists(values, args)
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
@@ -175,6 +178,11 @@ class Primitive:
                 if d is not None:
                     total = d if total is None else total + d
         return total
+
+
+def _arrays_from_lists(values, args):
+    like = next((a.data for a in args if isinstance(a, Tensor)), None)
+    return [backend.asarray(v, like=like) if type(v) in _ARRAY_LIKE else v for v in values]
 
 
 def _one_array(name, ans):

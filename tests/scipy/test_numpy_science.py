@@ -15,7 +15,7 @@ def test_list_operands_are_converted_when_the_entry_is_made():
     assert all(not isinstance(a, list) for a in y._inputs)
     second = tt.grad(lambda t: tt.sum(tt.grad(lambda t: np.dot([1.0, 2.0], t * t))(t)))
     np.testing.assert_array_equal(second(np.array([3.0, 4.0])), [2.0, 4.0])
-    z = tt.mul(np.float64(2.0), t)
+    z = tt.mul((2.0, 1.0), t)
     assert type(z._inputs[0]) is np.ndarray
     tt.sum(z).backward()
 

@@ -1,13 +1,18 @@
-"""The spec rows of tt.scipy's primitives (merged into specs.OP_SPECS / EXTRA_SPECS).
+"""The spec rows of tt.scipy's primitives and composites (specs.py adds them to OP_SPECS and
+EXTRA_SPECS, so every sweep checks them).
 
 Each row calls SciPy's own function on the inputs (so `scipy.special.gammaln(t)` reaching the
-table is what is tested) and samples inside the function's domain.
+table is what is tested) and samples inside the function's domain. `rows()` builds them when
+specs.py asks (at its end), so importing this module first does not import specs.py half-way.
 """
 
 import scipy.special as sp
 
-from ..specs import OpSpec, normal, positive
 from . import special
+
+# Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
+# (tests/device_sweep.py's HOST_ONLY) until a device path (cupyx.scipy.special) is registered.
+SCIPY_ONLY = "the forward is SciPy's, on NumPy arrays only (no device path yet)"
 
 
 def interval(low, high):
@@ -20,74 +25,89 @@ def interval(low, high):
 UNIT = interval(0.1, 0.9)
 SMALL_UNARY = [((),), ((2, 3),)]
 SMALL_BINARY = [((), ()), ((2, 3), (3,)), ((2, 1), (1, 3))]
-
-
-def unary(ufunc, sample=normal, **params):
-    """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
-    return OpSpec(ufunc, ufunc, SMALL_UNARY, sample=sample, params=[params] if params else [{}])
-
-
-def ordered(ufunc, order, values, sample=normal):
-    """A row for ufunc(order, x): the order a static parameter, the reference SciPy's."""
-    call = lambda x, **p: ufunc(p[order], x)   # noqa: E731
-    return OpSpec(call, call, SMALL_UNARY, params=[{order: v} for v in values], sample=sample)
-
-
-SPECIAL_SPECS = {
-    "gammaln": unary(sp.gammaln, positive),
-    "digamma": unary(sp.digamma, positive),
-    "polygamma": OpSpec(lambda x, n: special.polygamma(n, x), lambda x, n: sp.polygamma(n, x),
-                        SMALL_UNARY, params=[dict(n=1), dict(n=2)], sample=positive),
-    "gamma": unary(sp.gamma, positive),
-    "rgamma": unary(sp.rgamma, positive),
-    "beta": OpSpec(sp.beta, sp.beta, SMALL_BINARY, sample=positive),
-    "betaln": OpSpec(sp.betaln, sp.betaln, SMALL_BINARY, sample=positive),
-    "betainc": OpSpec(lambda x, a, b: sp.betainc(a, b, x), lambda x, a, b: sp.betainc(a, b, x),
-                      SMALL_UNARY, params=[dict(a=2.0, b=3.0), dict(a=0.7, b=1.5)], sample=UNIT),
-    "gammainc": ordered(sp.gammainc, "a", [2.5, 0.8], sample=positive),
-    "gammaincc": ordered(sp.gammaincc, "a", [2.5], sample=positive),
-    "erfc": unary(sp.erfc),
-    "erfinv": unary(sp.erfinv, interval(-0.9, 0.9)),
-    "erfcinv": unary(sp.erfcinv, interval(0.1, 1.9)),
-    "ndtr": unary(sp.ndtr),
-    "log_ndtr": unary(sp.log_ndtr, interval(-6.0, 3.0)),
-    "ndtri": unary(sp.ndtri, UNIT),
-    "logit": unary(sp.logit, UNIT),
-    "xlogy": OpSpec(sp.xlogy, sp.xlogy, SMALL_BINARY, sample=(normal, positive)),
-    "xlog1py": OpSpec(sp.xlog1py, sp.xlog1py, SMALL_BINARY, sample=(normal, positive)),
-    "entr": unary(sp.entr, positive),
-    "i0": unary(sp.i0),
-    "i1": unary(sp.i1),
-    "i0e": unary(sp.i0e, interval(0.3, 2.0)),
-    "i1e": unary(sp.i1e, interval(-2.0, -0.3)),
-    "iv": ordered(sp.iv, "v", [0.0, 1.5], sample=positive),
-    "ive": ordered(sp.ive, "v", [1.0], sample=interval(0.3, 2.0)),
-    "j0": unary(sp.j0),
-    "j1": unary(sp.j1),
-    "jv": ordered(sp.jv, "v", [2.0, 0.5], sample=positive),
-    "y0": unary(sp.y0, positive),
-    "y1": unary(sp.y1, positive),
-    "yn": ordered(sp.yn, "v", [0, 3], sample=positive),
-}
-
 LSE_B = [(((3, 4), (3, 4)), dict(axis=1, keepdims=False, signed=False)),
          (((3, 4), (4,)), dict(axis=None, keepdims=False, signed=False)),
          (((2, 3), (2, 1)), dict(axis=0, keepdims=True, signed=False))]
-SPECIAL_SPECS["logsumexp_b"] = OpSpec(
-    special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p), None,
-    sample=(normal, positive), pairs=LSE_B)
 
-SPECIAL_EXTRA_SPECS = {
-    "multigammaln": OpSpec(lambda a, d: special.multigammaln(a, d), lambda a, d: sp.multigammaln(a, d),
-                           [((),), ((3,),)], params=[dict(d=3)], sample=interval(1.5, 3.0)),
-    "logsumexp(b=)": OpSpec(lambda a, b, **p: special.logsumexp(a, b=b, **p),
-                            lambda a, b, **p: sp.logsumexp(a, b=b, **p), None,
-                            sample=(normal, positive), pairs=[
-        (((3, 4), (3, 4)), dict(axis=1)), (((3, 4), (4,)), dict(axis=None)),
-        (((2, 3), (2, 1)), dict(axis=0, keepdims=True))]),
-    "logsumexp(return_sign)": OpSpec(lambda a, b, **p: special.logsumexp(a, b=b, return_sign=True, **p)[0],
-                                     lambda a, b, **p: sp.logsumexp(a, b=b, return_sign=True, **p)[0],
-                                     None, sample=(normal, normal), pairs=[(((3, 4), (3, 4)), dict(axis=1))]),
-    "scipy softmax(axis=None)": OpSpec(special.softmax, sp.softmax, [((2, 3),)]),
-    "scipy log_softmax(axis=None)": OpSpec(special.log_softmax, sp.log_softmax, [((2, 3),)]),
-}
+
+def _lse(a, b, **p):
+    return special.logsumexp(a, b=b, **p)
+
+
+def _lse_reference(a, b, **p):
+    return sp.logsumexp(a, b=b, **p)
+
+
+def _lse_signed(a, b, **p):
+    return special.logsumexp(a, b=b, return_sign=True, **p)[0]
+
+
+def _lse_signed_reference(a, b, **p):
+    return sp.logsumexp(a, b=b, return_sign=True, **p)[0]
+
+
+def rows():
+    """(primitive rows, composite rows, {row: why it runs on the host only})."""
+    from ..specs import OpSpec, normal, positive
+
+    def unary(ufunc, sample=normal):
+        """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
+        return OpSpec(ufunc, ufunc, SMALL_UNARY, sample=sample)
+
+    def ordered(ufunc, order, values, sample=normal):
+        """A row for ufunc(order, x): the order a static parameter, the reference SciPy's."""
+        call = lambda x, **p: ufunc(p[order], x)   # noqa: E731
+        return OpSpec(call, call, SMALL_UNARY, params=[{order: v} for v in values], sample=sample)
+
+    primitives = {
+        "gammaln": unary(sp.gammaln, positive),
+        "digamma": unary(sp.digamma, positive),
+        "polygamma": OpSpec(lambda x, n: special.polygamma(n, x), lambda x, n: sp.polygamma(n, x),
+                            SMALL_UNARY, params=[dict(n=1), dict(n=2)], sample=positive),
+        "gamma": unary(sp.gamma, positive),
+        "rgamma": unary(sp.rgamma, positive),
+        "beta": OpSpec(sp.beta, sp.beta, SMALL_BINARY, sample=positive),
+        "betaln": OpSpec(sp.betaln, sp.betaln, SMALL_BINARY, sample=positive),
+        "betainc": OpSpec(lambda x, a, b: sp.betainc(a, b, x), lambda x, a, b: sp.betainc(a, b, x),
+                          SMALL_UNARY, params=[dict(a=2.0, b=3.0), dict(a=0.7, b=1.5)], sample=UNIT),
+        "gammainc": ordered(sp.gammainc, "a", [2.5, 0.8], sample=positive),
+        "gammaincc": ordered(sp.gammaincc, "a", [2.5], sample=positive),
+        "erfc": unary(sp.erfc),
+        "erfinv": unary(sp.erfinv, interval(-0.9, 0.9)),
+        "erfcinv": unary(sp.erfcinv, interval(0.1, 1.9)),
+        "ndtr": unary(sp.ndtr),
+        "log_ndtr": unary(sp.log_ndtr, interval(-6.0, 3.0)),
+        "ndtri": unary(sp.ndtri, UNIT),
+        "logit": unary(sp.logit, UNIT),
+        "xlogy": OpSpec(sp.xlogy, sp.xlogy, SMALL_BINARY, sample=(normal, positive)),
+        "xlog1py": OpSpec(sp.xlog1py, sp.xlog1py, SMALL_BINARY, sample=(normal, positive)),
+        "entr": unary(sp.entr, positive),
+        "i0": unary(sp.i0),
+        "i1": unary(sp.i1),
+        "i0e": unary(sp.i0e, interval(0.3, 2.0)),
+        "i1e": unary(sp.i1e, interval(-2.0, -0.3)),
+        "iv": ordered(sp.iv, "v", [0.0, 1.5], sample=positive),
+        "ive": ordered(sp.ive, "v", [1.0], sample=interval(0.3, 2.0)),
+        "j0": unary(sp.j0),
+        "j1": unary(sp.j1),
+        "jv": ordered(sp.jv, "v", [2.0, 0.5], sample=positive),
+        "y0": unary(sp.y0, positive),
+        "y1": unary(sp.y1, positive),
+        "yn": ordered(sp.yn, "v", [0, 3], sample=positive),
+        "logsumexp_b": OpSpec(special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
+                              None, sample=(normal, positive), pairs=LSE_B),
+    }
+    composites = {
+        "multigammaln": OpSpec(special.multigammaln, sp.multigammaln, [((),), ((3,),)],
+                               params=[dict(d=3)], sample=interval(1.5, 3.0)),
+        "logsumexp(b=)": OpSpec(_lse, _lse_reference, None, sample=(normal, positive), pairs=[
+            (((3, 4), (3, 4)), dict(axis=1)), (((3, 4), (4,)), dict(axis=None)),
+            (((2, 3), (2, 1)), dict(axis=0, keepdims=True))]),
+        "logsumexp(return_sign)": OpSpec(_lse_signed, _lse_signed_reference, None, sample=(normal, normal),
+                                         pairs=[(((3, 4), (3, 4)), dict(axis=1))]),
+        "scipy softmax(axis=None)": OpSpec(special.softmax, sp.softmax, [((2, 3),)]),
+        "scipy log_softmax(axis=None)": OpSpec(special.log_softmax, sp.log_softmax, [((2, 3),)]),
+    }
+    host_only = {name: SCIPY_ONLY for name in primitives if name != "logsumexp_b"}
+    host_only.update({"multigammaln": SCIPY_ONLY, "logsumexp(return_sign)": SCIPY_ONLY})
+    return primitives, composites, host_only
