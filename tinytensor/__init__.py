@@ -12,6 +12,7 @@ from . import backend, data, linalg, nn, ops, ops_elementwise, ops_reductions, o
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .graph import draw, evaluation_trace, to_dot, wengert_list
+from .ops_science import median as _median  # noqa: F401  (NumPy's sort, median, interp, ... on Tensors)
 from .scipy import special as _scipy_special  # noqa: F401  (tt.scipy; scipy.special's ufuncs on Tensors)
 from .serialization import load, save
 from .tape import (

@@ -6,9 +6,12 @@ table is what is tested) and samples inside the function's domain. `rows()` buil
 specs.py asks (at its end), so importing this module first does not import specs.py half-way.
 """
 
+import numpy as np
+import scipy.signal
 import scipy.special as sp
 
-from . import special
+from .. import ops_science
+from . import signal, special
 
 # Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
 # (tests/device_sweep.py's HOST_ONLY) until a device path (cupyx.scipy.special) is registered.
@@ -46,9 +49,24 @@ def _lse_signed_reference(a, b, **p):
     return sp.logsumexp(a, b=b, return_sign=True, **p)[0]
 
 
+XP = np.array([0.0, 1.0, 2.5, 3.0])                  # np.interp's grid (a constant)
+X1 = np.array([-1.0, 0.0, 2.0, 0.0, 0.5])            # np.heaviside's x1 (a constant), zeros included
+COORDS = np.array([0.0, 0.5, 1.5, 1.75, 3.0])         # np.gradient's coordinates
+
+
+def between_knots(rng, shape):    # np.interp's x: inside each interval and outside the grid, off the knots
+    points = np.array([-0.4, 0.3, 1.7, 2.8, 3.3])
+    return points[rng.integers(0, 5, shape)] + rng.uniform(-0.05, 0.05, shape)
+
+
+def _gradients(f, *spacing, **params):
+    out = np.gradient(f, *spacing, **params)
+    return np.stack(out) if isinstance(out, tuple) else out
+
+
 def rows():
     """(primitive rows, composite rows, {row: why it runs on the host only})."""
-    from ..specs import OpSpec, normal, positive
+    from ..specs import OpSpec, distinct, normal, positive, with_zeros
 
     def unary(ufunc, sample=normal):
         """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
@@ -97,7 +115,56 @@ def rows():
         "logsumexp_b": OpSpec(special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
                               None, sample=(normal, positive), pairs=LSE_B),
     }
+    # ----- tt.scipy.signal and NumPy's scientific functions -----
+    primitives.update({
+        "convolve_full": OpSpec(signal._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
+                                [((4,), (3,)), ((3, 4), (2, 2)), ((2,), (5,))]),
+        "convolve_valid": OpSpec(signal._convolve_valid, lambda x, k: scipy.signal.convolve(x, k, "valid"),
+                                 [((5,), (3,)), ((4, 4), (2, 3))]),
+        "cumprod": OpSpec(ops_science._cumprod, np.cumprod, None, pairs=[
+            (((3, 4),), dict(axis=1)), (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),
+    })
+    conv_modes = [(((5,), (3,)), dict(mode=m)) for m in ("full", "same", "valid")] + [
+        (((3,), (5,)), dict(mode=m)) for m in ("same", "valid")]
+    quantile_cases = [(((7,),), dict(q=0.3)), (((3, 5),), dict(q=np.array([0.1, 0.5, 0.8]), axis=1)),
+                      (((2, 3, 4),), dict(q=0.25, axis=(0, 2), keepdims=True))] + [
+                      (((6,),), dict(q=np.array([0.2, 0.7]), method=m)) for m in ("lower", "higher",
+                                                                                  "midpoint", "nearest")]
     composites = {
+        "np.sort": OpSpec(np.sort, np.sort, None, sample=distinct, pairs=[
+            (((5,),), dict(axis=-1)), (((3, 4),), dict(axis=0)), (((2, 3),), dict(axis=None))]),
+        "np.quantile": OpSpec(np.quantile, np.quantile, None, sample=distinct, pairs=quantile_cases),
+        "np.median": OpSpec(np.median, np.median, None, sample=distinct, pairs=[
+            (((5,),), {}), (((3, 4),), dict(axis=1, keepdims=True)), (((4,),), {})]),
+        "np.percentile": OpSpec(np.percentile, np.percentile, None, sample=distinct,
+                                pairs=[(((6,),), dict(q=[10.0, 75.0]))]),
+        "cumprod(zeros, axis=None)": OpSpec(np.cumprod, np.cumprod, None, sample=with_zeros,
+                                            pairs=[(((3, 4),), dict(axis=None)), (((2, 5),), dict(axis=1))]),
+        "np.interp(x, xp, fp)": OpSpec(lambda x, fp: np.interp(x, XP, fp), lambda x, fp: np.interp(x, XP, fp),
+                                       [((5,), (4,)), ((2, 3), (4,))], sample=(between_knots, normal)),
+        "np.append": OpSpec(np.append, np.append, None, pairs=[
+            (((2, 3), (2,)), dict(axis=None)), (((2, 3), (1, 3)), dict(axis=0))]),
+        "np.polyval": OpSpec(np.polyval, np.polyval, [((4,), (3,)), ((3,), ())]),
+        "np.trapezoid": OpSpec(np.trapezoid, np.trapezoid, None, pairs=[
+            (((5,),), {}), (((3, 4),), dict(dx=0.5, axis=0))]),
+        "np.trapezoid(y, x)": OpSpec(lambda y, x: np.trapezoid(y, x), lambda y, x: np.trapezoid(y, x),
+                                     [((5,), (5,)), ((2, 5), (5,))]),
+        "np.gradient": OpSpec(lambda f, **p: _gradients(f, **p), _gradients, None, pairs=[
+            (((5,),), {}), (((4, 5),), dict(edge_order=2)), (((3, 4),), dict(axis=-1))]),
+        "np.gradient(coordinates)": OpSpec(lambda f: _gradients(f, COORDS, axis=-1),
+                                           lambda f: _gradients(f, COORDS, axis=-1), [((5,),), ((2, 5),)]),
+        "np.heaviside(x2)": OpSpec(lambda x2: np.heaviside(X1.astype(x2.dtype), x2),
+                                   lambda x2: np.heaviside(X1, x2),
+                                   [((),), ((5,),)]),
+        "np.convolve": OpSpec(np.convolve, np.convolve, None, pairs=conv_modes),
+        "np.correlate": OpSpec(np.correlate, np.correlate, None, pairs=conv_modes),
+        "signal.convolve": OpSpec(signal.convolve, scipy.signal.convolve, None, pairs=[
+            (((4, 5), (2, 3)), dict(mode=m)) for m in ("full", "same", "valid")] + [
+            (((2, 3), (4, 5)), dict(mode="valid"))]),
+        "signal.correlate": OpSpec(signal.correlate, scipy.signal.correlate, None, pairs=[
+            (((4, 5), (2, 3)), dict(mode=m)) for m in ("full", "same", "valid")] + [
+            (((2, 3), (4, 5)), dict(mode="valid"))]),
+
         "multigammaln": OpSpec(special.multigammaln, sp.multigammaln, [((),), ((3,),)],
                                params=[dict(d=3)], sample=interval(1.5, 3.0)),
         "logsumexp(b=)": OpSpec(_lse, _lse_reference, None, sample=(normal, positive), pairs=[

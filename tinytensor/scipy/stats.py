@@ -48,19 +48,15 @@ def _constant(method, what, value):
 
 
 def _where(condition, x, fill):
-    """x where condition holds, else fill; x itself when it holds everywhere (no extra entry)."""
-    condition = np.asarray(condition)
-    if not condition.all():
-        return ew.where(condition, x, fill)
-    shape = np.broadcast_shapes(np.shape(x), condition.shape)
-    return x if np.shape(x) == shape else np.broadcast_to(x, shape)
+    """x where condition holds, else fill. Always recorded (no shortcut when it holds
+    everywhere): tt.compile then recomputes the mask on every call."""
+    return ew.where(condition, x, fill)
 
 
 def _inside(condition, x, safe):
     """x where condition holds, else `safe` (a point inside the domain), so that values and
     gradients computed from it stay finite where `_where` throws them away."""
-    condition = np.asarray(condition)
-    return x if condition.all() else ew.where(condition, x, safe)
+    return ew.where(condition, x, safe)
 
 
 def _standardized(x, loc, scale):
@@ -68,12 +64,12 @@ def _standardized(x, loc, scale):
 
 
 def _log_scale(scale):
-    return np.log(_inside(_value(scale) > 0, _arg(scale), 1.0))
+    return np.log(_inside(_arg(scale) > 0, _arg(scale), 1.0))
 
 
 def _scale_ok(scale, value):
     """NaN where scale <= 0, as SciPy."""
-    return _where(_value(scale) > 0, value, np.nan)
+    return _where(_arg(scale) > 0, value, np.nan)
 
 
 class _Frozen:
@@ -174,7 +170,7 @@ class _T(_Continuous):
     def cdf(self, x, df, loc=0, scale=1):
         z, df = _standardized(x, loc, scale), _constant("t.cdf", "df", df)
         tail = 0.5 * sp.betainc(0.5 * df, 0.5, df / (df + z * z))   # P(T < -|z|)
-        return _scale_ok(scale, ew.where(_value(z) < 0, tail, 1.0 - tail))
+        return _scale_ok(scale, ew.where(z < 0, tail, 1.0 - tail))
 
 
 class _Gamma(_Continuous):
@@ -182,19 +178,19 @@ class _Gamma(_Continuous):
 
     def logpdf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _arg(a)
-        inside = _value(z) > 0
+        inside = z > 0
         z = _inside(inside, z, 1.0)
         value = sp.xlogy(a - 1, z) - z - sp.gammaln(a) - _log_scale(scale)
         return _scale_ok(scale, _where(inside, value, -np.inf))
 
     def cdf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _constant("gamma.cdf", "a", a)
-        inside = _value(z) > 0
+        inside = z > 0
         return _scale_ok(scale, _where(inside, sp.gammainc(a, _inside(inside, z, 1.0)), 0.0))
 
     def sf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _constant("gamma.sf", "a", a)
-        inside = _value(z) > 0
+        inside = z > 0
         return _scale_ok(scale, _where(inside, sp.gammaincc(a, _inside(inside, z, 1.0)), 1.0))
 
 
@@ -216,7 +212,7 @@ class _Beta(_Continuous):
 
     def logpdf(self, x, a, b, loc=0, scale=1):
         z, a, b = _standardized(x, loc, scale), _arg(a), _arg(b)
-        inside = (_value(z) > 0) & (_value(z) < 1)
+        inside = (z > 0) & (z < 1)
         z = _inside(inside, z, 0.5)
         value = sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b) - _log_scale(scale)
         return _scale_ok(scale, _where(inside, value, -np.inf))
@@ -224,9 +220,9 @@ class _Beta(_Continuous):
     def cdf(self, x, a, b, loc=0, scale=1):
         z = _standardized(x, loc, scale)
         a, b = _constant("beta.cdf", "a", a), _constant("beta.cdf", "b", b)
-        inside = (_value(z) > 0) & (_value(z) < 1)
+        inside = (z > 0) & (z < 1)
         value = sp.betainc(a, b, _inside(inside, z, 0.5))
-        return _scale_ok(scale, _where(inside, value, (_value(z) >= 1).astype(float)))
+        return _scale_ok(scale, _where(inside, value, np.asarray(z >= 1).astype(float)))
 
 
 # ----- discrete ------------------------------------------------------------------------------------------
