@@ -11,4 +11,4 @@
 SciPy's special-function ufuncs on Tensors (`scipy.special.gammaln(t)`) are recorded as well.
 """
 
-from . import special, stats  # noqa: F401
+from . import integrate, linalg, signal, special, stats  # noqa: F401

@@ -7,11 +7,12 @@ specs.py asks (at its end), so importing this module first does not import specs
 """
 
 import numpy as np
+import scipy.linalg
 import scipy.signal
 import scipy.special as sp
 
 from .. import ops_science
-from . import signal, special
+from . import linalg, signal, special
 
 # Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
 # (tests/device_sweep.py's HOST_ONLY) until a device path (cupyx.scipy.special) is registered.
@@ -64,9 +65,23 @@ def _gradients(f, *spacing, **params):
     return np.stack(out) if isinstance(out, tuple) else out
 
 
+def _triangular(rng, m, n):   # a well-conditioned triangle: the diagonal in [1, 2]
+    a = rng.uniform(-0.5, 0.5, (n, n))
+    np.fill_diagonal(a, rng.uniform(1.0, 2.0, n))
+    return a
+
+
+def _small(rng, shape):        # expm: entries of size ~0.5
+    return 0.5 * rng.standard_normal(shape)
+
+
+def _solve_triangular_reference(a, b, lower, unit_diagonal):
+    return scipy.linalg.solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
+
+
 def rows():
     """(primitive rows, composite rows, {row: why it runs on the host only})."""
-    from ..specs import OpSpec, distinct, normal, positive, with_zeros
+    from ..specs import OpSpec, _positive_definite, distinct, matrices, normal, positive, with_zeros
 
     def unary(ufunc, sample=normal):
         """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
@@ -115,6 +130,33 @@ def rows():
         "logsumexp_b": OpSpec(special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
                               None, sample=(normal, positive), pairs=LSE_B),
     }
+    # ----- tt.scipy.linalg -----
+    spd = matrices(_positive_definite)
+    primitives.update({
+        "solve_triangular": OpSpec(linalg._solve_triangular, _solve_triangular_reference, None,
+                                   sample=(matrices(_triangular), normal), pairs=[
+            (((3, 3), (3,)), dict(lower=True, unit_diagonal=False)),
+            (((3, 3), (3, 2)), dict(lower=False, unit_diagonal=False)),
+            (((3, 3), (3, 2)), dict(lower=True, unit_diagonal=True))]),
+        "expm": OpSpec(linalg.expm, scipy.linalg.expm, [((3, 3),), ((2, 2, 2),)], sample=_small),
+        "solve_sylvester": OpSpec(linalg.solve_sylvester, scipy.linalg.solve_sylvester,
+                                  [((3, 3), (2, 2), (3, 2))], sample=(spd, spd, normal)),
+        "sqrtm": OpSpec(linalg.sqrtm, lambda a: scipy.linalg.sqrtm(a).real, [((3, 3),)], sample=spd),
+    })
+    composites_linalg = {
+        "scipy.linalg.solve_triangular(trans=1)": OpSpec(
+            lambda a, b: linalg.solve_triangular(a, b, trans=1, lower=True),
+            lambda a, b: scipy.linalg.solve_triangular(a, b, trans=1, lower=True), [((3, 3), (3, 2))],
+            sample=(matrices(_triangular), normal)),
+        "cho_factor/cho_solve": OpSpec(
+            lambda a, b, lower: linalg.cho_solve(linalg.cho_factor(a, lower=lower), b),
+            lambda a, b, lower: scipy.linalg.cho_solve(scipy.linalg.cho_factor(a, lower=lower), b), None,
+            sample=(spd, normal),
+            pairs=[(((3, 3), (3,)), dict(lower=False)), (((3, 3), (3, 2)), dict(lower=True))]),
+        "scipy.linalg.cholesky": OpSpec(linalg.cholesky, scipy.linalg.cholesky, [((3, 3),)],
+                                        params=[{}, dict(lower=True)], sample=spd),
+    }
+
     # ----- tt.scipy.signal and NumPy's scientific functions -----
     primitives.update({
         "convolve_full": OpSpec(signal._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
@@ -131,6 +173,7 @@ def rows():
                       (((6,),), dict(q=np.array([0.2, 0.7]), method=m)) for m in ("lower", "higher",
                                                                                   "midpoint", "nearest")]
     composites = {
+        **composites_linalg,
         "np.sort": OpSpec(np.sort, np.sort, None, sample=distinct, pairs=[
             (((5,),), dict(axis=-1)), (((3, 4),), dict(axis=0)), (((2, 3),), dict(axis=None))]),
         "np.quantile": OpSpec(np.quantile, np.quantile, None, sample=distinct, pairs=quantile_cases),
