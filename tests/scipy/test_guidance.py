@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import scipy.linalg
 import scipy.special
 import scipy.stats
 
@@ -14,6 +15,7 @@ import tinytensor as tt
     (lambda x: scipy.stats.multivariate_normal.logpdf(x, np.zeros(2)),
      "tt.scipy.stats.multivariate_normal.logpdf"),
     (lambda x: scipy.special.logsumexp(x), "tt.scipy.special.logsumexp"),
+    (lambda x: scipy.linalg.solve_triangular(np.eye(2), x), "tt.scipy.linalg.solve_triangular"),
 ])
 def test_the_error_names_the_tt_scipy_spelling(call, twin):
     x = tt.tensor([0.5, 1.0], requires_grad=True)

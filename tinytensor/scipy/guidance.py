@@ -15,6 +15,12 @@ def _spelling(frame):
     """("stats", "norm.logpdf") for a frame of a SciPy function or method; None if not public."""
     module = frame.f_globals.get("__name__", "")
     parts = module.split(".")
+    if len(parts) >= 2 and parts[1] == "_lib":      # a decorator of SciPy's: the function it wraps
+        for value in frame.f_locals.values():
+            inner = getattr(value, "__module__", None) or ""
+            if callable(value) and inner.split(".")[1:2] and inner.split(".")[1] in SUBPACKAGES:
+                return inner.split(".")[1], value.__name__
+        return None
     if len(parts) < 2 or parts[1] not in SUBPACKAGES:
         return None
     name = frame.f_code.co_name
