@@ -17,6 +17,7 @@ from . import linalg, signal, special
 # Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
 # (tests/device_sweep.py's HOST_ONLY) until a device path (cupyx.scipy.special) is registered.
 SCIPY_ONLY = "the forward is SciPy's, on NumPy arrays only (no device path yet)"
+HOST_CONSTANTS = "its constants (weights, stencils, grids, masks) are NumPy arrays: not moved to a device yet"
 
 
 def interval(low, high):
@@ -168,15 +169,16 @@ def rows():
     })
     conv_modes = [(((5,), (3,)), dict(mode=m)) for m in ("full", "same", "valid")] + [
         (((3,), (5,)), dict(mode=m)) for m in ("same", "valid")]
-    quantile_cases = [(((7,),), dict(q=0.3)), (((3, 5),), dict(q=np.array([0.1, 0.5, 0.8]), axis=1)),
-                      (((2, 3, 4),), dict(q=0.25, axis=(0, 2), keepdims=True))] + [
-                      (((6,),), dict(q=np.array([0.2, 0.7]), method=m)) for m in ("lower", "higher",
-                                                                                  "midpoint", "nearest")]
+    quantile_cases = [(((7,),), dict(q=0.3)), (((2, 3, 4),), dict(q=0.25, axis=(0, 2), keepdims=True))]
+    quantiles_cases = [(((3, 5),), dict(q=np.array([0.1, 0.5, 0.8]), axis=1))] + [
+        (((6,),), dict(q=np.array([0.2, 0.7]), method=m)) for m in ("lower", "higher", "midpoint", "nearest")]
     composites = {
         **composites_linalg,
         "np.sort": OpSpec(np.sort, np.sort, None, sample=distinct, pairs=[
             (((5,),), dict(axis=-1)), (((3, 4),), dict(axis=0)), (((2, 3),), dict(axis=None))]),
         "np.quantile": OpSpec(np.quantile, np.quantile, None, sample=distinct, pairs=quantile_cases),
+        "np.quantile(q array, methods)": OpSpec(np.quantile, np.quantile, None, sample=distinct,
+                                                pairs=quantiles_cases),
         "np.median": OpSpec(np.median, np.median, None, sample=distinct, pairs=[
             (((5,),), {}), (((3, 4),), dict(axis=1, keepdims=True)), (((4,),), {})]),
         "np.percentile": OpSpec(np.percentile, np.percentile, None, sample=distinct,
@@ -220,4 +222,10 @@ def rows():
     }
     host_only = {name: SCIPY_ONLY for name in primitives if name != "logsumexp_b"}
     host_only.update({"multigammaln": SCIPY_ONLY, "logsumexp(return_sign)": SCIPY_ONLY})
+    host_only.update({name: SCIPY_ONLY for name in (
+        "cho_factor/cho_solve", "scipy.linalg.solve_triangular(trans=1)", "signal.convolve",
+        "signal.correlate", "np.convolve", "np.correlate")})
+    host_only.update({name: HOST_CONSTANTS for name in (
+        "cumprod(zeros, axis=None)", "np.gradient", "np.gradient(coordinates)", "np.heaviside(x2)",
+        "np.interp(x, xp, fp)", "np.quantile(q array, methods)", "np.percentile")})
     return primitives, composites, host_only
