@@ -35,7 +35,8 @@ def sweep_params():
         return [pytest.mark.xfail(reason=HOST_ONLY[name], strict=True)] if name in HOST_ONLY else []
     return [pytest.param(name, i, dtype, id=f"{name}-{i}-{np.dtype(dtype).name}", marks=marks(name))
             for name, spec in ROWS.items() for i in range(len(spec.cases()))
-            for dtype in (np.float64, np.float32)]
+            for dtype in (np.float64, np.float32)
+            if name not in HOST_ONLY or (i == 0 and dtype is np.float64)]   # one failing case is proof
 
 
 def _is_float(a):
