@@ -24,7 +24,7 @@ TOLERANCE = {np.dtype(np.float64): dict(rtol=1e-9, atol=1e-12),
 
 
 # Rows that cannot run off NumPy yet, with the reason: expected to fail (strictly, so a fixed row
-# must leave this list). Empty today; a way to merge new primitives before their device paths.
+# must leave this list): a way to merge new primitives before their device paths (tt.scipy's, today).
 HOST_ONLY = {}
 HOST_ONLY.update(specs.HOST_ONLY_ROWS)   # tt.scipy's rows with SciPy forwards (issue 24)
 
