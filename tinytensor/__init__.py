@@ -26,7 +26,9 @@ from . import distributed as distributed  # tt.distributed: MPI collectives (ext
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
 from .inference import inference_mode
+from .ops_science import median as _median  # noqa: F401  (NumPy's sort, median, interp, ... on Tensors)
 from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
+from .scipy import special as _scipy_special  # noqa: F401  (tt.scipy; scipy.special's ufuncs on Tensors)
 from .serialization import load, save
 from .tape import (
     REGISTRY,
@@ -40,20 +42,20 @@ from .tape import (
     unbroadcast,
 )
 from .tensor import (
-                   Tensor,
-                   arange,
-                   eye,
-                   full,
-                   full_like,
-                   ones,
-                   ones_like,
-                   rand,
-                   randn,
-                   tensor,
-                   zeros,
-                   zeros_like,
+    Tensor,
+    arange,
+    eye,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
 )
-from .transforms import grad, hvp, jacobian, jvp, value_and_grad, vjp
+from .transforms import grad, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 from .views import draw, evaluation_trace, to_dot, wengert_list
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
@@ -67,6 +69,6 @@ __all__ = [
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "save", "load", "compile",
-    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "save", "load", "compile",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy",
 ] + sorted(ops.PUBLIC)

@@ -676,3 +676,11 @@ EXTRA_SPECS["conv2d(dilation, groups)"] = OpSpec(
         (((2, 4, 7, 6), (6, 2, 3, 2), (6,)), dict(stride=(1, 2), padding=(2, 1), dilation=(2, 3), groups=2)),
         (((1, 3, 5, 5), (3, 1, 2, 2), (3,)), dict(stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=3)),
         (((1, 2, 6, 6), (3, 2, 2, 2), (3,)), dict(stride=(1, 1), padding=(1, 1), dilation=(2, 2), groups=1))])
+
+
+# tt.scipy's primitives and composites (issue 24): their rows live next to them
+from .scipy.specs import rows as _scipy_rows  # noqa: E402
+
+_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows()
+OP_SPECS.update(_scipy_primitives)
+EXTRA_SPECS.update(_scipy_composites)

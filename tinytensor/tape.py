@@ -44,6 +44,9 @@ from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
 from .weakid import IdentityWeakMap
 
 _new_tensor = Tensor.__new__
+# Operands made arrays when an entry is made (Primitive.__call__), so rules never see a list
+# (NumPy scalars stay as they are: they have .shape and .ndim, and mix with device arrays).
+_ARRAY_LIKE = (list, tuple)
 _next_id = _creation_order.__next__
 
 
@@ -117,14 +120,19 @@ class Primitive:
     # ----- recording -----------------------------------------------------------------------
     def __call__(self, *args, **params):
         values = []
-        any_tensor = record = False
+        any_tensor = record = converted = False
         for a in args:
             if isinstance(a, Tensor):
                 any_tensor = True
                 record = record or a.requires_grad
                 values.append(a.data)
+            elif type(a) in _ARRAY_LIKE:     # lists, tuples: made arrays below, once, on the Tensors'
+                values.append(a)               # device (Tensor operands never come here)
+                converted = True
             else:
                 values.append(a)
+        if converted:
+            values = _arrays_from_lists(values, args)
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
@@ -143,7 +151,8 @@ class Primitive:
         if record and (SHARED.quiet or STATE.grad_enabled):
             out.requires_grad = True
             out._prim = self
-            out._inputs = args
+            out._inputs = args if not converted else tuple(
+                v if type(a) in _ARRAY_LIKE else a for a, v in zip(args, values))
             out._values = values
             out._params = params
         else:
@@ -180,6 +189,11 @@ class Primitive:
                 else:
                     total = total + d if rec is None else rec.add(total, d, node, "JVP")
         return total
+
+
+def _arrays_from_lists(values, args):
+    like = next((a.data for a in args if isinstance(a, Tensor)), None)
+    return [backend.asarray(v, like=like) if type(v) in _ARRAY_LIKE else v for v in values]
 
 
 def _one_array(name, ans):

@@ -404,7 +404,7 @@ _SPELLING_NUMBER = ("tt.exp(t), tt.sin(t), ... for math.exp, math.sin, ...; a Te
 def _leaving_tape(t, target, where, spelling=""):
     """The one TypeError for a value leaving the tape without a word (see __array__, __float__)."""
     return TypeError(_IMPLICIT_CONVERSION.format(shape=t.shape, dtype=t.dtype, target=target,
-                                                 where=where, spelling=spelling))
+                                                 where=where, spelling=spelling) + _scipy_hint())
 
 
 def _refuse_number(t, how):
@@ -434,6 +434,12 @@ def _mark_consumed(t):
 def _consumed(t):
     ref = _BACKWARD_DONE.get(id(t))
     return ref is not None and ref() is t
+
+
+def _scipy_hint():
+    """Where a SciPy function made the conversion: the tt.scipy function to use instead (or '')."""
+    from .scipy.guidance import hint
+    return hint(skip=3)
 
 
 def _needs_grad(x):

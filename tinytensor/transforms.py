@@ -625,6 +625,19 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False):
     return jacobian_f
 
 
+def hessian(f, argnum=0, *, argnums=None, mode="rev"):
+    """A function returning the Hessian of scalar f with respect to args[argnum] (autograd's
+    `argnum`, or JAX's `argnums`): for an input of shape I, shape I + I (JAX's out.shape +
+    in.shape, with the gradient as the output); blocks nest as jacobian's for a tuple or a pytree.
+
+    Reverse over reverse by default: the gradient is recorded once (create_graph) and swept
+    back once per input element. Measured 1.3-1.6x faster than forward over reverse (mode="fwd",
+    one forward sweep of the same tape per element) on a GP likelihood and on Rosenbrock with
+    20 and 100 variables (benchmarks/hessian_modes.py)."""
+    argnums = argnum if argnums is None else argnums
+    return jacobian(grad(f, argnums), argnums, mode=mode)
+
+
 def hvp(f, primals, tangents, allow_unused=False):
     """The Hessian of scalar f at `primals` times `tangents`, by forward over reverse mode (the
     gradient recorded with create_graph, then a JVP along it). `primals` and `tangents` are

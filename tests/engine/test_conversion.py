@@ -98,7 +98,7 @@ def test_numpy_call_with_out_is_refused_with_the_reason():
     with pytest.raises(TypeError, match="plain call.*out="):
         np.add(x, 1.0, out=np.zeros(2))
     with pytest.raises(TypeError, match="no gradient rule"):
-        np.median(x)
+        np.unwrap(x)      # (np.median has a rule now: issue 24)
 
 
 def test_format_a_one_element_tensor():

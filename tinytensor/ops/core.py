@@ -453,10 +453,10 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (its weights b= and return_sign= are not supported)."""
+    (weights b= and return_sign=: tt.scipy.special.logsumexp's)."""
     if b is not None or return_sign:
-        raise TypeError("logsumexp: b= and return_sign= are not supported; use "
-                        "logsumexp(a + log(b)) for positive weights")
+        from ..scipy.special import logsumexp as weighted
+        return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
     return _logsumexp(a, axis=axis, keepdims=keepdims)
 
 

@@ -1,0 +1,303 @@
+"""NumPy's scientific functions on Tensors, differentiable (issue 24): `np.sort(t)`, `np.median`,
+`np.quantile`, `np.interp`, ... record, as JAX differentiates them.
+
+Most are composed from recorded operations, so both modes come for free:
+
+    sort                 the values at their argsort indices (take_along_axis): the gradient
+                         goes back to where each order statistic came from
+    quantile, percentile, median
+                         order statistics (sort) mixed with constant weights (NumPy's methods
+                         linear, lower, higher, midpoint, nearest); q is a constant
+    interp               differentiable in x and in fp (xp is a constant, as the grid)
+    append, polyval, trapezoid, heaviside (zero gradient in x1, as JAX; x2 where x1 == 0)
+    gradient             linear in f: NumPy's own stencil, applied as a matrix along each axis
+    convolve, correlate  tt.scipy.signal's two convolution primitives (both operands)
+
+and one primitive, cumprod, whose gradient is exact with zeros in the input.
+"""
+
+import numpy as np
+
+from . import ops_shape
+from .ops import concatenate
+from .ops.table import _reduced_axes, defprim, nondifferentiable, public
+from .ops_elementwise import where
+from .ops_reductions import cumsum
+from .tensor import Tensor
+
+
+def _value(x):
+    return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _arg(x):
+    """A Tensor as it is; numbers and lists as float arrays."""
+    if isinstance(x, Tensor):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _no(name, what, value, default=None):
+    if value is not default:
+        raise TypeError(f"{name}: {what} is not supported on Tensors; use the returned value"
+                        if what == "out=" else f"{name}: {what} is not supported on Tensors")
+
+
+def _constant(name, what, value):
+    if isinstance(value, Tensor):
+        if value.requires_grad:
+            raise TypeError(f"np.{name}: not differentiable in {what}; pass {what}.detach()")
+        return value.data
+    return np.asarray(value)
+
+
+nondifferentiable(np.searchsorted)   # indices: computed on the values, as np.argsort
+
+
+# ----- order statistics ------------------------------------------------------------------------------
+@public(numpy=np.sort)
+def sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """np.sort: the sorted values, recorded as a gather at the argsort indices."""
+    _no("sort", "order=", order)
+    if axis is None:
+        a, axis = ops_shape.ravel(a), -1
+    # on the Tensor (not its values): tt.compile then recomputes the order on every call
+    index = np.argsort(a, axis=axis, kind="stable")
+    return ops_shape.take_along_axis(a, index, axis=axis)
+
+
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+@public(numpy=np.quantile)
+def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+             weights=None, interpolation=None):
+    """np.quantile with the methods linear (default), lower, higher, midpoint and nearest:
+    the order statistics mixed with constant weights, so the gradient flows to the one or two
+    elements each quantile falls between. q is a constant."""
+    _no("quantile", "out=", out)
+    _no("quantile", "weights=", weights)
+    method = interpolation or method
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"quantile: method must be one of {_QUANTILE_METHODS} on Tensors, got {method!r}")
+    q = _constant("quantile", "q", q).astype(np.float64)
+    if np.any((q < 0) | (q > 1)):
+        raise ValueError("quantile: q must lie in [0, 1]")
+    shape = np.shape(_value(a))
+    axes = _reduced_axes(len(shape), axis) if shape else ()
+    rest = [i for i in range(len(shape)) if i not in axes]
+    moved = np.transpose(a, rest + list(axes)) if shape else np.reshape(a, (1,))
+    flat = np.reshape(moved, tuple(shape[i] for i in rest) + (-1,))
+    n = np.shape(_value(flat))[-1]
+    if n == 0:
+        raise ValueError("quantile: the reduced axes hold no elements")
+    ordered = sort(flat, axis=-1)
+    position = q * (n - 1)
+    lo = np.floor(position).astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    weight = position - lo
+    if method == "lower":
+        weight = np.zeros_like(weight)
+    elif method == "higher":
+        lo, weight = np.ceil(position).astype(np.intp), np.zeros_like(weight)
+    elif method == "midpoint":
+        weight = np.where(weight > 0, 0.5, 0.0)
+    elif method == "nearest":    # NumPy's: the nearer neighbour, halves to the even index
+        lo, weight = np.where(np.around(position) == lo, lo, hi), np.zeros_like(weight)
+    dtype = _value(flat).dtype
+    low = ordered[..., lo]
+    result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
+    k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest
+    result = np.transpose(result, list(range(k, k + q.ndim)) + list(range(k))) if q.ndim and k else result
+    if keepdims:
+        kept = tuple(1 if i in axes else m for i, m in enumerate(shape))
+        result = np.reshape(result, q.shape + kept)
+    return result
+
+
+@public(numpy=np.percentile)
+def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
+               weights=None, interpolation=None):
+    """np.percentile: quantile(a, q / 100)."""
+    return quantile(a, _constant("percentile", "q", q) / 100.0, axis, out, overwrite_input, method,
+                    keepdims, weights=weights, interpolation=interpolation)
+
+
+@public(numpy=np.median)
+def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """np.median: the mean of the middle order statistics (quantile 0.5, linear)."""
+    return quantile(a, 0.5, axis, out, keepdims=keepdims)
+
+
+# ----- cumprod: the one primitive ---------------------------------------------------------------------------
+def _cumprod_jacobian_parts(x, ans):
+    """For x (..., n) along its last axis: L[..., i] = prod_{j<i} x_j and the (..., n, n) matrix
+    R[..., i, k] = prod_{i<j<=k} x_j for k >= i, else 0: dy_k/dx_i = L_i R_ik. Exact with zeros."""
+    n = np.shape(x)[-1]
+    later = np.arange(n)[None, :] > np.arange(n)[:, None]            # j > i
+    factors = where(later, np.expand_dims(x, -2), 1.0)                  # (..., i, j)
+    R = where(~later & (np.arange(n)[None, :] != np.arange(n)[:, None]), 0.0, _cumprod(factors, axis=-1))
+    ones = np.ones(np.shape(x)[:-1] + (1,), dtype=_value(x).dtype)
+    L = np.concatenate([ones, ans[..., :-1]], axis=-1)
+    return L, R
+
+
+def _last(x, axis):
+    return np.moveaxis(x, axis, -1)
+
+
+def _back(x, axis):
+    return np.moveaxis(x, -1, axis)
+
+
+def _cumprod_vjp(g, ans, x, axis):
+    if not np.any(_value(x) == 0):     # the common case: O(n), dy_k/dx_i = y_k / x_i
+        return np.flip(cumsum(np.flip(g * ans, axis), axis), axis) / x
+    L, R = _cumprod_jacobian_parts(_last(x, axis), _last(ans, axis))
+    return _back(L * np.sum(R * np.expand_dims(_last(g, axis), -2), axis=-1), axis)
+
+
+def _cumprod_jvp(t, ans, x, axis):
+    if not np.any(_value(x) == 0):
+        return ans * cumsum(t / x, axis)
+    L, R = _cumprod_jacobian_parts(_last(x, axis), _last(ans, axis))
+    return _back(np.sum(np.expand_dims(_last(t, axis) * L, -1) * R, axis=-2), axis)
+
+
+_cumprod = defprim(lambda x, axis: np.cumprod(x, axis=axis), "cumprod", nargs=1,
+                   vjp=[_cumprod_vjp], jvp=[_cumprod_jvp])
+
+
+@public(numpy=np.cumprod, method=True)
+def cumprod(a, axis=None, dtype=None, out=None):
+    """np.cumprod; its gradient is exact with zeros in the input."""
+    _no("cumprod", "out=", out)
+    _no("cumprod", "dtype=", dtype)
+    if axis is None:
+        a, axis = ops_shape.ravel(a), 0
+    return _cumprod(a, axis=axis)
+
+
+# ----- interpolation, polynomials, integration, differences -------------------------------------------
+@public(numpy=np.interp)
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """np.interp: piecewise-linear interpolation, differentiable in x and fp (and left/right);
+    xp (increasing) is a constant grid.
+
+    Written as sum_j hat_j(x) fp[j], the hats min(rising, falling) clipped to [0, 1]: recorded
+    operations only (no index computed from x's values), so tt.compile replays it on new x.
+    Memory x.size * len(xp): meant for grids of up to a few thousand knots."""
+    _no("interp", "period=", period)
+    grid = _constant("interp", "xp", xp).astype(np.float64)
+    x, fp = _arg(x), _arg(fp)
+    if grid.ndim != 1 or np.shape(_value(fp)) != grid.shape or not grid.size:
+        raise ValueError(f"interp: xp and fp must be 1-D of the same length, got {grid.shape} and "
+                         f"{np.shape(_value(fp))}")
+    dtype = _value(x).dtype
+    if grid.size == 1:
+        inside = fp[0] + 0.0 * x
+    else:
+        gaps = np.diff(grid)
+        first, last = np.arange(grid.size) == 0, np.arange(grid.size) == grid.size - 1
+        rising = np.concatenate([[0.0], 1 / gaps]).astype(dtype)     # hat j rises from knot j-1
+        falling = np.concatenate([1 / gaps, [0.0]]).astype(dtype)    # and falls to knot j+1
+        start = np.concatenate([[0.0], grid[:-1]]).astype(dtype)
+        stop = np.concatenate([grid[1:], [0.0]]).astype(dtype)
+        column = np.expand_dims(x, -1)
+        up = where(first, 1.0, (column - start) * rising)       # the first hat has no rising side,
+        down = where(last, 1.0, (stop - column) * falling)      # the last no falling side
+        hats = np.clip(np.minimum(up, down), 0.0, 1.0)
+        inside = np.sum(hats * fp, axis=-1)
+    below = fp[0] if left is None else left
+    above = fp[-1] if right is None else right
+    return where(x < grid[0], below, where(x > grid[-1], above, inside))
+
+
+@public(numpy=np.append)
+def append(arr, values, axis=None):
+    """np.append: a concatenation (flattened first when axis is None)."""
+    if axis is None:
+        return concatenate([ops_shape.ravel(_arg(arr)), ops_shape.ravel(_arg(values))])
+    return concatenate([arr, values], axis=axis)
+
+
+@public(numpy=np.polyval)
+def polyval(p, x):
+    """np.polyval: p[0] x^(n-1) + ... + p[-1] by Horner's rule, differentiable in p and x."""
+    p, x = _arg(p), _arg(x)
+    y = 0.0 * x
+    for i in range(np.shape(_value(p))[0]):
+        y = y * x + p[i]
+    return y
+
+
+@public(numpy=np.trapezoid)
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """np.trapezoid: the trapezoidal rule along axis, differentiable in y and x (and dx)."""
+    y = _last(_arg(y), axis)
+    mean = (y[..., 1:] + y[..., :-1]) * 0.5
+    if x is None:
+        return np.sum(mean, axis=-1) * dx
+    x = _arg(x)
+    x = x if np.ndim(_value(x)) == 1 else _last(x, axis)
+    return np.sum(mean * (x[..., 1:] - x[..., :-1]), axis=-1)
+
+
+def _stencil(n, spacing, edge_order, dtype):
+    """NumPy's np.gradient along one axis of length n, as an (n, n) matrix D: D @ f."""
+    return np.gradient(np.eye(n), *spacing, axis=0, edge_order=edge_order).astype(dtype)
+
+
+@public(numpy=np.gradient)
+def gradient(f, *varargs, axis=None, edge_order=1):
+    """np.gradient: central differences inside, one-sided at the edges; spacings (scalars or
+    coordinate arrays, constants) as NumPy's. Linear in f: NumPy's own stencil, as a matrix
+    (n x n per axis: meant for the grids of a simulation, not for millions of points)."""
+    f = _arg(f)
+    shape = np.shape(_value(f))
+    axes = _reduced_axes(len(shape), axis)
+    if len(varargs) == 0:
+        spacings = [()] * len(axes)
+    elif len(varargs) == 1:
+        spacings = [(_constant("gradient", "the spacing", varargs[0]),)] * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = [(_constant("gradient", "the spacing", v),) for v in varargs]
+    else:
+        raise TypeError(f"gradient: give no spacing, one, or one per axis ({len(axes)}), got {len(varargs)}")
+    dtype = _value(f).dtype if _value(f).dtype.kind == "f" else np.float64
+    results = []
+    for ax, spacing in zip(axes, spacings):
+        D = _stencil(shape[ax], spacing, edge_order, dtype)
+        results.append(np.moveaxis(np.tensordot(D, f, axes=([1], [ax])), 0, ax))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+@public(numpy=np.heaviside)
+def heaviside(x1, x2):
+    """np.heaviside: 0 below 0, 1 above, x2 at 0. Zero gradient in x1 (as JAX); x2's where x1 == 0."""
+    x1 = _arg(x1)
+    return where(x1 < 0, 0.0, where(x1 > 0, 1.0, x2 + 0.0 * x1))
+
+
+# ----- convolution ------------------------------------------------------------------------------------------
+@public(numpy=np.convolve)
+def convolve(a, v, mode="full"):
+    """np.convolve (1-D; modes full, same, valid), differentiable in both operands."""
+    from .scipy.signal import _as_operand, _centred
+    from .scipy.signal import convolve as nd_convolve
+    a, v = _as_operand(a), _as_operand(v)
+    for name, x in (("a", a), ("v", v)):
+        if np.ndim(_value(x)) != 1 or not np.size(_value(x)):
+            raise ValueError(f"convolve: {name} must be 1-D and not empty, got shape {np.shape(_value(x))}")
+    if mode == "same":
+        longer = a if np.size(_value(a)) >= np.size(_value(v)) else v
+        return _centred(nd_convolve(a, v, "full"), np.shape(_value(longer)))
+    return nd_convolve(a, v, mode)
+
+
+@public(numpy=np.correlate)
+def correlate(a, v, mode="valid"):
+    """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable."""
+    from .scipy.signal import _as_operand
+    return convolve(a, np.flip(_as_operand(v)), mode)

@@ -1,0 +1,164 @@
+"""`tt.scipy.linalg`: SciPy's matrix functions, differentiable in both modes.
+
+    solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False)   a primitive
+    cholesky(a, lower=False), cho_factor(a, lower=False), cho_solve((c, lower), b)
+    expm(A)               a primitive; its rules are the Frechet derivative, L(A, E) (JVP) and
+                          L(A^T, G) (VJP): SciPy's expm_frechet on arrays, the block-triangular
+                          expm([[A, E], [0, A]]) on Tensors, so higher orders are recorded too
+    solve_sylvester(a, b, q)   A X + X B = Q, a primitive; every rule is another Sylvester solve
+    sqrtm(A)              a primitive: X dX + dX X = dA, so both rules are Sylvester solves
+
+All take 2-D matrices (expm also batches); cho_factor returns a clean triangle (zeros in the
+other half, where SciPy leaves what was there).
+"""
+
+import numpy as np
+import scipy.linalg
+
+from .. import linalg as tt_linalg
+from ..ops import defprim
+from ..tensor import Tensor
+
+
+def _same_float(out, like):
+    """SciPy's result in the input's float dtype (float32 stays float32)."""
+    dtype = like.dtype
+    return out.astype(dtype) if dtype.kind == "f" and out.dtype != dtype else out
+
+
+def _t(m):
+    return np.swapaxes(m, -1, -2)
+
+
+# ----- solve_triangular ------------------------------------------------------------------------------
+def _triangle(m, lower, unit):
+    """The part of m that a triangular solve reads: its triangle (without the diagonal if unit)."""
+    k = -1 if unit else 0
+    return np.tril(m, k) if lower else np.triu(m, -k)
+
+
+def _outer_product(u, x):   # u x^T for matrices, outer(u, x) for vectors
+    return u @ _t(x) if np.ndim(x) == 2 else np.expand_dims(u, -1) * np.expand_dims(x, -2)
+
+
+def _st_forward(a, b, lower=False, unit_diagonal=False):
+    return _same_float(scipy.linalg.solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal), b)
+
+
+def _st_vjp_b(g, ans, a, b, lower, unit_diagonal):       # a^-T g
+    return _solve_triangular(_t(a), g, lower=not lower, unit_diagonal=unit_diagonal)
+
+
+def _st_vjp_a(g, ans, a, b, lower, unit_diagonal):       # -tri(a^-T g x^T)
+    gb = _st_vjp_b(g, ans, a, b, lower, unit_diagonal)
+    return -_triangle(_outer_product(gb, ans), lower, unit_diagonal)
+
+
+_solve_triangular = defprim(
+    _st_forward, "solve_triangular",
+    vjp=[_st_vjp_a, _st_vjp_b],
+    jvp=[lambda t, ans, a, b, lower, unit_diagonal: -_solve_triangular(
+             a, _triangle(t, lower, unit_diagonal) @ ans, lower=lower, unit_diagonal=unit_diagonal),
+         lambda t, ans, a, b, lower, unit_diagonal: _solve_triangular(
+             a, t, lower=lower, unit_diagonal=unit_diagonal)])
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """x with a x = b (trans=0), a^T x = b (1, "T", or 2, "C" for real a), a triangular (2-D)."""
+    if trans in (1, 2, "T", "C"):
+        a, lower = _t(a), not lower
+    elif trans not in (0, "N"):
+        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}")
+    return _solve_triangular(a, b, lower=bool(lower), unit_diagonal=bool(unit_diagonal))
+
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor, upper (a = U^T U) by default as SciPy's, lower with lower=True."""
+    return tt_linalg.cholesky(a, upper=not lower)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """(c, lower) for cho_solve; c holds the factor, zeros in the other triangle."""
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """x with a x = b, from cho_factor(a): two triangular solves."""
+    c, lower = c_and_lower
+    y = solve_triangular(c, b, trans=0 if lower else 1, lower=lower)
+    return solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
+
+
+# ----- expm, with the Frechet derivative --------------------------------------------------------------
+def _expm_forward(a):
+    return _same_float(np.asarray(scipy.linalg.expm(a)), a)
+
+
+def _frechet(a, e):
+    """L(A, E), the derivative of expm at A along E: SciPy's on arrays, the upper-right block of
+    expm([[A, E], [0, A]]) on Tensors (so it is recorded and differentiates again)."""
+    if type(a) is np.ndarray and type(e) is np.ndarray and a.ndim == 2:
+        return _same_float(scipy.linalg.expm_frechet(a, e, compute_expm=False), a)
+    n = np.shape(a)[-1]
+    zeros = np.zeros(np.shape(a), dtype=(a.data if isinstance(a, Tensor) else a).dtype)
+    top = np.concatenate([a, np.broadcast_to(e, np.shape(a)) if np.shape(e) != np.shape(a) else e], axis=-1)
+    block = np.concatenate([top, np.concatenate([zeros, a], axis=-1)], axis=-2)
+    return expm(block)[..., :n, n:]
+
+
+_expm = defprim(_expm_forward, "expm",
+                vjp=[lambda g, ans, a: _frechet(_t(a), g)],
+                jvp=[lambda t, ans, a: _frechet(a, t)])
+
+
+def expm(A):
+    """The matrix exponential (scipy.linalg.expm), of one matrix or a batch (..., n, n)."""
+    return _expm(A)
+
+
+# ----- Sylvester equations and the matrix square root -------------------------------------------------
+def _sylvester_forward(a, b, q):
+    return _same_float(scipy.linalg.solve_sylvester(a, b, q), q)
+
+
+def _sylvester_adjoint(g, a, b):   # the adjoint of Q -> X: solve A^T Y + Y B^T = G
+    return _solve_sylvester(_t(a), _t(b), g)
+
+
+_solve_sylvester = defprim(
+    _sylvester_forward, "solve_sylvester",
+    vjp=[lambda g, ans, a, b, q: -(_sylvester_adjoint(g, a, b) @ _t(ans)),
+         lambda g, ans, a, b, q: -(_t(ans) @ _sylvester_adjoint(g, a, b)),
+         lambda g, ans, a, b, q: _sylvester_adjoint(g, a, b)],
+    jvp=[lambda t, ans, a, b, q: _solve_sylvester(a, b, -(t @ ans)),
+         lambda t, ans, a, b, q: _solve_sylvester(a, b, -(ans @ t)),
+         lambda t, ans, a, b, q: _solve_sylvester(a, b, t)])
+
+
+def solve_sylvester(a, b, q):
+    """X with A X + X B = Q (scipy.linalg.solve_sylvester), differentiable in A, B and Q."""
+    return _solve_sylvester(a, b, q)
+
+
+def _sqrtm_forward(a):
+    root = scipy.linalg.sqrtm(a)
+    if np.iscomplexobj(root):
+        if np.abs(root.imag).max() > 1e-8 * max(1.0, np.abs(root.real).max()):
+            raise ValueError("sqrtm: this matrix has no real square root (a negative real eigenvalue); "
+                             "tt.scipy.linalg.sqrtm differentiates real square roots only")
+        root = root.real
+    return _same_float(np.asarray(root), a)
+
+
+_sqrtm = defprim(_sqrtm_forward, "sqrtm",
+                 vjp=[lambda g, ans, a: _solve_sylvester(_t(ans), _t(ans), g)],
+                 jvp=[lambda t, ans, a: _solve_sylvester(ans, ans, t)])
+
+
+def sqrtm(A, disp=True, blocksize=64):
+    """The principal square root of A (real), differentiable: X dX + dX X = dA."""
+    return _sqrtm(A)
+
+
+__all__ = ["solve_triangular", "cholesky", "cho_factor", "cho_solve", "expm", "solve_sylvester", "sqrtm"]

@@ -1,0 +1,386 @@
+"""`tt.scipy.stats`: SciPy's distributions with their method names and arguments, differentiable
+in the value and in the parameters (as `jax.scipy.stats`).
+
+    tt.scipy.stats.norm.logpdf(x, loc=0, scale=1)        SciPy's broadcasting; Tensors or arrays
+    tt.scipy.stats.norm(loc, scale).logpdf(x)            frozen, as SciPy
+    tt.scipy.stats.multivariate_normal.logpdf(x, mean, cov)
+
+Every method is composed from recorded operations (tt.scipy.special's rows, log, where, ...), so
+reverse and forward mode both work, to any order the pieces allow. Outside the support the
+values are SciPy's (-inf for logpdf, 0 for pdf and cdf), with a zero gradient there. Limits:
+a cdf written with betainc or gammainc is differentiable in the value, loc and scale (and in mu,
+p of poisson, binom) but not in the shape parameters that enter betainc/gammainc as a or b
+(t.cdf in df, gamma.cdf in a, beta.cdf in a and b, chi2.cdf in df, binom.cdf in n): those raise
+if they require grad. Methods not written here (rvs, mean, var, ...) are SciPy's, on values.
+"""
+
+import math
+
+import numpy as np
+import scipy.stats
+
+from .. import linalg as tt_linalg
+from .. import ops
+from .. import ops_elementwise as ew
+from ..tensor import Tensor
+from . import special as sp
+
+LOG_2PI = math.log(2 * math.pi)
+
+
+def _value(x):
+    return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _arg(x):
+    """A Tensor as it is; anything else (numbers, lists) as a float array."""
+    if isinstance(x, Tensor):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _constant(method, what, value):
+    if isinstance(value, Tensor) and value.requires_grad:
+        raise TypeError(f"tt.scipy.stats.{method}: not differentiable in {what} (it enters "
+                        f"betainc/gammainc as a shape parameter); pass {what}.detach() for its value")
+    return _arg(value.data if isinstance(value, Tensor) else value)
+
+
+def _where(condition, x, fill):
+    """x where condition holds, else fill. Always recorded (no shortcut when it holds
+    everywhere): tt.compile then recomputes the mask on every call."""
+    return ew.where(condition, x, fill)
+
+
+def _inside(condition, x, safe):
+    """x where condition holds, else `safe` (a point inside the domain), so that values and
+    gradients computed from it stay finite where `_where` throws them away."""
+    return ew.where(condition, x, safe)
+
+
+def _standardized(x, loc, scale):
+    return (_arg(x) - _arg(loc)) / _arg(scale)
+
+
+def _log_scale(scale):
+    return np.log(_inside(_arg(scale) > 0, _arg(scale), 1.0))
+
+
+def _scale_ok(scale, value):
+    """NaN where scale <= 0, as SciPy."""
+    return _where(_arg(scale) > 0, value, np.nan)
+
+
+class _Frozen:
+    """dist(*params).method(x) is dist.method(x, *params), as SciPy's frozen distributions."""
+
+    def __init__(self, dist, args, kwds):
+        self.dist, self.args, self.kwds = dist, args, kwds
+
+    def __getattr__(self, name):
+        method = getattr(self.dist, name)
+        return lambda *x, **kw: method(*x, *self.args, **{**self.kwds, **kw})
+
+    def __repr__(self):
+        return f"<frozen tt.scipy.stats.{self.dist.name}{self.args}{self.kwds}>"
+
+
+class _Distribution:
+    name = None
+
+    def __call__(self, *args, **kwds):
+        return _Frozen(self, args, kwds)
+
+    def __getattr__(self, name):     # rvs, mean, var, ...: SciPy's, on values
+        return getattr(getattr(scipy.stats, self.name), name)
+
+    def __repr__(self):
+        return f"<tt.scipy.stats.{self.name}>"
+
+
+class _Continuous(_Distribution):
+    def pdf(self, x, *args, **kwds):
+        return np.exp(self.logpdf(x, *args, **kwds))
+
+    def logcdf(self, x, *args, **kwds):
+        with np.errstate(divide="ignore"):
+            return np.log(self.cdf(x, *args, **kwds))
+
+    def sf(self, x, *args, **kwds):
+        return 1.0 - self.cdf(x, *args, **kwds)
+
+    def logsf(self, x, *args, **kwds):
+        with np.errstate(divide="ignore"):
+            return np.log(self.sf(x, *args, **kwds))
+
+
+class _Discrete(_Distribution):
+    def pmf(self, k, *args, **kwds):
+        return np.exp(self.logpmf(k, *args, **kwds))
+
+    def logcdf(self, k, *args, **kwds):
+        with np.errstate(divide="ignore"):
+            return np.log(self.cdf(k, *args, **kwds))
+
+    def sf(self, k, *args, **kwds):
+        return 1.0 - self.cdf(k, *args, **kwds)
+
+    def logsf(self, k, *args, **kwds):
+        with np.errstate(divide="ignore"):
+            return np.log(self.sf(k, *args, **kwds))
+
+
+# ----- continuous ------------------------------------------------------------------------------------
+class _Norm(_Continuous):
+    name = "norm"
+
+    def logpdf(self, x, loc=0, scale=1):
+        z = _standardized(x, loc, scale)
+        return _scale_ok(scale, -0.5 * (z * z) - _log_scale(scale) - 0.5 * LOG_2PI)
+
+    def cdf(self, x, loc=0, scale=1):
+        return _scale_ok(scale, sp.ndtr(_standardized(x, loc, scale)))
+
+    def logcdf(self, x, loc=0, scale=1):
+        return _scale_ok(scale, sp.log_ndtr(_standardized(x, loc, scale)))
+
+    def sf(self, x, loc=0, scale=1):
+        return _scale_ok(scale, sp.ndtr(-_standardized(x, loc, scale)))
+
+    def logsf(self, x, loc=0, scale=1):
+        return _scale_ok(scale, sp.log_ndtr(-_standardized(x, loc, scale)))
+
+    def ppf(self, q, loc=0, scale=1):
+        return _arg(loc) + _arg(scale) * sp.ndtri(_arg(q))
+
+    def isf(self, q, loc=0, scale=1):
+        return _arg(loc) - _arg(scale) * sp.ndtri(_arg(q))
+
+
+class _T(_Continuous):
+    name = "t"
+
+    def logpdf(self, x, df, loc=0, scale=1):
+        z, df = _standardized(x, loc, scale), _arg(df)
+        return _scale_ok(scale, sp.gammaln(0.5 * (df + 1)) - sp.gammaln(0.5 * df)
+                         - 0.5 * np.log(df * math.pi) - _log_scale(scale)
+                         - 0.5 * (df + 1) * np.log1p(z * z / df))
+
+    def cdf(self, x, df, loc=0, scale=1):
+        z, df = _standardized(x, loc, scale), _constant("t.cdf", "df", df)
+        tail = 0.5 * sp.betainc(0.5 * df, 0.5, df / (df + z * z))   # P(T < -|z|)
+        return _scale_ok(scale, ew.where(z < 0, tail, 1.0 - tail))
+
+
+class _Gamma(_Continuous):
+    name = "gamma"
+
+    def logpdf(self, x, a, loc=0, scale=1):
+        z, a = _standardized(x, loc, scale), _arg(a)
+        inside = z > 0
+        z = _inside(inside, z, 1.0)
+        value = sp.xlogy(a - 1, z) - z - sp.gammaln(a) - _log_scale(scale)
+        return _scale_ok(scale, _where(inside, value, -np.inf))
+
+    def cdf(self, x, a, loc=0, scale=1):
+        z, a = _standardized(x, loc, scale), _constant("gamma.cdf", "a", a)
+        inside = z > 0
+        return _scale_ok(scale, _where(inside, sp.gammainc(a, _inside(inside, z, 1.0)), 0.0))
+
+    def sf(self, x, a, loc=0, scale=1):
+        z, a = _standardized(x, loc, scale), _constant("gamma.sf", "a", a)
+        inside = z > 0
+        return _scale_ok(scale, _where(inside, sp.gammaincc(a, _inside(inside, z, 1.0)), 1.0))
+
+
+class _Chi2(_Continuous):
+    name = "chi2"
+
+    def logpdf(self, x, df, loc=0, scale=1):
+        return gamma.logpdf(x, 0.5 * _arg(df), loc, 2 * _arg(scale))
+
+    def cdf(self, x, df, loc=0, scale=1):
+        return gamma.cdf(x, 0.5 * _constant("chi2.cdf", "df", df), loc, 2 * _arg(scale))
+
+    def sf(self, x, df, loc=0, scale=1):
+        return gamma.sf(x, 0.5 * _constant("chi2.sf", "df", df), loc, 2 * _arg(scale))
+
+
+class _Beta(_Continuous):
+    name = "beta"
+
+    def logpdf(self, x, a, b, loc=0, scale=1):
+        z, a, b = _standardized(x, loc, scale), _arg(a), _arg(b)
+        inside = (z > 0) & (z < 1)
+        z = _inside(inside, z, 0.5)
+        value = sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b) - _log_scale(scale)
+        return _scale_ok(scale, _where(inside, value, -np.inf))
+
+    def cdf(self, x, a, b, loc=0, scale=1):
+        z = _standardized(x, loc, scale)
+        a, b = _constant("beta.cdf", "a", a), _constant("beta.cdf", "b", b)
+        inside = (z > 0) & (z < 1)
+        value = sp.betainc(a, b, _inside(inside, z, 0.5))
+        return _scale_ok(scale, _where(inside, value, np.asarray(z >= 1).astype(float)))
+
+
+# ----- discrete ------------------------------------------------------------------------------------------
+def _counts(k, loc):
+    """k - loc as values (counts carry no gradient), and where they are whole numbers."""
+    k = _value(k) - _value(loc)
+    return k, k == np.floor(k)
+
+
+class _Poisson(_Discrete):
+    name = "poisson"
+
+    def logpmf(self, k, mu, loc=0):
+        k, whole = _counts(k, loc)
+        mu = _arg(mu)
+        inside = whole & (k >= 0)
+        safe = np.where(inside, k, 0.0)
+        return _where(inside, sp.xlogy(safe, mu) - sp.gammaln(safe + 1) - mu, -np.inf)
+
+    def cdf(self, k, mu, loc=0):
+        k = np.floor(_value(k) - _value(loc))
+        inside = k >= 0
+        return _where(inside, sp.gammaincc(np.where(inside, k, 0.0) + 1, _arg(mu)), 0.0)
+
+    def sf(self, k, mu, loc=0):
+        k = np.floor(_value(k) - _value(loc))
+        inside = k >= 0
+        return _where(inside, sp.gammainc(np.where(inside, k, 0.0) + 1, _arg(mu)), 1.0)
+
+
+class _Bernoulli(_Discrete):
+    name = "bernoulli"
+
+    def logpmf(self, k, p, loc=0):
+        k, whole = _counts(k, loc)
+        p = _arg(p)
+        inside = whole & (k >= 0) & (k <= 1)
+        safe = np.where(inside, k, 0.0)
+        return _where(inside, sp.xlogy(safe, p) + sp.xlog1py(1 - safe, -p), -np.inf)
+
+    def cdf(self, k, p, loc=0):
+        k = _value(k) - _value(loc)
+        q = 1.0 - _arg(p)
+        return ew.where(k >= 1, 1.0, ew.where(k >= 0, q, 0.0))
+
+
+class _Binom(_Discrete):
+    name = "binom"
+
+    def logpmf(self, k, n, p, loc=0):
+        k, whole = _counts(k, loc)
+        n, p = _arg(n), _arg(p)
+        inside = whole & (k >= 0) & (k <= _value(n))
+        safe = np.where(inside, k, 0.0)
+        combinations = sp.gammaln(n + 1) - sp.gammaln(safe + 1) - sp.gammaln(n - safe + 1)
+        return _where(inside, combinations + sp.xlogy(safe, p) + sp.xlog1py(n - safe, -p), -np.inf)
+
+    def cdf(self, k, n, p, loc=0):
+        k = np.floor(_value(k) - _value(loc))
+        n = _constant("binom.cdf", "n", n)
+        inside = (k >= 0) & (k < n)
+        safe = np.where(inside, k, 0.0)
+        value = sp.betainc(np.where(inside, n - safe, 1.0), safe + 1, 1.0 - _arg(p))
+        return _where(inside, value, (k >= n).astype(float))
+
+
+# ----- multivariate ---------------------------------------------------------------------------------------
+class _MultivariateNormal(_Distribution):
+    name = "multivariate_normal"
+
+    def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
+        return _Frozen(self, (), dict(mean=mean, cov=cov))
+
+    @staticmethod
+    def _parameters(x, mean, cov):
+        cov_value = _value(cov)
+        if mean is not None:
+            dim = int(np.size(_value(mean)))
+        elif cov_value.ndim:
+            dim = cov_value.shape[0]
+        else:
+            dim = 1                        # SciPy's reading of a scalar cov without a mean
+        mean = np.zeros(dim) if mean is None else _arg(mean)
+        cov = _arg(cov)
+        if cov_value.ndim == 0:
+            cov = cov * np.eye(dim)
+        elif cov_value.ndim == 1:
+            cov = cov * np.eye(dim)       # the variances on the diagonal
+        if np.shape(_value(cov)) != (dim, dim):
+            raise ValueError(f"multivariate_normal: cov must be ({dim}, {dim}) for a mean of "
+                             f"dimension {dim}, got shape {np.shape(_value(cov))}")
+        x = _arg(x)
+        ndim = np.ndim(_value(x))
+        if ndim == 0:
+            x = np.reshape(x, (1,))
+        elif ndim == 1 and dim == 1:
+            x = np.reshape(x, (-1, 1))     # SciPy's reading: a batch of 1-D points
+        return x, np.reshape(mean, (dim,)), cov, dim
+
+    def logpdf(self, x, mean=None, cov=1, allow_singular=False):
+        """log N(x; mean, cov), x of shape (..., dim); SciPy's squeezed output shape."""
+        x, mean, cov, dim = self._parameters(x, mean, cov)
+        lower = tt_linalg.cholesky(cov)
+        residual = x - mean
+        batch = np.shape(_value(residual))[:-1]
+        z = tt_linalg.solve(lower, np.reshape(residual, (-1, dim)).T)         # (dim, points)
+        logdet = 2 * ops.sum(np.log(np.diagonal(lower)))
+        out = -0.5 * (dim * LOG_2PI + logdet + ops.sum(z * z, axis=0))
+        return np.squeeze(np.reshape(out, batch))
+
+    def pdf(self, x, mean=None, cov=1, allow_singular=False):
+        return np.exp(self.logpdf(x, mean, cov))
+
+    def cdf(self, *args, **kwds):
+        raise NotImplementedError("tt.scipy.stats.multivariate_normal.cdf is not differentiable here "
+                                  "(SciPy integrates it numerically); use the values: "
+                                  "scipy.stats.multivariate_normal.cdf(x.detach(), ...)")
+
+
+class _Dirichlet(_Distribution):
+    name = "dirichlet"
+
+    def __call__(self, alpha, seed=None):
+        return _Frozen(self, (alpha,), {})
+
+    def logpdf(self, x, alpha):
+        """x of shape (K, ...) or (K - 1, ...) (the last component 1 - sum), alpha of shape (K,)."""
+        alpha = _arg(alpha)
+        if np.ndim(_value(alpha)) != 1:
+            raise ValueError(f"dirichlet: alpha must be 1-D, got shape {np.shape(_value(alpha))}")
+        k = np.shape(_value(alpha))[0]
+        x = _arg(x)
+        if np.shape(_value(x))[0] == k - 1:
+            x = ops.concatenate([x, 1.0 - ops.sum(x, axis=0, keepdims=True)], axis=0)
+        values = _value(x)
+        if np.shape(values)[0] != k:
+            raise ValueError(f"dirichlet: x must have {k} or {k - 1} entries along axis 0 (alpha has "
+                             f"{k}), got shape {np.shape(values)}")
+        if np.any(values < 0) or np.any(values > 1) or not np.allclose(values.sum(axis=0), 1):
+            raise ValueError("dirichlet: each x must lie in the simplex (entries in [0, 1] summing to 1)")
+        a = np.reshape(alpha, (k,) + (1,) * (np.ndim(values) - 1))
+        log_norm = ops.sum(sp.gammaln(alpha)) - sp.gammaln(ops.sum(alpha))
+        return ops.sum(sp.xlogy(a - 1, x), axis=0) - log_norm
+
+    def pdf(self, x, alpha):
+        return np.exp(self.logpdf(x, alpha))
+
+
+norm = _Norm()
+t = _T()
+gamma = _Gamma()
+chi2 = _Chi2()
+beta = _Beta()
+poisson = _Poisson()
+bernoulli = _Bernoulli()
+binom = _Binom()
+multivariate_normal = _MultivariateNormal()
+dirichlet = _Dirichlet()
+
+__all__ = ["norm", "t", "gamma", "chi2", "beta", "poisson", "bernoulli", "binom",
+           "multivariate_normal", "dirichlet"]
