@@ -61,6 +61,11 @@ class Primitive:
     rules, which are written with these same functions, run at NumPy speed).
     """
 
+    # List and tuple operands are NumPy's array-likes for the built-in rows (np.dot([1., 2.], t)):
+    # made arrays once, when the entry is made. A user primitive (user_primitives.py) keeps its
+    # containers: they hold its Tensor inputs.
+    lists_are_arrays = True
+
     def __init__(self, fun, name=None, nargs=None):
         self.fun = fun
         self.name = name or fun.__name__
@@ -131,8 +136,10 @@ class Primitive:
                 converted = True
             else:
                 values.append(a)
-        if converted:
+        if converted and self.lists_are_arrays:
             values = _arrays_from_lists(values, args)
+        else:
+            converted = False
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:

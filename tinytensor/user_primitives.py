@@ -23,6 +23,9 @@ _CONTAINERS = (tuple, list, dict)
 class UserPrimitive(Primitive):
     """What `tt.primitive` makes: a Primitive whose container arguments are flattened."""
 
+    lists_are_arrays = False      # its containers hold its Tensor inputs (flattened above)
+
+
     def __init__(self, fun, name=None, nargs=None, **options):
         super().__init__(fun, name, nargs, **options)
         self.fun = _at_top_level(fun)
