@@ -267,13 +267,14 @@ class Tensor:
         _refuse_leaf(self, "t[index] = value")
         _record_setitem(self, index, value)
 
-    # Comparisons give plain boolean arrays: they carry no gradient.
-    def __lt__(self, other): return self.data < _value(other)
-    def __le__(self, other): return self.data <= _value(other)
-    def __gt__(self, other): return self.data > _value(other)
-    def __ge__(self, other): return self.data >= _value(other)
-    def __eq__(self, other): return self.data == _value(other)
-    def __ne__(self, other): return self.data != _value(other)
+    # Comparisons give plain boolean arrays: they carry no gradient. While tt.compile records,
+    # the recorder notes the mask (the program recomputes it on every call).
+    def __lt__(self, other): return _compare(operator.lt, self, other)
+    def __le__(self, other): return _compare(operator.le, self, other)
+    def __gt__(self, other): return _compare(operator.gt, self, other)
+    def __ge__(self, other): return _compare(operator.ge, self, other)
+    def __eq__(self, other): return _compare(operator.eq, self, other)
+    def __ne__(self, other): return _compare(operator.ne, self, other)
 
     # ----- methods, as in NumPy / PyTorch (those with their own signature) --------------------
     @property
@@ -518,6 +519,12 @@ _new_tensor = Tensor.__new__
 
 def _value(x):
     return x.data if isinstance(x, Tensor) else x
+
+
+def _compare(op, t, other):
+    value = op(t.data, _value(other))
+    recorder = STATE.recorder
+    return value if recorder is None else recorder.compared(op, t, other, value)
 
 
 def _is_device_name(x):
