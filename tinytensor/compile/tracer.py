@@ -212,6 +212,8 @@ class _Tracer:
         """draws.draw: fun(rng, *args) drawn now and noted as a line the program repeats on every
         call (kept even if its result is unused: the generator advances as eagerly)."""
         generator = rng if isinstance(rng, np.random.Generator) else None
+        if rng is None:
+            generator = draws.generator(None)        # the global one (tt.manual_seed)
         if generator is not None:
             state = generator.bit_generator.state
             expected = self.generator_states.get(generator)

@@ -476,7 +476,7 @@ def _check_dropout(p):
 def _dropout_mask(rng, x, p, dtype):
     """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
     drawn by the NumPy Generator `rng` (the same masks on every device), then moved."""
-    keep = rng.random(x.shape) >= p
+    keep = generator(rng).random(x.shape) >= p      # resolved per call: a seed, None (global)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     return backend.like(np.where(keep, scale, 0.0), x, dtype)
 
@@ -495,7 +495,6 @@ def dropout(x, p=0.5, training=True, rng=None):
     """x * mask / (1 - p) with a fresh mask from `rng` (a seed or an np.random.Generator; None:
     the global generator, tt.manual_seed) when training; x itself otherwise (see nn.Dropout)."""
     p = _check_dropout(p)
-    rng = generator(rng)
     if not training or p == 0.0:
         return x
     return _dropout(x, p, rng)[0]
