@@ -2,6 +2,7 @@
 under tt.compile, CrossEntropyLoss's ignored labels): each compiled result equals eager."""
 
 import numpy as np
+import pytest
 
 import tinytensor as tt
 
@@ -41,3 +42,33 @@ def test_comparison_of_a_0d_tensor_is_recomputed_per_call():
     g = tt.compile(tt.grad(lambda c, x: tt.sum(tt.where(c > 0, x, -x)), argnums=1))
     g(np.array(1.0), np.array([1.0, 2.0]))
     np.testing.assert_array_equal(g(np.array(-1.0), np.array([1.0, 2.0])), [-1.0, -1.0])
+
+
+def _xent_step():
+    loss = tt.nn.CrossEntropyLoss()
+    return tt.value_and_grad(lambda x, y: loss(x, y))
+
+
+def test_cross_entropy_recorded_without_ignored_labels_names_the_fix():
+    # the fused path is chosen at trace time on (t == ignore_index).any(); a later call with
+    # ignored labels raised softmax_cross_entropy's IndexError, which did not say what to do
+    x = np.random.default_rng(0).standard_normal((4, 5))
+    step = tt.compile(_xent_step())
+    step(x, np.array([0, 1, 2, 3]))
+    value, grad = step(x, np.array([4, 0, 1, 1]))            # other labels, none ignored: as eager
+    want_value, want_grad = _xent_step()(x, np.array([4, 0, 1, 1]))
+    assert value == want_value
+    np.testing.assert_array_equal(grad, want_grad)
+    with pytest.raises(ValueError, match=r"ignore_index=-100.*Record it on targets that include"):
+        step(x, np.array([0, -100, 2, 3]))
+
+
+def test_cross_entropy_recorded_with_ignored_labels_handles_both():
+    x = np.random.default_rng(1).standard_normal((4, 5))
+    step = tt.compile(_xent_step())
+    step(x, np.array([0, -100, 2, 3]))
+    for y in (np.array([1, 2, -100, -100]), np.array([0, 1, 2, 3])):
+        value, grad = step(x, y)
+        want_value, want_grad = _xent_step()(x, y)
+        np.testing.assert_allclose(value, want_value, rtol=1e-14)
+        np.testing.assert_allclose(grad, want_grad, rtol=1e-13, atol=1e-16)

@@ -702,9 +702,26 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
     if plain and not (t.dtype.kind in "iu" and (t == ignore_index).any()):
+        if STATE.recorder is not None and t.dtype.kind in "iu":   # tt.compile: checked per call
+            target = ops.on_values(_none_ignored, (target, ignore_index), {},
+                                   _none_ignored(target, ignore_index))
         return ops.softmax_cross_entropy(logits, target, reduction=reduction)
     return _weighted_nll(ops.log_softmax(logits, axis=-1), target, weight, ignore_index,
                          label_smoothing, reduction, "CrossEntropyLoss")
+
+
+def _none_ignored(target, ignore_index):
+    """The labels (a view), after checking that none is ignore_index: a compiled program recorded
+    on labels without one took the fused path, which has no ignored rows."""
+    t = target.data if isinstance(target, Tensor) else target
+    if (t == ignore_index).any():
+        raise ValueError(
+            f"CrossEntropyLoss: this compiled program was recorded on targets with no label equal "
+            f"to ignore_index={ignore_index} (it computes the fused softmax_cross_entropy, which has "
+            f"no ignored rows), and this call's targets have some. Record it on targets that "
+            f"include an ignored label (that program handles both), or pass "
+            f"weight=np.ones(num_classes), which takes the general path on every call")
+    return t.view()
 
 
 def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
