@@ -711,8 +711,9 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
 
 
 def _none_ignored(target, ignore_index):
-    """The labels (a view), after checking that none is ignore_index: a compiled program recorded
-    on labels without one took the fused path, which has no ignored rows."""
+    """The labels (a copy: a program temporary aliasing no input), after checking that none
+    is ignore_index: a compiled program recorded on labels without one took the fused path,
+    which has no ignored rows."""
     t = target.data if isinstance(target, Tensor) else target
     if (t == ignore_index).any():
         raise ValueError(
@@ -721,7 +722,7 @@ def _none_ignored(target, ignore_index):
             f"no ignored rows), and this call's targets have some. Record it on targets that "
             f"include an ignored label (that program handles both), or pass "
             f"weight=np.ones(num_classes), which takes the general path on every call")
-    return t.view()
+    return t.copy()
 
 
 def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
