@@ -13,8 +13,9 @@ clipping. The text (examples/data/public_domain.txt: Genesis 1, Psalm 23, Eccles
 the Declaration of Independence, Shakespeare; about 19 kB) is split 90/10 into train/validation.
 Every --eval-every steps the model, optimizer, the global generator's state (tt.get_rng_state) and
 the curves go to --checkpoint, so --resume continues exactly; --plot saves the loss curves.
---compile runs each step's forward and backward as one tt.compile program (dropout off there: a
-compiled program replays the recorded masks). The last line printed is a sample.
+--compile runs each step's forward and backward as one tt.compile program (its dropout masks drawn
+anew on every call from the global generator, as eagerly: the same run). The last line printed is
+a sample.
 """
 
 import os
@@ -209,8 +210,7 @@ def main(argv=None):
     args = parse_args(argv)
     tt.manual_seed(args.seed)
     chars, train, val = load_text()
-    model = GPT(len(chars), args.block_size, args.n_layer, args.n_head, args.n_embd,
-                0.0 if args.compile else args.dropout)
+    model = GPT(len(chars), args.block_size, args.n_layer, args.n_head, args.n_embd, args.dropout)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = tt.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},

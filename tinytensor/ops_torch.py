@@ -29,7 +29,8 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import backend, rng
+from . import backend, draws, rng
+from . import tensor as tensor_module
 from .ops import METHODS, NUMPY_FUNCTIONS, PUBLIC, public
 from .tensor import _ITER_CHECKS, Tensor
 
@@ -211,7 +212,13 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     """Indices drawn from the categories of `probs` (non-negative weights, one row or a batch of
     rows; they need not add up to 1), as torch.multinomial: int64, shape (num_samples,) or
     (rows, num_samples). Without replacement each index appears at most once per row.
-    `generator`: an np.random.Generator, a seed, or None (the global one, tt.manual_seed)."""
+    `generator`: an np.random.Generator, a seed, or None (the global one, tt.manual_seed).
+    A draw (tinytensor/draws.py): tt.compile draws anew, from `probs`' values, on every call."""
+    values = draws.draw(_multinomial, generator, probs, int(num_samples), bool(replacement))
+    return tensor_module._drawn(Tensor(values), values)
+
+
+def _multinomial(generator, probs, num_samples, replacement):
     p = np.asarray(backend.to_host(_value(probs)), dtype=np.float64)
     if p.ndim not in (1, 2) or p.shape[-1] == 0:
         raise ValueError(f"multinomial: probs must be 1-D or 2-D with at least one category, "
@@ -223,7 +230,6 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     totals = rows.sum(axis=1)
     if np.any(totals <= 0):
         raise ValueError("multinomial: every row of probs needs a positive sum")
-    num_samples = int(num_samples)
     if num_samples <= 0:
         raise ValueError(f"multinomial: num_samples must be positive, got {num_samples}")
     gen = rng.generator(generator)
@@ -241,7 +247,7 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
             keys = np.log(rows) - np.log(-np.log(gen.random(rows.shape)))
         index = np.argsort(-keys, axis=1, kind="stable")[:, :num_samples]
     index = index.astype(np.int64)
-    return Tensor(index[0] if p.ndim == 1 else index)
+    return index[0] if p.ndim == 1 else index
 
 
 def manual_seed(seed):

@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import backend
-from .state import STATE
+from .state import SHARED, STATE
 from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
@@ -267,13 +267,14 @@ class Tensor:
         _refuse_leaf(self, "t[index] = value")
         _record_setitem(self, index, value)
 
-    # Comparisons give plain boolean arrays: they carry no gradient.
-    def __lt__(self, other): return self.data < _value(other)
-    def __le__(self, other): return self.data <= _value(other)
-    def __gt__(self, other): return self.data > _value(other)
-    def __ge__(self, other): return self.data >= _value(other)
-    def __eq__(self, other): return self.data == _value(other)
-    def __ne__(self, other): return self.data != _value(other)
+    # Comparisons give plain boolean arrays: they carry no gradient. While tt.compile records,
+    # the recorder notes the mask (the program recomputes it on every call).
+    def __lt__(self, other): return _noted(operator.lt, self, other, self.data < _value(other))
+    def __le__(self, other): return _noted(operator.le, self, other, self.data <= _value(other))
+    def __gt__(self, other): return _noted(operator.gt, self, other, self.data > _value(other))
+    def __ge__(self, other): return _noted(operator.ge, self, other, self.data >= _value(other))
+    def __eq__(self, other): return _noted(operator.eq, self, other, self.data == _value(other))
+    def __ne__(self, other): return _noted(operator.ne, self, other, self.data != _value(other))
 
     # ----- methods, as in NumPy / PyTorch (those with their own signature) --------------------
     @property
@@ -524,6 +525,14 @@ _new_tensor = Tensor.__new__
 
 def _value(x):
     return x.data if isinstance(x, Tensor) else x
+
+
+def _noted(op, t, other, value):
+    """A comparison's mask, noted by tt.compile's recorder while it records."""
+    if SHARED.quiet:
+        return value
+    recorder = STATE.recorder
+    return value if recorder is None else recorder.compared(op, t, other, value)
 
 
 def _is_device_name(x):

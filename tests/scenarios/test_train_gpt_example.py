@@ -45,3 +45,20 @@ def test_train_gpt_compiled_runs(tmp_path, monkeypatch):
     history, _ = script.main(TINY + ["--total-steps", "3", "--compile",
                                      "--checkpoint", str(tmp_path / "c.npz")])
     assert len(history["train"]) == 3 and np.isfinite(history["val"]).all()
+
+
+def test_train_gpt_compiled_trains_with_dropout_as_eager(tmp_path, monkeypatch):
+    # --compile used to turn dropout off (compile froze masks); now each compiled step draws its
+    # masks from the global generator as the eager step does: the same run, step for step
+    script = load(monkeypatch)
+    steps = TINY + ["--total-steps", "3", "--dropout", "0.2"]
+    eager, sample = script.main(steps + ["--checkpoint", str(tmp_path / "e.npz")])
+    compiled, sample_c = script.main(steps + ["--compile", "--checkpoint", str(tmp_path / "c.npz")])
+    no_dropout, _ = script.main(steps + ["--dropout", "0", "--checkpoint", str(tmp_path / "n.npz")])
+    assert no_dropout["train"][-1] != eager["train"][-1]           # dropout is on in these runs
+    np.testing.assert_allclose(compiled["train"], eager["train"], rtol=1e-6)   # float32 rounding
+    np.testing.assert_allclose(compiled["val"], eager["val"], rtol=1e-6)
+    e, c = tt.load(tmp_path / "e.npz")["model"], tt.load(tmp_path / "c.npz")["model"]
+    for name, value in e.items():
+        np.testing.assert_allclose(c[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert sample_c == sample

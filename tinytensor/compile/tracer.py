@@ -212,6 +212,8 @@ class _Tracer:
         """draws.draw: fun(rng, *args) drawn now and noted as a line the program repeats on every
         call (kept even if its result is unused: the generator advances as eagerly)."""
         generator = rng if isinstance(rng, np.random.Generator) else None
+        if rng is None:
+            generator = draws.generator(None)        # the global one (tt.manual_seed)
         if generator is not None:
             state = generator.bit_generator.state
             expected = self.generator_states.get(generator)
@@ -226,6 +228,17 @@ class _Tracer:
         self.entries.append(_Entry(fun, name, (rng, *self.template(tuple(args))), self.template(dict(kwargs)),
                                    var, f"a random draw, anew on every call ({name})", "draw"))
         return value
+
+    def compared(self, op, t, other, value):
+        """t < other (and the other comparisons) made `value`, a mask: noted if t or other is
+        recorded, so the program recomputes it on every call. Inside a nested transform it
+        gives a traced Tensor, so NumPy calls on the mask are recorded too."""
+        ufunc = _COMPARISONS[op]
+        mask = np.asarray(value) if isinstance(value, np.generic) else value   # 0-d: noted as an array
+        var = self.record(ufunc, ufunc.__name__, (t, other), {}, mask, ufunc.__name__, "numpy")
+        if var is None:
+            return value
+        return self.wrap(mask, var) if STATE.depth > 0 else mask
 
     def copied(self, t, value):
         """t holds a copy (maybe cast) of recorded `value`: noted, so t is traced."""
@@ -363,10 +376,10 @@ class _Tracer:
 
 
 class _Traced(Tensor):
-    """A Tensor whose value tt.compile is recording: its comparisons are recorded (a mask must
-    be recomputed on every call), its reads into Python noted. Only the Tensors of one recording are of this
-    class (the recorder sets it), so nothing process-wide changes; outside a recording (a Tensor
-    kept after the call) it behaves as a Tensor."""
+    """A Tensor whose value tt.compile is recording: its reads into Python are noted (its
+    comparisons, as every Tensor's, are recorded: Tensor.__lt__ calls `compared`). Only the
+    Tensors of one recording are of this class (the recorder sets it), so nothing process-wide
+    changes; outside a recording (a Tensor kept after the call) it behaves as a Tensor."""
     __slots__ = ()
     __hash__ = Tensor.__hash__
 
@@ -378,25 +391,8 @@ class _Traced(Tensor):
 
 
 _new_tensor = Tensor.__new__
-_COMPARISONS = {"__lt__": np.less, "__le__": np.less_equal, "__gt__": np.greater,
-                "__ge__": np.greater_equal, "__eq__": np.equal, "__ne__": np.not_equal}
-
-
-def _traced_comparison(name, ufunc):
-    """A comparison that notes its mask (a relu or max rule applied to Tensors inside a nested
-    transform compares values: the mask must be recomputed on every call). Inside a nested
-    transform it gives a traced Tensor, so NumPy calls on the mask are recorded too."""
-    def compare(self, other):
-        value = getattr(Tensor, name)(self, other)
-        rec = STATE.recorder
-        if rec is None:
-            return value
-        var = rec.record(ufunc, ufunc.__name__, (self, other), {}, value, ufunc.__name__, "numpy")
-        if var is not None and STATE.depth > 0:
-            return rec.wrap(value, var)
-        return value
-    compare.__name__ = name
-    return compare
+_COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
+                operator.ge: np.greater_equal, operator.eq: np.equal, operator.ne: np.not_equal}
 
 
 _VALUE_READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
@@ -418,8 +414,6 @@ def _noted_read(name, how):
     return read
 
 
-for _name, _ufunc in _COMPARISONS.items():
-    setattr(_Traced, _name, _traced_comparison(_name, _ufunc))
 for _name, _how in _VALUE_READS.items():
     setattr(_Traced, _name, _noted_read(_name, _how))
 

@@ -17,6 +17,7 @@ import numpy as np
 from .. import backend, ops
 from ..rng import generator
 from ..tensor import Tensor
+from . import functional as F
 from . import init
 from .layers import Linear
 from .module import Module, cast_input
@@ -27,10 +28,9 @@ def _array(x):
 
 
 def _dropout(p, x, rng):
-    """x * mask / (1 - p), the mask drawn from `rng` (None: the global generator)."""
-    keep = generator(rng).random(x.shape) >= p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return x * backend.like(np.where(keep, scale, 0.0), x, x.dtype)
+    """x * mask / (1 - p), the mask drawn from `rng` (None: the global generator) through
+    draws.draw, so tt.compile draws a fresh mask on every call as eagerly."""
+    return F._dropout(x, p, rng)[0]
 
 
 def _masked(scores, mask, allowed, name):

@@ -476,7 +476,7 @@ def _check_dropout(p):
 def _dropout_mask(rng, x, p, dtype):
     """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
     drawn by the NumPy Generator `rng` (the same masks on every device), then moved."""
-    keep = rng.random(x.shape) >= p
+    keep = generator(rng).random(x.shape) >= p      # resolved per call: a seed, None (global)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     return backend.like(np.where(keep, scale, 0.0), x, dtype)
 
@@ -495,7 +495,6 @@ def dropout(x, p=0.5, training=True, rng=None):
     """x * mask / (1 - p) with a fresh mask from `rng` (a seed or an np.random.Generator; None:
     the global generator, tt.manual_seed) when training; x itself otherwise (see nn.Dropout)."""
     p = _check_dropout(p)
-    rng = generator(rng)
     if not training or p == 0.0:
         return x
     return _dropout(x, p, rng)[0]
@@ -703,9 +702,27 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
     if plain and not (t.dtype.kind in "iu" and (t == ignore_index).any()):
+        if STATE.recorder is not None and t.dtype.kind in "iu":   # tt.compile: checked per call
+            target = ops.on_values(_none_ignored, (target, ignore_index), {},
+                                   _none_ignored(target, ignore_index))
         return ops.softmax_cross_entropy(logits, target, reduction=reduction)
     return _weighted_nll(ops.log_softmax(logits, axis=-1), target, weight, ignore_index,
                          label_smoothing, reduction, "CrossEntropyLoss")
+
+
+def _none_ignored(target, ignore_index):
+    """The labels (a copy: a program temporary aliasing no input), after checking that none
+    is ignore_index: a compiled program recorded on labels without one took the fused path,
+    which has no ignored rows."""
+    t = target.data if isinstance(target, Tensor) else target
+    if (t == ignore_index).any():
+        raise ValueError(
+            f"CrossEntropyLoss: this compiled program was recorded on targets with no label equal "
+            f"to ignore_index={ignore_index} (it computes the fused softmax_cross_entropy, which has "
+            f"no ignored rows), and this call's targets have some. Record it on targets that "
+            f"include an ignored label (that program handles both), or pass "
+            f"weight=np.ones(num_classes), which takes the general path on every call")
+    return t.copy()
 
 
 def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
