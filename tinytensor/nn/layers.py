@@ -215,14 +215,6 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-def _dropout_mask(rng, x, p, dtype):
-    """1 / (1 - p) where kept, 0 where dropped (probability p), on x's device and in `dtype`:
-    drawn by the module's NumPy Generator (the same masks on every device), then moved."""
-    keep = rng.random(x.shape) >= p
-    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
-    return backend.like(np.where(keep, scale, 0.0), x, dtype)
-
-
 def _fan_in_bound(fan_in):
     # PyTorch's kaiming_uniform_(a=sqrt(5)) for weights, and its bias init: both U(+-1/sqrt(fan_in)).
     return 1 / math.sqrt(fan_in)
