@@ -13,7 +13,7 @@ from collections.abc import MutableMapping
 import numpy as np
 
 from . import backend
-from .tensor import Tensor, _init_untracked
+from .tensor import Tensor, _make
 
 _ids = itertools.count()
 
@@ -126,8 +126,7 @@ def run_tensor_hooks(node, g):
         if recorded:
             arg = g
         else:
-            arg = Tensor.__new__(Tensor)
-            _init_untracked(arg, g)
+            arg = _make(g)
         new = hook(arg)
         if new is None:
             continue

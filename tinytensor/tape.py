@@ -40,12 +40,8 @@ import numpy as np
 from . import backend
 from .hooks import TENSOR_HOOKS, run_tensor_hooks
 from .state import SHARED, STATE, update_hook
-from .tensor import _LAST_WRITE, Tensor, _creation_order, written_after
+from .tensor import _LAST_WRITE, Tensor, _new_tensor, _next_id, written_after
 from .weakid import IdentityWeakMap
-
-_new_tensor = Tensor.__new__
-_next_id = _creation_order.__next__
-
 
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
 REGISTRY = {}
@@ -134,6 +130,9 @@ class Primitive:
             return ans
         if type(ans) is not np.ndarray and not backend.is_array(ans):   # NumPy gives scalars for 0-d
             ans = np.asarray(ans) if isinstance(ans, np.generic) else _one_array(self.name, ans)
+        # tensor._make's assignments, inlined: the call alone cost 0.08 us of a 1.0 us recorded
+        # `add` (+8 %, measured with process time, 3 alternated runs). Same slots, same order;
+        # tests/engine/test_make.py checks that an output's slots are the ones _make writes.
         out = _new_tensor(Tensor)
         out.data = ans
         out.grad = None

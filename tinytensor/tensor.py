@@ -21,6 +21,7 @@ from .weakid import IdentityWeakMap
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
 _creation_order = itertools.count()
+_next_id = _creation_order.__next__
 # The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
 # entries recorded before it, so a training loop that updates after backward pays nothing.
 _LAST_WRITE = [-1]
@@ -29,6 +30,9 @@ _ITER_CHECKS = []
 # The stamp of the last write into memory (mark_modified only; `t[i] = v` on a recorded tensor
 # rebinds t to a new array and does not count): what tt.compile checks after recording.
 _MEMORY_WRITE = [-1]
+
+
+_new_tensor = object.__new__        # a Tensor's slots unfilled: _make fills them
 
 
 class Tensor:
@@ -48,16 +52,7 @@ class Tensor:
             data = backend.array(data, dtype, device)
         if requires_grad and data.dtype.kind != "f":
             raise TypeError(_not_float(data.dtype))
-        self.data = data
-        self.grad = None
-        self.requires_grad = bool(requires_grad)
-        self.name = name
-        self._prim = None
-        self._inputs = None
-        self._values = None
-        self._params = None
-        self._id = next(_creation_order)
-        self._version = -1
+        _make(data, None, None, None, None, bool(requires_grad), name, None, self)
 
     # ----- what it looks like -------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -102,9 +97,7 @@ class Tensor:
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
         operator on either one is a write to both, see mark_modified)."""
-        out = Tensor.__new__(Tensor)
-        _init_untracked(out, self.data)
-        return out
+        return _make(self.data)
 
     def zero_grad(self):
         self.grad = None
@@ -341,18 +334,29 @@ class Tensor:
 backend.WRAPPERS.append(Tensor)    # backend.namespace(t): the library of t.data
 
 
-def _init_untracked(t, data):
-    """Fill the slots of a fresh Tensor that is not on the tape."""
+def _make(data, prim=None, inputs=None, values=None, params=None, requires_grad=False, name=None,
+          cls=None, into=None):
+    """The one writer of a Tensor's slots (as micrograd's `Value(data, _children, _op)`: every
+    node, leaf or result, is made here). `data` is used as it is (no copy); a tape entry gives
+    `prim` with its `inputs` (as passed), their raw `values` and the static `params`, and
+    requires_grad=True. `cls` makes a subclass (tt.compile's traced Tensors); `into` fills an
+    object already allocated (Tensor.__init__, nn.Parameter). Returns the Tensor."""
+    t = _new_tensor(cls or Tensor) if into is None else into
     t.data = data
     t.grad = None
-    t.requires_grad = False
-    t.name = None
-    t._prim = None
-    t._inputs = None
-    t._values = None
-    t._params = None
-    t._id = next(_creation_order)
+    t.requires_grad = requires_grad
+    t.name = name
+    t._prim = prim
+    t._inputs = inputs
+    t._values = values
+    t._params = params
+    t._id = _next_id()
     t._version = -1
+    return t
+
+
+# Every slot but __weakref__, in declaration order: what a shallow copy of a Tensor copies.
+_SLOTS = Tensor.__slots__[:-1]
 
 
 def mark_modified(t):
@@ -496,9 +500,8 @@ def _record_setitem(t, index, value):
             f"y.T), and v requires grad: the write would be recorded on this view only, and y would stay "
             f"as it was (out[i][j] = v was silently lost). Index once, y[i, j] = v, or write into a "
             f"copy, row = y[i].clone()")
-    old = _new_tensor(Tensor)
-    for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
-                 "_params", "_id", "_version"):
+    old = _new_tensor(Tensor)           # t as it was, for the entries that saved it
+    for slot in _SLOTS:
         setattr(old, slot, getattr(t, slot))
     new = ops.setitem(old, old if value is t else value, index=index)   # may raise: t unchanged
     if isinstance(value, Tensor) and value.requires_grad and value._id > t._id:
@@ -506,14 +509,11 @@ def _record_setitem(t, index, value):
             if node._prim is not None and any(a is t for a in node._inputs):
                 node._inputs = tuple(old if a is t else a for a in node._inputs)
     # Not a write into memory (the new value is a copy): only entries that hold t itself break.
-    t._version = _LAST_WRITE[0] = next(_creation_order)
-    t.data, t.grad, t.requires_grad = new.data, None, True
-    t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
-    t._id = next(_creation_order)        # after the stamp: t's own entry is not stale
+    stamp = _LAST_WRITE[0] = next(_creation_order)
+    _make(new.data, new._prim, new._inputs, new._values, new._params, True, t.name, into=t)
+    t._version = stamp                   # t._id is after the stamp: t's own entry is not stale
     _BACKWARD_DONE.pop(id(t), None)      # a live graph again: float(t) refused until backward()
 
-
-_new_tensor = Tensor.__new__
 
 
 def _value(x):
