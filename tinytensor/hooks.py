@@ -14,6 +14,7 @@ import numpy as np
 
 from . import backend
 from .tensor import Tensor, _make
+from .weakid import IdentityWeakMap
 
 _ids = itertools.count()
 
@@ -66,30 +67,17 @@ class HookDict(MutableMapping):
         self._items = {key: value, **self._items}
 
 
-class _TensorHooks:
-    """node -> HookDict, by identity (Tensor.__eq__ is elementwise)."""
-
-    def __init__(self):
-        self._hooks = {}
-
-    def __bool__(self):
-        return bool(self._hooks)
-
-    def get(self, node):
-        entry = self._hooks.get(id(node))
-        return entry[1] if entry is not None and entry[0]() is node else None
+class _TensorHooks(IdentityWeakMap):
+    """node -> HookDict, by identity (Tensor.__eq__ is elementwise); an entry goes with its node."""
 
     def setdefault(self, node):
         hooks = self.get(node)
         if hooks is None:
-            key = id(node)
-            hooks = HookDict()
-            self._hooks[key] = (weakref.ref(node, lambda _, key=key: self._hooks.pop(key, None)), hooks)
+            hooks = self[node] = HookDict()
         return hooks
 
     def discard(self, node):
-        if self.get(node) is not None:
-            del self._hooks[id(node)]
+        self.pop(node)
 
 
 TENSOR_HOOKS = _TensorHooks()

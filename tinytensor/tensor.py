@@ -10,7 +10,6 @@ Leaves are Tensors made by the user (`_prim is None`).
 import itertools
 import numbers
 import operator
-import weakref
 
 import numpy as np
 
@@ -126,8 +125,7 @@ class Tensor:
         leaf's does (a leaf keeps its gradient anyway)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: this tensor does not require grad")
-        fused = ops.FUSED_INTO_LOSS.get(id(self))
-        if fused is not None and fused() is self:
+        if ops.fused_into_loss(self):
             raise RuntimeError("retain_grad: a cross_entropy of this softmax output was already computed "
                                "from its logits (fused, for stability), so it gets no gradient of its "
                                "own; call p.retain_grad() before cross_entropy(p, y)")
@@ -419,25 +417,18 @@ def _refuse_number(t, how):
         raise _leaving_tape(t, f"a Python number by {how}", _WHERE_NUMBER, _SPELLING_NUMBER) from None
 
 
-# Outputs of a finished backward() (id -> weak reference): their graph was consumed, so a number
-# taken from them loses nothing. Marked by Tensor.backward, read only by the conversions above:
-# nothing on the hot path. A recorded `t[i] = v` makes t a new tape entry again (unmarked).
-_BACKWARD_DONE = {}
-_PRUNE_AT = [64]    # dead entries are dropped once the dict grows past this (amortised O(1))
+# Outputs of a finished backward(): their graph was consumed, so a number taken from them loses
+# nothing. Marked by Tensor.backward, read only by the conversions above: nothing on the hot path.
+# A recorded `t[i] = v` makes t a new tape entry again (unmarked).
+_BACKWARD_DONE = IdentityWeakMap()
 
 
 def _mark_consumed(t):
-    done = _BACKWARD_DONE
-    done[id(t)] = weakref.ref(t)
-    if len(done) > _PRUNE_AT[0]:
-        for key in [k for k, ref in done.items() if ref() is None]:
-            del done[key]
-        _PRUNE_AT[0] = 2 * len(done) + 64
+    _BACKWARD_DONE[t] = True
 
 
 def _consumed(t):
-    ref = _BACKWARD_DONE.get(id(t))
-    return ref is not None and ref() is t
+    return t in _BACKWARD_DONE
 
 
 def _needs_grad(x):
@@ -512,7 +503,7 @@ def _record_setitem(t, index, value):
     stamp = _LAST_WRITE[0] = next(_creation_order)
     _make(new.data, new._prim, new._inputs, new._values, new._params, True, t.name, into=t)
     t._version = stamp                   # t._id is after the stamp: t's own entry is not stale
-    _BACKWARD_DONE.pop(id(t), None)      # a live graph again: float(t) refused until backward()
+    _BACKWARD_DONE.pop(t)                # a live graph again: float(t) refused until backward()
 
 
 
