@@ -14,8 +14,10 @@ the logits, which `wengert_list` does not show (its row declares `hidden_inputs=
 finds them: a recorded softmax output's own input, or, off the tape (no_grad, plain arrays), the
 logits `softmax` remembered for it in `_SOFTMAX_LOGITS`.
 `FUSED_INTO_LOSS` remembers the softmax outputs a loss was computed around, so that
-`retain_grad()` afterwards can say why they get no gradient of their own. tt.compile imports the
-public helpers below (check_class_range, class_indices, at_labels, reduce_rows, ce_vjp_logits).
+`retain_grad()` afterwards can say why they get no gradient of their own (it asks
+`fused_into_loss(p)`). Both maps are weakid.IdentityWeakMap: an entry goes with its output.
+tt.compile imports the public helpers below (check_class_range, class_indices, at_labels,
+reduce_rows, ce_vjp_logits).
 """
 
 import builtins
