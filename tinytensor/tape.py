@@ -515,7 +515,7 @@ def _seed(like):
     return seed
 
 
-def _fresh(g, dtype):
+def _is_fresh(g, dtype):
     """A rule's own new array of `dtype` (not a view, not read-only, not a NumPy scalar)."""
     if type(g) is np.ndarray:
         return g.dtype == dtype and g.base is None and g.flags.writeable
@@ -556,7 +556,7 @@ def backward(output, grad=None):
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
             # weight matrix per step; anything that may be shared (a view, the seed, an array
             # already given to another leaf) is copied.
-            leaf.grad = g if _fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
+            leaf.grad = g if _is_fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
             handed.add(id(leaf.grad))
         else:
             prev = leaf.grad

@@ -208,7 +208,7 @@ class Tensor:
         """
         return tape.forward_sweep(self, tangents)
 
-    # ----- operators: each is one primitive from the op table (ops.py) --------------------
+    # ----- operators: each is one primitive from the op table (ops/) -----------------------
     # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
     # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
     def __add__(self, other): return ops.add(self, other.item() if type(other) in _NPS else other)
@@ -221,7 +221,7 @@ class Tensor:
     def __rtruediv__(self, other): return ops.div(other.item() if type(other) in _NPS else other, self)
     def __pow__(self, other): return ops.power(self, other.item() if type(other) in _NPS else other)
     def __rpow__(self, other): return ops.power(other.item() if type(other) in _NPS else other, self)
-    def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
+    def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops/elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
@@ -271,7 +271,7 @@ class Tensor:
     def T(self):
         return ops.transpose(self)
 
-    # Plus every method the op table declares (`method=` in ops.py): sum, mean, max, exp, ...
+    # Plus every method the op table declares (`method=` in ops/): sum, mean, max, exp, ...
 
     def reshape(self, *shape):
         return ops.reshape(self, shape[0] if len(shape) == 1 else shape)

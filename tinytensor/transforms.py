@@ -30,7 +30,7 @@ import numpy as np
 
 from . import backend, ops
 from .state import STATE
-from .tape import _fresh, _seed, forward_sweep, reverse_sweep
+from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _make
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
@@ -394,7 +394,7 @@ def _handed_out(g, x, handed):
     already handed out for another input) is copied."""
     if g is None:
         return _zeros(x)
-    if not _fresh(g, x.data.dtype) or id(g) in handed:
+    if not _is_fresh(g, x.data.dtype) or id(g) in handed:
         g = backend.copy(_value(g), x.data.dtype)
     handed.add(id(g))
     return g
