@@ -38,9 +38,9 @@ from types import MethodType
 import numpy as np
 
 from . import backend
-from .hooks import TENSOR_HOOKS, run_tensor_hooks
+from .hooks import TENSOR_HOOKS
 from .state import SHARED, STATE, update_hook
-from .tensor import _LAST_WRITE, Tensor, _new_tensor, _next_id, written_after
+from .tensor import _LAST_WRITE, Tensor, _make, _new_tensor, _next_id, written_after
 from .weakid import IdentityWeakMap
 
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
@@ -237,18 +237,6 @@ def _not_differentiable(name, index):
     return rule
 
 
-def primitive(fun=None, *, name=None):
-    """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp.
-
-    Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
-    (the function's by default), so `tt.check_rules()` sweeps it.
-    """
-    from .user_primitives import UserPrimitive  # Tensors inside containers use its rules too
-    if fun is None:
-        return lambda f: UserPrimitive(f, name)
-    return UserPrimitive(fun, name)
-
-
 def _describe(args):
     parts = []
     for a in args:
@@ -402,6 +390,33 @@ def _tape_of(roots, oldest=-1):
                     stack.append(a)
     nodes.sort(key=_by_creation, reverse=True)
     return nodes
+
+
+def run_tensor_hooks(node, g):
+    """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
+    hooks = TENSOR_HOOKS.get(node)
+    if not hooks:
+        return g
+    recorded = isinstance(g, Tensor)           # create_graph: the gradient is on the tape
+    for hook in list(hooks.values()):
+        if recorded:
+            arg = g
+        else:
+            arg = _make(g)
+        new = hook(arg)
+        if new is None:
+            continue
+        if recorded and isinstance(new, Tensor):
+            value = new
+        else:
+            value = new.data if isinstance(new, Tensor) else backend.asarray(new, like=g)
+            value = value.astype(g.dtype, copy=False)
+        if np.shape(value) != tuple(node.shape):
+            raise ValueError(f"register_hook: the hook {getattr(hook, '__name__', hook)!r} returned a "
+                             f"gradient of shape {np.shape(value)} for a tensor of shape "
+                             f"{tuple(node.shape)}; return one of the same shape, or None")
+        g = value
+    return g
 
 
 def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):

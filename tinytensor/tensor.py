@@ -14,6 +14,7 @@ import operator
 import numpy as np
 
 from . import backend
+from .hooks import register_hook as _register_hook
 from .state import STATE
 from .weakid import IdentityWeakMap
 
@@ -100,6 +101,8 @@ class Tensor:
 
     def zero_grad(self):
         self.grad = None
+
+    register_hook = _register_hook     # hooks.py: the hooks live there, keyed by the Tensor
 
     @property
     def is_leaf(self):
