@@ -56,8 +56,11 @@ def test_backward_marks_go_with_their_output():
     _gone_after(_BACKWARD_DONE, loss)
 
     def node_loss():
-        y = scalar.Node(2.0) * scalar.Node(3.0)
+        y = scalar.Node(2.0, name="a") * scalar.Node(3.0, name="b")
         y.backward()
         assert float(y) == 6.0
         return y
-    _gone_after(scalar._BACKWARD_DONE, node_loss)
+    try:
+        _gone_after(scalar._BACKWARD_DONE, node_loss)
+    finally:
+        scalar.reset_names()     # the scalar tests expect x1, x2, ... from a fresh count
