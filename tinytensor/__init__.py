@@ -37,7 +37,6 @@ from .tape import (
     enable_grad,
     is_grad_enabled,
     no_grad,
-    primitive,
     set_grad_enabled,
     unbroadcast,
 )
@@ -56,6 +55,7 @@ from .tensor import (
     zeros_like,
 )
 from .transforms import grad, hessian, hvp, jacobian, jvp, value_and_grad, vjp
+from .user_primitives import primitive
 from .views import draw, evaluation_trace, to_dot, wengert_list
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op

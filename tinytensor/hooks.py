@@ -3,17 +3,16 @@ reverse sweep) and the handle every `register_*hook` returns.
 
 A Tensor's hooks live here, keyed by the Tensor's identity (an entry goes with its Tensor), not
 on the Tensor: the sweep checks for hooks once per sweep, and per node only while some hook is
-registered anywhere, so code without hooks pays nothing.
+registered anywhere, so code without hooks pays nothing. The sweep's call is
+tape.run_tensor_hooks; Tensor.register_hook is `register_hook` below. This module imports no
+Tensor: it sits below tensor.py and tape.py, outside their cycle.
 """
 
 import itertools
 import weakref
 from collections.abc import MutableMapping
 
-import numpy as np
-
-from . import backend
-from .tensor import Tensor, _init_untracked
+from .weakid import IdentityWeakMap
 
 _ids = itertools.count()
 
@@ -66,30 +65,17 @@ class HookDict(MutableMapping):
         self._items = {key: value, **self._items}
 
 
-class _TensorHooks:
-    """node -> HookDict, by identity (Tensor.__eq__ is elementwise)."""
-
-    def __init__(self):
-        self._hooks = {}
-
-    def __bool__(self):
-        return bool(self._hooks)
-
-    def get(self, node):
-        entry = self._hooks.get(id(node))
-        return entry[1] if entry is not None and entry[0]() is node else None
+class _TensorHooks(IdentityWeakMap):
+    """node -> HookDict, by identity (Tensor.__eq__ is elementwise); an entry goes with its node."""
 
     def setdefault(self, node):
         hooks = self.get(node)
         if hooks is None:
-            key = id(node)
-            hooks = HookDict()
-            self._hooks[key] = (weakref.ref(node, lambda _, key=key: self._hooks.pop(key, None)), hooks)
+            hooks = self[node] = HookDict()
         return hooks
 
     def discard(self, node):
-        if self.get(node) is not None:
-            del self._hooks[id(node)]
+        self.pop(node)
 
 
 TENSOR_HOOKS = _TensorHooks()
@@ -112,33 +98,3 @@ def register_hook(self, hook):
     ref = weakref.ref(self)
     return RemovableHandle(hooks, key, on_empty=lambda: ref() is not None and TENSOR_HOOKS.discard(ref()))
 
-
-Tensor.register_hook = register_hook
-
-
-def run_tensor_hooks(node, g):
-    """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
-    hooks = TENSOR_HOOKS.get(node)
-    if not hooks:
-        return g
-    recorded = isinstance(g, Tensor)           # create_graph: the gradient is on the tape
-    for hook in list(hooks.values()):
-        if recorded:
-            arg = g
-        else:
-            arg = Tensor.__new__(Tensor)
-            _init_untracked(arg, g)
-        new = hook(arg)
-        if new is None:
-            continue
-        if recorded and isinstance(new, Tensor):
-            value = new
-        else:
-            value = new.data if isinstance(new, Tensor) else backend.asarray(new, like=g)
-            value = value.astype(g.dtype, copy=False)
-        if np.shape(value) != tuple(node.shape):
-            raise ValueError(f"register_hook: the hook {getattr(hook, '__name__', hook)!r} returned a "
-                             f"gradient of shape {np.shape(value)} for a tensor of shape "
-                             f"{tuple(node.shape)}; return one of the same shape, or None")
-        g = value
-    return g

@@ -42,6 +42,8 @@ import itertools
 import math
 import weakref
 
+from .weakid import IdentityWeakMap
+
 __all__ = ["Node", "add", "sub", "mul", "div", "neg", "power", "log", "exp", "sin", "cos", "tanh",
            "relu", "sqrt", "sigmoid", "forward", "backward", "topological_order",
            "reverse_topological_order", "reset_names"]
@@ -169,8 +171,7 @@ class Node(metaclass=_NodeType):
     # ----- reverse mode -----------------------------------------------------------------------
     def backward(self):
         """Reverse mode: set `.grad` = d self / d node on every node self depends on (itself: 1)."""
-        key = id(self)    # float(self) is allowed from now on (a loss to log)
-        _BACKWARD_DONE[key] = weakref.ref(self, lambda _, key=key: _BACKWARD_DONE.pop(key, None))
+        _BACKWARD_DONE[self] = True    # float(self) is allowed from now on (a loss to log)
         if Node.verbose:
             return _backward_verbose(self)
         node_to_grad = {self: 1.0}   # adjoint of each node: the sum of its partial adjoints
@@ -210,8 +211,7 @@ class Node(metaclass=_NodeType):
         """Refused, as micrograd's Value refuses: float(node), and math.sin(node) & co. which call
         it, would make a constant of the node and lose its gradient without a word. `node.value`
         is the number on request; after y.backward(), float(y) is a number to log."""
-        ref = _BACKWARD_DONE.get(id(self))
-        if ref is None or ref() is not self:
+        if self not in _BACKWARD_DONE:
             raise TypeError(
                 f"float({self.name}) (also math.sin, math.exp, ... on a Node, which call it) would turn "
                 f"the Node into a plain number and its gradient would be lost without a word. Use "
@@ -240,8 +240,8 @@ class Node(metaclass=_NodeType):
         return f"Node({self.value!r}, name={self.name!r}, operator={self.operator!r})"
 
 
-# Nodes that were the output of backward() (id -> weak reference): float() on them is allowed.
-_BACKWARD_DONE = {}
+# Nodes that were the output of backward(): float() on them is allowed.
+_BACKWARD_DONE = IdentityWeakMap()
 
 
 def _as_node(x):

@@ -10,17 +10,18 @@ Leaves are Tensors made by the user (`_prim is None`).
 import itertools
 import numbers
 import operator
-import weakref
 
 import numpy as np
 
 from . import backend
+from .hooks import register_hook as _register_hook
 from .state import SHARED, STATE
 from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
 # Wengert list (evaluation order); both sweeps rely on that.
 _creation_order = itertools.count()
+_next_id = _creation_order.__next__
 # The stamp of the last in-place write (mark_modified): the sweeps check the saved values only of
 # entries recorded before it, so a training loop that updates after backward pays nothing.
 _LAST_WRITE = [-1]
@@ -29,6 +30,9 @@ _ITER_CHECKS = []
 # The stamp of the last write into memory (mark_modified only; `t[i] = v` on a recorded tensor
 # rebinds t to a new array and does not count): what tt.compile checks after recording.
 _MEMORY_WRITE = [-1]
+
+
+_new_tensor = object.__new__        # a Tensor's slots unfilled: _make fills them
 
 
 class Tensor:
@@ -48,16 +52,7 @@ class Tensor:
             data = backend.array(data, dtype, device)
         if requires_grad and data.dtype.kind != "f":
             raise TypeError(_not_float(data.dtype))
-        self.data = data
-        self.grad = None
-        self.requires_grad = bool(requires_grad)
-        self.name = name
-        self._prim = None
-        self._inputs = None
-        self._values = None
-        self._params = None
-        self._id = next(_creation_order)
-        self._version = -1
+        _make(data, None, None, None, None, bool(requires_grad), name, None, self)
 
     # ----- what it looks like -------------------------------------------------------------
     shape = property(lambda self: self.data.shape)
@@ -102,12 +97,12 @@ class Tensor:
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
         operator on either one is a write to both, see mark_modified)."""
-        out = Tensor.__new__(Tensor)
-        _init_untracked(out, self.data)
-        return out
+        return _make(self.data)
 
     def zero_grad(self):
         self.grad = None
+
+    register_hook = _register_hook     # hooks.py: the hooks live there, keyed by the Tensor
 
     @property
     def is_leaf(self):
@@ -133,8 +128,7 @@ class Tensor:
         leaf's does (a leaf keeps its gradient anyway)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: this tensor does not require grad")
-        fused = ops.FUSED_INTO_LOSS.get(id(self))
-        if fused is not None and fused() is self:
+        if ops.fused_into_loss(self):
             raise RuntimeError("retain_grad: a cross_entropy of this softmax output was already computed "
                                "from its logits (fused, for stability), so it gets no gradient of its "
                                "own; call p.retain_grad() before cross_entropy(p, y)")
@@ -217,7 +211,7 @@ class Tensor:
         """
         return tape.forward_sweep(self, tangents)
 
-    # ----- operators: each is one primitive from the op table (ops.py) --------------------
+    # ----- operators: each is one primitive from the op table (ops/) -----------------------
     # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
     # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
     def __add__(self, other): return ops.add(self, other.item() if type(other) in _NPS else other)
@@ -230,7 +224,7 @@ class Tensor:
     def __rtruediv__(self, other): return ops.div(other.item() if type(other) in _NPS else other, self)
     def __pow__(self, other): return ops.power(self, other.item() if type(other) in _NPS else other)
     def __rpow__(self, other): return ops.power(other.item() if type(other) in _NPS else other, self)
-    def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops_elementwise.py
+    def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops/elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
@@ -281,7 +275,7 @@ class Tensor:
     def T(self):
         return ops.transpose(self)
 
-    # Plus every method the op table declares (`method=` in ops.py): sum, mean, max, exp, ...
+    # Plus every method the op table declares (`method=` in ops/): sum, mean, max, exp, ...
 
     def reshape(self, *shape):
         return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
@@ -342,18 +336,29 @@ class Tensor:
 backend.WRAPPERS.append(Tensor)    # backend.namespace(t): the library of t.data
 
 
-def _init_untracked(t, data):
-    """Fill the slots of a fresh Tensor that is not on the tape."""
+def _make(data, prim=None, inputs=None, values=None, params=None, requires_grad=False, name=None,
+          cls=None, into=None):
+    """The one writer of a Tensor's slots (as micrograd's `Value(data, _children, _op)`: every
+    node, leaf or result, is made here). `data` is used as it is (no copy); a tape entry gives
+    `prim` with its `inputs` (as passed), their raw `values` and the static `params`, and
+    requires_grad=True. `cls` makes a subclass (tt.compile's traced Tensors); `into` fills an
+    object already allocated (Tensor.__init__, nn.Parameter). Returns the Tensor."""
+    t = _new_tensor(cls or Tensor) if into is None else into
     t.data = data
     t.grad = None
-    t.requires_grad = False
-    t.name = None
-    t._prim = None
-    t._inputs = None
-    t._values = None
-    t._params = None
-    t._id = next(_creation_order)
+    t.requires_grad = requires_grad
+    t.name = name
+    t._prim = prim
+    t._inputs = inputs
+    t._values = values
+    t._params = params
+    t._id = _next_id()
     t._version = -1
+    return t
+
+
+# Every slot but __weakref__, in declaration order: what a shallow copy of a Tensor copies.
+_SLOTS = Tensor.__slots__[:-1]
 
 
 def mark_modified(t):
@@ -416,25 +421,18 @@ def _refuse_number(t, how):
         raise _leaving_tape(t, f"a Python number by {how}", _WHERE_NUMBER, _SPELLING_NUMBER) from None
 
 
-# Outputs of a finished backward() (id -> weak reference): their graph was consumed, so a number
-# taken from them loses nothing. Marked by Tensor.backward, read only by the conversions above:
-# nothing on the hot path. A recorded `t[i] = v` makes t a new tape entry again (unmarked).
-_BACKWARD_DONE = {}
-_PRUNE_AT = [64]    # dead entries are dropped once the dict grows past this (amortised O(1))
+# Outputs of a finished backward(): their graph was consumed, so a number taken from them loses
+# nothing. Marked by Tensor.backward, read only by the conversions above: nothing on the hot path.
+# A recorded `t[i] = v` makes t a new tape entry again (unmarked).
+_BACKWARD_DONE = IdentityWeakMap()
 
 
 def _mark_consumed(t):
-    done = _BACKWARD_DONE
-    done[id(t)] = weakref.ref(t)
-    if len(done) > _PRUNE_AT[0]:
-        for key in [k for k, ref in done.items() if ref() is None]:
-            del done[key]
-        _PRUNE_AT[0] = 2 * len(done) + 64
+    _BACKWARD_DONE[t] = True
 
 
 def _consumed(t):
-    ref = _BACKWARD_DONE.get(id(t))
-    return ref is not None and ref() is t
+    return t in _BACKWARD_DONE
 
 
 def _scipy_hint():
@@ -503,9 +501,8 @@ def _record_setitem(t, index, value):
             f"y.T), and v requires grad: the write would be recorded on this view only, and y would stay "
             f"as it was (out[i][j] = v was silently lost). Index once, y[i, j] = v, or write into a "
             f"copy, row = y[i].clone()")
-    old = _new_tensor(Tensor)
-    for slot in ("data", "grad", "requires_grad", "name", "_prim", "_inputs", "_values",
-                 "_params", "_id", "_version"):
+    old = _new_tensor(Tensor)           # t as it was, for the entries that saved it
+    for slot in _SLOTS:
         setattr(old, slot, getattr(t, slot))
     new = ops.setitem(old, old if value is t else value, index=index)   # may raise: t unchanged
     if isinstance(value, Tensor) and value.requires_grad and value._id > t._id:
@@ -513,14 +510,11 @@ def _record_setitem(t, index, value):
             if node._prim is not None and any(a is t for a in node._inputs):
                 node._inputs = tuple(old if a is t else a for a in node._inputs)
     # Not a write into memory (the new value is a copy): only entries that hold t itself break.
-    t._version = _LAST_WRITE[0] = next(_creation_order)
-    t.data, t.grad, t.requires_grad = new.data, None, True
-    t._prim, t._inputs, t._values, t._params = new._prim, new._inputs, new._values, new._params
-    t._id = next(_creation_order)        # after the stamp: t's own entry is not stale
-    _BACKWARD_DONE.pop(id(t), None)      # a live graph again: float(t) refused until backward()
+    stamp = _LAST_WRITE[0] = next(_creation_order)
+    _make(new.data, new._prim, new._inputs, new._values, new._params, True, t.name, into=t)
+    t._version = stamp                   # t._id is after the stamp: t's own entry is not stale
+    _BACKWARD_DONE.pop(t)                # a live graph again: float(t) refused until backward()
 
-
-_new_tensor = Tensor.__new__
 
 
 def _value(x):

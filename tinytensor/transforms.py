@@ -30,8 +30,8 @@ import numpy as np
 
 from . import backend, ops
 from .state import STATE
-from .tape import _fresh, _seed, forward_sweep, reverse_sweep
-from .tensor import Tensor, _init_untracked
+from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
+from .tensor import Tensor, _make
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
 
@@ -186,10 +186,7 @@ def _input(x, nested):
                         f"(2.0, not 2; x.astype(float)) or leave that argument out of argnums")
     if nested and _tracked(x):
         return ops.reshape(x, value.shape)   # a recorded identity: new node, still on the outer tape
-    t = Tensor.__new__(Tensor)               # the caller's array itself: Tensor() would copy it
-    _init_untracked(t, value)
-    t.requires_grad = True
-    return t
+    return _make(value, requires_grad=True)   # the caller's array itself: Tensor() would copy it
 
 
 def _trace(f, primals):
@@ -397,7 +394,7 @@ def _handed_out(g, x, handed):
     already handed out for another input) is copied."""
     if g is None:
         return _zeros(x)
-    if not _fresh(g, x.data.dtype) or id(g) in handed:
+    if not _is_fresh(g, x.data.dtype) or id(g) in handed:
         g = backend.copy(_value(g), x.data.dtype)
     handed.add(id(g))
     return g
@@ -533,10 +530,7 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
         if type(x) is not np.ndarray or x.dtype.kind != "f":
             inputs, leaves = [], None
             break
-        t = Tensor.__new__(Tensor)
-        _init_untracked(t, x)
-        t.requires_grad = True
-        inputs.append(t)
+        inputs.append(_make(x, requires_grad=True))
     if leaves is None:
         leaves, structure = tree_flatten(primal)
         inputs = [_input(x, False) for x in leaves]

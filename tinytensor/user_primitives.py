@@ -20,6 +20,17 @@ from .tensor import Tensor
 _CONTAINERS = (tuple, list, dict)
 
 
+def primitive(fun=None, *, name=None):
+    """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp.
+
+    Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
+    (the function's by default), so `tt.check_rules()` sweeps it.
+    """
+    if fun is None:
+        return lambda f: UserPrimitive(f, name)
+    return UserPrimitive(fun, name)
+
+
 class UserPrimitive(Primitive):
     """What `tt.primitive` makes: a Primitive whose container arguments are flattened."""
 
@@ -195,3 +206,6 @@ def _zero_like(x):
     if hasattr(value, "shape"):
         return backend.namespace(value).zeros_like(value)
     return 0.0 if isinstance(value, (int, float, complex)) else None
+
+
+tape.primitive = primitive    # the old path, tinytensor.tape.primitive (tape imports no user_primitives)

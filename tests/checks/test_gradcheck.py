@@ -68,13 +68,14 @@ def test_check_rules_covers_user_primitives_and_flags_broken_ones(capsys, regist
     make_cube(factor_vjp=1.001, name="user_broken_cube")
     with pytest.raises(tt.GradcheckError, match="user_broken_cube"):
         tt.check_rules(only=["user_good_cube", "user_broken_cube"])
-    rows = {r["op"]: r for r in tt.check_rules(raise_on_failure=False)}   # all: the built-ins pass too
+    rows = {r["op"]: r for r in tt.check_rules(raise_on_failure=False,
+                                               only=["user_good_cube", "user_broken_cube"])}
     printed = capsys.readouterr().out
     assert "VJP error" in printed and "adjoint" in printed and "user_good_cube" in printed
     assert rows["user_good_cube"]["ok"]
     assert not rows["user_broken_cube"]["ok"]
     assert rows["user_broken_cube"]["adjoint"] > 1e-4   # the VJP no longer transposes the JVP
-    assert all(rows[name]["ok"] for name in tt.ops.BUILTIN)
+    # (that every built-in passes is test_check_messages.py's test_check_rules_passes_on_the_builtins)
 
 
 def test_to_dot_lists_values_and_edges():

@@ -34,10 +34,10 @@ import numpy as np
 from .. import tensor as tensor_module
 from .. import transforms
 from ..state import SHARED, STATE
-from ..tensor import Tensor, _init_untracked
+from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
 from .codegen import _generate
-from .tracer import _new_tensor, _Tracer
+from .tracer import _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE"]
 
@@ -219,11 +219,7 @@ class Compiled:
         compiled = program.run(arrays)
         # Eager on untracked Tensors sharing the arrays, as the recording saw them (some ops
         # differ on plain arrays: crossEntropy(softmax(z)) is computed from z only for Tensors).
-        wrapped = []
-        for a in arrays:
-            t = Tensor.__new__(Tensor)
-            _init_untracked(t, a)
-            wrapped.append(t)
+        wrapped = [_make(a) for a in arrays]
         eager_args, eager_kwargs = _refill((args, kwargs), iter(wrapped))
         eager = self.fun(*eager_args, **eager_kwargs)
         got, _ = transforms.tree_flatten(compiled)
@@ -325,9 +321,7 @@ def _as_tensors(args, kwargs):
     out = []
     for x in leaves:
         if not isinstance(x, Tensor):
-            t = _new_tensor(Tensor)
-            _init_untracked(t, np.asarray(x))
-            x = t
+            x = _make(np.asarray(x))
         out.append(x)
     return out
 

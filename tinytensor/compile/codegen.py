@@ -12,7 +12,6 @@ import numpy as np
 
 from .. import tape, transforms
 from ..tape import unbroadcast
-from ..tensor import Tensor
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -180,10 +179,26 @@ def _unit_seed(tracer, producer, g, w):
 
 
 def _generate(tracer, out, fname):
-    out = out if not isinstance(out, Tensor) else out
+    """The recorded program of `tracer` (its Wengert list, with the rule applications of any
+    gradient taken inside) as one straight-line NumPy function returning `out`'s structure.
+
+    Four steps: `_live_entries` keeps the entries the results (or a side effect) need;
+    `_names` gives every argument and live entry a unique Python name; `_emit_body` writes one
+    `name = expression  # comment` row per entry (hot primitives and rules inline, the fused
+    softmax/crossEntropy in steps); `_assemble` frees temporaries after their last use
+    (`_release_and_reuse`), writes the function and compiles it into a `_Program`.
+    """
     leaves, out_structure = transforms.tree_flatten(out)
     out_refs = [tracer.template(x) for x in leaves]
-    # Which entries the results need (dead entries dropped).
+    live, producer = _live_entries(tracer, out_refs)
+    names = _names(tracer, live)
+    body = _emit_body(tracer, live, producer, names)
+    return _assemble(tracer, live, body, names, out_refs, out_structure, fname)
+
+
+def _live_entries(tracer, out_refs):
+    """The entries the results need (dead entries dropped; random draws and stores are side
+    effects, always kept), in recording order, and {variable: the entry that computes it}."""
     producer = {e.out: e for e in tracer.entries}
     needed = set()
     stack = [r.var for r in out_refs if type(r) is _Ref]
@@ -196,139 +211,128 @@ def _generate(tracer, out, fname):
         e = producer.get(var)
         if e is not None:
             stack += _refs(e.args, []) + _refs(e.kwargs, [])
-    live = [e for e in tracer.entries if e.out in needed]
+    return [e for e in tracer.entries if e.out in needed], producer
 
-    namespace = {"np": np}
-    used = set(dir(builtins)) | set(keyword.kwlist) | {"np"}
-    names = {}
-    counters = {"z": itertools.count(1)}
 
-    def fresh(base):
+class _Namer:
+    """The generated program's names and namespace: `names[var]` is a variable's name; functions
+    and constants the program calls or reads get a name in `namespace` on first use; every name
+    is unique (no builtin or keyword is shadowed). `emit(x)` is x as program text."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+        self.namespace = {"np": np}
+        self.used = set(dir(builtins)) | set(keyword.kwlist) | {"np"}
+        self.names = {}
+        self.functions = {}
+        self.constants = {}
+
+    def fresh(self, base):
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(base)) or "v"
         if base[0].isdigit():
             base = "_" + base
         name, k = base, 1
-        while name in used:
+        while name in self.used:
             k += 1
             name = f"{base}_{k}"
-        used.add(name)
+        self.used.add(name)
         return name
 
-    functions = {}
-
-    def function_name(fun, name):
+    def function(self, fun, name):
         key = id(fun)
-        if key not in functions:
-            functions[key] = fresh(name)
-            namespace[functions[key]] = fun
-        return functions[key]
+        if key not in self.functions:
+            self.functions[key] = self.fresh(name)
+            self.namespace[self.functions[key]] = fun
+        return self.functions[key]
 
-    constants = {}
-
-    def constant(value):
+    def constant(self, value):
         key = id(value)
-        if key not in constants:
-            constants[key] = fresh(f"c{len(constants) + 1}")
-            namespace[constants[key]] = value
-            tracer.alive.append(value)
-        return constants[key]
+        if key not in self.constants:
+            self.constants[key] = self.fresh(f"c{len(self.constants) + 1}")
+            self.namespace[self.constants[key]] = value
+            self.tracer.alive.append(value)
+        return self.constants[key]
 
-    def emit(x):
+    def emit(self, x):
         t = type(x)
         if t is _Ref:
-            return names[x.var]
+            return self.names[x.var]
         if x is None or t is bool or t is int or t is str:
             return repr(x)
         if t is float and np.isfinite(x):
             return repr(x)
         if t is tuple:
-            inner = ", ".join(emit(v) for v in x)
+            inner = ", ".join(self.emit(v) for v in x)
             return f"({inner},)" if len(x) == 1 else f"({inner})"
         if t is list:
-            return "[" + ", ".join(emit(v) for v in x) + "]"
+            return "[" + ", ".join(self.emit(v) for v in x) + "]"
         if t is dict and all(type(k) is str for k in x):
-            return "{" + ", ".join(f"{k!r}: {emit(v)}" for k, v in x.items()) + "}"
+            return "{" + ", ".join(f"{k!r}: {self.emit(v)}" for k, v in x.items()) + "}"
         if t is slice:
-            return f"slice({emit(x.start)}, {emit(x.stop)}, {emit(x.step)})"
+            return f"slice({self.emit(x.start)}, {self.emit(x.stop)}, {self.emit(x.step)})"
         if x is Ellipsis:
             return "..."
-        return constant(x)
+        return self.constant(x)
 
-    for var in tracer.arguments:
-        names[var] = fresh(tracer.hints[var])
-    for e in live:
-        hint = tracer.hints[e.out]
-        if hint is None:
-            base = f"z{next(counters['z'])}"
-        elif hint.startswith(("g_@", "t_@")):
-            base = hint[:2] + names.get(int(hint[3:]), "v")
-        else:
-            base = hint
-        names[e.out] = fresh(base)
-
-    def label(text):
-        # "@12" in a label stands for the name of variable 12
+    def label(self, text):
+        """An entry's label as program text: "@12" stands for the name of variable 12."""
         out, i = [], 0
         while i < len(text):
             if text[i] == "@":
                 j = i + 1
                 while j < len(text) and text[j].isdigit():
                     j += 1
-                out.append(names.get(int(text[i + 1:j]), "?"))
+                out.append(self.names.get(int(text[i + 1:j]), "?"))
                 i = j
             else:
                 out.append(text[i])
                 i += 1
         return "".join(out)
 
+
+def _names(tracer, live):
+    """A _Namer holding a name for each argument (its hint) and each live entry: its hint, the
+    g_/t_ prefix on the name of the variable a gradient or tangent is of, or z1, z2, ..."""
+    n = _Namer(tracer)
+    z = itertools.count(1)
+    for var in tracer.arguments:
+        n.names[var] = n.fresh(tracer.hints[var])
+    for e in live:
+        hint = tracer.hints[e.out]
+        if hint is None:
+            base = f"z{next(z)}"
+        elif hint.startswith(("g_@", "t_@")):
+            base = hint[:2] + n.names.get(int(hint[3:]), "v")
+        else:
+            base = hint
+        n.names[e.out] = n.fresh(base)
+    return n
+
+
+def _emit_body(tracer, live, producer, n):
+    """The program's statements, a _Body of (lhs, expression, comment) rows, one per live entry
+    (several for the fused softmax/crossEntropy pieces, none of lhs for a check or an in-place
+    write). Hot primitives and rules are one NumPy expression (_SPECIAL); the rest are calls."""
     global _SPECIAL
     if _SPECIAL is None:
         _SPECIAL = _special_forms()
+    names = n.names
     fused = _softmax_cross_entropy_pairs(live, producer)
     pieces = {}
     rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
     body = _Body()
     for e in live:
         body.entry = e
-        args = [emit(a) for a in e.args]
+        args = [n.emit(a) for a in e.args]
         expr = None
         special = _SPECIAL.get(id(e.fun))
         if e.out in fused:                        # softmax whose logits crossEntropy reuses
             kind, other = fused[e.out]
             if kind == "softmax":
-                z, axis = args[0], emit(e.kwargs.get("axis", -1))
-                lhs = names[e.out]
-                shifted, total = pieces[e.out] = fresh(f"{lhs}_shifted"), fresh(f"{lhs}_sum")
-                body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
-                             "softmax in steps, shared with log_softmax"))
-                body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
-                body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
-                body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
+                pieces[e.out] = _emit_softmax_in_steps(body, tracer, e, args, n)
                 continue
             special = None
-            shifted, total = pieces[other]
-            y, reduction = args[1], emit(e.kwargs.get("reduction", "mean"))
-            expr = (f"{function_name(_cross_entropy_rows, 'cross_entropy_rows')}"
-                    f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
-            if _lean_labels(tracer, e, e.args[2], e.args[1]):
-                # ops._rows_from_logits for class indices, its NumPy calls written out: the range
-                # check (one max over the labels seen as unsigned: a negative label is huge
-                # there), then -log_p at the labels, summed (and / B for the mean).
-                labels = tracer.values[e.args[1].var]
-                batch, classes = tracer.values[e.args[2].var].shape
-                if labels.dtype.kind == "u":
-                    test = f"{y}.max() >= {classes}"
-                elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
-                    test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
-                else:
-                    test = f"{y}.min() < 0 or {y}.max() >= {classes}"
-                body.append((None, f"if {test}: "
-                             f"{function_name(_label_range_error, 'label_range_error')}({y}, {classes})",
-                             "crossEntropy: the labels must lie in [0, classes)"))
-                rows[e.args[1].var, classes] = constant(np.arange(batch))
-                expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
-                if e.kwargs.get("reduction", "mean") == "mean":
-                    expr += f" / {batch}"
+            expr = _emit_fused_cross_entropy(body, tracer, e, args, n, pieces[other], rows)
         if special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
@@ -338,19 +342,7 @@ def _generate(tracer, out, fname):
               and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
               and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
               and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
-            # ops._softmax_minus_labels for class indices the forward checked above:
-            # p * scale, then minus scale at each row's label
-            g, p, y = args[0], args[2], args[3]
-            lhs = names[e.out]
-            scale = g
-            if e.kwargs.get("reduction", "mean") == "mean":
-                scale = fresh(f"{lhs}_scale")
-                body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
-                             "crossEntropy VJP: the cotangent of each row"))
-            body.append((lhs, f"{p} * {scale}", label(e.label)))
-            at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
-            body.append((None, f"{lhs}[{at}, {y}] -= {scale}",
-                         "crossEntropy VJP: minus the labels"))
+            _emit_cross_entropy_vjp(body, tracer, e, args, n, rows)
             continue
         elif e.fun is unbroadcast:
             g = e.args[0]
@@ -365,16 +357,80 @@ def _generate(tracer, out, fname):
         elif e.fun is operator.add:
             expr = f"{args[0]} + {args[1]}"
         else:
-            call_args = args + [f"{k}={emit(v)}" for k, v in e.kwargs.items()]
-            expr = f"{function_name(e.fun, e.name)}({', '.join(call_args)})"
+            call_args = args + [f"{k}={n.emit(v)}" for k, v in e.kwargs.items()]
+            expr = f"{n.function(e.fun, e.name)}({', '.join(call_args)})"
 
         lhs = names[e.out]
         if e.kind in ("prim", "prim0"):
             comment = _type_comment(e, tracer)
         else:
-            comment = label(e.label)
+            comment = n.label(e.label)
         body.append((lhs, expr, comment))
+    return body
 
+
+def _emit_softmax_in_steps(body, tracer, e, args, n):
+    """A softmax whose logits the crossEntropy after it reuses, in steps (shift, exp, sums,
+    divide); returns the names of the shifted logits and the sums, which that loss reads."""
+    z, axis = args[0], n.emit(e.kwargs.get("axis", -1))
+    lhs = n.names[e.out]
+    shifted, total = n.fresh(f"{lhs}_shifted"), n.fresh(f"{lhs}_sum")
+    body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
+                 "softmax in steps, shared with log_softmax"))
+    body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
+    body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
+    body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
+    return shifted, total
+
+
+def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
+    """The expression of a crossEntropy of the softmax in steps `piece` (from its log-softmax);
+    for class indices, the range check is emitted first and the sum written out."""
+    shifted, total = piece
+    y, reduction = args[1], n.emit(e.kwargs.get("reduction", "mean"))
+    expr = (f"{n.function(_cross_entropy_rows, 'cross_entropy_rows')}"
+            f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
+    if _lean_labels(tracer, e, e.args[2], e.args[1]):
+        # ops._rows_from_logits for class indices, its NumPy calls written out: the range
+        # check (one max over the labels seen as unsigned: a negative label is huge
+        # there), then -log_p at the labels, summed (and / B for the mean).
+        labels = tracer.values[e.args[1].var]
+        batch, classes = tracer.values[e.args[2].var].shape
+        if labels.dtype.kind == "u":
+            test = f"{y}.max() >= {classes}"
+        elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
+            test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
+        else:
+            test = f"{y}.min() < 0 or {y}.max() >= {classes}"
+        body.append((None, f"if {test}: "
+                     f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
+                     "crossEntropy: the labels must lie in [0, classes)"))
+        rows[e.args[1].var, classes] = n.constant(np.arange(batch))
+        expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
+        if e.kwargs.get("reduction", "mean") == "mean":
+            expr += f" / {batch}"
+    return expr
+
+
+def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows):
+    """ops._softmax_minus_labels for class indices the forward checked above: p * scale, then
+    minus scale at each row's label."""
+    g, p, y = args[0], args[2], args[3]
+    lhs = n.names[e.out]
+    scale = g
+    if e.kwargs.get("reduction", "mean") == "mean":
+        scale = n.fresh(f"{lhs}_scale")
+        body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
+                     "crossEntropy VJP: the cotangent of each row"))
+    body.append((lhs, f"{p} * {scale}", n.label(e.label)))
+    at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
+    body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
+
+
+def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
+    """The function's text from the body (temporaries freed after their last use, see
+    _release_and_reuse), its results in `out`'s structure, compiled into a _Program."""
+    names = n.names
     producer_kind = {e.out: e.kind for e in live}
     results = []
     for ref in out_refs:
@@ -383,17 +439,18 @@ def _generate(tracer, out, fname):
             scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
             results.append(f"np.asarray({name})" if scalar else name)
         elif isinstance(ref, np.ndarray):
-            results.append(f"{constant(ref)}.copy()")    # never the same array twice
+            results.append(f"{n.constant(ref)}.copy()")    # never the same array twice
         else:
-            results.append(emit(ref))
-    ret = _emit_structure(out_structure, iter(results), namespace, fresh)
+            results.append(n.emit(ref))
+    namespace = n.namespace
+    ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
     params = [names[v] for v in tracer.arguments]
     held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
     body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held)
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
     contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
     width = max([len(text) for text, _ in statements] + [0])
-    lines = [f"def {fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
+    lines = [f"def {n.fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
     lines += [f"    {text:<{width}}  # {comment}" for text, comment in statements]
     lines.append(f"    return {ret}")
     source = "\n".join(lines) + "\n"

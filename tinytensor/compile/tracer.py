@@ -15,7 +15,7 @@ import numpy as np
 from .. import draws, ops, tape
 from .. import tensor as tensor_module
 from ..state import STATE, update_hook
-from ..tensor import Tensor, _init_untracked
+from ..tensor import Tensor, _make
 
 
 # ----- recording ---------------------------------------------------------------------------------
@@ -80,8 +80,7 @@ class _Tracer:
     def argument(self, array, name):
         if id(array) in self.index:     # the same array passed twice: two inputs all the same
             array = array.copy()
-        t = _new_tensor(_Traced)
-        _init_untracked(t, array)       # shares the caller's array: no copy
+        t = _make(array, cls=_Traced)   # shares the caller's array: no copy
         var = self._new(array, name, t, array)
         self.arguments.append(var)
         return t
@@ -120,8 +119,7 @@ class _Tracer:
 
     def wrap(self, value, var):
         """A Tensor holding `value`, known as variable `var`."""
-        t = _new_tensor(_Traced)
-        _init_untracked(t, value if isinstance(value, np.ndarray) else np.asarray(value))
+        t = _make(value if isinstance(value, np.ndarray) else np.asarray(value), cls=_Traced)
         self.index[id(t)] = var
         self.index[id(t.data)] = var
         self.alive.append(t)

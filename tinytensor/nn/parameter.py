@@ -8,7 +8,7 @@ Module attribute (or put in a list or dict there) it is one of the module's para
 import numpy as np
 
 from .. import backend
-from ..tensor import Tensor, _init_untracked
+from ..tensor import Tensor, _make
 
 
 class Parameter(Tensor):
@@ -29,8 +29,7 @@ class Parameter(Tensor):
             raise TypeError(f"nn.Parameter: only floating-point data can require gradients; got "
                             f"dtype {data.dtype} (convert first, e.g. np.asarray(x, np.float32), or "
                             f"pass requires_grad=False)")
-        _init_untracked(self, data)
-        self.requires_grad = bool(requires_grad)
+        _make(data, requires_grad=bool(requires_grad), into=self)
 
     def __repr__(self):
         return "Parameter containing:\n" + super().__repr__()

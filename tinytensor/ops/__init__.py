@@ -67,6 +67,7 @@ from .softmax_xent import (  # noqa: F401
     _softmax_cross_entropy,
     cross_entropy,
     crossEntropy,
+    fused_into_loss,
     log_softmax,
     softmax,
     softmax_cross_entropy,

@@ -192,18 +192,15 @@ def _fshare(s, a, b, beats):
     return _select(wins, s) + _select(a == b, s * 0.5)   # selected, as maximum's
 
 
-fmax = defprim(np.fmax, "fmax",
-               vjp=[lambda g, ans, a, b: _fshare(g, a, b, np.greater),
-                    lambda g, ans, a, b: _fshare(g, b, a, np.greater)],
-               jvp=[lambda t, ans, a, b: _fshare(t, a, b, np.greater),
-                    lambda t, ans, a, b: _fshare(t, b, a, np.greater)],
-               numpy=np.fmax, method=True)
-fmin = defprim(np.fmin, "fmin",
-               vjp=[lambda g, ans, a, b: _fshare(g, a, b, np.less),
-                    lambda g, ans, a, b: _fshare(g, b, a, np.less)],
-               jvp=[lambda t, ans, a, b: _fshare(t, a, b, np.less),
-                    lambda t, ans, a, b: _fshare(t, b, a, np.less)],
-               numpy=np.fmin, method=True)
+def _fmax_fmin(fun, name, beats):
+    """fmax (beats=np.greater) or fmin (np.less): the cotangent and the tangent both go to the
+    input that wins, by _fshare (the selection is linear: one rule per input serves both)."""
+    rules = [lambda s, ans, a, b: _fshare(s, a, b, beats), lambda s, ans, a, b: _fshare(s, b, a, beats)]
+    return defprim(fun, name, vjp=rules, jvp=rules, numpy=fun, method=True)
+
+
+fmax = _fmax_fmin(np.fmax, "fmax", np.greater)
+fmin = _fmax_fmin(np.fmin, "fmin", np.less)
 
 
 # ----- selecting: where, clip -------------------------------------------------------------------------

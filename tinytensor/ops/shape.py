@@ -421,19 +421,21 @@ _triu = deflinear(lambda x, k: np.triu(x, k), "triu", vjp=lambda g, ans, x, k: n
 @public(numpy=np.tril)
 def tril(m, k=0):
     """Zeros above the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
-    m = _input(m)
-    if m.ndim == 0:
-        raise ValueError("tril: needs at least 1 axis, got a 0-d input")
-    return _tril(m, k=operator.index(k))
+    return _triangle("tril", _tril, m, k)
 
 
 @public(numpy=np.triu)
 def triu(m, k=0):
     """Zeros below the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
+    return _triangle("triu", _triu, m, k)
+
+
+def _triangle(name, row, m, k):
+    """tril / triu: `row` (the primitive) of m at diagonal k, for m of 1 axis or more."""
     m = _input(m)
     if m.ndim == 0:
-        raise ValueError("triu: needs at least 1 axis, got a 0-d input")
-    return _triu(m, k=operator.index(k))
+        raise ValueError(f"{name}: needs at least 1 axis, got a 0-d input")
+    return row(m, k=operator.index(k))
 
 
 # v on the k-th diagonal of a square matrix; the transpose reads that diagonal back.

@@ -14,19 +14,21 @@ the logits, which `wengert_list` does not show (its row declares `hidden_inputs=
 finds them: a recorded softmax output's own input, or, off the tape (no_grad, plain arrays), the
 logits `softmax` remembered for it in `_SOFTMAX_LOGITS`.
 `FUSED_INTO_LOSS` remembers the softmax outputs a loss was computed around, so that
-`retain_grad()` afterwards can say why they get no gradient of their own. tt.compile imports the
-public helpers below (check_class_range, class_indices, at_labels, reduce_rows, ce_vjp_logits).
+`retain_grad()` afterwards can say why they get no gradient of their own (it asks
+`fused_into_loss(p)`). Both maps are weakid.IdentityWeakMap: an entry goes with its output.
+tt.compile imports the public helpers below (check_class_range, class_indices, at_labels,
+reduce_rows, ce_vjp_logits).
 """
 
 import builtins
 import math
-import weakref
 
 import numpy as np
 import scipy.special
 
 from .. import backend, tape
 from ..tensor import Tensor
+from ..weakid import IdentityWeakMap
 from .table import _array, defprim, public, publish
 
 
@@ -251,16 +253,15 @@ def softmax(x, axis=-1):
     p = _softmax(x, axis=axis)
     if (type(p) is np.ndarray or isinstance(p, Tensor) and p._prim is None) and p.ndim and axis in (
             -1, p.ndim - 1):   # off the tape: remembered (see cross_entropy)
-        key = id(p)
-        _SOFTMAX_LOGITS[key] = (weakref.ref(p, lambda _: _SOFTMAX_LOGITS.pop(key, None)), x)
+        _SOFTMAX_LOGITS[p] = x
     return p
 
 
-# The logits of a softmax off the tape: id(softmax output) -> (weak reference to it, its logits), for
-# plain arrays and for Tensors computed under no_grad (or from inputs that need no gradient), so that
+# The logits of a softmax off the tape: softmax output -> its logits, for plain arrays and for
+# Tensors computed under no_grad (or from inputs that need no gradient), so that
 # cross_entropy(softmax(z), y) is computed from z there too: an evaluation loop's loss stays finite.
 # (A recorded softmax output finds its logits on the tape.)
-_SOFTMAX_LOGITS = {}
+_SOFTMAX_LOGITS = IdentityWeakMap()
 
 
 @public(numpy=scipy.special.log_softmax, method=True)
@@ -300,22 +301,27 @@ def cross_entropy(p, y, reduction="mean"):
     """
     logits = _softmax_logits(p)
     if logits is not None and isinstance(p, Tensor) and p._prim is _softmax:
-        key = id(p)                       # for retain_grad() afterwards, which p can no longer honour
-        FUSED_INTO_LOSS[key] = weakref.ref(p, lambda _: FUSED_INTO_LOSS.pop(key, None))
+        FUSED_INTO_LOSS[p] = True         # for retain_grad() afterwards, which p can no longer honour
     return _cross_entropy(p, _labels_like(y, p), logits, reduction=reduction)
 
 
-FUSED_INTO_LOSS = {}   # id -> weak reference: recorded softmax outputs a loss was computed around
+FUSED_INTO_LOSS = IdentityWeakMap()   # the recorded softmax outputs a loss was computed around
+
+
+def fused_into_loss(p):
+    """True when a cross_entropy of the recorded softmax output `p` was computed from its logits:
+    p then gets no gradient of its own (what Tensor.retain_grad asks)."""
+    return p in FUSED_INTO_LOSS
 
 
 def _softmax_logits(p):
     """The logits z when p = softmax(z) over the last axis still holds and nothing asks for p's own
     gradient (retain_grad, or p made a leaf): then the loss is computed from z. Otherwise None."""
     if type(p) is np.ndarray:
-        entry = _SOFTMAX_LOGITS.get(id(p))
-        if entry is None or entry[0]() is not p:
+        z = _SOFTMAX_LOGITS.get(p)
+        if z is None:
             return None
-        z = _array(entry[1])
+        z = _array(z)
         return z if np.array_equal(_softmax_forward(z, axis=-1), p) else None   # not changed in place
     if not isinstance(p, Tensor):
         return None
@@ -324,10 +330,10 @@ def _softmax_logits(p):
             return None
         wanted, z = tape.RETAINED and tape.RETAINED.get(p), p._inputs[0]
     elif p._prim is None:                   # softmax computed off the tape, unless made a leaf since
-        entry = _SOFTMAX_LOGITS.get(id(p))
-        if entry is None or entry[0]() is not p:
+        z = _SOFTMAX_LOGITS.get(p)
+        if z is None:
             return None
-        wanted, z = p.requires_grad, entry[1]
+        wanted = p.requires_grad
     else:
         return None
     if wanted or p._version >= 0 or isinstance(z, Tensor) and z._version > p._id:   # p or z changed in
