@@ -369,12 +369,22 @@ def _flatten(tree, arrays, key, tensors):
         key.append(t)
         key.append(len(tree))
         for item in tree:
-            _flatten(item, arrays, key, tensors)
+            if type(item) is np.ndarray:          # the usual parameter list: no call per leaf
+                arrays.append(item)
+                key.append(item.shape)
+                key.append(item.dtype)
+            else:
+                _flatten(item, arrays, key, tensors)
     elif t is dict:
         key.append(t)
         for k, item in tree.items():
             key.append(k)
-            _flatten(item, arrays, key, tensors)
+            if type(item) is np.ndarray:          # a parameter dict
+                arrays.append(item)
+                key.append(item.shape)
+                key.append(item.dtype)
+            else:
+                _flatten(item, arrays, key, tensors)
     elif isinstance(tree, Tensor):
         tensors.append(tree)
         _flatten(tree.data, arrays, key, tensors)
