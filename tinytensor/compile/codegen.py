@@ -11,6 +11,7 @@ import operator
 import numpy as np
 
 from .. import tape, transforms
+from ..ops import core
 from ..tape import unbroadcast
 from .fusions import (
     _CE_VJP_LOGITS,
@@ -158,6 +159,32 @@ def _vjp_rule(name, i):
 
 
 _FROBENIUS_VJP = _vjp_rule("frobeniusNorm", 0)
+_SCALAR_USERS = {id(_FROBENIUS_VJP)}    # arithmetic on their inputs (and the rules' ans): + - * /
+for _name in ("add", "sub", "mul", "div"):
+    _prim = tape.REGISTRY.get(_name)
+    _SCALAR_USERS |= {id(f) for f in [getattr(_prim, "fun", None), *(getattr(_prim, "vjps", None) or ()),
+                                      *(getattr(_prim, "jvps", None) or ())] if f is not None}
+
+
+def _frobenius_scalar(tracer, e, live):
+    """frobeniusNorm's forward (core._frobenius_forward: BLAS nrm2 of the raveled array, as a 0-d
+    array of its dtype) as the NumPy scalar of the same value, `dtype.type(nrm2(w.ravel()))`, when
+    every live use of it is an inline arithmetic form (add, sub, mul, div, its own VJP), where a
+    scalar and a 0-d array give the same numbers and the scalar's arithmetic skips the ufunc
+    machinery. Returns the expression's parts (nrm2, the scalar type) or None."""
+    fun = getattr(tape.REGISTRY.get("frobeniusNorm"), "fun", None)
+    nrm2s = getattr(core, "_NRM2", None)
+    if e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1 or e.kwargs or not nrm2s:
+        return None
+    w = e.args[0]
+    value = tracer.values[w.var] if type(w) is _Ref else None
+    if type(value) is not np.ndarray or not value.size or value.dtype not in nrm2s:
+        return None
+    for user in live:
+        if e.out in _refs(user.args, []) + _refs(user.kwargs, []):
+            if id(user.fun) not in _SCALAR_USERS or user.kind == "numpy" or user.kwargs:
+                return None
+    return nrm2s[value.dtype], value.dtype.type
 _IDENTITY_VJPS = {id(f) for f in (_vjp_rule("add", 0), _vjp_rule("add", 1), _vjp_rule("sub", 0)) if f}
 
 
@@ -226,6 +253,7 @@ class _Namer:
         self.names = {}
         self.functions = {}
         self.constants = {}
+        self.scalars = set()    # variables computed as a NumPy scalar where the tape holds a 0-d array
 
     def fresh(self, base):
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(base)) or "v"
@@ -344,6 +372,10 @@ def _emit_body(tracer, live, producer, n):
               and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
             _emit_cross_entropy_vjp(body, tracer, e, args, n, rows)
             continue
+        elif (scalar := _frobenius_scalar(tracer, e, live)) is not None:
+            nrm2, kind = scalar
+            expr = f"{n.function(kind, kind.__name__)}({n.function(nrm2, 'nrm2')}({args[0]}.ravel()))"
+            n.scalars.add(e.out)
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
@@ -436,7 +468,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     for ref in out_refs:
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+            scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+                      or ref.var in n.scalars)
             results.append(f"np.asarray({name})" if scalar else name)
         elif isinstance(ref, np.ndarray):
             results.append(f"{n.constant(ref)}.copy()")    # never the same array twice
