@@ -174,7 +174,8 @@ def _frobenius_scalar(tracer, e, live):
     machinery. Returns the expression's parts (nrm2, the scalar type) or None."""
     fun = getattr(tape.REGISTRY.get("frobeniusNorm"), "fun", None)
     nrm2s = getattr(core, "_NRM2", None)
-    if e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1 or e.kwargs or not nrm2s:
+    if (e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1
+            or e.kwargs or not nrm2s):
         return None
     w = e.args[0]
     value = tracer.values[w.var] if type(w) is _Ref else None
