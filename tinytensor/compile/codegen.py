@@ -189,6 +189,22 @@ def _frobenius_scalar(tracer, e, live):
 _IDENTITY_VJPS = {id(f) for f in (_vjp_rule("add", 0), _vjp_rule("add", 1), _vjp_rule("sub", 0)) if f}
 
 
+def _seed_value(tracer, producer, g):
+    """The value of cotangent `g` when it is the seed (a constant of the program), passed on
+    unchanged by add/sub VJPs; else None."""
+    while type(g) is _Ref:
+        e = producer.get(g.var)
+        if e is None:
+            return None
+        if e.kind == "seed":
+            value = tracer.values[g.var]
+            return value if type(value) is np.ndarray and value.ndim == 0 else None
+        if e.kind != "rule" or id(e.fun) not in _IDENTITY_VJPS:
+            return None
+        g = e.args[0]
+    return None
+
+
 def _unit_seed(tracer, producer, g, w):
     """Whether cotangent `g` is the seed 1 (passed on unchanged by add/sub VJPs) and a 0-d
     array whose product with w has w's dtype, so that g * w is w bit for bit."""
@@ -371,7 +387,7 @@ def _emit_body(tracer, live, producer, n):
               and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
               and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
               and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
-            _emit_cross_entropy_vjp(body, tracer, e, args, n, rows)
+            _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, _seed_value(tracer, producer, e.args[0]))
             continue
         elif (scalar := _frobenius_scalar(tracer, e, live)) is not None:
             nrm2, kind = scalar
@@ -440,22 +456,32 @@ def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
                      "crossEntropy: the labels must lie in [0, classes)"))
         rows[e.args[1].var, classes] = n.constant(np.arange(batch))
         expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
-        if e.kwargs.get("reduction", "mean") == "mean":
+        if e.kwargs.get("reduction", "mean") == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
 
 
-def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows):
+def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     """ops._softmax_minus_labels for class indices the forward checked above: p * scale, then
-    minus scale at each row's label."""
+    minus scale at each row's label. Where the cotangent is the seed (`seed`, a constant), the
+    scale is computed here, once, as the program would (g / B); a scale of exactly 1 that keeps
+    p's dtype makes p * scale a copy of p (and no copy where p dies there, see _release_and_reuse)."""
     g, p, y = args[0], args[2], args[3]
     lhs = n.names[e.out]
     scale = g
-    if e.kwargs.get("reduction", "mean") == "mean":
-        scale = n.fresh(f"{lhs}_scale")
-        body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
-                     "crossEntropy VJP: the cotangent of each row"))
-    body.append((lhs, f"{p} * {scale}", n.label(e.label)))
+    batch = np.shape(tracer.values[e.args[2].var])[0]
+    mean = e.kwargs.get("reduction", "mean") == "mean"
+    if seed is not None:
+        value = seed / batch if mean else seed
+        scale = n.constant(value)
+        p_value = tracer.values[e.args[2].var]
+        unit = value == 1 and np.result_type(p_value, value) == p_value.dtype
+        body.append((lhs, f"{p}.copy()" if unit else f"{p} * {scale}", n.label(e.label)))
+    else:
+        if mean:
+            scale = n.fresh(f"{lhs}_scale")
+            body.append((scale, f"{g} / {batch}", "crossEntropy VJP: the cotangent of each row"))
+        body.append((lhs, f"{p} * {scale}", n.label(e.label)))
     at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
@@ -550,6 +576,12 @@ def _release_and_reuse(body, ret, temporaries, held):
         if type(node) is ast.BinOp and type(node.op) in _AUGMENTED:
             sides = [(node.left, node.right)] + ([(node.right, node.left)]
                                                  if isinstance(node.op, _COMMUTATIVE) else [])
+        if (type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "copy"
+                and not node.args and not node.keywords and type(node.func.value) is ast.Name
+                and dying(node.func.value.id, i) and owned(node.func.value.id, temporaries.get(lhs))):
+            sides = []    # the copy of an array read for the last time: that array itself
+            expr = node.func.value.id
+            comment += " (the array itself: its last use)"
         for side, other in sides:
             other = ast.unparse(other)
             if (type(side) is ast.Name and dying(side.id, i) and owned(side.id, temporaries.get(lhs))
