@@ -49,3 +49,23 @@ def test_cross_entropy_seed_scale(batch, reduction):
         _same(step(W, x, y), tt.value_and_grad(loss)(tt.tensor(W), tt.tensor(x), y))
     with pytest.raises(Exception, match="crossEntropy"):
         step(W, x, np.full(batch, 3))
+
+
+@pytest.mark.parametrize("axis,keepdims", [(None, False), (0, False), (1, True), ((0, 1), False)])
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+def test_mean_and_sum_of_the_seed(axis, keepdims, reduce):
+    rng = np.random.default_rng(2)
+    W, x = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+
+    def loss(W, x):
+        r = tt.tanh(tt.matmul(x, W))
+        out = getattr(tt, reduce)(r * r, axis=axis, keepdims=keepdims)
+        return tt.sum(out) if axis not in (None, (0, 1)) else out
+
+    fun = tt.value_and_grad(loss)
+    step = tt.compile(fun)
+    for k in range(2):
+        _same(step(W + k, x), fun(tt.tensor(W + k), tt.tensor(x)))
+    assert "np.matmul(x, W)" in step.source
+    step2 = tt.compile(loss)
+    _same(step2(W, x), loss(tt.tensor(W), tt.tensor(x)))

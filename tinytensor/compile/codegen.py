@@ -108,6 +108,8 @@ def _special_forms():
     put(fun("neg"), lambda x, nd: f"-{x[0]}")
     put(fun("relu"), lambda x, nd: f"np.maximum({x[0]}, 0)")
     put(fun("dot"), lambda x, nd: f"np.dot({x[0]}, {x[1]})" if nd[0] in (1, 2) and nd[1] in (1, 2) else None)
+    # core._matmul_forward: np.matmul unless a stack of matrices meets one matrix (ndim > 2)
+    put(fun("matmul"), lambda x, nd: f"np.matmul({x[0]}, {x[1]})" if len(x) == 2 and nd[0] <= 2 else None)
     # VJP rules: x = (g, ans, *inputs)
     for kind in ("vjps", "jvps"):
         put(rule("add", 0, kind), lambda x, nd: x[0])
@@ -203,6 +205,36 @@ def _seed_value(tracer, producer, g):
             return None
         g = e.args[0]
     return None
+
+
+_SPREAD_VJPS = {id(f) for f in (_vjp_rule("sum", 0), _vjp_rule("mean", 0)) if f}
+
+
+def _folded_spread(tracer, producer, e):
+    """sum's or mean's VJP (core._spread: the cotangent, / n for the mean, copied back along the
+    reduced axes) of the seed: a function of the seed (a constant) and shapes alone, so its
+    value is the one recorded. Returns a copy of that value, or None."""
+    if e.kind != "rule" or id(e.fun) not in _SPREAD_VJPS or not e.args:
+        return None
+    value = tracer.values[e.out]
+    if type(value) is not np.ndarray or _seed_value(tracer, producer, e.args[0]) is None:
+        return None
+    return value.copy()
+
+
+def _mean_form(tracer, e, args, n):
+    """core._mean_forward on an array of at least one dimension, as one expression: its sum,
+    divided by the count of the values reduced into each result (fixed by the shapes)."""
+    fun = getattr(tape.REGISTRY.get("mean"), "fun", None)
+    if e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1:
+        return None
+    x, ans = e.args[0], tracer.values[e.out]
+    value = tracer.values[x.var] if type(x) is _Ref else None
+    if type(value) is not np.ndarray or value.ndim == 0 or set(e.kwargs) - {"axis", "keepdims"}:
+        return None
+    axis, keepdims = e.kwargs.get("axis"), e.kwargs.get("keepdims", False)
+    count = value.size // max(np.size(ans), 1)
+    return f"{args[0]}.sum(axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
 
 
 def _unit_seed(tracer, producer, g, w):
@@ -393,6 +425,10 @@ def _emit_body(tracer, live, producer, n):
             nrm2, kind = scalar
             expr = f"{n.function(kind, kind.__name__)}({n.function(nrm2, 'nrm2')}({args[0]}.ravel()))"
             n.scalars.add(e.out)
+        elif (folded := _folded_spread(tracer, producer, e)) is not None:
+            expr = f"{n.constant(folded)}.copy()"    # a fresh array: the program may write into it
+        elif (mean := _mean_form(tracer, e, args, n)) is not None:
+            expr = mean
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
