@@ -69,3 +69,17 @@ def test_mean_and_sum_of_the_seed(axis, keepdims, reduce):
     assert "np.matmul(x, W)" in step.source
     step2 = tt.compile(loss)
     _same(step2(W, x), loss(tt.tensor(W), tt.tensor(x)))
+
+
+def test_relu_rule_written_out_selects_an_infinite_cotangent():
+    x = np.array([[0.0, -1.0, 4.0], [2.0, 0.0, -3.0]], dtype=np.float32)
+
+    def loss(x):
+        return tt.sum(tt.sqrt(tt.relu(x)))      # sqrt'(0) = inf meets relu'(0) = 0: an exact 0
+
+    fun = tt.value_and_grad(loss)
+    step = tt.compile(fun)
+    for v in (x, x + 1):
+        _same(step(v), fun(tt.tensor(v)))
+    assert "np.where(" in step.source
+    assert np.isfinite(step(x)[1]).all()

@@ -6,6 +6,7 @@ import ast
 import builtins
 import itertools
 import keyword
+import math
 import operator
 
 import numpy as np
@@ -205,6 +206,24 @@ def _seed_value(tracer, producer, g):
             return None
         g = e.args[0]
     return None
+
+
+_RELU_RULES = {id(f) for f in (_vjp_rule("relu", 0),
+                                getattr(tape.REGISTRY.get("relu"), "jvps", (None,))[0]) if f}
+
+
+def _relu_rule_form(tracer, e, args, n):
+    """relu's rule, table._select(x > 0, g), written out for an array g of one dimension or more:
+    g * (x > 0) where g's sum is finite, else np.where (no inf * 0)."""
+    if e.kind != "rule" or id(e.fun) not in _RELU_RULES or len(e.args) != 3 or e.kwargs:
+        return None
+    g = e.args[0]
+    value = tracer.values[g.var] if type(g) is _Ref else None
+    if type(value) is not np.ndarray or value.ndim == 0 or type(tracer.values[e.out]) is not np.ndarray:
+        return None
+    g, x = [a if _atom(a) else f"({a})" for a in (args[0], args[2])]
+    isfinite = n.function(math.isfinite, "isfinite")
+    return f"{g} * ({x} > 0) if {isfinite}(np.add.reduce({g}, axis=None)) else np.where({x} > 0, {g}, 0)"
 
 
 _SPREAD_VJPS = {id(f) for f in (_vjp_rule("sum", 0), _vjp_rule("mean", 0)) if f}
@@ -425,6 +444,8 @@ def _emit_body(tracer, live, producer, n):
             nrm2, kind = scalar
             expr = f"{n.function(kind, kind.__name__)}({n.function(nrm2, 'nrm2')}({args[0]}.ravel()))"
             n.scalars.add(e.out)
+        elif (relu := _relu_rule_form(tracer, e, args, n)) is not None:
+            expr = relu
         elif (folded := _folded_spread(tracer, producer, e)) is not None:
             expr = f"{n.constant(folded)}.copy()"    # a fresh array: the program may write into it
         elif (mean := _mean_form(tracer, e, args, n)) is not None:
@@ -465,13 +486,13 @@ def _emit_softmax_in_steps(body, tracer, e, args, n):
     body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
     body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
     body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
-    return shifted, total
+    return shifted, total, e.kwargs.get("axis", -1)
 
 
 def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
     """The expression of a crossEntropy of the softmax in steps `piece` (from its log-softmax);
     for class indices, the range check is emitted first and the sum written out."""
-    shifted, total = piece
+    shifted, total, axis = piece
     y, reduction = args[1], n.emit(e.kwargs.get("reduction", "mean"))
     expr = (f"{n.function(_cross_entropy_rows, 'cross_entropy_rows')}"
             f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
@@ -491,7 +512,11 @@ def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
                      f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
                      "crossEntropy: the labels must lie in [0, classes)"))
         rows[e.args[1].var, classes] = n.constant(np.arange(batch))
-        expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
+        at = rows[e.args[1].var, classes]
+        if type(axis) is int and axis in (-1, 1):     # the sums are (B, 1): log_p at the labels only
+            expr = f"(-({shifted}[{at}, {y}] - np.log({total}).ravel())).sum()"
+        else:
+            expr = f"(-({shifted} - np.log({total}))[{at}, {y}]).sum()"
         if e.kwargs.get("reduction", "mean") == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
