@@ -200,7 +200,7 @@ def _seed_value(tracer, producer, g):
         if e is None:
             return None
         if e.kind == "seed":
-            value = tracer.values[g.var]
+            value = e.args[0] if e.args else None     # the program's constant
             return value if type(value) is np.ndarray and value.ndim == 0 else None
         if e.kind != "rule" or id(e.fun) not in _IDENTITY_VJPS:
             return None
@@ -231,14 +231,17 @@ _SPREAD_VJPS = {id(f) for f in (_vjp_rule("sum", 0), _vjp_rule("mean", 0)) if f}
 
 def _folded_spread(tracer, producer, e):
     """sum's or mean's VJP (core._spread: the cotangent, / n for the mean, copied back along the
-    reduced axes) of the seed: a function of the seed (a constant) and shapes alone, so its
-    value is the one recorded. Returns a copy of that value, or None."""
+    reduced axes) of the seed: a function of the seed (a constant) and shapes alone, computed
+    here once by the rule itself. Returns that array, or None."""
     if e.kind != "rule" or id(e.fun) not in _SPREAD_VJPS or not e.args:
         return None
-    value = tracer.values[e.out]
-    if type(value) is not np.ndarray or _seed_value(tracer, producer, e.args[0]) is None:
+    if type(tracer.values[e.out]) is not np.ndarray or _seed_value(tracer, producer, e.args[0]) is None:
         return None
-    return value.copy()
+    if any(type(v) is _Ref for v in e.kwargs.values()):
+        return None
+    args = [tracer.values[a.var] if type(a) is _Ref else a for a in e.args]
+    value = e.fun(*args, **e.kwargs)     # not the recorded value: f may have written into that one
+    return value if type(value) is np.ndarray else None
 
 
 def _mean_form(tracer, e, args, n):
