@@ -6,11 +6,13 @@ import ast
 import builtins
 import itertools
 import keyword
+import math
 import operator
 
 import numpy as np
 
 from .. import tape, transforms
+from ..ops import core
 from ..tape import unbroadcast
 from .fusions import (
     _CE_VJP_LOGITS,
@@ -107,6 +109,8 @@ def _special_forms():
     put(fun("neg"), lambda x, nd: f"-{x[0]}")
     put(fun("relu"), lambda x, nd: f"np.maximum({x[0]}, 0)")
     put(fun("dot"), lambda x, nd: f"np.dot({x[0]}, {x[1]})" if nd[0] in (1, 2) and nd[1] in (1, 2) else None)
+    # core._matmul_forward: np.matmul unless a stack of matrices meets one matrix (ndim > 2)
+    put(fun("matmul"), lambda x, nd: f"np.matmul({x[0]}, {x[1]})" if len(x) == 2 and nd[0] <= 2 else None)
     # VJP rules: x = (g, ans, *inputs)
     for kind in ("vjps", "jvps"):
         put(rule("add", 0, kind), lambda x, nd: x[0])
@@ -158,7 +162,101 @@ def _vjp_rule(name, i):
 
 
 _FROBENIUS_VJP = _vjp_rule("frobeniusNorm", 0)
+_SCALAR_USERS = {id(_FROBENIUS_VJP)}    # arithmetic on their inputs (and the rules' ans): + - * /
+for _name in ("add", "sub", "mul", "div"):
+    _prim = tape.REGISTRY.get(_name)
+    _SCALAR_USERS |= {id(f) for f in [getattr(_prim, "fun", None), *(getattr(_prim, "vjps", None) or ()),
+                                      *(getattr(_prim, "jvps", None) or ())] if f is not None}
+
+
+def _frobenius_scalar(tracer, e, live):
+    """frobeniusNorm's forward (core._frobenius_forward: BLAS nrm2 of the raveled array, as a 0-d
+    array of its dtype) as the NumPy scalar of the same value, `dtype.type(nrm2(w.ravel()))`, when
+    every live use of it is an inline arithmetic form (add, sub, mul, div, its own VJP), where a
+    scalar and a 0-d array give the same numbers and the scalar's arithmetic skips the ufunc
+    machinery. Returns the expression's parts (nrm2, the scalar type) or None."""
+    fun = getattr(tape.REGISTRY.get("frobeniusNorm"), "fun", None)
+    nrm2s = getattr(core, "_NRM2", None)
+    if (e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1
+            or e.kwargs or not nrm2s):
+        return None
+    w = e.args[0]
+    value = tracer.values[w.var] if type(w) is _Ref else None
+    if type(value) is not np.ndarray or not value.size or value.dtype not in nrm2s:
+        return None
+    for user in live:
+        if e.out in _refs(user.args, []) + _refs(user.kwargs, []):
+            if id(user.fun) not in _SCALAR_USERS or user.kind == "numpy" or user.kwargs:
+                return None
+    return nrm2s[value.dtype], value.dtype.type
 _IDENTITY_VJPS = {id(f) for f in (_vjp_rule("add", 0), _vjp_rule("add", 1), _vjp_rule("sub", 0)) if f}
+
+
+def _seed_value(tracer, producer, g):
+    """The value of cotangent `g` when it is the seed (a constant of the program), passed on
+    unchanged by add/sub VJPs; else None."""
+    while type(g) is _Ref:
+        e = producer.get(g.var)
+        if e is None:
+            return None
+        if e.kind == "seed":
+            value = e.args[0] if e.args else None     # the program's constant
+            return value if type(value) is np.ndarray and value.ndim == 0 else None
+        if e.kind != "rule" or id(e.fun) not in _IDENTITY_VJPS:
+            return None
+        g = e.args[0]
+    return None
+
+
+_RELU_RULES = {id(f) for f in (_vjp_rule("relu", 0),
+                                getattr(tape.REGISTRY.get("relu"), "jvps", (None,))[0]) if f}
+
+
+def _relu_rule_form(tracer, e, args, n):
+    """relu's rule, table._select(x > 0, g), written out for an array g of one dimension or more:
+    g * (x > 0) where g's sum is finite, else np.where (no inf * 0)."""
+    if e.kind != "rule" or id(e.fun) not in _RELU_RULES or len(e.args) != 3 or e.kwargs:
+        return None
+    g = e.args[0]
+    value = tracer.values[g.var] if type(g) is _Ref else None
+    if type(value) is not np.ndarray or value.ndim == 0 or type(tracer.values[e.out]) is not np.ndarray:
+        return None
+    g, x = [a if _atom(a) else f"({a})" for a in (args[0], args[2])]
+    isfinite = n.function(math.isfinite, "isfinite")
+    return f"{g} * ({x} > 0) if {isfinite}(np.add.reduce({g}, axis=None)) else np.where({x} > 0, {g}, 0)"
+
+
+_SPREAD_VJPS = {id(f) for f in (_vjp_rule("sum", 0), _vjp_rule("mean", 0)) if f}
+
+
+def _folded_spread(tracer, producer, e):
+    """sum's or mean's VJP (core._spread: the cotangent, / n for the mean, copied back along the
+    reduced axes) of the seed: a function of the seed (a constant) and shapes alone, computed
+    here once by the rule itself. Returns that array, or None."""
+    if e.kind != "rule" or id(e.fun) not in _SPREAD_VJPS or not e.args:
+        return None
+    if type(tracer.values[e.out]) is not np.ndarray or _seed_value(tracer, producer, e.args[0]) is None:
+        return None
+    if any(type(v) is _Ref for v in e.kwargs.values()):
+        return None
+    args = [tracer.values[a.var] if type(a) is _Ref else a for a in e.args]
+    value = e.fun(*args, **e.kwargs)     # not the recorded value: f may have written into that one
+    return value if type(value) is np.ndarray else None
+
+
+def _mean_form(tracer, e, args, n):
+    """core._mean_forward on an array of at least one dimension, as one expression: its sum,
+    divided by the count of the values reduced into each result (fixed by the shapes)."""
+    fun = getattr(tape.REGISTRY.get("mean"), "fun", None)
+    if e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1:
+        return None
+    x, ans = e.args[0], tracer.values[e.out]
+    value = tracer.values[x.var] if type(x) is _Ref else None
+    if type(value) is not np.ndarray or value.ndim == 0 or set(e.kwargs) - {"axis", "keepdims"}:
+        return None
+    axis, keepdims = e.kwargs.get("axis"), e.kwargs.get("keepdims", False)
+    count = value.size // max(np.size(ans), 1)
+    return f"{args[0]}.sum(axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
 
 
 def _unit_seed(tracer, producer, g, w):
@@ -226,6 +324,7 @@ class _Namer:
         self.names = {}
         self.functions = {}
         self.constants = {}
+        self.scalars = set()    # variables computed as a NumPy scalar where the tape holds a 0-d array
 
     def fresh(self, base):
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in str(base)) or "v"
@@ -342,8 +441,18 @@ def _emit_body(tracer, live, producer, n):
               and type(e.args[2]) is _Ref and type(e.args[0]) is _Ref
               and np.ndim(tracer.values[e.args[0].var]) == 0 and np.ndim(tracer.values[e.args[2].var]) == 2
               and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows):
-            _emit_cross_entropy_vjp(body, tracer, e, args, n, rows)
+            _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, _seed_value(tracer, producer, e.args[0]))
             continue
+        elif (scalar := _frobenius_scalar(tracer, e, live)) is not None:
+            nrm2, kind = scalar
+            expr = f"{n.function(kind, kind.__name__)}({n.function(nrm2, 'nrm2')}({args[0]}.ravel()))"
+            n.scalars.add(e.out)
+        elif (relu := _relu_rule_form(tracer, e, args, n)) is not None:
+            expr = relu
+        elif (folded := _folded_spread(tracer, producer, e)) is not None:
+            expr = f"{n.constant(folded)}.copy()"    # a fresh array: the program may write into it
+        elif (mean := _mean_form(tracer, e, args, n)) is not None:
+            expr = mean
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
@@ -380,13 +489,13 @@ def _emit_softmax_in_steps(body, tracer, e, args, n):
     body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
     body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
     body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
-    return shifted, total
+    return shifted, total, e.kwargs.get("axis", -1)
 
 
 def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
     """The expression of a crossEntropy of the softmax in steps `piece` (from its log-softmax);
     for class indices, the range check is emitted first and the sum written out."""
-    shifted, total = piece
+    shifted, total, axis = piece
     y, reduction = args[1], n.emit(e.kwargs.get("reduction", "mean"))
     expr = (f"{n.function(_cross_entropy_rows, 'cross_entropy_rows')}"
             f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
@@ -406,23 +515,37 @@ def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
                      f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
                      "crossEntropy: the labels must lie in [0, classes)"))
         rows[e.args[1].var, classes] = n.constant(np.arange(batch))
-        expr = f"(-({shifted} - np.log({total}))[{rows[e.args[1].var, classes]}, {y}]).sum()"
-        if e.kwargs.get("reduction", "mean") == "mean":
+        at = rows[e.args[1].var, classes]
+        if type(axis) is int and axis in (-1, 1):     # the sums are (B, 1): log_p at the labels only
+            expr = f"(-({shifted}[{at}, {y}] - np.log({total}).ravel())).sum()"
+        else:
+            expr = f"(-({shifted} - np.log({total}))[{at}, {y}]).sum()"
+        if e.kwargs.get("reduction", "mean") == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
 
 
-def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows):
+def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     """ops._softmax_minus_labels for class indices the forward checked above: p * scale, then
-    minus scale at each row's label."""
+    minus scale at each row's label. Where the cotangent is the seed (`seed`, a constant), the
+    scale is computed here, once, as the program would (g / B); a scale of exactly 1 that keeps
+    p's dtype makes p * scale a copy of p (and no copy where p dies there, see _release_and_reuse)."""
     g, p, y = args[0], args[2], args[3]
     lhs = n.names[e.out]
     scale = g
-    if e.kwargs.get("reduction", "mean") == "mean":
-        scale = n.fresh(f"{lhs}_scale")
-        body.append((scale, f"{g} / {np.shape(tracer.values[e.args[2].var])[0]}",
-                     "crossEntropy VJP: the cotangent of each row"))
-    body.append((lhs, f"{p} * {scale}", n.label(e.label)))
+    batch = np.shape(tracer.values[e.args[2].var])[0]
+    mean = e.kwargs.get("reduction", "mean") == "mean"
+    if seed is not None:
+        value = seed / batch if mean else seed
+        scale = n.constant(value)
+        p_value = tracer.values[e.args[2].var]
+        unit = value == 1 and np.result_type(p_value, value) == p_value.dtype
+        body.append((lhs, f"{p}.copy()" if unit else f"{p} * {scale}", n.label(e.label)))
+    else:
+        if mean:
+            scale = n.fresh(f"{lhs}_scale")
+            body.append((scale, f"{g} / {batch}", "crossEntropy VJP: the cotangent of each row"))
+        body.append((lhs, f"{p} * {scale}", n.label(e.label)))
     at = rows[e.args[3].var, tracer.values[e.args[2].var].shape[1]]
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
@@ -436,7 +559,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     for ref in out_refs:
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            scalar = type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+            scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+                      or ref.var in n.scalars)
             results.append(f"np.asarray({name})" if scalar else name)
         elif isinstance(ref, np.ndarray):
             results.append(f"{n.constant(ref)}.copy()")    # never the same array twice
@@ -516,6 +640,12 @@ def _release_and_reuse(body, ret, temporaries, held):
         if type(node) is ast.BinOp and type(node.op) in _AUGMENTED:
             sides = [(node.left, node.right)] + ([(node.right, node.left)]
                                                  if isinstance(node.op, _COMMUTATIVE) else [])
+        if (type(node) is ast.Call and type(node.func) is ast.Attribute and node.func.attr == "copy"
+                and not node.args and not node.keywords and type(node.func.value) is ast.Name
+                and dying(node.func.value.id, i) and owned(node.func.value.id, temporaries.get(lhs))):
+            sides = []    # the copy of an array read for the last time: that array itself
+            expr = node.func.value.id
+            comment += " (the array itself: its last use)"
         for side, other in sides:
             other = ast.unparse(other)
             if (type(side) is ast.Name and dying(side.id, i) and owned(side.id, temporaries.get(lhs))
