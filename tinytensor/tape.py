@@ -45,7 +45,7 @@ from .weakid import IdentityWeakMap
 
 # Operands made arrays when an entry is made (Primitive.__call__), so rules never see a list
 # (NumPy scalars stay as they are: they have .shape and .ndim, and mix with device arrays).
-_ARRAY_LIKE = (list, tuple)
+_ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand, not two compares
 
 
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
@@ -129,15 +129,15 @@ class Primitive:
                 any_tensor = True
                 record = record or a.requires_grad
                 values.append(a.data)
-            elif type(a) in _ARRAY_LIKE:     # lists, tuples: made arrays below, once, on the Tensors'
-                values.append(a)               # device (Tensor operands never come here)
-                converted = True
             else:
                 values.append(a)
-        if converted and self.lists_are_arrays:
-            values = _arrays_from_lists(values, args)
-        else:
-            converted = False
+                if type(a) in _ARRAY_LIKE:   # lists, tuples: made arrays below, once, on the Tensors'
+                    converted = True         # device (Tensor operands never come here)
+        if converted:
+            if self.lists_are_arrays:
+                values = _arrays_from_lists(values, args)
+            else:
+                converted = False
         try:
             ans = self.fun(*values, **params)
         except (ValueError, TypeError, IndexError) as err:
@@ -156,7 +156,8 @@ class Primitive:
         out.name = None
         out._id = _next_id()
         out._version = -1
-        if record and (SHARED.quiet or STATE.grad_enabled):
+        quiet = SHARED.quiet                 # no thread records, checks or is in no_grad
+        if record and (quiet or STATE.grad_enabled):
             out.requires_grad = True
             out._prim = self
             out._inputs = args if not converted else tuple(
@@ -169,7 +170,7 @@ class Primitive:
             out._inputs = None
             out._values = None
             out._params = None
-        if not SHARED.quiet:                 # some thread records, checks or is in no_grad
+        if not quiet:
             hook = STATE.hook                # the recorder of tt.compile, or detect_anomaly
             if hook is not None:
                 hook.primitive(out, self, args, params)

@@ -214,16 +214,36 @@ class Tensor:
     # ----- operators: each is one primitive from the op table (ops/) -----------------------
     # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
     # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
-    def __add__(self, other): return ops.add(self, other.item() if type(other) in _NPS else other)
-    def __radd__(self, other): return ops.add(other.item() if type(other) in _NPS else other, self)
-    def __sub__(self, other): return ops.sub(self, other.item() if type(other) in _NPS else other)
-    def __rsub__(self, other): return ops.sub(other.item() if type(other) in _NPS else other, self)
-    def __mul__(self, other): return ops.mul(self, other.item() if type(other) in _NPS else other)
-    def __rmul__(self, other): return ops.mul(other.item() if type(other) in _NPS else other, self)
-    def __truediv__(self, other): return ops.div(self, other.item() if type(other) in _NPS else other)
-    def __rtruediv__(self, other): return ops.div(other.item() if type(other) in _NPS else other, self)
-    def __pow__(self, other): return ops.power(self, other.item() if type(other) in _NPS else other)
-    def __rpow__(self, other): return ops.power(other.item() if type(other) in _NPS else other, self)
+    def __add__(self, other):
+        t = type(other)     # a float or a Tensor: no set lookup
+        return ops.add(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    def __radd__(self, other):
+        t = type(other)
+        return ops.add(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    def __sub__(self, other):
+        t = type(other)
+        return ops.sub(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    def __rsub__(self, other):
+        t = type(other)
+        return ops.sub(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    def __mul__(self, other):
+        t = type(other)
+        return ops.mul(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    def __rmul__(self, other):
+        t = type(other)
+        return ops.mul(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    def __truediv__(self, other):
+        t = type(other)
+        return ops.div(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    def __rtruediv__(self, other):
+        t = type(other)
+        return ops.div(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    def __pow__(self, other):
+        t = type(other)
+        return ops.power(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    def __rpow__(self, other):
+        t = type(other)
+        return ops.power(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
     def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops/elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
