@@ -212,38 +212,7 @@ class Tensor:
         return tape.forward_sweep(self, tangents)
 
     # ----- operators: each is one primitive from the op table (ops/) -----------------------
-    # A NumPy scalar is weak here, as a Python number (PyTorch's rule and NumPy 1's): a float32
-    # Tensor times np.float64(0.125) stays float32 (NumPy 2 alone would widen it), see _NPS.
-    def __add__(self, other):
-        t = type(other)     # a float or a Tensor: no set lookup
-        return ops.add(self, other if t is float or t is Tensor or t not in _NPS else other.item())
-    def __radd__(self, other):
-        t = type(other)
-        return ops.add(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
-    def __sub__(self, other):
-        t = type(other)
-        return ops.sub(self, other if t is float or t is Tensor or t not in _NPS else other.item())
-    def __rsub__(self, other):
-        t = type(other)
-        return ops.sub(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
-    def __mul__(self, other):
-        t = type(other)
-        return ops.mul(self, other if t is float or t is Tensor or t not in _NPS else other.item())
-    def __rmul__(self, other):
-        t = type(other)
-        return ops.mul(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
-    def __truediv__(self, other):
-        t = type(other)
-        return ops.div(self, other if t is float or t is Tensor or t not in _NPS else other.item())
-    def __rtruediv__(self, other):
-        t = type(other)
-        return ops.div(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
-    def __pow__(self, other):
-        t = type(other)
-        return ops.power(self, other if t is float or t is Tensor or t not in _NPS else other.item())
-    def __rpow__(self, other):
-        t = type(other)
-        return ops.power(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    # + - * / ** are made by _arithmetic below (once ops is loaded): a NumPy scalar is weak there.
     def __mod__(self, other): return ops.PUBLIC["remainder"](self, other)    # ops/elementwise.py
     def __rmod__(self, other): return ops.PUBLIC["remainder"](other, self)
     def __matmul__(self, other): return ops.matmul(self, other)
@@ -727,3 +696,25 @@ class _Size(int):
 from . import draws, ops, tape  # noqa: E402
 
 ops.NUMPY_FUNCTIONS[np.full_like] = _np_full_like    # a fill value that requires grad is recorded
+
+
+def _arithmetic(op, reflected):
+    """Tensor's operator for the primitive `op` (self op other, or other op self when reflected).
+    A NumPy scalar is weak, as a Python number (PyTorch's rule and NumPy 1's): a float32 Tensor
+    times np.float64(0.125) stays float32 (NumPy 2 alone would widen it). A float or a Tensor
+    operand skips the set lookup (the operators are on the hot path)."""
+    if reflected:
+        def operator(self, other):
+            t = type(other)
+            return op(other if t is float or t is Tensor or t not in _NPS else other.item(), self)
+    else:
+        def operator(self, other):
+            t = type(other)
+            return op(self, other if t is float or t is Tensor or t not in _NPS else other.item())
+    return operator
+
+
+for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("truediv", ops.div),
+                   ("pow", ops.power)):
+    setattr(Tensor, f"__{_name}__", _arithmetic(_op, reflected=False))
+    setattr(Tensor, f"__r{_name}__", _arithmetic(_op, reflected=True))
