@@ -33,16 +33,13 @@ from . import backend, draws, rng
 from . import tensor as tensor_module
 from .ops import METHODS, NUMPY_FUNCTIONS, PUBLIC, public
 from .tensor import _ITER_CHECKS, Tensor
+from .transforms import _value
 
 # The pair PyTorch's max/min/sort return with dim= (torch.return_types.max): a named tuple.
 values_indices = namedtuple("values_indices", ["values", "indices"])
 
 # The functions before this module wraps them: its own calls go straight to NumPy's meaning.
 _RAW = dict(PUBLIC)
-
-
-def _value(x):
-    return x.data if isinstance(x, Tensor) else backend.asarray(x)
 
 
 def _dim_keyword(name, kwargs):

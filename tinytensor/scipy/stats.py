@@ -22,22 +22,11 @@ import scipy.stats
 from .. import linalg as tt_linalg
 from .. import ops
 from .. import ops_elementwise as ew
+from ..ops_science import _arg, _value
 from ..tensor import Tensor
 from . import special as sp
 
 LOG_2PI = math.log(2 * math.pi)
-
-
-def _value(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
-
-
-def _arg(x):
-    """A Tensor as it is; anything else (numbers, lists) as a float array."""
-    if isinstance(x, Tensor):
-        return x
-    x = np.asarray(x)
-    return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 
 def _constant(method, what, value):
