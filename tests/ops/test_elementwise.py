@@ -244,3 +244,16 @@ def test_zero_d_and_python_numbers():
     assert tt.hypot(3.0, leaf(4.0)).item() == 5.0      # float() of a live Tensor: refused (issue 19)
     assert tt.where(True, leaf(1.0), 2.0).item() == 1.0
     assert tt.clip(leaf(3.0), 0, 1).item() == 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelu_gradient_at_subnormal_inputs_is_one_half(dtype):
+    """GELU's rule reads Phi(x) back as ans / x; where x * Phi(x) underflows (x subnormal) that
+    quotient is not Phi(x), so there the rule takes Phi(0) = 1/2 (the exact value to the dtype's
+    precision), never 0."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    x = np.array([tiny, -tiny, 4 * tiny, np.finfo(dtype).tiny, 0.0, 1.0], dtype=dtype)
+    g = tt.grad(lambda v: tt.nn.functional.gelu(v).sum())(x)
+    assert g.dtype == dtype
+    np.testing.assert_array_equal(g[:5], 0.5)
+    np.testing.assert_allclose(g[5], 1.0833154705876864, rtol=1e-6)

@@ -102,8 +102,9 @@ def _gelu_deriv(ans, x):
     if isinstance(x, (np.ndarray, np.generic)) and isinstance(ans, (np.ndarray, np.generic)):
         # (NumPy's scalars too: a compiled program's 0-d values are scalars, and it must take
         # the same branch as eager mode, bit for bit)
-        cdf = np.full_like(ans, 0.5)
-        np.divide(ans, x, out=cdf, where=x != 0)
+        cdf = np.full_like(ans, 0.5)         # Phi(x) = 1/2 to the dtype's precision near 0,
+        # where x * Phi(x) underflows (x subnormal) and ans / x would not be Phi(x)
+        np.divide(ans, x, out=cdf, where=np.abs(x) >= np.finfo(cdf.dtype).tiny)
     else:
         cdf = 0.5 * (1 + _erf(x / SQRT2))
     return cdf + x * (ONE_OVER_SQRT_2PI * np.exp(-0.5 * (x * x)))
