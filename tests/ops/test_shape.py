@@ -423,3 +423,24 @@ def test_random_arguments_against_the_jacobian_numpy_itself_gives(name):
             out.backward(w)
             np.testing.assert_allclose(x.grad.ravel(), J.T @ w.ravel(), atol=1e-12, err_msg=f"{name} {case}")
             np.testing.assert_allclose(out.jvp({x: v}).ravel(), J @ v.ravel(), atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_integer_array_index_gradient_adds_repeated_rows_as_np_add_at(dtype):
+    """An embedding's backward (x[rows] for one integer array of rows) sums by sorting the rows
+    (ops.core._add_rows), not np.add.at: the same sums for repeated, negative, unsigned and
+    multi-dimensional rows, and rows out of range still raise."""
+    rng = np.random.default_rng(0)
+    for shape, rows in [((65, 8), rng.integers(-65, 65, (16, 32))), ((10,), rng.integers(0, 10, 40)),
+                        ((7, 3, 2), rng.integers(0, 7, (5, 4)).astype(np.uint8)),
+                        ((3, 2), np.zeros(20, int))]:
+        w = rng.standard_normal(shape).astype(dtype)
+        g = rng.standard_normal(rows.shape + shape[1:]).astype(dtype)
+        expected = np.zeros_like(w)
+        np.add.at(expected, rows, g)
+        got = tt.vjp(lambda v: v[rows], w)[1](g)[0]
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, expected, rtol=1e-6 if dtype == np.float32 else 1e-14, atol=1e-6)
+    from tinytensor.ops.core import _index_adjoint_forward
+    with pytest.raises(IndexError):
+        _index_adjoint_forward(np.ones((20, 4)), np.arange(20) + 5, (9, 4))
