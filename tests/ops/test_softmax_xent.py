@@ -2,6 +2,7 @@
 by cross_entropy off the tape too."""
 import numpy as np
 import pytest
+import scipy.special
 
 import tinytensor as tt
 from tinytensor import nn
@@ -59,3 +60,34 @@ def test_wengert_list_hides_the_logits_input_of_cross_entropy():
     loss = tt.crossEntropy(tt.softmax(z), np.array([1]))
     assert len(loss._inputs) == 3                   # p, y and the hidden logits
     assert tt.wengert_list(loss) == [("z1", "softmax", ("x1",)), ("z2", "crossEntropy", ("z1", "c1"))]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_softmax_on_many_short_rows_matches_scipy_and_compiles_to_the_same_numbers(dtype):
+    """Attention-shaped softmax (many rows of 32, some entries -inf) takes its max from a
+    transposed copy and its sums from BLAS (ops.softmax_xent.row_max/row_sum): the same values as
+    SciPy to rounding, the same rules, and tt.compile's fused crossEntropy(softmax) computes them
+    with the same helpers, so compiled equals eager bit for bit."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 4, 32, 32)).astype(dtype) * 3
+    x[..., np.triu_indices(32, 1)[0], np.triu_indices(32, 1)[1]] = -np.inf
+    rtol = 1e-5 if dtype == np.float32 else 1e-13     # float32: exp(x - max) rounds x - max
+    p = tt.softmax(x, axis=-1)
+    np.testing.assert_allclose(p, scipy.special.softmax(x.astype(np.float64), axis=-1), rtol=rtol, atol=1e-30)
+    np.testing.assert_allclose(tt.log_softmax(x[..., :1, :], axis=-1)[..., 0],
+                               scipy.special.log_softmax(x[..., :1, :].astype(np.float64), axis=-1)[..., 0],
+                               rtol=rtol)
+    g = rng.standard_normal(x.shape).astype(dtype)
+    (vjp,) = tt.vjp(lambda v: tt.softmax(v, axis=-1), x)[1](g)
+    expected = p * (g - np.sum(g * p, axis=-1, keepdims=True))
+    np.testing.assert_allclose(vjp, expected, rtol=rtol * 10, atol=rtol * 10)
+    nan_row = x.copy()
+    nan_row[0, 0, 5, 3] = np.nan
+    q = tt.softmax(nan_row, axis=-1)
+    assert np.isnan(q[0, 0, 5]).all() and not np.isnan(q[0, 0, 6]).any()
+    z, y = rng.standard_normal((512, 65)).astype(dtype), rng.integers(0, 65, 512)
+    f = tt.value_and_grad(lambda z: tt.cross_entropy(tt.softmax(z), y))
+    (v1, g1), (v2, g2) = f(z), tt.compile(f)(z)
+    assert v1 == v2 and np.array_equal(g1, g2)
+    log_p = scipy.special.log_softmax(z.astype(np.float64), axis=-1)
+    np.testing.assert_allclose(v1, -log_p[np.arange(512), y].mean(), rtol=rtol * 10)

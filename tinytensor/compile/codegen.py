@@ -12,7 +12,7 @@ import operator
 import numpy as np
 
 from .. import tape, transforms
-from ..ops import core
+from ..ops import core, softmax_xent
 from ..tape import unbroadcast
 from .fusions import (
     _CE_VJP_LOGITS,
@@ -484,10 +484,11 @@ def _emit_softmax_in_steps(body, tracer, e, args, n):
     z, axis = args[0], n.emit(e.kwargs.get("axis", -1))
     lhs = n.names[e.out]
     shifted, total = n.fresh(f"{lhs}_shifted"), n.fresh(f"{lhs}_sum")
-    body.append((shifted, f"{z} - {z}.max(axis={axis}, keepdims=True)",
-                 "softmax in steps, shared with log_softmax"))
+    row_max = n.function(softmax_xent.row_max, "row_max")
+    row_sum = n.function(softmax_xent.row_sum, "row_sum")
+    body.append((shifted, f"{z} - {row_max}({z}, {axis})", "softmax in steps, shared with log_softmax"))
     body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
-    body.append((total, f"{lhs}.sum(axis={axis}, keepdims=True)", "softmax: the sums"))
+    body.append((total, f"{row_sum}({lhs}, {axis})", "softmax: the sums"))
     body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
     return shifted, total, e.kwargs.get("axis", -1)
 
