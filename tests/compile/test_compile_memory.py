@@ -85,3 +85,37 @@ def test_allocator_tuning_is_reported_and_can_be_switched_off():
     if allocator.TUNED is not None:
         assert dict(allocator.TUNED) == {"M_MMAP_THRESHOLD": allocator.MMAP_THRESHOLD,
                                          "M_TRIM_THRESHOLD": allocator.TRIM_THRESHOLD}
+
+
+def test_arguments_a_rule_never_reads_are_not_kept_and_a_products_view_is_reused():
+    """A matmul's VJP rules never read `ans`: the program passes None there (codegen's
+    _unused_parameters), so a stacked product (a C-ordered view of a fresh array nobody else holds)
+    dies at its bias add, which then writes into it; the numbers stay eager's, bit for bit."""
+    rng = np.random.default_rng(2)
+    x, W, b = rng.standard_normal((4, 8, 16)), rng.standard_normal((16, 32)), rng.standard_normal(32)
+
+    def loss(x, W, b):
+        return tt.sum(tt.tanh(x @ W + b))
+
+    step = tt.compile(tt.value_and_grad(loss, argnums=(0, 1, 2)))
+    got, want = step(x, W, b), tt.value_and_grad(loss, argnums=(0, 1, 2))(x, W, b)
+    assert got[0] == want[0] and all(np.array_equal(g, w) for g, w in zip(got[1], want[1]))
+    assert "matmul_vjp0(g_b, None, x, W)" in step.source and "matmul_vjp1(g_b, None, x, W)" in step.source
+    assert "z1 += b" in step.source, step.source
+
+
+def test_a_rule_taking_any_arguments_is_passed_all_of_them():
+    from tinytensor.compile.codegen import _unused_parameters
+
+    def rule(g, ans, x):
+        return g * 2
+
+    def passes_on(g, ans, *rest):
+        return g
+
+    def reads_locals(g, ans):
+        return locals()["g"]
+
+    assert _unused_parameters(rule) == {1, 2}
+    assert _unused_parameters(passes_on) == frozenset() and _unused_parameters(reads_locals) == frozenset()
+    assert _unused_parameters(max) == frozenset() and _unused_parameters(lambda g, ans, x: g * x) == {1}

@@ -4,10 +4,14 @@
 
 import ast
 import builtins
+import dis
+import functools
+import inspect
 import itertools
 import keyword
 import math
 import operator
+import types
 
 import numpy as np
 
@@ -466,7 +470,9 @@ def _emit_body(tracer, live, producer, n):
         elif e.fun is operator.add:
             expr = f"{args[0]} + {args[1]}"
         else:
-            call_args = args + [f"{k}={n.emit(v)}" for k, v in e.kwargs.items()]
+            unused = _unused_parameters(e.fun)      # (a rule's ans, mostly): not kept alive for it
+            call_args = ["None" if i in unused else a for i, a in enumerate(args)]
+            call_args += [f"{k}={n.emit(v)}" for k, v in e.kwargs.items()]
             expr = f"{n.function(e.fun, e.name)}({', '.join(call_args)})"
 
         lhs = names[e.out]
@@ -476,6 +482,28 @@ def _emit_body(tracer, live, producer, n):
             comment = n.label(e.label)
         body.append((lhs, expr, comment))
     return body
+
+
+_LOADS = ("LOAD_", "DELETE_", "STORE_")
+
+
+@functools.cache
+def _unused_parameters_of(code):
+    if code.co_flags & inspect.CO_VARARGS or {"locals", "vars", "eval", "exec"} & set(code.co_names):
+        return frozenset()
+    names = set(code.co_cellvars)       # read by an inner function
+    for ins in dis.get_instructions(code):
+        if ins.opname.startswith(_LOADS):
+            names.update(ins.argval if type(ins.argval) is tuple else (ins.argval,))
+    return frozenset(i for i, p in enumerate(code.co_varnames[:code.co_argcount]) if p not in names)
+
+
+def _unused_parameters(fun):
+    """The positions of a plain function's positional parameters its code never reads (a
+    matmul rule's `ans`, softmax's `x`): the program passes None there, so the array is freed
+    (or written in place) after its last real use instead of being held for a call that ignores
+    it. Nothing for anything else (a method, a partial, a builtin, *args, locals())."""
+    return _unused_parameters_of(fun.__code__) if type(fun) is types.FunctionType else frozenset()
 
 
 def _emit_softmax_in_steps(body, tracer, e, args, n):
@@ -628,10 +656,11 @@ def _release_and_reuse(body, ret, temporaries, held):
     def dying(name, i):
         return name in temporaries and last.get(name) == i and name not in returned
 
-    def owned(name, like):
-        value = temporaries.get(name)
-        return (type(value) is np.ndarray and value.ndim > 0 and value.base is None
-                and value.flags.writeable and owners.get(id(value)) == 1
+    def owned(name, like):       # the array, or the one C-ordered view of an array nothing else
+        value = temporaries.get(name)    # holds (a matmul's reshaped product: C order, as a b's is)
+        return (type(value) is np.ndarray and value.ndim > 0 and value.flags.writeable
+                and (value.base is None or value.flags.c_contiguous)
+                and owners.get(id(value if value.base is None else value.base)) == 1
                 and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype)
 
     out = []
