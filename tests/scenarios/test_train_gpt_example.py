@@ -59,6 +59,7 @@ def test_train_gpt_compiled_trains_with_dropout_as_eager(tmp_path, monkeypatch):
     np.testing.assert_allclose(compiled["train"], eager["train"], rtol=1e-6)   # float32 rounding
     np.testing.assert_allclose(compiled["val"], eager["val"], rtol=1e-6)
     e, c = tt.load(tmp_path / "e.npz")["model"], tt.load(tmp_path / "c.npz")["model"]
-    for name, value in e.items():
-        np.testing.assert_allclose(c[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    for name, value in e.items():   # atol: a gradient at rounding level (~1e-7; the compiled layer
+        # norm's backward is fused and rounds differently) is scaled up by AdamW's 1 / sqrt(v)
+        np.testing.assert_allclose(c[name], value, rtol=1e-5, atol=1e-5, err_msg=name)
     assert sample_c == sample

@@ -24,6 +24,7 @@ from .fusions import (
     _label_range_error,
     _lean_labels,
     _softmax_cross_entropy_pairs,
+    fuse_normalizations,
 )
 from .tracer import _Ref, _refs
 
@@ -293,6 +294,7 @@ def _generate(tracer, out, fname):
     leaves, out_structure = transforms.tree_flatten(out)
     out_refs = [tracer.template(x) for x in leaves]
     live, producer = _live_entries(tracer, out_refs)
+    live = fuse_normalizations(tracer, live, producer, {r.var for r in out_refs if type(r) is _Ref})
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
     return _assemble(tracer, live, body, names, out_refs, out_structure, fname)

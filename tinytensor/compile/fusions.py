@@ -1,13 +1,24 @@
-"""The one fused pattern of the generated programs: the lecture's crossEntropy(softmax(z), y),
-whose softmax and log_softmax share their max, shift, exp and sum (the same NumPy calls as ops'
-forwards, so the same numbers), and, for integer class labels, the loss and its VJP written out
-with one range check of the labels per call."""
+"""The fused patterns of the generated programs.
+
+* The lecture's crossEntropy(softmax(z), y), whose softmax and log_softmax share their max,
+  shift, exp and sum (the same NumPy calls as ops' forwards, so the same numbers), and, for
+  integer class labels, the loss and its VJP written out with one range check of the labels.
+* A normalisation y = c / sqrt(mean(c * c) + eps) (layer, batch and RMS norm): the ten passes of
+  its backward's rule chain as one entry of four (fuse_normalizations): eager to rounding."""
 
 import numpy as np
 
 from .. import tape
-from ..ops.softmax_xent import at_labels, ce_vjp_logits, check_class_range, class_indices, reduce_rows
-from .tracer import _Ref
+from ..ops.softmax_xent import (
+    at_labels,
+    ce_vjp_logits,
+    check_class_range,
+    class_indices,
+    reduce_rows,
+    row_sum,
+)
+from ..tape import unbroadcast
+from .tracer import _Ref, _refs
 
 
 def _softmax_cross_entropy_pairs(live, producer):
@@ -58,3 +69,134 @@ def _lean_labels(tracer, e, z_arg, y_arg):
 
 _label_range_error = check_class_range     # the one label check, with its one message
 _CE_VJP_LOGITS = ce_vjp_logits
+
+
+# ----- normalisation: y = c / sqrt(mean(c * c) + eps), its backward in four passes --------------
+def normalized_vjp(g, y, s, axis):
+    """The cotangent of c in y = c / s, s = sqrt(mean(c * c, axis, keepdims=True) [+ eps]), from
+    y's cotangent g: (g - y * mean(g * y, axis)) / s. The chain of rules it stands for (div's
+    two, sqrt's, mean's, mul's two and their sums) makes ten passes over c's shape; this, four."""
+    if type(g) is np.ndarray and axis in (-1, g.ndim - 1, (-1,), (g.ndim - 1,)):
+        m = row_sum(g * y, -1)
+        m /= y.shape[-1]
+    else:
+        m = np.mean(g * y, axis=axis, keepdims=True)
+    out = y * m
+    np.subtract(g, out, out=out)
+    out /= s
+    return out
+
+
+def _normalization(tracer, e, producer):
+    """For y = c / s (entry e) with s = sqrt(v), v = var [+ a constant], var = mean(c * c, axis,
+    keepdims=True), all recorded forwards: ({variable: its role}, c, s, axis); else None. (Layer
+    and batch norm are this with c = x - mean(x); RMS norm with c = x.)"""
+    reg = tape.REGISTRY
+    if e.kind != "prim" or e.fun is not reg["div"].fun or len(e.args) != 2 or e.kwargs:
+        return None
+    c, s = e.args
+    s_e = producer.get(s.var) if type(c) is _Ref and type(s) is _Ref else None
+    if s_e is None or s_e.kind != "prim" or s_e.fun is not reg["sqrt"].fun or type(s_e.args[0]) is not _Ref:
+        return None
+    roles = {e.out: "div", s.var: "sqrt"}
+    var_e = producer.get(s_e.args[0].var)
+    if var_e is not None and var_e.kind == "prim" and var_e.fun is reg["add"].fun and len(var_e.args) == 2:
+        refs = [a for a in var_e.args if type(a) is _Ref]
+        if len(refs) != 1 or any(type(a) is not float and np.ndim(a) for a in var_e.args if a is not refs[0]):
+            return None
+        roles[var_e.out] = "add"
+        var_e = producer.get(refs[0].var)
+    if (var_e is None or var_e.kind != "prim" or var_e.fun is not reg["mean"].fun or len(var_e.args) != 1
+            or type(var_e.args[0]) is not _Ref or var_e.kwargs.get("keepdims") is not True):
+        return None
+    sq_e = producer.get(var_e.args[0].var)
+    if (sq_e is None or sq_e.kind != "prim" or sq_e.fun is not reg["mul"].fun or len(sq_e.args) != 2
+            or not all(type(a) is _Ref and a.var == c.var for a in sq_e.args)):
+        return None
+    y, cv = tracer.values[e.out], tracer.values[c.var]
+    if (type(y) is not np.ndarray or type(cv) is not np.ndarray or y.shape != cv.shape or y.dtype != cv.dtype
+            or y.dtype.kind != "f"):
+        return None
+    roles[var_e.out], roles[sq_e.out] = "mean", "mul"
+    return roles, c.var, s.var, var_e.kwargs.get("axis")
+
+
+def fuse_normalizations(tracer, live, producer, outputs):
+    """`live` with the backward of each normalisation (_normalization) written as one entry,
+    normalized_vjp, in place of the chain of rule applications between y's cotangent and c's
+    total cotangent, where that chain is exactly the normalisation's own: div's two rules, sqrt's,
+    the constant's add (if any), mean's, mul's two, unbroadcasts and sums, nothing else adding to
+    c's cotangent, nothing else reading a cotangent inside it, none of them a result. The forward
+    is left as recorded (the values are eager's bit for bit); the gradient is eager's to rounding
+    (a few ulp), not bit for bit."""
+    reg = tape.REGISTRY
+    rules = {role: {id(f): (role, k) for k, f in enumerate(reg[role].vjps)}
+             for role in ("div", "sqrt", "add", "mean", "mul")}
+    consumers = {}
+    for e in live:
+        for var in _refs(e.args, []) + _refs(e.kwargs, []):
+            consumers.setdefault(var, []).append(e)
+    replace = {}
+    for e in live:
+        found = _normalization(tracer, e, producer)
+        if found is None:
+            continue
+        roles, c, s, axis = found
+        chain, applied, g_y = _normalization_chain(tracer, roles, rules, c, consumers, producer)
+        expected = {("div", 0), ("div", 1), ("sqrt", 0), ("mean", 0), ("mul", 0), ("mul", 1)}
+        if chain is None or {a for a in applied if a[0] != "add"} != expected or (
+                any(a[0] == "add" for a in applied) != ("add" in roles.values())):
+            continue
+        total = chain[-1].out
+        inner = {x.out for x in chain} - {total}
+        if inner & outputs or any(u not in chain for var in inner for u in consumers.get(var, ())):
+            continue
+        entry = type(e)(normalized_vjp, "normalized_vjp", (_Ref(g_y), _Ref(e.out), _Ref(s)), {"axis": axis},
+                        total, f"normalisation VJP: adjoint of @{e.out} to @{c}, fused", "rule")
+        for x in chain:
+            replace[id(x)] = entry if x.out == total else None
+        producer[total] = entry
+    if not replace:
+        return live
+    return [replace.get(id(x), x) for x in live if replace.get(id(x), x) is not None]
+
+
+def _normalization_chain(tracer, roles, rules, c, consumers, producer):
+    """The entries computing c's total cotangent from y's (in program order), the (role, rule)
+    pairs among them, and y's cotangent variable; (None, None, None) where the chain holds
+    anything else."""
+    nothing = None, None, None
+    own = [x for x in consumers.get(c, ()) if x.kind == "rule" and x.context and x.context[1] == "VJP"
+           and tracer.var_of(x.context[0]) == c and type(x.args[0]) is _Ref]
+    totals = {x.args[0].var for x in own} - {x.out for x in own}   # (an identity rule's result is
+    # the array it was given: the next rule of c reads it under its new name)
+    y = next(var for var, role in roles.items() if role == "div")
+    starts = [x for x in consumers.get(y, ()) if x.kind == "rule" and x.context and x.context[1] == "VJP"
+              and tracer.var_of(x.context[0]) == y and type(x.args[0]) is _Ref]
+    if len(totals) != 1 or not starts or len({x.args[0].var for x in starts}) != 1:
+        return nothing
+    g_y = starts[0].args[0].var
+    chain, applied, stack, seen = [], set(), [totals.pop()], set()
+    while stack:
+        var = stack.pop()
+        if var == g_y or var in seen:
+            continue
+        seen.add(var)
+        x = producer.get(var)
+        if x is None:
+            return nothing
+        if x.kind == "add":
+            stack += [a.var for a in x.args if type(a) is _Ref]
+        elif x.kind == "rule" and x.fun is unbroadcast and type(x.args[0]) is _Ref:
+            stack.append(x.args[0].var)
+        elif x.kind == "rule" and x.context and x.context[1] == "VJP" and type(x.args[0]) is _Ref:
+            rule = rules.get(roles.get(tracer.var_of(x.context[0])), {}).get(id(x.fun))
+            if rule is None:
+                return nothing
+            applied.add(rule)
+            stack.append(x.args[0].var)
+        else:
+            return nothing
+        chain.append(x)
+    order = {id(x): i for i, x in enumerate(tracer.entries)}
+    return sorted(chain, key=lambda x: order[id(x)]), applied, g_y

@@ -1,0 +1,85 @@
+"""tt.compile's fused normalisation backward (compile/fusions.py, fuse_normalizations): where a
+program computes y = c / sqrt(mean(c * c, axis, keepdims=True) [+ eps]) (layer norm, batch norm,
+RMS norm), the chain of rules from y's cotangent to c's is one entry, (g - y mean(g y)) / s. It
+fires exactly there; the values stay eager's bit for bit, the gradients eager's to rounding; a
+chain shared with anything else is left as recorded."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+
+
+def _layer_norm(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    return xc / tt.sqrt((xc * xc).mean(-1, keepdims=True) + eps) * w + b
+
+
+def _rms_norm(x, w):
+    c = x * 1.0
+    return c / tt.sqrt(tt.mean(c * c, axis=(-1,), keepdims=True)) * w
+
+
+def _compare(f, args, fused=True, dtype=np.float64):
+    args = [np.asarray(a, dtype) for a in args]
+    eager = tt.value_and_grad(f, argnums=tuple(range(len(args))))
+    step = tt.compile(eager)
+    for call in range(2):                        # the trace, then the program on other values
+        values = [a + 0.25 * call for a in args]
+        (v, grads), (v0, grads0) = step(*values), eager(*values)
+        assert v == v0                           # the forward is as recorded: bit for bit
+        for g, g0 in zip(grads, grads0):
+            rtol = 1e-12 if dtype == np.float64 else 1e-5
+            np.testing.assert_allclose(g, g0, rtol=rtol, atol=rtol * np.abs(g0).max())
+    assert ("normalized_vjp" in step.source) == fused, step.source
+    return step
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_layer_norm_backward_is_fused(dtype):
+    rng = np.random.default_rng(0)
+    x, w, b, t = rng.standard_normal((6, 5, 16)), rng.standard_normal(16), rng.standard_normal(16), \
+        rng.standard_normal((6, 5, 16))
+    step = _compare(lambda x, w, b: tt.sum(tt.tanh(_layer_norm(x, w, b)) * t), [x, w, b], dtype=dtype)
+    assert step.source.count("normalized_vjp(") == 1
+
+
+def test_nn_layer_norm_batch_norm_and_rms_norm_are_fused():
+    rng = np.random.default_rng(1)
+    ln = tt.nn.LayerNorm(8, dtype=np.float64)
+    bn = tt.nn.BatchNorm1d(8, dtype=np.float64)
+    x = rng.standard_normal((10, 8))
+    _compare(lambda x: tt.sum(tt.sin(ln(x))), [x])
+    _compare(lambda x: tt.sum(bn(x) ** 3), [x])
+    _compare(lambda x, w: tt.sum(tt.sin(_rms_norm(x, w))), [x, rng.standard_normal(8)])
+    _compare(lambda x: tt.sum(tt.sin(tt.nn.LayerNorm((4, 2), dtype=np.float64)(x.reshape(10, 4, 2)))), [x])
+
+
+def test_a_chain_shared_with_anything_else_is_left_as_recorded():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 8))
+
+    def centred_used_twice(x):
+        xc = x - x.mean(-1, keepdims=True)
+        return tt.sum(tt.sin(xc / tt.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5))) + tt.sum(xc ** 3)
+
+    def variance_used_twice(x):
+        xc = x - x.mean(-1, keepdims=True)
+        var = (xc * xc).mean(-1, keepdims=True)
+        return tt.sum(tt.sin(xc / tt.sqrt(var + 1e-5))) + tt.sum(var)
+
+    def a_different_norm(x):      # mean(c * c) over another axis than y is normalised over: no match
+        c = x * 1.0
+        return tt.sum(tt.sin(c / tt.sqrt((c * x).mean(-1, keepdims=True))))
+
+    for f in (centred_used_twice, variance_used_twice, a_different_norm):
+        _compare(f, [x], fused=False)
+
+
+def test_second_order_through_a_fused_norm_is_eager():
+    rng = np.random.default_rng(3)
+    x, v = rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
+    f = lambda x: tt.sum(tt.tanh(_layer_norm(x, 1.0, 0.0)))      # noqa: E731
+    hvp = tt.compile(lambda x, v: tt.hvp(f, (x,), (v,)))
+    np.testing.assert_allclose(hvp(x, v), tt.hvp(f, (x,), (v,)), rtol=1e-12, atol=1e-12)
