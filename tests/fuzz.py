@@ -477,6 +477,13 @@ def _same(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
 
 
+def _same_to_rounding(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    scale = np.max(np.abs(b[np.isfinite(b)]), initial=0) or 1
+    return (a.shape == b.shape and a.dtype == b.dtype and np.array_equal(np.isnan(a), np.isnan(b))
+            and np.allclose(a, b, rtol=1e-12, atol=1e-12 * scale, equal_nan=True))
+
+
 def _inputs(program, rng, dtype=np.float64):
     return [_sample(rng, x["shape"], x["view"], dtype) for x in program["inputs"]]
 
@@ -615,7 +622,9 @@ def check(program, rng, hvp=False, stats=None):
         n += 1
         got, want = c(*fresh), e(*fresh)
         got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
-        if not all(_same(_data(a), _data(b)) for a, b in zip(got, want)):
+        # gelu's compiled VJP reads the forward's Phi(x) (compile/fusions.py), eager's ans / x
+        close = what == "gradient" and any(s["kind"] == "gelu" for s in program["steps"])
+        if not all((_same_to_rounding if close else _same)(_data(a), _data(b)) for a, b in zip(got, want)):
             raise Failure(f"compiled: the compiled {what} on fresh inputs differs from eager")
 
     # second order: hvp against differences of gradients

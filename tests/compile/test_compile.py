@@ -73,7 +73,8 @@ def test_every_op_compiles_to_the_same_numbers(name, index):
             # Eager on Tensors, as the trace sees them (crossEntropy fuses with softmax only then)
             want = fun(*[tt.tensor(v) for v in values])
             want = want.data if isinstance(want, tt.Tensor) else want
-            assert_same(compiled(*values), want)
+            # gelu's compiled VJP reads the forward's Phi(x), eager's ans / x: equal to rounding
+            assert_same(compiled(*values), want, exact=not (name == "gelu" and fun is grad))
         assert compiled.traces == 1
 
 

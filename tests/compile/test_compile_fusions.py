@@ -83,3 +83,20 @@ def test_second_order_through_a_fused_norm_is_eager():
     f = lambda x: tt.sum(tt.tanh(_layer_norm(x, 1.0, 0.0)))      # noqa: E731
     hvp = tt.compile(lambda x, v: tt.hvp(f, (x,), (v,)))
     np.testing.assert_allclose(hvp(x, v), tt.hvp(f, (x,), (v,)), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gelu_keeps_its_cdf_for_the_backward(dtype):
+    """compile/fusions.py keep_gelu_cdf: Phi(x) computed once in the forward, read again by the
+    VJP (eager reads it back as ans / x): values bit for bit, gradients to rounding."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((8, 32)) * 2, rng.standard_normal((32, 32))
+    step = _compare(lambda x, w: tt.sum(tt.nn.functional.gelu(x @ w) * 0.5), [x, w], fused=False, dtype=dtype)
+    assert "ndtr(" in step.source and "gelu_vjp0(" in step.source and "cdf" in step.source
+    forward_only = tt.compile(lambda x: tt.nn.functional.gelu(x))
+    np.testing.assert_array_equal(forward_only(x.astype(dtype)), tt.nn.functional.gelu(x.astype(dtype)))
+    assert "cdf" not in forward_only.source
+    tanh = tt.grad(lambda x: tt.sum(tt.nn.functional.gelu(x, approximate="tanh")))
+    np.testing.assert_array_equal(tt.compile(tanh)(x), tanh(x))
+    scalar = tt.compile(tt.grad(lambda x: tt.nn.functional.gelu(x)))
+    assert scalar(np.float64(0.3)) == tt.grad(lambda x: tt.nn.functional.gelu(x))(np.float64(0.3))

@@ -25,6 +25,7 @@ from .fusions import (
     _lean_labels,
     _softmax_cross_entropy_pairs,
     fuse_normalizations,
+    keep_gelu_cdf,
 )
 from .tracer import _Ref, _refs
 
@@ -295,6 +296,7 @@ def _generate(tracer, out, fname):
     out_refs = [tracer.template(x) for x in leaves]
     live, producer = _live_entries(tracer, out_refs)
     live = fuse_normalizations(tracer, live, producer, {r.var for r in out_refs if type(r) is _Ref})
+    live = keep_gelu_cdf(tracer, live)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
     return _assemble(tracer, live, body, names, out_refs, out_structure, fname)

@@ -4,11 +4,13 @@
   shift, exp and sum (the same NumPy calls as ops' forwards, so the same numbers), and, for
   integer class labels, the loss and its VJP written out with one range check of the labels.
 * A normalisation y = c / sqrt(mean(c * c) + eps) (layer, batch and RMS norm): the ten passes of
-  its backward's rule chain as one entry of four (fuse_normalizations): eager to rounding."""
+  its backward's rule chain as one entry of four (fuse_normalizations): eager to rounding.
+* The exact GELU: Phi(x) computed once in the forward and kept for the backward (keep_gelu_cdf)."""
 
 import numpy as np
 
 from .. import tape
+from ..ops.elementwise import ONE_OVER_SQRT_2PI, _ndtr
 from ..ops.softmax_xent import (
     at_labels,
     ce_vjp_logits,
@@ -200,3 +202,54 @@ def _normalization_chain(tracer, roles, rules, c, consumers, producer):
         chain.append(x)
     order = {id(x): i for i, x in enumerate(tracer.entries)}
     return sorted(chain, key=lambda x: order[id(x)]), applied, g_y
+
+
+# ----- GELU: Phi(x) kept from the forward for the backward -------------------------------------
+def gelu_vjp_with_cdf(g, x, cdf):
+    """gelu's VJP, g * (Phi(x) + x phi(x)), with the forward's own Phi(x) (eager mode reads it
+    back as ans / x, three more passes), in one temporary written in place: the same operations
+    in the same order as ops.elementwise._gelu_deriv on that Phi."""
+    t = x * x
+    t *= -0.5
+    np.exp(t, out=t)
+    t *= ONE_OVER_SQRT_2PI
+    t *= x
+    t += cdf
+    t *= g
+    return t
+
+
+def keep_gelu_cdf(tracer, live):
+    """`live` with each exact GELU whose VJP the program applies written as cdf = Phi(x) (the
+    forward's own _ndtr call) and x * cdf, and its VJP as gelu_vjp_with_cdf: the values stay
+    eager's bit for bit, the gradient eager's to rounding (Phi exact instead of ans / x, within
+    3 ulp). Arrays of one dimension or more whose cotangent has x's shape and dtype only."""
+    gelu, mul = tape.REGISTRY.get("gelu"), tape.REGISTRY.get("mul")
+    if gelu is None or mul is None:
+        return live
+    rules = {}
+    for e in live:
+        if (e.kind == "rule" and e.fun is gelu.vjps[0] and e.context and e.context[1] == "VJP"
+                and type(e.args[0]) is _Ref and type(e.args[2]) is _Ref):
+            rules.setdefault(tracer.var_of(e.context[0]), []).append(e)
+    out, replaced = [], {}
+    for e in live:
+        if id(e) in replaced:
+            out.append(replaced[id(e)])
+            continue
+        gelu_prim = e.kind == "prim" and e.fun is gelu.fun and len(e.args) == 1 and not e.kwargs
+        x = e.args[0] if gelu_prim else None
+        value = tracer.values[x.var] if type(x) is _Ref else None
+        mine = rules.get(e.out, [])
+        if (type(value) is not np.ndarray or value.ndim == 0 or value.dtype.kind != "f" or not mine
+                or any(np.shape(tracer.values[r.args[0].var]) != value.shape
+                       or np.asarray(tracer.values[r.args[0].var]).dtype != value.dtype for r in mine)):
+            out.append(e)
+            continue
+        cdf = _Ref(tracer._new(_ndtr(value), "cdf"))
+        out.append(type(e)(_ndtr, "ndtr", (x,), {}, cdf.var, "gelu: Phi(x), kept for its VJP", "numpy"))
+        out.append(type(e)(mul.fun, "gelu", (x, cdf), {}, e.out, "gelu", "prim", e.context))
+        for r in mine:      # (new entries: the tracer's own stay as recorded)
+            replaced[id(r)] = type(r)(gelu_vjp_with_cdf, r.name, (r.args[0], x, cdf), {}, r.out, r.label,
+                                      "rule", r.context)
+    return out
