@@ -119,3 +119,31 @@ def test_a_rule_taking_any_arguments_is_passed_all_of_them():
     assert _unused_parameters(rule) == {1, 2}
     assert _unused_parameters(passes_on) == frozenset() and _unused_parameters(reads_locals) == frozenset()
     assert _unused_parameters(max) == frozenset() and _unused_parameters(lambda g, ans, x: g * x) == {1}
+
+
+def test_softmax_and_where_write_into_an_argument_read_for_the_last_time():
+    """Attention's scores: where(mask, s, -inf), softmax, and their rules write into the array
+    they are given when nothing reads it afterwards (codegen._INTO; compile/fusions.py *_into):
+    eager's numbers bit for bit, and never into an array still needed."""
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 3, 8, 4)), rng.standard_normal((2, 3, 8, 4))
+    mask = np.tril(np.ones((8, 8), dtype=bool))
+    u = rng.standard_normal((2, 3, 8, 8))
+
+    def attention(q, k):
+        s = tt.where(mask, (q @ tt.swapaxes(k, -1, -2)) * 0.5, -np.inf)
+        return tt.sum(tt.softmax(s, axis=-1) * u)
+
+    def scores_kept(q, k):           # the scores are a result too: nothing is written into them
+        s = tt.where(mask, (q @ tt.swapaxes(k, -1, -2)) * 0.5, -np.inf)
+        return tt.sum(tt.softmax(s, axis=-1) * u), s
+
+    step = tt.compile(tt.value_and_grad(attention, argnums=(0, 1)))
+    for x in (q, q + 1):
+        (v, (gq, gk)), (v0, (gq0, gk0)) = step(x, k), tt.value_and_grad(attention, argnums=(0, 1))(x, k)
+        assert v == v0 and np.array_equal(gq, gq0) and np.array_equal(gk, gk0)
+    for form in ("where_into(", "softmax_into(", "softmax_rule_into(", "where_rule_into("):
+        assert form in step.source, (form, step.source)
+    kept = tt.compile(scores_kept)
+    (v, s), (v0, s0) = kept(q, k), scores_kept(q, k)
+    assert v == v0 and np.array_equal(s, s0.data) and "softmax_into(" not in kept.source

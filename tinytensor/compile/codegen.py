@@ -18,6 +18,7 @@ import numpy as np
 from .. import tape, transforms
 from ..ops import core, softmax_xent
 from ..tape import unbroadcast
+from . import fusions
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -603,7 +604,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
     params = [names[v] for v in tracer.arguments]
     held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
-    body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held)
+    body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held,
+                              n.function)
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
     contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
     width = max([len(text) for text, _ in statements] + [0])
@@ -632,7 +634,25 @@ def _names_in(text):
     return read, written
 
 
-def _release_and_reuse(body, ret, temporaries, held):
+def _into_forms():
+    """{id(function): (its form writing into one argument, that argument's position)}: calls the
+    program may make into an array read for the last time (see _release_and_reuse)."""
+    table = {}
+    softmax, where = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("where")
+    if softmax is not None:
+        table[id(softmax.fun)] = (fusions.softmax_into, 0)
+        for rule in (*softmax.vjps, *softmax.jvps):
+            table[id(rule)] = (fusions.softmax_rule_into, 0)
+    if where is not None:
+        table[id(where.fun)] = (fusions.where_into, 1)
+        table[id(where.vjps[1])] = (fusions.where_rule_into, 0)
+    return table
+
+
+_INTO = None
+
+
+def _release_and_reuse(body, ret, temporaries, held, name_of=None):
     """Liveness over the straight-line program `body` ((lhs, expr, comment, tape entry) rows).
 
     * After the last statement that reads a temporary array of RELEASE_BYTES or more, `del` it,
@@ -642,6 +662,9 @@ def _release_and_reuse(body, ret, temporaries, held):
       or alias of it among the traced values) and has the result's shape and dtype becomes
       `a op= b; t = a`: the same ufunc, the same numbers, no new array (gradient contributions
       accumulate in place; elementwise chains reuse one buffer). For + and *, `b` may be the one.
+    * A call to softmax, where or their rules (_INTO) given such an array becomes the call of its
+      form writing into it (`name_of(function, name)` names that form in the program): the same
+      ufuncs on the same values.
     `temporaries` maps each statement-defined name to its traced value; `held` lists every array
     the program can reach (traced values, arguments, constants), for the alias test.
     """
@@ -667,9 +690,23 @@ def _release_and_reuse(body, ret, temporaries, held):
                 and owners.get(id(value if value.base is None else value.base)) == 1
                 and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype)
 
+    global _INTO
+    if _INTO is None:
+        _INTO = _into_forms()
     out = []
     for i, (lhs, expr, comment, entry) in enumerate(body):
         node = ast.parse(expr, mode="eval").body if lhs is not None else None
+        into = _INTO.get(id(entry.fun)) if entry is not None and name_of is not None else None
+        if (into is not None and type(node) is ast.Call and type(node.func) is ast.Name
+                and len(node.args) > into[1]):
+            target = node.args[into[1]]
+            others = [ast.unparse(a) for k, a in enumerate(node.args) if k != into[1]]
+            others += [ast.unparse(k.value) for k in node.keywords]
+            if (type(target) is ast.Name and dying(target.id, i) and owned(target.id, temporaries.get(lhs))
+                    and not any(target.id in _names_in(o)[0] for o in others)):
+                node.func.id = name_of(into[0], into[0].__name__)
+                expr = ast.unparse(node)
+                comment += f" (into {target.id}: its last use)"
         sides = []
         if type(node) is ast.BinOp and type(node.op) in _AUGMENTED:
             sides = [(node.left, node.right)] + ([(node.right, node.left)]

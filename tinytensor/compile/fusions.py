@@ -17,6 +17,7 @@ from ..ops.softmax_xent import (
     check_class_range,
     class_indices,
     reduce_rows,
+    row_max,
     row_sum,
 )
 from ..tape import unbroadcast
@@ -253,3 +254,32 @@ def keep_gelu_cdf(tracer, live):
             replaced[id(r)] = type(r)(gelu_vjp_with_cdf, r.name, (r.args[0], x, cdf), {}, r.out, r.label,
                                       "rule", r.context)
     return out
+
+
+# ----- forms writing into an argument read for the last time (codegen._release_and_reuse) ------
+def softmax_into(x, axis=-1):
+    """ops' softmax forward, computed in x's buffer: the same ufuncs on the same values."""
+    if x.size:
+        x -= row_max(x, axis)
+    np.exp(x, out=x)
+    x /= row_sum(x, axis) if x.size else 1
+    return x
+
+
+def softmax_rule_into(g, ans, x, axis):
+    """ops' softmax rule ans * (g - sum(g * ans)), written into g."""
+    np.subtract(g, row_sum(g * ans, axis), out=g)
+    g *= ans
+    return g
+
+
+def where_into(condition, x, y):
+    """np.where(condition, x, y) written into x (of the result's shape and dtype)."""
+    np.copyto(x, y, where=np.logical_not(condition))
+    return x
+
+
+def where_rule_into(g, ans, c, x, y):
+    """where's rule for x, np.where(c, g, 0), written into g."""
+    np.copyto(g, 0, where=np.logical_not(c))
+    return g
