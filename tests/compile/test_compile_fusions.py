@@ -100,3 +100,24 @@ def test_gelu_keeps_its_cdf_for_the_backward(dtype):
     np.testing.assert_array_equal(tt.compile(tanh)(x), tanh(x))
     scalar = tt.compile(tt.grad(lambda x: tt.nn.functional.gelu(x)))
     assert scalar(np.float64(0.3)) == tt.grad(lambda x: tt.nn.functional.gelu(x))(np.float64(0.3))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_softmax_cross_entropy_keeps_its_softmax_for_the_vjp(reduction):
+    """softmax_cross_entropy(z, y) with class labels passed in: the forward computes the softmax
+    in steps and the VJP reads it (codegen._shared_softmax_cross_entropy): eager bit for bit, the
+    same label check."""
+    rng = np.random.default_rng(5)
+    z, y = rng.standard_normal((32, 7)).astype(np.float32), rng.integers(0, 7, 32)
+
+    def loss(z, y):
+        return tt.nn.functional.cross_entropy(tt.tanh(z) * 3, y, reduction=reduction)
+
+    step = tt.compile(tt.value_and_grad(loss))
+    for call in range(2):
+        zz = z + call
+        (v, g), (v0, g0) = step(zz, y), tt.value_and_grad(loss)(zz, y)
+        assert v == v0 and np.array_equal(g, g0)
+    assert "softmax_cross_entropy in steps" in step.source and "softmax_cross_entropy_vjp" not in step.source
+    with pytest.raises(IndexError, match=r"class indices must lie in \[0, 7\)"):
+        step(z, np.where(np.arange(32) == 3, 7, y))

@@ -426,6 +426,7 @@ def _emit_body(tracer, live, producer, n):
         _SPECIAL = _special_forms()
     names = n.names
     fused = _softmax_cross_entropy_pairs(live, producer)
+    shared = _shared_softmax_cross_entropy(tracer, live)
     pieces = {}
     rows = {}   # (labels variable, classes) -> the hoisted np.arange(B), once the range check is in
     body = _Body()
@@ -434,6 +435,14 @@ def _emit_body(tracer, live, producer, n):
         args = [n.emit(a) for a in e.args]
         expr = None
         special = _SPECIAL.get(id(e.fun))
+        if e.out in shared:                       # softmax_cross_entropy whose VJP reads its softmax
+            pieces[e.out] = _emit_softmax_cross_entropy_in_steps(body, tracer, e, args, n, rows)
+            continue
+        if id(e) in shared and (e.args[3].var, tracer.values[e.args[2].var].shape[1]) in rows:
+            p = pieces[shared[id(e)]]
+            _emit_cross_entropy_vjp(body, tracer, e, [args[0], args[1], p, args[3]], n, rows,
+                                    _seed_value(tracer, producer, e.args[0]))
+            continue
         if e.out in fused:                        # softmax whose logits crossEntropy reuses
             kind, other = fused[e.out]
             if kind == "softmax":
@@ -524,6 +533,50 @@ def _emit_softmax_in_steps(body, tracer, e, args, n):
     body.append((total, f"{row_sum}({lhs}, {axis})", "softmax: the sums"))
     body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
     return shifted, total, e.kwargs.get("axis", -1)
+
+
+def _shared_softmax_cross_entropy(tracer, live):
+    """{softmax_cross_entropy variable: True, id(its VJP entry for the logits): that variable}
+    for each one with integer class labels (see _lean_labels) whose logits' VJP the program
+    applies with a 0-d cotangent: the forward computes the softmax in steps and keeps it, and
+    the VJP reads it instead of computing it again (ops' _softmax_minus_labels of _softmax(z))."""
+    sce = tape.REGISTRY.get("softmax_cross_entropy")
+    if sce is None:
+        return {}
+    found = {}
+    for e in live:
+        if (e.kind == "rule" and e.fun is sce.vjps[0] and e.context and e.context[1] == "VJP"
+                and len(e.args) == 4 and all(type(a) is _Ref for a in (e.args[0], e.args[2], e.args[3]))
+                and np.ndim(tracer.values[e.args[0].var]) == 0):
+            found.setdefault(tracer.var_of(e.context[0]), []).append(e)
+    shared = {}
+    for e in live:
+        if (e.kind in ("prim", "prim0") and e.fun is sce.fun and len(e.args) == 2 and e.out in found
+                and set(e.kwargs) <= {"reduction"} and _lean_labels(tracer, e, e.args[0], e.args[1])
+                and all(r.args[2].var == e.args[0].var and r.args[3].var == e.args[1].var
+                        for r in found[e.out])):
+            shared[e.out] = True
+            shared.update({id(r): e.out for r in found[e.out]})
+    return shared
+
+
+def _emit_softmax_cross_entropy_in_steps(body, tracer, e, args, n, rows):
+    """softmax_cross_entropy(z, y) in steps: ops' _log_softmax_forward (shift, exp, sums, log)
+    with the loss at the labels written out (_emit_fused_cross_entropy), then the softmax as ops'
+    _softmax_forward makes it, from the same shift, exp and sums; returns the softmax's name."""
+    z, lhs = args[0], n.names[e.out]
+    shifted, p, total = n.fresh(f"{lhs}_shifted"), n.fresh(f"{lhs}_softmax"), n.fresh(f"{lhs}_sum")
+    row_max = n.function(softmax_xent.row_max, "row_max")
+    row_sum = n.function(softmax_xent.row_sum, "row_sum")
+    body.append((shifted, f"{z} - {row_max}({z}, -1)", "softmax_cross_entropy in steps: the shift"))
+    body.append((p, f"np.exp({shifted})", "softmax_cross_entropy: exp"))
+    body.append((total, f"{row_sum}({p}, -1)", "softmax_cross_entropy: the sums"))
+    as_cross_entropy = types.SimpleNamespace(args=(None, e.args[1], e.args[0]), kwargs=e.kwargs)
+    expr = _emit_fused_cross_entropy(body, tracer, as_cross_entropy, [None, args[1], z], n,
+                                     (shifted, total, -1), rows)
+    body.append((lhs, expr, _type_comment(e, tracer)))
+    body.append((p, f"np.divide({p}, {total}, out={p})", "softmax_cross_entropy: the softmax, for its VJP"))
+    return p
 
 
 def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
