@@ -121,3 +121,35 @@ def test_softmax_cross_entropy_keeps_its_softmax_for_the_vjp(reduction):
     assert "softmax_cross_entropy in steps" in step.source and "softmax_cross_entropy_vjp" not in step.source
     with pytest.raises(IndexError, match=r"class indices must lie in \[0, 7\)"):
         step(z, np.where(np.arange(32) == 3, 7, y))
+
+
+def test_cotangents_of_pieces_of_one_array_go_into_one_array():
+    """q, k, v sliced from one projection: their cotangents are written into one array of zeros
+    (gather_piece_cotangents), not one array per piece added up: eager's values; overlapping
+    pieces, fancy indices or another use of the array keep the sum as recorded."""
+    rng = np.random.default_rng(6)
+    x, w = rng.standard_normal((4, 5, 6)), rng.standard_normal((6, 12))
+
+    def split(x, w):
+        h = x @ w
+        q, k, v = h[..., 0:4], h[..., 4:8], h[..., 8:12]
+        return tt.sum(tt.tanh(q * k) * v)
+
+    def overlapping(x, w):
+        h = x @ w
+        return tt.sum(tt.tanh(h[..., 0:6]) * h[..., 4:10])
+
+    def fancy(x, w):
+        h = x @ w
+        return tt.sum(tt.sin(h[..., [0, 1]]) * h[..., 4:6])
+
+    def also_whole(x, w):
+        h = x @ w
+        return tt.sum(tt.sin(h[..., 0:4]) * h[..., 4:8]) + tt.sum(h * h)
+
+    for f, fused in ((split, True), (overlapping, False), (fancy, False), (also_whole, False)):
+        step = tt.compile(tt.value_and_grad(f, argnums=(0, 1)))
+        for call in range(2):
+            (v, g), (v0, g0) = step(x + call, w), tt.value_and_grad(f, argnums=(0, 1))(x + call, w)
+            assert v == v0 and all(np.array_equal(a, b) for a, b in zip(g, g0)), f.__name__
+        assert ("scatter_pieces(" in step.source) == fused, (f.__name__, step.source)

@@ -26,6 +26,7 @@ from .fusions import (
     _lean_labels,
     _softmax_cross_entropy_pairs,
     fuse_normalizations,
+    gather_piece_cotangents,
     keep_gelu_cdf,
 )
 from .tracer import _Ref, _refs
@@ -298,6 +299,7 @@ def _generate(tracer, out, fname):
     live, producer = _live_entries(tracer, out_refs)
     live = fuse_normalizations(tracer, live, producer, {r.var for r in out_refs if type(r) is _Ref})
     live = keep_gelu_cdf(tracer, live)
+    live = gather_piece_cotangents(tracer, live, {r.var for r in out_refs if type(r) is _Ref})
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
     return _assemble(tracer, live, body, names, out_refs, out_structure, fname)

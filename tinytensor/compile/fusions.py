@@ -5,11 +5,14 @@
   integer class labels, the loss and its VJP written out with one range check of the labels.
 * A normalisation y = c / sqrt(mean(c * c) + eps) (layer, batch and RMS norm): the ten passes of
   its backward's rule chain as one entry of four (fuse_normalizations): eager to rounding.
-* The exact GELU: Phi(x) computed once in the forward and kept for the backward (keep_gelu_cdf)."""
+* The exact GELU: Phi(x) computed once in the forward and kept for the backward (keep_gelu_cdf).
+* Pieces cut from one array (q, k and v from one projection): their cotangents written into one
+  array (gather_piece_cotangents) instead of one array of zeros each, added up."""
 
 import numpy as np
 
 from .. import tape
+from ..ops.core import _is_basic
 from ..ops.elementwise import ONE_OVER_SQRT_2PI, _ndtr
 from ..ops.softmax_xent import (
     at_labels,
@@ -283,3 +286,63 @@ def where_rule_into(g, ans, c, x, y):
     """where's rule for x, np.where(c, g, 0), written into g."""
     np.copyto(g, 0, where=np.logical_not(c))
     return g
+
+
+# ----- pieces cut from one array (q, k, v from one projection): one buffer for their cotangents -
+def scatter_pieces(*gs, indices, shape):
+    """The cotangent of an array whose pieces at basic `indices` (pairwise disjoint) have
+    cotangents `gs`: each written into one array of zeros, where eager mode makes one array of
+    zeros per piece (getitem's VJP) and adds them up."""
+    out = np.zeros(shape, dtype=gs[0].dtype)
+    for g, index in zip(gs, indices):
+        out[index] = g
+    return out
+
+
+def gather_piece_cotangents(tracer, live, outputs):
+    """`live` with each sum of getitem VJPs into the same array (basic, pairwise disjoint indices,
+    one dtype, added up by the sweep and by nothing else) written as one scatter_pieces entry at
+    the sum's place: eager's values (each element is one piece's, or 0), one array instead of
+    one per piece and the sums."""
+    getitem = tape.REGISTRY.get("getitem")
+    if getitem is None:
+        return live
+    groups = {}
+    for e in live:
+        if (e.kind == "rule" and e.fun is getitem.vjps[0] and len(e.args) == 3 and type(e.args[0]) is _Ref
+                and type(e.args[2]) is _Ref and set(e.kwargs) == {"index"} and _is_basic(e.kwargs["index"])):
+            groups.setdefault(e.args[2].var, []).append(e)
+    consumers = {}
+    for e in live:
+        for var in _refs(e.args, []) + _refs(e.kwargs, []):
+            consumers.setdefault(var, []).append(e)
+    replace = {}
+    for x, leaves in groups.items():
+        adds, members = [], {e.out for e in leaves}
+        for e in live:
+            if e.kind == "add" and all(type(a) is _Ref and a.var in members for a in e.args):
+                adds.append(e)
+                members.add(e.out)
+        root = adds[-1].out if adds else None
+        pieces = {e.out for e in leaves} | {e.out for e in adds}
+        shape, values = np.shape(tracer.values[x]), [tracer.values[e.args[0].var] for e in leaves]
+        if (len(leaves) < 2 or len(adds) != len(leaves) - 1 or (pieces - {root}) & outputs
+                or any(len(consumers.get(v, ())) != 1 or consumers[v][0] not in adds for v in pieces - {root})
+                or len({np.asarray(v).dtype for v in values}) != 1 or not _disjoint(shape, leaves)):
+            continue
+        label = f"getitem VJPs: adjoint of {len(leaves)} pieces to @{x}, in one array"
+        entry = type(leaves[0])(scatter_pieces, "scatter_pieces", tuple(e.args[0] for e in leaves),
+                                {"indices": tuple(e.kwargs["index"] for e in leaves), "shape": tuple(shape)},
+                                root, label, "rule")
+        replace.update({id(e): None for e in leaves + adds})
+        replace[id(adds[-1])] = entry
+    if not replace:
+        return live
+    return [replace.get(id(e), e) for e in live if replace.get(id(e), e) is not None]
+
+
+def _disjoint(shape, leaves):
+    hits = np.zeros(shape, dtype=np.int16)
+    for e in leaves:
+        hits[e.kwargs["index"]] += 1
+    return hits.max(initial=0) <= 1
