@@ -522,17 +522,32 @@ def _unused_parameters(fun):
     return _unused_parameters_of(fun.__code__) if type(fun) is types.FunctionType else frozenset()
 
 
+def _row_forms(n, value, axis):
+    """Two functions giving the text of ops' row_max(x, axis) and row_sum(x, axis) for arrays
+    like `value`: their calls where they take their fast branch for this shape, else the NumPy
+    method they call (no Python call for a small array's softmax)."""
+    fast = softmax_xent.row_forms(value, axis) if type(axis) is int else (False, False)
+    a = n.emit(axis)
+
+    def form(fun, method, fast):
+        name = n.function(fun, fun.__name__) if fast else None
+        if fast:
+            return lambda x: f"{name}({x}, {a})"
+        return lambda x: f"{x}.{method}(axis={a}, keepdims=True)"
+
+    return form(softmax_xent.row_max, "max", fast[0]), form(softmax_xent.row_sum, "sum", fast[1])
+
+
 def _emit_softmax_in_steps(body, tracer, e, args, n):
     """A softmax whose logits the crossEntropy after it reuses, in steps (shift, exp, sums,
     divide); returns the names of the shifted logits and the sums, which that loss reads."""
-    z, axis = args[0], n.emit(e.kwargs.get("axis", -1))
+    z = args[0]
     lhs = n.names[e.out]
     shifted, total = n.fresh(f"{lhs}_shifted"), n.fresh(f"{lhs}_sum")
-    row_max = n.function(softmax_xent.row_max, "row_max")
-    row_sum = n.function(softmax_xent.row_sum, "row_sum")
-    body.append((shifted, f"{z} - {row_max}({z}, {axis})", "softmax in steps, shared with log_softmax"))
+    row_max, row_sum = _row_forms(n, tracer.values[e.args[0].var], e.kwargs.get("axis", -1))
+    body.append((shifted, f"{z} - {row_max(z)}", "softmax in steps, shared with log_softmax"))
     body.append((lhs, f"np.exp({shifted})", "softmax: exp"))
-    body.append((total, f"{row_sum}({lhs}, {axis})", "softmax: the sums"))
+    body.append((total, row_sum(lhs), "softmax: the sums"))
     body.append((lhs, f"np.divide({lhs}, {total}, out={lhs})", _type_comment(e, tracer)))
     return shifted, total, e.kwargs.get("axis", -1)
 
@@ -568,11 +583,10 @@ def _emit_softmax_cross_entropy_in_steps(body, tracer, e, args, n, rows):
     _softmax_forward makes it, from the same shift, exp and sums; returns the softmax's name."""
     z, lhs = args[0], n.names[e.out]
     shifted, p, total = n.fresh(f"{lhs}_shifted"), n.fresh(f"{lhs}_softmax"), n.fresh(f"{lhs}_sum")
-    row_max = n.function(softmax_xent.row_max, "row_max")
-    row_sum = n.function(softmax_xent.row_sum, "row_sum")
-    body.append((shifted, f"{z} - {row_max}({z}, -1)", "softmax_cross_entropy in steps: the shift"))
+    row_max, row_sum = _row_forms(n, tracer.values[e.args[0].var], -1)
+    body.append((shifted, f"{z} - {row_max(z)}", "softmax_cross_entropy in steps: the shift"))
     body.append((p, f"np.exp({shifted})", "softmax_cross_entropy: exp"))
-    body.append((total, f"{row_sum}({p}, -1)", "softmax_cross_entropy: the sums"))
+    body.append((total, row_sum(p), "softmax_cross_entropy: the sums"))
     as_cross_entropy = types.SimpleNamespace(args=(None, e.args[1], e.args[0]), kwargs=e.kwargs)
     expr = _emit_fused_cross_entropy(body, tracer, as_cross_entropy, [None, args[1], z], n,
                                      (shifted, total, -1), rows)

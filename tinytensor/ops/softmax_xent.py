@@ -40,8 +40,18 @@ def _short_rows(x, axis):
     weights: rows of 32), where NumPy's reductions cost ~20-50 ns a row: there a BLAS x @ ones
     sums 3-4x faster (rounding as BLAS adds: exact to float rounding), and a transposed copy's
     max is the same number 2x faster."""
-    return (type(x) is np.ndarray and x.dtype.type in (np.float32, np.float64) and x.ndim >= 2
-            and axis in (-1, x.ndim - 1) and 2 <= x.shape[-1] <= 128 and x.size >= 64 * x.shape[-1])
+    if type(x) is not np.ndarray or x.ndim < 2:
+        return False
+    n = x.shape[-1]
+    return (2 <= n <= 128 and x.size >= 64 * n and axis in (-1, x.ndim - 1)
+            and x.dtype.type in (np.float32, np.float64))
+
+
+def row_forms(x, axis):
+    """Whether row_max and row_sum take their fast branches for arrays like x (tt.compile decides
+    at trace time, where the shapes are fixed, and writes the plain NumPy method otherwise)."""
+    fast = _short_rows(x, axis)
+    return (fast and x.shape[-1] <= 32), fast
 
 
 def row_max(x, axis):
