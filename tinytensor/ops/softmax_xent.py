@@ -43,7 +43,7 @@ def _short_rows(x, axis):
     if type(x) is not np.ndarray or x.ndim < 2:
         return False
     n = x.shape[-1]
-    return (2 <= n <= 128 and x.size >= 64 * n and axis in (-1, x.ndim - 1)
+    return (2 <= n <= 128 and x.size >= 256 * n and axis in (-1, x.ndim - 1)
             and x.dtype.type in (np.float32, np.float64))
 
 
