@@ -147,7 +147,17 @@ def test_cotangents_of_pieces_of_one_array_go_into_one_array():
         h = x @ w
         return tt.sum(tt.sin(h[..., 0:4]) * h[..., 4:8]) + tt.sum(h * h)
 
-    for f, fused in ((split, True), (overlapping, False), (fancy, False), (also_whole, False)):
+    def heads(x, w):                  # each piece reshaped into heads: written through a view
+        h = x @ w
+        q, k, v = (tt.transpose(tt.reshape(h[..., i:i + 4], (4, 5, 2, 2)), (0, 2, 1, 3)) for i in (0, 4, 8))
+        return tt.sum(tt.tanh(q @ tt.swapaxes(k, -1, -2)) @ v)
+
+    def flattened(x, w):              # a piece of a row-major array flattened: no such view, a copy
+        h = (x @ w).reshape(20, 12)
+        return tt.sum(tt.sin(tt.reshape(h[:, 0:4], (80,))) * tt.reshape(h[:, 6:10], (80,)))
+
+    for f, fused in ((split, True), (heads, True), (flattened, True), (overlapping, False), (fancy, False),
+                     (also_whole, False)):
         step = tt.compile(tt.value_and_grad(f, argnums=(0, 1)))
         for call in range(2):
             (v, g), (v0, g0) = step(x + call, w), tt.value_and_grad(f, argnums=(0, 1))(x + call, w)

@@ -295,7 +295,13 @@ def scatter_pieces(*gs, indices, shape):
     zeros per piece (getitem's VJP) and adds them up."""
     out = np.zeros(shape, dtype=gs[0].dtype)
     for g, index in zip(gs, indices):
-        out[index] = g
+        piece = out[index]
+        if piece.shape != g.shape:       # g before its reshape VJP: written through a view of the
+            try:                         # piece in g's shape where one exists (one copy, not two)
+                piece = np.reshape(piece, g.shape, copy=False)
+            except ValueError:
+                g = g.reshape(piece.shape)
+        piece[...] = g
     return out
 
 
@@ -316,6 +322,8 @@ def gather_piece_cotangents(tracer, live, outputs):
     for e in live:
         for var in _refs(e.args, []) + _refs(e.kwargs, []):
             consumers.setdefault(var, []).append(e)
+    reshape = tape.REGISTRY.get("reshape")
+    producer = {e.out: e for e in live}
     replace = {}
     for x, leaves in groups.items():
         adds, members = [], {e.out for e in leaves}
@@ -331,7 +339,17 @@ def gather_piece_cotangents(tracer, live, outputs):
                 or len({np.asarray(v).dtype for v in values}) != 1 or not _disjoint(shape, leaves)):
             continue
         label = f"getitem VJPs: adjoint of {len(leaves)} pieces to @{x}, in one array"
-        entry = type(leaves[0])(scatter_pieces, "scatter_pieces", tuple(e.args[0] for e in leaves),
+        gs = []
+        for e in leaves:     # a piece's reshape VJP, read by nothing else: the scatter reshapes
+            r = producer.get(e.args[0].var)
+            if (reshape is not None and r is not None and r.kind == "rule" and r.fun is reshape.vjps[0]
+                    and type(r.args[0]) is _Ref and consumers.get(r.out) == [e] and r.out not in outputs
+                    and type(tracer.values[r.args[0].var]) is np.ndarray):
+                replace[id(r)] = None
+                gs.append(r.args[0])
+            else:
+                gs.append(e.args[0])
+        entry = type(leaves[0])(scatter_pieces, "scatter_pieces", tuple(gs),
                                 {"indices": tuple(e.kwargs["index"] for e in leaves), "shape": tuple(shape)},
                                 root, label, "rule")
         replace.update({id(e): None for e in leaves + adds})
