@@ -156,8 +156,12 @@ def test_cotangents_of_pieces_of_one_array_go_into_one_array():
         h = (x @ w).reshape(20, 12)
         return tt.sum(tt.sin(tt.reshape(h[:, 0:4], (80,))) * tt.reshape(h[:, 6:10], (80,)))
 
-    for f, fused in ((split, True), (heads, True), (flattened, True), (overlapping, False), (fancy, False),
-                     (also_whole, False)):
+    def elements(x, w):               # pieces that are single elements
+        h = tt.reshape(x @ w, (-1,))
+        return h[0] * h[1] + tt.sin(h[2])
+
+    for f, fused in ((split, True), (heads, True), (flattened, True), (elements, True), (overlapping, False),
+                     (fancy, False), (also_whole, False)):
         step = tt.compile(tt.value_and_grad(f, argnums=(0, 1)))
         for call in range(2):
             (v, g), (v0, g0) = step(x + call, w), tt.value_and_grad(f, argnums=(0, 1))(x + call, w)

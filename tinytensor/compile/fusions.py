@@ -296,7 +296,10 @@ def scatter_pieces(*gs, indices, shape):
     out = np.zeros(shape, dtype=gs[0].dtype)
     for g, index in zip(gs, indices):
         piece = out[index]
-        if piece.shape != g.shape:       # g before its reshape VJP: written through a view of the
+        if type(piece) is not np.ndarray:    # one element
+            out[index] = g
+            continue
+        if piece.shape != np.shape(g):       # g before its reshape VJP: written through a view of the
             try:                         # piece in g's shape where one exists (one copy, not two)
                 piece = np.reshape(piece, g.shape, copy=False)
             except ValueError:
