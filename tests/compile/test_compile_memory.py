@@ -147,3 +147,25 @@ def test_softmax_and_where_write_into_an_argument_read_for_the_last_time():
     kept = tt.compile(scores_kept)
     (v, s), (v0, s0) = kept(q, k), scores_kept(q, k)
     assert v == v0 and np.array_equal(s, s0.data) and "softmax_into(" not in kept.source
+
+
+def test_a_value_that_is_a_copy_only_for_the_traced_layout_is_never_written_into():
+    """reshape of a non-contiguous argument copies while recording, but on a contiguous argument
+    at replay (same shape, same program) it is a view of the caller's array: the program must not
+    write into it in place (found by the fuzzer: the gradient came out wrong and the argument was
+    overwritten)."""
+    rng = np.random.default_rng(7)
+    traced = rng.standard_normal((3, 2)).T[::-1]            # (2, 3), neither C nor F ordered
+    u = rng.standard_normal((1, 6))
+
+    def loss(a, b):
+        z = tt.reshape(a, (-1,))
+        return tt.sum(b / (z * z + 0.5) * u)
+
+    step = tt.compile(tt.grad(loss, argnums=(0, 1)))
+    step(traced, rng.standard_normal((1, 6)))
+    a, b = np.ascontiguousarray(rng.standard_normal((2, 3))), rng.standard_normal((1, 6))
+    saved = a.copy()
+    got, want = step(a, b), tt.grad(loss, argnums=(0, 1))(a, b)
+    assert np.array_equal(a, saved), "the compiled program wrote into its argument"
+    assert all(np.array_equal(g, w) for g, w in zip(got, want))

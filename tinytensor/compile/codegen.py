@@ -673,8 +673,9 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
     params = [names[v] for v in tracer.arguments]
     held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
+    producers = {names[e.out]: e for e in live}
     body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held,
-                              n.function)
+                              n.function, lambda name: _may_alias_elsewhere(tracer, producers.get(name)))
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
     contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
     width = max([len(text) for text, _ in statements] + [0])
@@ -721,7 +722,40 @@ def _into_forms():
 _INTO = None
 
 
-def _release_and_reuse(body, ret, temporaries, held, name_of=None):
+def _may_alias_elsewhere(tracer, e):
+    """Whether entry e's result, a fresh array while recording, may be a view of one of its
+    inputs when the program runs: reshape, ravel or asarray copy a non-contiguous array (an
+    argument passed as a view, say) but return a view of a contiguous one, so a program recorded
+    on the one and run on the other must not write into that result. Where every array input was
+    C-contiguous while recording, the recording saw the layout most prone to views; otherwise
+    e's function is run again on C- and F-ordered copies of its inputs, and a result sharing
+    memory with one of them says yes (as does any error)."""
+    if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part"):
+        return False
+    refs = _refs(e.args, []) + _refs(e.kwargs, [])
+    if all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous for v in refs):
+        return False
+    for order in ("C", "F"):
+        copies = {v: np.array(tracer.values[v], order=order) if type(tracer.values[v]) is np.ndarray
+                  else tracer.values[v] for v in refs}
+
+        def sub(x):
+            if type(x) is _Ref:
+                return copies[x.var]
+            if type(x) in (tuple, list):
+                return type(x)(sub(y) for y in x)
+            return {k: sub(y) for k, y in x.items()} if type(x) is dict else x
+
+        try:
+            result = e.fun(*sub(tuple(e.args)), **sub(dict(e.kwargs)))
+        except Exception:
+            return True
+        if any(type(c) is np.ndarray and np.may_share_memory(result, c) for c in copies.values()):
+            return True
+    return False
+
+
+def _release_and_reuse(body, ret, temporaries, held, name_of=None, may_alias=None):
     """Liveness over the straight-line program `body` ((lhs, expr, comment, tape entry) rows).
 
     * After the last statement that reads a temporary array of RELEASE_BYTES or more, `del` it,
@@ -735,7 +769,9 @@ def _release_and_reuse(body, ret, temporaries, held, name_of=None):
       form writing into it (`name_of(function, name)` names that form in the program): the same
       ufuncs on the same values.
     `temporaries` maps each statement-defined name to its traced value; `held` lists every array
-    the program can reach (traced values, arguments, constants), for the alias test.
+    the program can reach (traced values, arguments, constants), for the alias test;
+    `may_alias(name)`: whether that value may be a view of another when the program runs, though
+    it was not while recording (_may_alias_elsewhere).
     """
     owners = {}
     for value in held:
@@ -757,7 +793,8 @@ def _release_and_reuse(body, ret, temporaries, held, name_of=None):
         return (type(value) is np.ndarray and value.ndim > 0 and value.flags.writeable
                 and (value.base is None or value.flags.c_contiguous)
                 and owners.get(id(value if value.base is None else value.base)) == 1
-                and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype)
+                and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype
+                and not (may_alias is not None and may_alias(name)))
 
     global _INTO
     if _INTO is None:
