@@ -135,6 +135,26 @@ def check_closed_over_array_written_in_place_is_seen():
     same(c(np.ones(2)), np.full(2, 7.0))
 
 
+@case("tt.compile: an array both closed over and passed", "equal",
+      "the argument is an input, the closed-over array a constant")
+def check_an_array_closed_over_and_passed_as_an_argument():
+    u = np.arange(3.0)
+    c = tt.compile(lambda a, b: tt.sum(a * u) + tt.sum(b))
+    same(c(np.ones(3), u), 6.0)                  # recorded with b being u itself
+    same(c(np.ones(3), np.zeros(3)), 3.0)        # u stays u; it was replaced by b (0.0)
+
+
+@case("tt.compile: a view recorded, a contiguous array replayed", "equal",
+      "no write into a result that views the argument at replay")
+def check_a_view_recorded_then_a_contiguous_array():
+    f = tt.grad(lambda a: tt.sum(tt.reshape(a, (-1,)) ** 2 * 3.0))
+    c = tt.compile(f)
+    c(np.arange(6.0).reshape(3, 2).T[::-1])      # reshape copies this one ...
+    a = np.arange(6.0).reshape(2, 3)            # ... and views this one
+    same(c(a), eager(f)(np.arange(6.0).reshape(2, 3)))
+    same(a, np.arange(6.0).reshape(2, 3))
+
+
 @case("issue 22: train() -> eval() with Dropout", "equal",
       "re-traces (every reached module's training flag is guarded)")
 def check_train_to_eval_with_dropout():

@@ -78,9 +78,11 @@ class _Tracer:
         return var
 
     def argument(self, array, name):
-        if id(array) in self.index:     # the same array passed twice: two inputs all the same
-            array = array.copy()
-        t = _make(array, cls=_Traced)   # shares the caller's array: no copy
+        # A view (the caller's memory, no copy) with an identity of its own: f may also close
+        # over the caller's array, which is then a constant, not this input (and the same array
+        # passed twice is two inputs).
+        array = array.view()
+        t = _make(array, cls=_Traced)
         var = self._new(array, name, t, array)
         self.arguments.append(var)
         return t
