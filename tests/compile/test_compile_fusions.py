@@ -167,3 +167,26 @@ def test_cotangents_of_pieces_of_one_array_go_into_one_array():
             (v, g), (v0, g0) = step(x + call, w), tt.value_and_grad(f, argnums=(0, 1))(x + call, w)
             assert v == v0 and all(np.array_equal(a, b) for a, b in zip(g, g0)), f.__name__
         assert ("scatter_pieces(" in step.source) == fused, (f.__name__, step.source)
+
+
+def test_layer_norm_of_an_inner_value_folds_its_centring_into_the_fused_backward():
+    """c = x - mean(x): the negation, unbroadcast, spread and add that eager mode makes for the
+    mean's path to x join the fused entry (centred_normalized_vjp), and x's other contributions
+    (here the residual) are summed as before; a mean used elsewhere keeps its path."""
+    rng = np.random.default_rng(8)
+    x, t = rng.standard_normal((6, 5, 16)), rng.standard_normal((6, 5, 16))
+
+    def block(x):                      # a residual around a layer norm, as in a transformer
+        h = tt.tanh(x) * 2
+        return tt.sum(tt.sin(_layer_norm(h, 1.5, 0.1)) * t + h * h)
+
+    def mean_used_twice(x):
+        h = tt.tanh(x) * 2
+        mu = h.mean(-1, keepdims=True)
+        xc = h - mu
+        return tt.sum(tt.sin(xc / tt.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5)) * t) + tt.sum(mu ** 2)
+
+    step = _compare(block, [x])
+    assert "centred_normalized_vjp(" in step.source
+    step = _compare(mean_used_twice, [x])
+    assert "centred_normalized_vjp(" not in step.source and "normalized_vjp(" in step.source

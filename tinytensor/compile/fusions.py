@@ -82,15 +82,26 @@ def normalized_vjp(g, y, s, axis):
     """The cotangent of c in y = c / s, s = sqrt(mean(c * c, axis, keepdims=True) [+ eps]), from
     y's cotangent g: (g - y * mean(g * y, axis)) / s. The chain of rules it stands for (div's
     two, sqrt's, mean's, mul's two and their sums) makes ten passes over c's shape; this, four."""
-    if type(g) is np.ndarray and axis in (-1, g.ndim - 1, (-1,), (g.ndim - 1,)):
-        m = row_sum(g * y, -1)
-        m /= y.shape[-1]
-    else:
-        m = np.mean(g * y, axis=axis, keepdims=True)
-    out = y * m
+    out = y * _mean_along(g * y, axis)
     np.subtract(g, out, out=out)
     out /= s
     return out
+
+
+def centred_normalized_vjp(g, y, s, axis):
+    """The same for c = x - mean(x, axis): x's whole cotangent from the norm, (the above) minus
+    its mean, where eager mode negates it, sums it, spreads it back and adds."""
+    out = normalized_vjp(g, y, s, axis)
+    out -= _mean_along(out, axis)
+    return out
+
+
+def _mean_along(a, axis):
+    if type(a) is np.ndarray and axis in (-1, a.ndim - 1, (-1,), (a.ndim - 1,)):
+        m = row_sum(a, -1)
+        m /= a.shape[-1]
+        return m
+    return np.mean(a, axis=axis, keepdims=True)
 
 
 def _normalization(tracer, e, producer):
@@ -142,7 +153,7 @@ def fuse_normalizations(tracer, live, producer, outputs):
     for e in live:
         for var in _refs(e.args, []) + _refs(e.kwargs, []):
             consumers.setdefault(var, []).append(e)
-    replace = {}
+    replace, renamed = {}, {}
     for e in live:
         found = _normalization(tracer, e, producer)
         if found is None:
@@ -157,14 +168,83 @@ def fuse_normalizations(tracer, live, producer, outputs):
         inner = {x.out for x in chain} - {total}
         if inner & outputs or any(u not in chain for var in inner for u in consumers.get(var, ())):
             continue
-        entry = type(e)(normalized_vjp, "normalized_vjp", (_Ref(g_y), _Ref(e.out), _Ref(s)), {"axis": axis},
-                        total, f"normalisation VJP: adjoint of @{e.out} to @{c}, fused", "rule")
-        for x in chain:
-            replace[id(x)] = entry if x.out == total else None
-        producer[total] = entry
+        args = (_Ref(g_y), _Ref(e.out), _Ref(s))
+        centring = _centring(tracer, c, total, axis, consumers, producer, outputs)
+        if centring is None:
+            entry = type(e)(normalized_vjp, "normalized_vjp", args, {"axis": axis}, total,
+                            f"normalisation VJP: adjoint of @{e.out} to @{c}, fused", "rule")
+            replace.update({id(x): entry if x.out == total else None for x in chain})
+            producer[total] = entry
+            continue
+        to_x, dropped, add, other = centring       # c = x - mean(x): x's whole cotangent in one
+        entry = type(e)(centred_normalized_vjp, "centred_normalized_vjp", args, {"axis": axis}, to_x.out,
+                        f"normalisation VJP: adjoint of @{e.out} to @{to_x.args[2].var}, fused", "rule")
+        replace.update({id(x): None for x in chain + dropped + [add]})
+        replace[id(to_x)] = entry
+        producer[to_x.out] = entry
+        renamed[add.out] = other
     if not replace:
         return live
-    return [replace.get(id(x), x) for x in live if replace.get(id(x), x) is not None]
+    out = [replace.get(id(x), x) for x in live if replace.get(id(x), x) is not None]
+    return [_renamed(x, renamed) for x in out] if renamed else out
+
+
+def _renamed(e, renamed):
+    """Entry e reading renamed[v] wherever it read variable v (a new entry where it changes)."""
+    def sub(a):
+        if type(a) is _Ref:
+            var = a.var
+            while var in renamed:
+                var = renamed[var]
+            return a if var == a.var else _Ref(var)
+        if type(a) in (tuple, list):
+            return type(a)(sub(b) for b in a)
+        return {k: sub(b) for k, b in a.items()} if type(a) is dict else a
+    args, kwargs = sub(tuple(e.args)), sub(dict(e.kwargs))
+    if _refs(args, []) == _refs(tuple(e.args), []) and _refs(kwargs, []) == _refs(dict(e.kwargs), []):
+        return e
+    return type(e)(e.fun, e.name, args, kwargs, e.out, e.label, e.kind, e.context)
+
+
+def _centring(tracer, c, total, axis, consumers, producer, outputs):
+    """For c = x - mean(x, axis, keepdims=True) (the axis the norm's variance is over), whose
+    total cotangent `total` only c's own two rules read: (the identity rule to x, the entries of
+    the other path to x (negation, unbroadcast, mean's rule), the add that joins that path to
+    x's other contributions, that add's other operand); else None."""
+    reg = tape.REGISTRY
+    c_e = producer.get(c)
+    if c_e is None or c_e.kind != "prim" or c_e.fun is not reg["sub"].fun or len(c_e.args) != 2:
+        return None
+    x, mu = c_e.args
+    mu_e = producer.get(mu.var) if type(x) is _Ref and type(mu) is _Ref else None
+    if (mu_e is None or mu_e.kind != "prim" or mu_e.fun is not reg["mean"].fun or len(mu_e.args) != 1
+            or type(mu_e.args[0]) is not _Ref or mu_e.args[0].var != x.var
+            or mu_e.kwargs.get("keepdims") is not True or mu_e.kwargs.get("axis") != axis):
+        return None
+
+    def only(var, test):
+        users = consumers.get(var, [])
+        return users[0] if len(users) == 1 and var not in outputs and test(users[0]) else None
+
+    def rule_of(node, k):
+        return lambda r: (r.kind == "rule" and r.fun is reg[node[0]].vjps[k] and r.context
+                          and r.context[1] == "VJP" and tracer.var_of(r.context[0]) == node[1])
+
+    users = consumers.get(total, [])
+    to_x = next((r for r in users if rule_of(("sub", c), 0)(r)), None)
+    neg = next((r for r in users + consumers.get(getattr(to_x, "out", None), [])
+                if rule_of(("sub", c), 1)(r)), None)
+    if to_x is None or neg is None or any(r not in (to_x, neg) for r in users):
+        return None
+    spread = only(neg.out, lambda r: r.kind == "rule" and r.fun is unbroadcast)
+    back = spread and only(spread.out, rule_of(("mean", mu.var), 0))
+    add = back and only(back.out, lambda r: r.kind == "add")
+    if not add or add.out in outputs:
+        return None
+    other = [a for a in add.args if not (type(a) is _Ref and a.var == back.out)]
+    if len(other) != 1 or type(other[0]) is not _Ref:
+        return None
+    return to_x, [neg, spread, back], add, other[0].var
 
 
 def _normalization_chain(tracer, roles, rules, c, consumers, producer):
