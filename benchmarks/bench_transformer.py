@@ -154,12 +154,9 @@ def _groups(tensors, cfg):
             {"params": [t for n, t in tensors.items() if n not in decay], "weight_decay": 0.0}]
 
 
-def build_tt_eager(cfg=CONFIG, training=True):
-    params = {k: tt.tensor(v, requires_grad=True) for k, v in init_params(cfg).items()}
-    loss_fn = gpt_loss(tinytensor_functions(), cfg, training)
-    idx, targets = make_batch(cfg)
-    opt = tt.optim.AdamW(_groups(params, cfg), lr=cfg.lr)
-
+def _eager_steps(params, loss_fn, idx, targets, opt, to_numpy):
+    """step() and first() of the object style (`loss.backward()`, `opt.step()`), which
+    tinytensor and PyTorch share; `to_numpy` turns a gradient into a NumPy array."""
     def step():
         opt.zero_grad()
         loss = loss_fn(params, idx, targets)
@@ -170,11 +167,18 @@ def build_tt_eager(cfg=CONFIG, training=True):
     def first():
         loss = loss_fn(params, idx, targets)
         loss.backward()
-        out = float(loss.item()), {k: p.grad.copy() for k, p in params.items()}
+        out = float(loss.item()), {k: to_numpy(p.grad).copy() for k, p in params.items()}
         opt.zero_grad()
         return out
 
     return step, first
+
+
+def build_tt_eager(cfg=CONFIG, training=True):
+    params = {k: tt.tensor(v, requires_grad=True) for k, v in init_params(cfg).items()}
+    opt = tt.optim.AdamW(_groups(params, cfg), lr=cfg.lr)
+    return _eager_steps(params, gpt_loss(tinytensor_functions(), cfg, training), *make_batch(cfg), opt,
+                        np.asarray)
 
 
 def build_tt_compiled(cfg=CONFIG, training=True):
@@ -202,25 +206,10 @@ def build_torch(cfg=CONFIG, training=True):
     import torch
     torch.set_num_threads(1)
     params = {k: torch.tensor(v, requires_grad=True) for k, v in init_params(cfg).items()}
-    loss_fn = gpt_loss(torch_functions(), cfg, training)
-    idx, targets = (torch.from_numpy(a) for a in make_batch(cfg))
     opt = torch.optim.AdamW(_groups(params, cfg), lr=cfg.lr)
-
-    def step():
-        opt.zero_grad()
-        loss = loss_fn(params, idx, targets)
-        loss.backward()
-        opt.step()
-        return loss
-
-    def first():
-        loss = loss_fn(params, idx, targets)
-        loss.backward()
-        out = float(loss.item()), {k: p.grad.numpy().copy() for k, p in params.items()}
-        opt.zero_grad()
-        return out
-
-    return step, first
+    idx, targets = (torch.from_numpy(a) for a in make_batch(cfg))
+    return _eager_steps(params, gpt_loss(torch_functions(), cfg, training), idx, targets, opt,
+                        lambda g: g.numpy())
 
 
 BUILDERS = {"tt-eager": build_tt_eager, "tt-compiled": build_tt_compiled, "torch": build_torch}

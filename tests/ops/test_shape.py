@@ -444,3 +444,5 @@ def test_integer_array_index_gradient_adds_repeated_rows_as_np_add_at(dtype):
     from tinytensor.ops.core import _index_adjoint_forward
     with pytest.raises(IndexError):
         _index_adjoint_forward(np.ones((20, 4)), np.arange(20) + 5, (9, 4))
+    with pytest.raises(IndexError, match="-12 is out of bounds"):      # not wrapped onto row 6
+        _index_adjoint_forward(np.ones((20, 4)), np.arange(20) - 12, (9, 4))

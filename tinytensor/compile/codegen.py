@@ -18,7 +18,6 @@ import numpy as np
 from .. import tape, transforms
 from ..ops import core, softmax_xent
 from ..tape import unbroadcast
-from . import fusions
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -28,6 +27,10 @@ from .fusions import (
     fuse_normalizations,
     gather_piece_cotangents,
     keep_gelu_cdf,
+    softmax_into,
+    softmax_rule_into,
+    where_into,
+    where_rule_into,
 )
 from .tracer import _Ref, _refs
 
@@ -297,9 +300,10 @@ def _generate(tracer, out, fname):
     leaves, out_structure = transforms.tree_flatten(out)
     out_refs = [tracer.template(x) for x in leaves]
     live, producer = _live_entries(tracer, out_refs)
-    live = fuse_normalizations(tracer, live, producer, {r.var for r in out_refs if type(r) is _Ref})
+    outputs = {r.var for r in out_refs if type(r) is _Ref}
+    live = fuse_normalizations(tracer, live, producer, outputs)
     live = keep_gelu_cdf(tracer, live)
-    live = gather_piece_cotangents(tracer, live, {r.var for r in out_refs if type(r) is _Ref})
+    live = gather_piece_cotangents(tracer, live, outputs)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
     return _assemble(tracer, live, body, names, out_refs, out_structure, fname)
@@ -451,7 +455,8 @@ def _emit_body(tracer, live, producer, n):
                 pieces[e.out] = _emit_softmax_in_steps(body, tracer, e, args, n)
                 continue
             special = None
-            expr = _emit_fused_cross_entropy(body, tracer, e, args, n, pieces[other], rows)
+            expr = _emit_fused_cross_entropy(body, tracer, n, pieces[other], rows, e.args[2], e.args[1],
+                                             e.kwargs.get("reduction", "mean"))
         if special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
@@ -569,7 +574,8 @@ def _shared_softmax_cross_entropy(tracer, live):
     shared = {}
     for e in live:
         if (e.kind in ("prim", "prim0") and e.fun is sce.fun and len(e.args) == 2 and e.out in found
-                and set(e.kwargs) <= {"reduction"} and _lean_labels(tracer, e, e.args[0], e.args[1])
+                and set(e.kwargs) <= {"reduction"}
+                and _lean_labels(tracer, e.kwargs.get("reduction", "mean"), e.args[0], e.args[1])
                 and all(r.args[2].var == e.args[0].var and r.args[3].var == e.args[1].var
                         for r in found[e.out])):
             shared[e.out] = True
@@ -587,27 +593,27 @@ def _emit_softmax_cross_entropy_in_steps(body, tracer, e, args, n, rows):
     body.append((shifted, f"{z} - {row_max(z)}", "softmax_cross_entropy in steps: the shift"))
     body.append((p, f"np.exp({shifted})", "softmax_cross_entropy: exp"))
     body.append((total, row_sum(p), "softmax_cross_entropy: the sums"))
-    as_cross_entropy = types.SimpleNamespace(args=(None, e.args[1], e.args[0]), kwargs=e.kwargs)
-    expr = _emit_fused_cross_entropy(body, tracer, as_cross_entropy, [None, args[1], z], n,
-                                     (shifted, total, -1), rows)
+    expr = _emit_fused_cross_entropy(body, tracer, n, (shifted, total, -1), rows, e.args[0], e.args[1],
+                                     e.kwargs.get("reduction", "mean"))
     body.append((lhs, expr, _type_comment(e, tracer)))
     body.append((p, f"np.divide({p}, {total}, out={p})", "softmax_cross_entropy: the softmax, for its VJP"))
     return p
 
 
-def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
-    """The expression of a crossEntropy of the softmax in steps `piece` (from its log-softmax);
-    for class indices, the range check is emitted first and the sum written out."""
+def _emit_fused_cross_entropy(body, tracer, n, piece, rows, z_arg, y_arg, reduction):
+    """The expression of a crossEntropy of logits `z_arg` and labels `y_arg` (entry arguments)
+    from the softmax in steps `piece` (its log-softmax); for class indices, the range check is
+    emitted first and the sum written out."""
     shifted, total, axis = piece
-    y, reduction = args[1], n.emit(e.kwargs.get("reduction", "mean"))
+    y = n.emit(y_arg)
     expr = (f"{n.function(_cross_entropy_rows, 'cross_entropy_rows')}"
-            f"({shifted} - np.log({total}), {args[2]}, {y}, {reduction})")
-    if _lean_labels(tracer, e, e.args[2], e.args[1]):
+            f"({shifted} - np.log({total}), {n.emit(z_arg)}, {y}, {n.emit(reduction)})")
+    if _lean_labels(tracer, reduction, z_arg, y_arg):
         # ops._rows_from_logits for class indices, its NumPy calls written out: the range
         # check (one max over the labels seen as unsigned: a negative label is huge
         # there), then -log_p at the labels, summed (and / B for the mean).
-        labels = tracer.values[e.args[1].var]
-        batch, classes = tracer.values[e.args[2].var].shape
+        labels = tracer.values[y_arg.var]
+        batch, classes = tracer.values[z_arg.var].shape
         if labels.dtype.kind == "u":
             test = f"{y}.max() >= {classes}"
         elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
@@ -617,13 +623,13 @@ def _emit_fused_cross_entropy(body, tracer, e, args, n, piece, rows):
         body.append((None, f"if {test}: "
                      f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
                      "crossEntropy: the labels must lie in [0, classes)"))
-        rows[e.args[1].var, classes] = n.constant(np.arange(batch))
-        at = rows[e.args[1].var, classes]
+        rows[y_arg.var, classes] = n.constant(np.arange(batch))
+        at = rows[y_arg.var, classes]
         if type(axis) is int and axis in (-1, 1):     # the sums are (B, 1): log_p at the labels only
             expr = f"(-({shifted}[{at}, {y}] - np.log({total}).ravel())).sum()"
         else:
             expr = f"(-({shifted} - np.log({total}))[{at}, {y}]).sum()"
-        if e.kwargs.get("reduction", "mean") == "mean" and batch != 1:    # x / 1 is x
+        if reduction == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
 
@@ -710,12 +716,12 @@ def _into_forms():
     table = {}
     softmax, where = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("where")
     if softmax is not None:
-        table[id(softmax.fun)] = (fusions.softmax_into, 0)
+        table[id(softmax.fun)] = (softmax_into, 0)
         for rule in (*softmax.vjps, *softmax.jvps):
-            table[id(rule)] = (fusions.softmax_rule_into, 0)
+            table[id(rule)] = (softmax_rule_into, 0)
     if where is not None:
-        table[id(where.fun)] = (fusions.where_into, 1)
-        table[id(where.vjps[1])] = (fusions.where_rule_into, 0)
+        table[id(where.fun)] = (where_into, 1)
+        table[id(where.vjps[1])] = (where_rule_into, 0)
     return table
 
 

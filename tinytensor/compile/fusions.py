@@ -62,7 +62,7 @@ def _cross_entropy_rows(log_p, z, y, reduction):
     return reduce_rows(-(y * log_p).sum(axis=-1), reduction)
 
 
-def _lean_labels(tracer, e, z_arg, y_arg):
+def _lean_labels(tracer, reduction, z_arg, y_arg):
     """Whether crossEntropy's rows for these logits and labels can be written inline: integer
     class indices of shape (B,) (B > 0) against (B, C) logits on the CPU, reduced by mean or sum."""
     if type(z_arg) is not _Ref or type(y_arg) is not _Ref:
@@ -70,7 +70,7 @@ def _lean_labels(tracer, e, z_arg, y_arg):
     z, y = tracer.values[z_arg.var], tracer.values[y_arg.var]
     return (type(z) is np.ndarray and type(y) is np.ndarray and z.ndim == 2 and y.dtype.kind in "iu"
             and y.shape == z.shape[:1] and y.size > 0
-            and e.kwargs.get("reduction", "mean") in ("mean", "sum"))
+            and reduction in ("mean", "sum"))
 
 
 _label_range_error = check_class_range     # the one label check, with its one message
@@ -104,31 +104,37 @@ def _mean_along(a, axis):
     return np.mean(a, axis=axis, keepdims=True)
 
 
+def _prim(producer, ref, name, nargs):
+    """The entry computing `ref` if it is primitive `name`'s forward on `nargs` arguments."""
+    e = producer.get(ref.var) if type(ref) is _Ref else None
+    if e is None or e.kind != "prim" or e.fun is not tape.REGISTRY[name].fun or len(e.args) != nargs:
+        return None
+    return e
+
+
 def _normalization(tracer, e, producer):
     """For y = c / s (entry e) with s = sqrt(v), v = var [+ a constant], var = mean(c * c, axis,
     keepdims=True), all recorded forwards: ({variable: its role}, c, s, axis); else None. (Layer
     and batch norm are this with c = x - mean(x); RMS norm with c = x.)"""
-    reg = tape.REGISTRY
-    if e.kind != "prim" or e.fun is not reg["div"].fun or len(e.args) != 2 or e.kwargs:
+    if e.kind != "prim" or e.fun is not tape.REGISTRY["div"].fun or len(e.args) != 2 or e.kwargs:
         return None
     c, s = e.args
-    s_e = producer.get(s.var) if type(c) is _Ref and type(s) is _Ref else None
-    if s_e is None or s_e.kind != "prim" or s_e.fun is not reg["sqrt"].fun or type(s_e.args[0]) is not _Ref:
+    s_e = _prim(producer, s, "sqrt", 1) if type(c) is _Ref else None
+    if s_e is None or s_e.kwargs:
         return None
     roles = {e.out: "div", s.var: "sqrt"}
-    var_e = producer.get(s_e.args[0].var)
-    if var_e is not None and var_e.kind == "prim" and var_e.fun is reg["add"].fun and len(var_e.args) == 2:
-        refs = [a for a in var_e.args if type(a) is _Ref]
-        if len(refs) != 1 or any(type(a) is not float and np.ndim(a) for a in var_e.args if a is not refs[0]):
+    var_ref = s_e.args[0]
+    add_e = _prim(producer, var_ref, "add", 2)
+    if add_e is not None:
+        refs = [a for a in add_e.args if type(a) is _Ref]
+        if len(refs) != 1 or any(type(a) is not float and np.ndim(a) for a in add_e.args if a is not refs[0]):
             return None
-        roles[var_e.out] = "add"
-        var_e = producer.get(refs[0].var)
-    if (var_e is None or var_e.kind != "prim" or var_e.fun is not reg["mean"].fun or len(var_e.args) != 1
-            or type(var_e.args[0]) is not _Ref or var_e.kwargs.get("keepdims") is not True):
+        roles[add_e.out], var_ref = "add", refs[0]
+    var_e = _prim(producer, var_ref, "mean", 1)
+    if var_e is None or var_e.kwargs.get("keepdims") is not True or set(var_e.kwargs) - {"axis", "keepdims"}:
         return None
-    sq_e = producer.get(var_e.args[0].var)
-    if (sq_e is None or sq_e.kind != "prim" or sq_e.fun is not reg["mul"].fun or len(sq_e.args) != 2
-            or not all(type(a) is _Ref and a.var == c.var for a in sq_e.args)):
+    sq_e = _prim(producer, var_e.args[0], "mul", 2)
+    if sq_e is None or not all(type(a) is _Ref and a.var == c.var for a in sq_e.args):
         return None
     y, cv = tracer.values[e.out], tracer.values[c.var]
     if (type(y) is not np.ndarray or type(cv) is not np.ndarray or y.shape != cv.shape or y.dtype != cv.dtype
@@ -212,14 +218,12 @@ def _centring(tracer, c, total, axis, consumers, producer, outputs):
     the other path to x (negation, unbroadcast, mean's rule), the add that joins that path to
     x's other contributions, that add's other operand); else None."""
     reg = tape.REGISTRY
-    c_e = producer.get(c)
-    if c_e is None or c_e.kind != "prim" or c_e.fun is not reg["sub"].fun or len(c_e.args) != 2:
-        return None
-    x, mu = c_e.args
-    mu_e = producer.get(mu.var) if type(x) is _Ref and type(mu) is _Ref else None
-    if (mu_e is None or mu_e.kind != "prim" or mu_e.fun is not reg["mean"].fun or len(mu_e.args) != 1
-            or type(mu_e.args[0]) is not _Ref or mu_e.args[0].var != x.var
-            or mu_e.kwargs.get("keepdims") is not True or mu_e.kwargs.get("axis") != axis):
+    c_e = _prim(producer, _Ref(c), "sub", 2)
+    x, mu = c_e.args if c_e is not None else (None, None)
+    mu_e = _prim(producer, mu, "mean", 1) if type(x) is _Ref else None
+    if (mu_e is None or type(mu_e.args[0]) is not _Ref or mu_e.args[0].var != x.var
+            or mu_e.kwargs.get("axis") != axis or mu_e.kwargs.get("keepdims") is not True
+            or set(mu_e.kwargs) - {"axis", "keepdims"}):
         return None
 
     def only(var, test):
@@ -419,7 +423,8 @@ def gather_piece_cotangents(tracer, live, outputs):
         shape, values = np.shape(tracer.values[x]), [tracer.values[e.args[0].var] for e in leaves]
         if (len(leaves) < 2 or len(adds) != len(leaves) - 1 or (pieces - {root}) & outputs
                 or any(len(consumers.get(v, ())) != 1 or consumers[v][0] not in adds for v in pieces - {root})
-                or len({np.asarray(v).dtype for v in values}) != 1 or not _disjoint(shape, leaves)):
+                or not all(isinstance(v, (np.ndarray, np.generic)) for v in values)   # NumPy's, not a GPU's
+                or len({v.dtype for v in values}) != 1 or not _disjoint(shape, leaves)):
             continue
         label = f"getitem VJPs: adjoint of {len(leaves)} pieces to @{x}, in one array"
         gs = []

@@ -275,7 +275,10 @@ def _add_rows(out, rows, values):
     """np.add.at(out, rows, values) for one integer array of rows (an embedding's backward), 4x
     faster: the values sorted by row (stably), each row's summed by np.add.reduceat, added once.
     Rows were checked by the forward's indexing; a negative one counts from the end, as there."""
-    if rows.min() < 0:
+    low = rows.min()
+    if low < -out.shape[0]:       # (a wrapped row would land silently elsewhere: np.add.at raises)
+        raise IndexError(f"index {low} is out of bounds for axis 0 with size {out.shape[0]}")
+    if low < 0:
         rows = np.where(rows < 0, rows + out.shape[0], rows)
     order = np.argsort(rows, kind="stable")
     rows = rows[order]

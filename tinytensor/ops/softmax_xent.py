@@ -33,6 +33,7 @@ from .table import _array, defprim, public, publish
 
 # ----- softmax and log_softmax --------------------------------------------------------------------
 _ONES = {}
+_TRANSPOSED_MAX = 32    # rows up to this long: the max of a transposed copy is the faster one
 
 
 def _short_rows(x, axis):
@@ -51,7 +52,7 @@ def row_forms(x, axis):
     """Whether row_max and row_sum take their fast branches for arrays like x (tt.compile decides
     at trace time, where the shapes are fixed, and writes the plain NumPy method otherwise)."""
     fast = _short_rows(x, axis)
-    return (fast and x.shape[-1] <= 32), fast
+    return (fast and x.shape[-1] <= _TRANSPOSED_MAX), fast
 
 
 def row_max(x, axis):
@@ -66,7 +67,7 @@ def row_sum(x, axis):
 
 def _max_of_rows(x):      # (many short rows: _short_rows)
     n = x.shape[-1]
-    if n > 32:
+    if n > _TRANSPOSED_MAX:
         return x.max(axis=-1, keepdims=True)
     return np.ascontiguousarray(x.reshape(-1, n).T).max(axis=0).reshape(x.shape[:-1] + (1,))
 
@@ -76,6 +77,7 @@ def _sum_of_rows(x):
     ones = _ONES.get(key)
     if ones is None:
         ones = _ONES[key] = np.ones(x.shape[-1], x.dtype)
+        ones.flags.writeable = False
     return (x @ ones)[..., None]
 
 
