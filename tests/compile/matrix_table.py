@@ -1,0 +1,64 @@
+"""Print issue 29's compile-vs-eager matrix as Markdown: python tests/compile/matrix_table.py
+
+Options: -v lists every case; a substring argument runs only the cases whose name contains it.
+"""
+
+import collections
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]  # the cases, then this checkout
+
+from matrix_cases import CASES  # noqa: E402
+from matrix_harness import CLASS_NAMES, classify, first_line  # noqa: E402
+
+OUTCOMES = ("equal", "refused", "differ-after-warning", "silent-difference", "crashed")
+
+
+def main(argv):
+    verbose = "-v" in argv
+    pattern = [a for a in argv if not a.startswith("-")]
+    cases = [c for c in CASES if not pattern or any(p in c.name for p in pattern)]
+    t0 = time.perf_counter()
+    results = [classify(c) for c in cases]
+    seconds = time.perf_counter() - t0
+    by_cls = collections.defaultdict(list)
+    for r in results:
+        by_cls[r.case.cls].append(r)
+    print("| class | cases | equal | refused | failing (warn / silent / crashed) "
+          "| want=equal only refused | refusal messages (first lines) |")
+    print("|---|---|---|---|---|---|---|")
+    total = collections.Counter()
+    for cls in sorted(by_cls):
+        rs = by_cls[cls]
+        cnt = collections.Counter(r.outcome for r in rs)
+        total.update(cnt)
+        only_refused = sum(r.outcome == "refused" and r.case.want == "equal" for r in rs)
+        total["want-equal-refused"] += only_refused
+        msgs = sorted({first_line(r.detail.split(": ", 1)[-1])[:90]
+                       for r in rs if r.outcome == "refused"})
+        fail = cnt["differ-after-warning"] + cnt["silent-difference"] + cnt["crashed"]
+        print(f"| {CLASS_NAMES[cls]} | {len(rs)} | {cnt['equal']} | {cnt['refused']} | {fail} "
+              f"({cnt['differ-after-warning']} / {cnt['silent-difference']} / {cnt['crashed']}) "
+              f"| {only_refused} | {'<br>'.join(m.replace('|', '/') for m in msgs)} |")
+    fail = total["differ-after-warning"] + total["silent-difference"] + total["crashed"]
+    print(f"| all | {len(results)} | {total['equal']} | {total['refused']} | {fail} "
+          f"({total['differ-after-warning']} / {total['silent-difference']} / {total['crashed']}) "
+          f"| {total['want-equal-refused']} | |")
+    print(f"\n{len(results)} cases in {seconds:.1f} s")
+    if verbose or pattern:
+        print("\n| case | class | want | outcome | detail |\n|---|---|---|---|---|")
+        for r in results:
+            print(f"| {r.case.name} | {r.case.cls} | {r.case.want} | {r.outcome} "
+                  f"| {r.detail.replace('|', '/')[:200]} |")
+    else:
+        print("\nfailing cases:\n")
+        for r in results:
+            if r.outcome not in ("equal", "refused"):
+                print(f"- {r.case.name} ({r.outcome}): {r.detail[:200]}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
