@@ -26,13 +26,13 @@ CASES: list[Case] = []
 KS = (3, 10, 40)
 
 
-def case(cls, want="equal", ks=(None,), n=None, note=""):
+def case(cls, want="equal", ks=(None,), n=None, note="", max_traces=None):
     """Register ``build`` once per change call in ``ks`` (None: no scripted call)."""
     def deco(build):
         for k in ks:
             name = build.__name__ + (f"@{k}" if k is not None else "")
             calls = n if n is not None else (max(6, k + 2) if k is not None else 6)
-            CASES.append(Case(name, cls, build, want, calls, k, note))
+            CASES.append(Case(name, cls, build, want, calls, k, note, max_traces))
         return build
     return deco
 
@@ -2439,7 +2439,7 @@ def _cosine(i, n=40, base=0.1):
     return 0.5 * base * (1 + math.cos(math.pi * i / n))
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def cosine_lr_float_argument(C):
     w = data(0, 3, 2)
 
@@ -2455,7 +2455,7 @@ def cosine_lr_float_argument(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def cosine_lr_keyword_only(C):
     def f(w, gr, *, lr):
         return w - lr * gr
@@ -2466,7 +2466,7 @@ def cosine_lr_keyword_only(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=3)
 def cosine_lr_in_nested_dict(C):
     g = C(lambda w, hp: w * (1 - hp["opt"]["lr"]) - hp["opt"]["wd"][0] * w)
 
@@ -2475,7 +2475,7 @@ def cosine_lr_in_nested_dict(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def cosine_lr_np_float32_argument(C):
     g = C(lambda w, lr: w * lr)
 
@@ -2484,7 +2484,7 @@ def cosine_lr_np_float32_argument(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=3)
 def cosine_lr_default_overridden_sometimes(C):
     def f(w, lr=0.1):
         return w * lr
@@ -2495,7 +2495,7 @@ def cosine_lr_default_overridden_sometimes(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def cosine_lr_object_step_with_optimizer_inside(C):
     m = mlp()
     opt = optim.SGD(m.parameters(), lr=0.1)
@@ -2514,7 +2514,7 @@ def cosine_lr_object_step_with_optimizer_inside(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def temperature_argument_every_call(C):
     g = C(lambda z, t: tt.softmax(z / t))
 
@@ -2685,7 +2685,7 @@ def multinomial_sampling_with_temperature(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=3)
 def float_argument_int_sometimes(C):
     g = C(lambda x, s: x * s + s)
 
@@ -2694,7 +2694,7 @@ def float_argument_int_sometimes(C):
     return step
 
 
-@case(7, n=40)
+@case(7, n=40, max_traces=2)
 def linear_warmup_lr_argument_with_adam_inside(C):
     m = lin(3, 2)
     opt = optim.Adam(m.parameters(), lr=0.01)
@@ -2711,4 +2711,226 @@ def linear_warmup_lr_argument_with_adam_inside(C):
 
     def step(i):
         return g(data(i, 4, 3), data(i, 4, 2, seed=1), 0.01 * min(1.0, (i + 1) / 10)), m, opt
+    return step
+
+
+# ====================================================================== more, across classes
+
+
+@case(1, n=12)
+def branch_alternates_every_call(C):
+    def f(x):
+        if x.sum() > 0:
+            return tt.exp(x)
+        return tt.sin(x)
+    g = C(f)
+
+    def step(i):
+        return g(np.abs(data(i, 3)) * (1 if i % 2 else -1))
+    return step
+
+
+@case(1, ks=(3, 10))
+def branch_on_closed_over_param_value(C, k):
+    w = tt.tensor(np.array([1.0, 2.0]))
+    g = C(lambda x: x * 2 if w.sum() > 0 else x * 5)
+
+    def step(i):
+        if i + 1 == k:
+            w.data = -w.data
+        return g(data(i, 2))
+    return step
+
+
+@case(2)
+def jvp_through_compiled_closed_over(C):
+    W = tt.tensor(data(0, 3, 2), requires_grad=True)
+    g = C(lambda x: tt.tanh(x @ W))
+
+    def step(i):
+        return tt.jvp(g, (data(i, 4, 3),), (np.ones((4, 3)),))
+    return step
+
+
+@case(2)
+def no_grad_inside_f_for_a_target(C):
+    m = lin(3, 2)
+    t = lin(3, 2, seed=3)
+
+    def f(x):
+        with tt.no_grad():
+            target = t(x)
+        return ((m(x) - target) ** 2).mean()
+    g = C(f)
+
+    def step(i):
+        m.zero_grad()
+        t.zero_grad()
+        loss = g(data(i, 4, 3))
+        loss.backward()
+        return loss, m, t
+    return step
+
+
+@case(2)
+def detach_inside_f(C):
+    m = lin(3, 2)
+    g = C(lambda x: (m(x) * m(x).detach()).sum())
+
+    def step(i):
+        m.zero_grad()
+        loss = g(data(i, 4, 3))
+        loss.backward()
+        return loss, m
+    return step
+
+
+@case(3, ks=(3, 10))
+def argument_tensor_same_object_updated_in_place(C, k):
+    x = tt.tensor(data(0, 3))
+    g = C(lambda t: tt.exp(t).sum())
+
+    def step(i):
+        if i + 1 >= k:
+            x.data[...] = data(i, 3)
+        return g(x)
+    return step
+
+
+@case(6, ks=(3, 10))
+def train_step_optimizer_state_loaded_at_k(C, k):
+    m = mlp()
+    opt = optim.Adam(m.parameters(), lr=0.01)
+    saved = None
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    g = C(train_step)
+
+    def step(i):
+        nonlocal saved
+        if i == 1:
+            saved = opt.state_dict()
+        if i + 1 == k:
+            opt.load_state_dict(saved)
+        return g(data(i, 4, 3), data(i, 4, 2, seed=1)), m, opt
+    return step
+
+
+@case(6, n=8)
+def train_step_zero_grad_keep_arrays(C):
+    m = mlp()
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+    def train_step(x, y):
+        opt.zero_grad(set_to_none=False)
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    g = C(train_step)
+
+    def step(i):
+        return g(data(i, 4, 3), data(i, 4, 2, seed=1)), m, opt
+    return step
+
+
+@case(6, n=10)
+def train_step_scheduler_outside(C):
+    m = mlp()
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    sch = sched.ExponentialLR(opt, 0.8)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    g = C(train_step)
+
+    def step(i):
+        out = g(data(i, 4, 3), data(i, 4, 2, seed=1))
+        sch.step()
+        return out, m, opt, sch
+    return step
+
+
+@case(6, n=8)
+def train_step_batch_size_changes(C):
+    m = mlp()
+    opt = optim.AdamW(m.parameters(), lr=0.01)
+
+    def train_step(x, y):
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    g = C(train_step)
+
+    def step(i):
+        b = 3 + i % 3
+        return g(data(i, b, 3), data(i, b, 2, seed=1)), m, opt
+    return step
+
+
+@case(6, n=8)
+def train_step_two_optimizers(C):
+    enc, head = lin(3, 4), lin(4, 2, 1)
+    o1, o2 = optim.SGD(enc.parameters(), lr=0.1), optim.Adam(head.parameters(), lr=0.01)
+
+    def train_step(x, y):
+        o1.zero_grad()
+        o2.zero_grad()
+        loss = ((head(tt.tanh(enc(x))) - y) ** 2).mean()
+        loss.backward()
+        o1.step()
+        o2.step()
+        return loss
+    g = C(train_step)
+
+    def step(i):
+        return g(data(i, 4, 3), data(i, 4, 2, seed=1)), enc, head, o1, o2
+    return step
+
+
+@case(6, ks=(3, 10))
+def train_step_eval_pass_inside_toggles_modes(C, k):
+    m = nn.Sequential(lin(3, 5), nn.BatchNorm1d(5, dtype=f64), nn.Dropout(0.2, rng=3), lin(5, 2, 1))
+    opt = optim.SGD(m.parameters(), lr=0.1)
+
+    def train_step(x, y, validate):
+        m.train()
+        opt.zero_grad()
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        if validate:
+            m.eval()
+            with tt.no_grad():
+                return loss, ((m(x) - y) ** 2).mean()
+        return loss, None
+    g = C(train_step)
+
+    def step(i):
+        return g(data(i, 4, 3), data(i, 4, 2, seed=1), i + 1 >= k), m, opt
+    return step
+
+
+@case(7, n=12)
+def dropout_in_eval_under_grad_then_train(C):
+    m = nn.Sequential(lin(3, 3), nn.Dropout(0.5, rng=2))
+    g = C(lambda x: (m(x) ** 2).sum())
+
+    def step(i):
+        m.train(i % 3 != 0)
+        m.zero_grad()
+        out = g(data(i, 2, 3))
+        out.backward()
+        return out, m
     return step

@@ -49,6 +49,7 @@ class Case:
     n: int
     k: int | None
     note: str = ""
+    max_traces: int | None = None  # recordings allowed over the whole compiled run
 
 
 CLASS_NAMES = {
@@ -165,8 +166,23 @@ def _eager_C(f=None, **kw):
     return f
 
 
+_CREATED = []  # the compiled functions made during the current compiled run
+
+
 def _compiled_C(f=None, **kw):
-    return tt.compile(f, **kw)
+    if f is None:
+        return lambda g: _compiled_C(g, **kw)
+    out = tt.compile(f, **kw)
+    _CREATED.append(out)
+    return out
+
+
+def traces():
+    """Recordings made by the compiled functions of the last compiled run (None: unknown)."""
+    counts = [getattr(c, "traces", None) for c in _CREATED]
+    if any(not isinstance(n, int) for n in counts):
+        return None
+    return sum(counts)
 
 
 def _reset():
@@ -179,6 +195,7 @@ def _reset():
 def run(case, compiled):
     """Run a case; return (snapshots, error, warnings, error_call)."""
     _reset()
+    _CREATED.clear()
     C = _compiled_C if compiled else _eager_C
     snaps, err, err_call = [], None, None
     with warnings.catch_warnings(record=True) as caught:
@@ -208,6 +225,7 @@ class Result:
     case: Case
     outcome: str  # equal / refused / crashed / differ-after-warning / silent-difference
     detail: str
+    traces: int | None = None  # recordings in the compiled run
 
 
 def first_line(s):
@@ -221,6 +239,13 @@ def classify(case):
         return Result(case, "crashed", f"case-error (eager raised at call {ecall + 1}): "
                       f"{type(eerr).__name__}: {first_line(eerr)}")
     cs, cerr, cwarn, ccall = run(case, compiled=True)
+    n_traces = traces()
+    result = _classify(case, es, ewarn, cs, cerr, cwarn, ccall)
+    result.traces = n_traces
+    return result
+
+
+def _classify(case, es, ewarn, cs, cerr, cwarn, ccall):
     # a warning counts when tt.compile gave it (not NumPy's "invalid value" on a frozen branch)
     extra = [w for w in cwarn if w not in set(ewarn) and "compil" in w.lower()]
     diff = first_difference(es, cs)

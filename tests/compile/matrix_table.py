@@ -48,6 +48,13 @@ def main(argv):
           f"({total['differ-after-warning']} / {total['silent-difference']} / {total['crashed']}) "
           f"| {total['want-equal-refused']} | |")
     print(f"\n{len(results)} cases in {seconds:.1f} s")
+    churn = [r for r in results if r.case.max_traces is not None and r.outcome == "equal"
+             and (r.traces is None or r.traces > r.case.max_traces)]
+    if churn:
+        print("\nequal, but re-recorded past the limit (a changing float is a cache key):\n")
+        for r in churn:
+            print(f"- {r.case.name}: {r.traces} recordings in {r.case.n} calls "
+                  f"(at most {r.case.max_traces})")
     if verbose or pattern:
         print("\n| case | class | want | outcome | detail |\n|---|---|---|---|---|")
         for r in results:

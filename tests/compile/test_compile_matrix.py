@@ -13,7 +13,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 from matrix_cases import CASES  # noqa: E402
-from matrix_harness import classify  # noqa: E402
+from matrix_harness import classify, first_difference, run  # noqa: E402
 
 
 def test_enough_cases():
@@ -26,3 +26,25 @@ def test_enough_cases():
 def test_compile_matches_eager_or_refuses(case):
     r = classify(case)
     assert r.outcome in ("equal", "refused"), f"{r.outcome}: {r.detail}"
+
+
+def test_eager_runs_are_reproducible():
+    """The harness's own check: two eager runs of every case are bit for bit the same."""
+    for case in CASES:
+        a, err, _, _ = run(case, compiled=False)
+        b, _, _, _ = run(case, compiled=False)
+        assert err is None, f"{case.name}: eager raised {err!r}"
+        assert first_difference(a, b) is None and len(a) == len(b) == case.n, case.name
+
+
+CHURN = [c for c in CASES if c.max_traces is not None]
+
+
+@pytest.mark.parametrize("case", CHURN, ids=[f"c{c.cls}-{c.name}" for c in CHURN])
+def test_changing_float_is_an_input_not_a_cache_key(case):
+    """Issue 29: a learning rate passed as a number every call must not re-record every call."""
+    r = classify(case)
+    assert r.outcome in ("equal", "refused"), f"{r.outcome}: {r.detail}"
+    if r.outcome == "equal":
+        assert r.traces is not None and r.traces <= case.max_traces, (
+            f"{r.traces} recordings in {case.n} calls (at most {case.max_traces})")
