@@ -185,10 +185,7 @@ def test_transforms_inside_compile():
 
 
 def test_retraces_on_new_shapes_and_static_values_and_bounds_the_cache():
-    calls = []
-
     def f(x, power):
-        calls.append(1)
         return tt.sum(x ** power)
 
     compiled = tt.compile(f, cache_size=2)
