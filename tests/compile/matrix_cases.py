@@ -1673,7 +1673,9 @@ def np_float32_vs_float64_scalar_argument(C):
 
     def step(i):
         s = np.float32(1.5) if i % 2 else f64(1.5)
-        return g(np.arange(3, dtype=np.float32), s)
+        # a Tensor argument: inside f, array arguments are Tensors (tinytensor's promotion: a NumPy
+        # scalar is weak, float32 stays float32), so eager on a raw ndarray (NEP 50) is not the oracle
+        return g(tt.tensor(np.arange(3, dtype=np.float32)), s)
     return step
 
 

@@ -38,7 +38,7 @@ from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
 from .codegen import Retrace, _generate, _Program
 from .guards import _Reach, describe_change
-from .tracer import _refs, _Traced, _Tracer
+from .tracer import _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
@@ -48,23 +48,55 @@ DISABLED = [os.environ.get("TINYTENSOR_DISABLE_COMPILE", "") not in ("", "0")]
 
 
 def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
-    """`f` as a define-then-run program: same signature, same results.
+    """`f` as a define-then-run program: same signature, eager's numbers, or a refusal.
 
-    Arguments may be arrays, Tensors (their values are used), Python numbers and nested
-    tuples/lists/dicts of them. Array leaves are the program's inputs: a call with new shapes
-    or dtypes records `f` again (at most `cache_size` programs are kept). Every other leaf
-    (numbers, strings, None) is part of the cache key: a new value records again.
+    The contract: every value the program depends on is an *input*, a *guard*, or a *refusal*.
 
-    Grad mode, the modules' `training` flags and number attributes, and closed-over numbers
-    and arrays select the program too (a change records again); random draws through
-    tinytensor, module buffers and values tinytensor computes off the tape are redone on every
-    call. Limits, as jax.jit's: Python control flow that reads values (`if loss > 1:`,
-    `float(t)`, `np.asarray(t)` followed by NumPy) is frozen at the branch taken while tracing
-    (a warning names the line); side effects that are not tinytensor's (printing, appending to
-    a list) happen at trace time only. With `check=True` the second call, and every call of a
-    program whose recording read values, runs `f` eagerly as well and raises if any result
-    differs.
-    Inside `f`, array arguments are Tensors, and transforms return Tensors.
+    * Inputs: the array leaves of the arguments (arrays, Tensors: their values), and every
+      Tensor f reaches that was made before the call (a model's parameters and buffers, a
+      closed-over Tensor), read through the Tensor object on every call, so `w.data = ...`,
+      `model.to(np.float64)` and in-place updates are seen; their shapes and dtypes are guarded.
+    * Guards, checked on every call (a change records another program): the argument shapes,
+      dtypes and non-array leaves (numbers, strings, None: part of the cache key); grad mode;
+      every Python value the code that ran reads: closure cells, globals (NumPy scalars,
+      lists, tuples, dicts and user objects by value, functions and modules by identity),
+      defaults, bound `self`, partial arguments, class attributes, and each Module's mode,
+      attributes, hooks and submodules (assigning a submodule, Parameter or hook bumps its
+      structure version); and every Python value f reads off a traced value: `bool(t)`
+      (`if loss > 1:`, `while`, `(x > 0).all()`), `float(t)`, `int(t)`, `t.item()`,
+      `t.tolist()`, `np.asarray(t)`, and `t.data` / `t.numpy()` and comparison masks, whose
+      NumPy operations are recorded. The program recomputes such a value and, when it differs
+      from the recorded one, runs the program recorded for the other outcome or records it.
+    * Refusals, at recording, with the value and the fix named: Python state f changes
+      (appending to a list it closes over, rebinding a nonlocal, setting an attribute),
+      writes into arguments or reached Tensors, `.backward()`, `optimizer.step()`,
+      `zero_grad()`, `scheduler.step()`, gradient clipping, draws past tinytensor (NumPy's
+      and Python's global random state, a Generator's own methods), results whose shape
+      depends on values (nonzero, boolean indexing).
+
+    Under grad mode, a call that reaches Tensors requiring grad (a model's parameters) runs f
+    eagerly and returns its Tensors, so `backward()` reaches every parameter (one warning; for
+    compiled speed compile `tt.value_and_grad(loss)` over the parameters, or call it under
+    `tt.no_grad()`). A function recorded more than `RECOMPILE_LIMIT` (8) times runs eagerly for
+    calls no recorded program fits, with one warning; `.recompiles` lists why each program
+    was recorded. `tt.compile.disable()` (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
+    function run eagerly. Random draws through tinytensor and module buffers are lines of the
+    program, repeated on every call. Side effects that are not tinytensor's and do not change
+    state f reads (printing) happen while recording only.
+
+    Arguments may be arrays, Tensors, Python numbers and nested tuples/lists/dicts of them. At
+    most `cache_size` programs are kept. With `check=True` the second call also runs `f`
+    eagerly and raises if any result differs. Inside `f`, array arguments are Tensors; a
+    compiled call returns arrays (Tensors where it ran eagerly for the tape).
+
+    Examples
+    --------
+    >>> import numpy as np, tinytensor as tt
+    >>> f = tt.compile(lambda x: (x * 2).sum() if (x > 0).all() else x.sum())
+    >>> float(f(np.array([1.0, 2.0]))), float(f(np.array([-1.0, 2.0])))
+    (6.0, 1.0)
+    >>> len(f.recompiles), f.recompiles[1].split(" at ")[0]
+    (2, 'bool()')
     """
     if f is None:
         return lambda g: Compiled(g, check=check, cache_size=cache_size)
@@ -317,7 +349,7 @@ class Compiled:
                     f"eager's speed). For compiled speed, compile the gradient: "
                     f"tt.compile(tt.value_and_grad(loss)) over the parameters, or call it under "
                     f"tt.no_grad()", RuntimeWarning, stacklevel=4)
-            return program, _plain_tensors(out)
+            return program, self._eager(args, kwargs)    # the recording's draws and writes were undone
         program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
         program.reads = bool(tracer.guards)
         program.guard = reach.guard()
@@ -375,15 +407,6 @@ _SCALARS = (int, float, bool, str, type(None), complex)
 def _key_text(key):
     text = repr(key)
     return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _plain_tensors(out):
-    """The recording's own results (Tensors on the tape) as plain Tensors."""
-    leaves, structure = transforms.tree_flatten(out)
-    for x in leaves:
-        if isinstance(x, _Traced):
-            x.__class__ = Tensor
-    return out
 
 
 def _name_of(t):

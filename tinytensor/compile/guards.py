@@ -67,16 +67,54 @@ def _fingerprint(x, depth=0):
         return (t, id(x))
     attributes = getattr(x, "__dict__", None)
     if attributes is not None and depth < _DEPTH - 1:
-        return (t, id(x), tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
-                                if not k.startswith("__")))
+        return (t, id(x), _class_state(t), tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
+                                                 if not k.startswith("__")))
     return (t, id(x))
+
+
+def _class_state(cls):
+    """The number and string attributes of a user's class and its user-defined bases (a class
+    attribute `scale = 2.0` a method reads as self.scale)."""
+    state = []
+    for c in cls.__mro__:
+        if c.__module__ in ("builtins", "abc") or c.__module__.startswith("tinytensor"):
+            continue
+        state += [(c.__name__, k, v) for k, v in vars(c).items() if type(v) in _SCALARS and not k.startswith("__")]
+    return tuple(state)
+
+
+class _Structure:
+    """The identity and structure version of every submodule of the Modules a call reached,
+    recomputed only when some Module's structure changed since (Module.__setattr__ bumps the
+    shared counter): a ModuleList appended to, a Sequential's layer replaced."""
+
+    def __init__(self, roots):
+        self.roots = list(roots)
+        self.seen = _counter()
+        self.current = self._deep()
+
+    def _deep(self):
+        return tuple((id(m), vars(m).get("_structure", 0), _class_state(type(m)))
+                     for root in self.roots for _, m in root.named_modules())
+
+    def __call__(self):
+        count = _counter()
+        if count != self.seen:
+            self.seen = count
+            self.current = self._deep()
+        return self.current
+
+
+def _counter():
+    from ..nn.module import _STRUCTURE
+    return _STRUCTURE[0]
 
 
 def _module_state(m):
     """A Module's mode, number/string attributes and structure version (Module.__setattr__ bumps
     it when a submodule, Parameter, Tensor or hook is assigned)."""
     attributes = vars(m)
-    return (m.training, attributes.get("_structure", 0),
+    return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
             tuple((k, v) for k, v in attributes.items() if type(v) in _SCALARS),
             tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
 
@@ -90,6 +128,7 @@ class _Reach:
         self.codes = {}           # code object -> a frame's globals (user code that ran)
         self.functions = {}       # id -> function f can reach statically (closures, methods, partials)
         self.objects = {}         # id -> object whose attributes are guarded (bound self, partial args)
+        self.partials = {}        # id -> functools.partial (its arguments and keywords, by value)
         self.before = None
         self._previous = None
         self._collect(f, 0)
@@ -99,6 +138,7 @@ class _Reach:
         if depth > 6:
             return
         while isinstance(f, functools.partial):
+            self.partials[id(f)] = f
             for a in (*f.args, *f.keywords.values()):
                 self._value(a, depth)
             f = f.func
@@ -214,8 +254,12 @@ class _Reach:
                             readers.append((f"fp({{}}.get({name!r}))", glob, f"the global {name}"))
         for obj in self.objects.values():
             readers.append(("fp({})", obj, f"the attributes of {type(obj).__name__}"))
+        for p in self.partials.values():
+            readers.append(("fp({})", p, f"the arguments of {p!r}"[:80]))
         for m in self.tracer.modules:
-            readers.append(("ms({})", m, f"the mode, attributes and submodules of {type(m).__name__}"))
+            readers.append(("ms({})", m, f"the mode and attributes of {type(m).__name__}"))
+        if self.tracer.modules:
+            readers.append(("{}()", _Structure(self.tracer.modules), "the submodules of the modules it calls"))
         return readers
 
     def _state(self):
@@ -232,6 +276,8 @@ class _Reach:
                     values.append((name, _fingerprint(f.__globals__[name])))
         for obj in self.objects.values():
             values.append(_fingerprint(obj))
+        for p in self.partials.values():
+            values.append(_fingerprint(p))
         return values
 
     def check_unchanged(self, name):

@@ -366,6 +366,9 @@ class _Tracer:
                           objects=() if tensor is None else (tensor,))
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
+        if var is not None and tensor is None and _called_from_user(3, further=3):
+            return self.tainted(result, var)     # an argmax, a mask handed to user code
+        return result
 
     def refuse_shape(self, name, args, kwargs):
         """ops.on_values: a function whose result's shape depends on traced values."""
