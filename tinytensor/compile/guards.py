@@ -67,8 +67,9 @@ def _fingerprint(x, depth=0):
         return (t, id(x))
     attributes = getattr(x, "__dict__", None)
     if attributes is not None and depth < _DEPTH - 1:
-        return (t, id(x), _class_state(t), tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
-                                                 if not k.startswith("__")))
+        items = tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
+                      if not k.startswith("__"))
+        return (t, id(x), _class_state(t), items)
     return (t, id(x))
 
 
@@ -79,7 +80,8 @@ def _class_state(cls):
     for c in cls.__mro__:
         if c.__module__ in ("builtins", "abc") or c.__module__.startswith("tinytensor"):
             continue
-        state += [(c.__name__, k, v) for k, v in vars(c).items() if type(v) in _SCALARS and not k.startswith("__")]
+        state += [(c.__name__, k, v) for k, v in vars(c).items()
+                  if type(v) in _SCALARS and not k.startswith("__")]
     return tuple(state)
 
 
@@ -259,7 +261,8 @@ class _Reach:
         for m in self.tracer.modules:
             readers.append(("ms({})", m, f"the mode and attributes of {type(m).__name__}"))
         if self.tracer.modules:
-            readers.append(("{}()", _Structure(self.tracer.modules), "the submodules of the modules it calls"))
+            readers.append(("{}()", _Structure(self.tracer.modules),
+                            "the submodules of the modules it calls"))
         return readers
 
     def _state(self):
