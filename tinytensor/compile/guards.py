@@ -30,6 +30,9 @@ from ..tensor import Tensor
 from .tracer import _is_user
 
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
+_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
+                       np.ufunc, type, types.BuiltinMethodType, types.MethodWrapperType})
+_NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "functools", "typing"})
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
@@ -44,6 +47,8 @@ def _fingerprint(x, depth=0):
     t = type(x)
     if t in _SCALARS:
         return (t, x)
+    if t in _IDENTITY:
+        return (t, id(x))
     if isinstance(x, np.generic):
         return (t, x.item() if x.size == 1 else repr(x))
     if t is float or isinstance(x, float):
@@ -61,8 +66,7 @@ def _fingerprint(x, depth=0):
             return (t, id(x), _fingerprint(x.args, depth + 1), _fingerprint(x.keywords, depth + 1))
         if isinstance(x, types.MethodType):
             return (t, id(x.__func__), id(x.__self__))
-        from ..nn.module import Module
-        if isinstance(x, Module):
+        if isinstance(x, _module_class()):
             return (t, id(x), _module_state(x))
         return (t, id(x))
     attributes = getattr(x, "__dict__", None)
@@ -73,12 +77,22 @@ def _fingerprint(x, depth=0):
     return (t, id(x))
 
 
+_MODULE = []
+
+
+def _module_class():
+    if not _MODULE:
+        from ..nn.module import Module
+        _MODULE.append(Module)
+    return _MODULE[0]
+
+
 def _class_state(cls):
     """The number and string attributes of a user's class and its user-defined bases (a class
     attribute `scale = 2.0` a method reads as self.scale)."""
     state = []
     for c in cls.__mro__:
-        if c.__module__ in ("builtins", "abc") or c.__module__.startswith("tinytensor"):
+        if c.__module__ in _NOT_USER_MODULES or c.__module__.startswith("tinytensor"):
             continue
         state += [(c.__name__, k, v) for k, v in vars(c).items()
                   if type(v) in _SCALARS and not k.startswith("__")]
@@ -131,13 +145,17 @@ class _Reach:
         self.functions = {}       # id -> function f can reach statically (closures, methods, partials)
         self.objects = {}         # id -> object whose attributes are guarded (bound self, partial args)
         self.partials = {}        # id -> functools.partial (its arguments and keywords, by value)
+        self.walked = {}          # id -> tinytensor's own function walked through (a transform's)
         self.before = None
         self._previous = None
         self._collect(f, 0)
 
     # ----- the functions and objects f can reach without running -----
     def _collect(self, f, depth):
-        if depth > 6:
+        """Walk f: a user function's closure, globals and defaults are guarded; tinytensor's
+        own wrappers (a transform's closure, a compiled function) are walked for the user
+        functions and objects they hold, and guard nothing of their own."""
+        if depth > 8:
             return
         while isinstance(f, functools.partial):
             self.partials[id(f)] = f
@@ -157,9 +175,10 @@ class _Reach:
                 if isinstance(call, types.FunctionType) and _is_user(call.__code__):
                     self._collect(call, depth + 1)
             return
-        if id(f) in self.functions:
+        if id(f) in self.functions or id(f) in self.walked:
             return
-        self.functions[id(f)] = f
+        user = _is_user(f.__code__)
+        (self.functions if user else self.walked)[id(f)] = f
         wrapped = getattr(f, "__wrapped__", None)
         if wrapped is not None:
             self._collect(wrapped, depth + 1)
@@ -169,7 +188,9 @@ class _Reach:
             except ValueError:
                 continue
             self._value(value, depth)
-        for name in f.__code__.co_names:
+        if not user:
+            return
+        for name in _names(f.__code__):
             if name in f.__globals__:
                 self._value(f.__globals__[name], depth)
         for value in (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).values()):
@@ -183,15 +204,16 @@ class _Reach:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
         elif (hasattr(value, "__dict__") and not isinstance(value, _OPAQUE + (Tensor, np.ndarray))
-              and not isinstance(value, (types.FunctionType, types.MethodType))):
+              and not _internal(value)):
             if id(value) not in self.objects:
                 self.objects[id(value)] = value
                 for name in dir(type(value)):            # its methods f may call
                     attr = getattr(type(value), name, None)
                     if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
                         self._collect(attr, depth + 1)
-            if hasattr(value, "fun") and callable(value):          # a compiled function inside f
-                self._collect(value.fun, depth + 1)
+            inner = getattr(value, "fun", None)
+            if callable(value) and callable(inner):       # a compiled function inside f
+                self._collect(inner, depth + 1)
 
     # ----- the functions that ran -----
     def enter(self):
@@ -223,46 +245,64 @@ class _Reach:
         return list(found.values())
 
     def _sources(self):
-        """(reader expression, object) pairs: each value the result may depend on."""
-        readers = []
-        seen_globals = set()
+        """(reader expression, object, what) triples: each value the result may depend on, read
+        in the cheapest form that still sees every change (see _reader)."""
+        readers, seen = [], set()
+
+        def add(form, holder, what, value):
+            if id(value) in self.objects and form != "{}":
+                expression = f"id({form})"        # its attributes are guarded one by one below
+            else:
+                expression = _reader(form, value)
+            key = (expression, id(holder))
+            if key not in seen:
+                seen.add(key)
+                readers.append((expression, holder, what))
+
         for f in self._functions():
             for k, cell in enumerate(f.__closure__ or ()):
                 try:
-                    _ = cell.cell_contents
+                    value = cell.cell_contents
                 except ValueError:
                     continue
-                readers.append(("fp({}.cell_contents)", cell, f"{f.__code__.co_freevars[k]} (closed over by "
-                                                           f"{f.__qualname__})"))
+                add("{}.cell_contents", cell, f"{f.__code__.co_freevars[k]} (closed over by {f.__qualname__})",
+                    value)
             glob = f.__globals__
-            if glob.get("__name__", "").startswith("tinytensor"):
-                continue
-            codes = [f.__code__] + [c for c in f.__code__.co_consts if isinstance(c, types.CodeType)]
-            for code in codes:
-                for name in code.co_names:
-                    if name in glob and (id(glob), name) not in seen_globals:
-                        seen_globals.add((id(glob), name))
-                        readers.append((f"fp({{}}.get({name!r}))", glob, f"the global {name}"))
-            readers.append(("fp({}.__defaults__)", f, f"the defaults of {f.__qualname__}"))
-            readers.append(("fp({}.__kwdefaults__)", f, f"the keyword defaults of {f.__qualname__}"))
-        for glob in {id(g): g for g in self.codes.values()}.values():   # code without a function object
-            if glob.get("__name__", "").startswith("tinytensor"):
-                continue
-            for code, g in self.codes.items():
-                if g is glob:
-                    for name in code.co_names:
-                        if name in glob and (id(glob), name) not in seen_globals:
-                            seen_globals.add((id(glob), name))
-                            readers.append((f"fp({{}}.get({name!r}))", glob, f"the global {name}"))
+            for name in _names(f.__code__):
+                if name in glob:
+                    add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+            if f.__defaults__:
+                add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
+            if f.__kwdefaults__:
+                add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
+        for code, glob in self.codes.items():         # code that ran without a function found
+            for name in _names(code):
+                if name in glob:
+                    add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+        ran = set()                                   # attribute names the code that ran can read
+        for code in list(self.codes) + [f.__code__ for f in self._functions()]:
+            ran.update(_names(code))
         for obj in self.objects.values():
-            readers.append(("fp({})", obj, f"the attributes of {type(obj).__name__}"))
+            if isinstance(obj, _module_class()):
+                add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
+                continue
+            own = getattr(obj, "__dict__", {})
+            for name in sorted(ran):
+                if name in own:
+                    add(f"{{}}.__dict__.get({name!r})", obj, f"{type(obj).__name__}.{name}", own[name])
+                else:
+                    for c in type(obj).__mro__:
+                        value = vars(c).get(name)
+                        if value is not None and not callable(value) and not hasattr(value, "__get__"):
+                            add(f"getattr(type({{}}), {name!r}, None)", obj, f"{type(obj).__name__}.{name}",
+                                value)
+                            break
         for p in self.partials.values():
-            readers.append(("fp({})", p, f"the arguments of {p!r}"[:80]))
+            add("{}", p, f"the arguments of {p!r}"[:80], p)
         for m in self.tracer.modules:
-            readers.append(("ms({})", m, f"the mode and attributes of {type(m).__name__}"))
+            add("{}", m, f"the mode and attributes of {type(m).__name__}", m)
         if self.tracer.modules:
-            readers.append(("{}()", _Structure(self.tracer.modules),
-                            "the submodules of the modules it calls"))
+            readers.append(("{}()", _Structure(self.tracer.modules), "the submodules of the modules it calls"))
         return readers
 
     def _state(self):
@@ -274,8 +314,8 @@ class _Reach:
                     values.append(_fingerprint(cell.cell_contents))
                 except ValueError:
                     values.append(None)
-            for name in f.__code__.co_names:
-                if name in f.__globals__ and not f.__globals__.get("__name__", "").startswith("tinytensor"):
+            for name in _names(f.__code__):
+                if name in f.__globals__:
                     values.append((name, _fingerprint(f.__globals__[name])))
         for obj in self.objects.values():
             values.append(_fingerprint(obj))
@@ -300,16 +340,51 @@ class _Reach:
         readers = self._sources()
         if not readers:
             return None
-        namespace = {"fp": _fingerprint, "ms": _module_state}
+        namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state}
         parts = []
         for i, (form, obj, _) in enumerate(readers):
             namespace[f"o{i}"] = obj
-            parts.append(form.format(f"o{i}"))
+            parts.append("(" + form.replace("{}", f"o{i}") + ")")
         source = "def guard():\n    return (" + ", ".join(parts) + ",)\n"
         exec(builtins.compile(source, "<tt.compile guard>", "exec"), namespace)
         guard = namespace["guard"]
         guard.names = [what for *_, what in readers]
         return guard
+
+
+def _names(code):
+    """The global names a code object (and the lambdas and comprehensions inside it) reads."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _names(c)
+    return names
+
+
+def _internal(x):
+    """tinytensor's own objects other than Modules, optimizers and schedulers (the engine's
+    registries, hooks, weak maps): never guarded."""
+    module = type(x).__module__
+    return module.startswith("tinytensor") and not module.startswith(("tinytensor.nn", "tinytensor.optim"))
+
+
+def _reader(form, value):
+    """The guard expression reading `value` through `form`, in the cheapest form that sees
+    every change: numbers, strings and None by class and value; functions, Python modules,
+    arrays, Tensors and classes without number attributes by identity; a class with number
+    attributes by those too; a Module by identity, mode, attributes and hooks; containers and
+    other objects by fingerprint (their contents)."""
+    t = type(value)
+    if t in (int, float, bool, str, type(None), complex, bytes):
+        return f"{form}.__class__, {form}"
+    if isinstance(value, type):
+        return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
+    if isinstance(value, (types.FunctionType, types.ModuleType, types.BuiltinFunctionType, np.ndarray,
+                          Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
+        return f"id({form})"
+    if isinstance(value, _module_class()):
+        return f"id({form}), ms({form})"
+    return f"fp({form})"
 
 
 def describe_change(guard, recorded, now):

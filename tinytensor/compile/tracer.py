@@ -9,6 +9,7 @@ import builtins
 import operator
 import os
 import sys
+import sysconfig
 
 import numpy as np
 
@@ -469,12 +470,15 @@ _COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: n
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tinytensor/
-_NUMPY = os.path.dirname(os.path.abspath(np.__file__))
+_NOT_USER = tuple({_PACKAGE, os.path.dirname(os.path.abspath(np.__file__)), "<tt.compile", "<frozen",
+                   *(os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                                       "platlib"))})
 
 
 def _is_user(code):
-    name = code.co_filename
-    return not (name.startswith(_PACKAGE) or name.startswith(_NUMPY) or name.startswith("<tt.compile"))
+    """Code of the user's (not tinytensor's, NumPy's, the standard library's or an installed
+    package's): what the recording guards and whose reads of traced values it notes."""
+    return not code.co_filename.startswith(_NOT_USER)
 
 
 def _user_frame():
