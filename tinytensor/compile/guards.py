@@ -265,8 +265,8 @@ class _Reach:
                     value = cell.cell_contents
                 except ValueError:
                     continue
-                add("{}.cell_contents", cell, f"{f.__code__.co_freevars[k]} (closed over by {f.__qualname__})",
-                    value)
+                what = f"{f.__code__.co_freevars[k]} (closed over by {f.__qualname__})"
+                add("{}.cell_contents", cell, what, value)
             glob = f.__globals__
             for name in _names(f.__code__):
                 if name in glob:
@@ -302,7 +302,8 @@ class _Reach:
         for m in self.tracer.modules:
             add("{}", m, f"the mode and attributes of {type(m).__name__}", m)
         if self.tracer.modules:
-            readers.append(("{}()", _Structure(self.tracer.modules), "the submodules of the modules it calls"))
+            readers.append(("{}()", _Structure(self.tracer.modules),
+                            "the submodules of the modules it calls"))
         return readers
 
     def _state(self):
