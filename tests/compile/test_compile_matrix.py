@@ -22,10 +22,28 @@ def test_enough_cases():
     assert {c.k for c in CASES} >= {3, 10, 40}
 
 
+RESULTS = {}     # case name -> its classification, shared with the table's test
+
+
+def _classified(case):
+    if case.name not in RESULTS:
+        RESULTS[case.name] = classify(case)
+    return RESULTS[case.name]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[f"c{c.cls}-{c.name}" for c in CASES])
 def test_compile_matches_eager_or_refuses(case):
-    r = classify(case)
+    r = _classified(case)
     assert r.outcome in ("equal", "refused"), f"{r.outcome}: {r.detail}"
+
+
+def test_the_guide_shows_the_current_table():
+    """docs/guides/compile.md's matrix table is the one these cases give today (regenerate it
+    with python tests/compile/matrix_table.py --write docs/guides/compile.md)."""
+    import matrix_table
+    page = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "guides", "compile.md")
+    want = matrix_table.summary([_classified(c) for c in CASES])
+    assert matrix_table.current(page) == want
 
 
 def test_eager_runs_are_reproducible():
@@ -40,10 +58,15 @@ def test_eager_runs_are_reproducible():
 CHURN = [c for c in CASES if c.max_traces is not None]
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "not done: Python numbers stay part of the cache key. A float cannot be traced soundly: a float "
+    "subclass is not a weak scalar to NumPy (NEP 50 promotes float32 * subclass to float64) and a plain "
+    "float's Python uses cannot be seen. Past tt.compile's RECOMPILE_LIMIT (8) such calls run eagerly, "
+    "with one warning: eager's numbers, not the compiled speed. Pass a changing number as a 0-d array."))
 @pytest.mark.parametrize("case", CHURN, ids=[f"c{c.cls}-{c.name}" for c in CHURN])
 def test_changing_float_is_an_input_not_a_cache_key(case):
     """Issue 29: a learning rate passed as a number every call must not re-record every call."""
-    r = classify(case)
+    r = _classified(case)
     assert r.outcome in ("equal", "refused"), f"{r.outcome}: {r.detail}"
     if r.outcome == "equal":
         assert r.traces is not None and r.traces <= case.max_traces, (
