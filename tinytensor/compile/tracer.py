@@ -648,6 +648,8 @@ class _Tainted(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if builtins.any(isinstance(x, Tensor) for x in inputs):
             return NotImplemented          # Tensor's own dispatch records it
+        if _internal():                    # tinytensor's own code (a rule): plain NumPy, which the
+            return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))   # entry records
         if "out" in kwargs and builtins.any(type(o) is _Tainted for o in kwargs["out"]):
             raise _written()
         fun = getattr(ufunc, method)
@@ -658,12 +660,16 @@ class _Tainted(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         if builtins.any(issubclass(t, Tensor) for t in types):
             return NotImplemented
+        if _internal():
+            return func(*_plain(args), **_plain(kwargs))
         if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
             raise _value_shape(func.__name__)
         result = func(*_plain(args), **_plain(kwargs))
         return _noted_numpy(func, func.__name__, args, kwargs, result)
 
     def __getitem__(self, index):
+        if _internal():
+            return np.ndarray.__getitem__(_raw(self), _plain(index))
         if _has_tainted(index):
             if builtins.any(getattr(i, "dtype", None) == np.bool_ for i in _leaves(index)):
                 raise _value_shape("boolean indexing")
@@ -671,7 +677,9 @@ class _Tainted(np.ndarray):
         return _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
 
     def __setitem__(self, index, value):
-        raise _written()
+        if not _internal():
+            raise _written()
+        np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
 
     def __iter__(self):
         if self.ndim == 0:
@@ -680,6 +688,12 @@ class _Tainted(np.ndarray):
 
     def __array_finalize__(self, obj):
         pass
+
+
+def _internal():
+    """Whether the caller of the caller (a _Tainted method's caller) is tinytensor's own code,
+    which gets plain NumPy behaviour: its work is recorded as the entry it belongs to."""
+    return not _is_user(sys._getframe(2).f_code)
 
 
 def _leaves(x):
@@ -721,11 +735,24 @@ def _tainted_method(name):
 
     def call(self, *args, **kwargs):
         result = method(_raw(self), *_plain(args), **_plain(kwargs))
-        if STATE.recorder is None:
+        if STATE.recorder is None or _internal() and name not in _READ_METHODS:
             return result
         if name in _READ_METHODS:
             return STATE.recorder.guard(_READ_METHODS[name], self, result, f".{name}()")
         return _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
+    call.__name__ = name
+    return call
+
+
+def _refused_method(name):
+    """nonzero (a shape from the values) and the in-place sort, fill, put: refused for user
+    code, plain NumPy for tinytensor's own."""
+    method = getattr(np.ndarray, name)
+
+    def call(self, *args, **kwargs):
+        if not _internal():
+            raise _value_shape(name) if name == "nonzero" else _written()
+        return method(_raw(self), *_plain(args), **_plain(kwargs))
     call.__name__ = name
     return call
 
@@ -758,10 +785,8 @@ for _name in ("astype", "copy", "reshape", "ravel", "flatten", "transpose", "squ
               "argmax", "argmin", "argsort", "cumsum", "cumprod", "dot", "round", "clip", "repeat",
               "take", "diagonal", "trace", "view", "item", "tolist", "all", "any", "sum", "mean",
               "max", "min", "prod", "std", "var", "conj", "nonzero", "sort", "fill", "put"):
-    if _name in ("nonzero",):
-        setattr(_Tainted, _name, lambda self, *a, **k: (_ for _ in ()).throw(_value_shape("nonzero")))
-    elif _name in ("sort", "fill", "put"):
-        setattr(_Tainted, _name, lambda self, *a, **k: (_ for _ in ()).throw(_written()))
+    if _name in ("nonzero", "sort", "fill", "put"):
+        setattr(_Tainted, _name, _refused_method(_name))
     else:
         setattr(_Tainted, _name, _tainted_method(_name))
 _Tainted.T = property(lambda self: self.transpose())
