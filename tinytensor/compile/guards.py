@@ -18,7 +18,6 @@ compared before and after the recording, and refused (`check_unchanged`).
 
 import builtins
 import functools
-import gc
 import os
 import sys
 import threading
@@ -199,8 +198,11 @@ class _Reach:
     def _value(self, value, depth):
         if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
             self._collect(value, depth + 1)
-        elif isinstance(value, (list, tuple)) and len(value) <= _MAX_ITEMS:
-            for v in value:
+        elif callable(value) and isinstance(getattr(value, "fun", None), types.FunctionType) \
+                and type(value).__module__.startswith("tinytensor"):
+            self._collect(value.fun, depth + 1)       # a compiled function (or a transform) f calls
+        elif isinstance(value, (list, tuple, dict)) and len(value) <= _MAX_ITEMS:
+            for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
         elif (hasattr(value, "__dict__") and not isinstance(value, _OPAQUE + (Tensor, np.ndarray))
@@ -232,17 +234,10 @@ class _Reach:
         sys.setprofile(self._previous)
 
     def _functions(self):
-        """Every user function f reached: those found without running, and those whose code ran
-        (found by their code object)."""
-        known = {f.__code__: f for f in self.functions.values()}
-        found = dict(self.functions)
-        for code in self.codes:
-            if code in known or code.co_name in ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"):
-                continue
-            for ref in gc.get_referrers(code):
-                if isinstance(ref, types.FunctionType) and ref.__code__ is code:
-                    found[id(ref)] = ref
-        return list(found.values())
+        """The user functions found without running whose code ran while recording (their
+        closure cells, globals and defaults are guarded); code that ran with no function found
+        (a helper reached through an object made at run time) has its globals guarded."""
+        return [f for f in self.functions.values() if f.__code__ in self.codes]
 
     def _sources(self):
         """(reader expression, object, what) triples: each value the result may depend on, read
