@@ -202,14 +202,22 @@ def test_retraces_on_new_shapes_and_static_values_and_bounds_the_cache():
 def test_a_data_dependent_branch_is_guarded_not_frozen():
     def f(x):
         s = tt.sum(x)
-        return s * 2 if float(s) > 0 else s * 3
+        return s * 2 if s > 0 else s * 3                 # bool() of a comparison: a guard
 
     for compiled in (tt.compile(f, check=True), tt.compile(f)):
         assert compiled(np.ones(3)) == 6.0
         assert compiled(-np.ones(3)) == -9.0             # the other branch, recorded on its own
         assert compiled(2 * np.ones(3)) == 12.0 and compiled(-np.ones(3)) == -9.0
         assert compiled.traces == 2                      # each outcome's program kept
-        assert "float()" in compiled.recompiles[1]
+        assert "bool()" in compiled.recompiles[1]
+
+    def g(x):                                            # float() itself is guarded by value:
+        s = tt.sum(x)                                    # a new value records again
+        return s * 2 if float(s) > 0 else s * 3
+
+    compiled = tt.compile(g)
+    assert [float(compiled(v * np.ones(3))) for v in (1, -1, 2)] == [6.0, -9.0, 12.0]
+    assert compiled.traces == 3 and "float()" in compiled.recompiles[1]
 
 
 def test_check_passes_for_a_pure_function():

@@ -199,10 +199,10 @@ class Compiled:
             self.programs.move_to_end(key)
         if program.eager is not None:
             return self._eager_program(program, key, args, kwargs, arrays)
-        if self.check and not self._checked:
-            self._checked = True
-            return self._compare(program, arrays, args, kwargs)
         try:
+            if self.check and not self._checked:
+                self._checked = True
+                return self._compare(program, arrays, args, kwargs)
             if program.undo is None:
                 return program.function(*arrays)
             return program.run_undoable(arrays)
