@@ -23,6 +23,7 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 import builtins
 import functools
 import inspect
+import math
 import os
 import random
 import time
@@ -308,6 +309,7 @@ class Compiled:
         reach = _Reach(self.fun, tracer)
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
+        modes = (STATE.grad_enabled, STATE.anomaly)
         try:
             with tracer:
                 reach.enter()
@@ -317,6 +319,20 @@ class Compiled:
                     reach.exit()
         finally:
             tracer.restore()
+        if tracer.laundered is not None:
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} called {tracer.laundered} in a function that holds "
+                f"NumPy arrays computed from traced values (a comparison's mask, t.data, t.numpy()); "
+                f"NumPy hands such an array on as a plain one whose operations the recording cannot "
+                f"see, so its values would be frozen. Use the array as it is (its NumPy operations "
+                f"are recorded), tinytensor operations, or call the function uncompiled")
+        if (STATE.grad_enabled, STATE.anomaly) != modes:
+            STATE.grad_enabled = modes[0]
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} changed grad mode (tt.set_grad_enabled, torch-style "
+                f"no_grad().__enter__) and left it changed while being recorded; the compiled program "
+                f"would not change it again. Use `with tt.no_grad():` inside, or set the mode outside "
+                f"the compiled function")
         tracer.check_generators(self.__name__)
         if random.getstate() != python_random:
             random.setstate(python_random)
@@ -527,7 +543,7 @@ def _flatten(tree, arrays, key, tensors):
             raise TypeError(f"tt.compile: a non-array argument must be hashable (it is part of the "
                             f"cache key); got {type(tree).__name__}. Pass arrays, numbers, strings, or "
                             f"tuples/lists/dicts of them") from None
-        key.append((t, tree))
+        key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 
 def _refill(tree, inputs):

@@ -415,7 +415,7 @@ class _Namer:
         """An entry's label as program text: "@12" stands for the name of variable 12."""
         out, i = [], 0
         while i < len(text):
-            if text[i] == "@":
+            if text[i] == "@" and text[i + 1:i + 2].isdigit():
                 j = i + 1
                 while j < len(text) and text[j].isdigit():
                     j += 1
@@ -739,7 +739,9 @@ def _retrace(why):
 
 
 def _same(a, b):
-    """A guard's comparison: equal, or both NaN."""
+    """A guard's comparison: equal (a zero of the same sign), or both NaN."""
+    if type(a) is float and type(b) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or a != a and b != b
     return a == b or (a != a and b != b)
 
 

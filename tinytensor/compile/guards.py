@@ -18,6 +18,7 @@ compared before and after the recording, and refused (`check_unchanged`).
 
 import builtins
 import functools
+import math
 import os
 import sys
 import threading
@@ -44,6 +45,8 @@ def _fingerprint(x, depth=0):
     by their items; arrays, Tensors, functions and other objects by identity; objects with
     attributes (a config, an optimizer) also by their number/string/container attributes."""
     t = type(x)
+    if t is float:
+        return (t, x, math.copysign(1.0, x))         # -0.0 is not 0.0 (copysign, 1 / x)
     if t in _SCALARS:
         return (t, x)
     if t in _IDENTITY:
@@ -68,12 +71,42 @@ def _fingerprint(x, depth=0):
         if isinstance(x, _module_class()):
             return (t, id(x), _module_state(x))
         return (t, id(x))
+    if hasattr(t, "__next__"):                        # an iterator, a generator: where it is
+        return (t, id(x), _iterator_state(x))
     attributes = getattr(x, "__dict__", None)
     if attributes is not None and depth < _DEPTH - 1:
         items = tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
                       if not k.startswith("__"))
         return (t, id(x), _class_state(t), items)
     return (t, id(x))
+
+
+def _state_of(obj):
+    """What check_unchanged compares for an object f reaches: a Module's mode and number
+    attributes (its own caches, a Dropout's last mask, are not the user's state); a helper
+    module's number and container attributes (a counter it bumps); anything else's fingerprint."""
+    if isinstance(obj, _module_class()):
+        return (id(obj), obj.training, tuple((k, v) for k, v in vars(obj).items()
+                                             if type(v) in _SCALARS and k != "_structure"))
+    if isinstance(obj, types.ModuleType):
+        return tuple((k, _fingerprint(v)) for k, v in vars(obj).items()
+                     if not k.startswith("__") and (type(v) in _SCALARS or type(v) in _CONTAINERS))
+    return _fingerprint(obj)
+
+
+_LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortranarray, np.frombuffer,
+                         memoryview})
+
+
+def _iterator_state(it):
+    """Where an iterator or generator stands (so that a draw from it while recording shows)."""
+    frame = getattr(it, "gi_frame", None)
+    if frame is not None or hasattr(it, "gi_code"):
+        return ("generator", None if frame is None else frame.f_lasti)
+    try:
+        return repr(it.__reduce__())
+    except Exception:
+        return None
 
 
 _MODULE = []
@@ -93,8 +126,8 @@ def _class_state(cls):
     for c in cls.__mro__:
         if c.__module__ in _NOT_USER_MODULES or c.__module__.startswith("tinytensor"):
             continue
-        state += [(c.__name__, k, v) for k, v in vars(c).items()
-                  if type(v) in _SCALARS and not k.startswith("__")]
+        state += [(c.__name__, k, v if type(v) in _SCALARS else id(v)) for k, v in vars(c).items()
+                  if (type(v) in _SCALARS or type(v) is types.FunctionType) and not k.startswith("__")]
     return tuple(state)
 
 
@@ -205,8 +238,13 @@ class _Reach:
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
-        elif (hasattr(value, "__dict__") and not isinstance(value, _OPAQUE + (Tensor, np.ndarray))
-              and not _internal(value)):
+        elif isinstance(value, types.ModuleType):
+            if _user_module(value) and id(value) not in self.objects:
+                self.objects[id(value)] = value           # a helper module: its attributes
+        elif hasattr(type(value), "__next__") and not isinstance(value, (Tensor, np.ndarray)):
+            self.objects[id(value)] = value               # an iterator f may draw from
+        elif (hasattr(value, "__dict__") or hasattr(type(value), "__slots__")) \
+                and not isinstance(value, _OPAQUE + (Tensor, np.ndarray)) and not _internal(value):
             if id(value) not in self.objects:
                 self.objects[id(value)] = value
                 for name in dir(type(value)):            # its methods f may call
@@ -222,12 +260,19 @@ class _Reach:
         self.before = self._state()
         self._previous = sys.getprofile()
         codes = self.codes
+        tracer = self.tracer
 
         def profile(frame, event, arg):
             if event == "call":
                 code = frame.f_code
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
+            elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
+                    and tracer.laundered is None:
+                # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
+                # note: where the calling function holds traced arrays, it is refused
+                tracer.laundered = f"{arg.__name__}(...) at {os.path.basename(frame.f_code.co_filename)}:" \
+                                   f"{frame.f_lineno}"
         sys.setprofile(profile)
 
     def exit(self):
@@ -236,7 +281,12 @@ class _Reach:
     def _functions(self):
         """The user functions found without running whose code ran while recording (their
         closure cells, globals and defaults are guarded); code that ran with no function found
-        (a helper reached through an object made at run time) has its globals guarded."""
+        (a helper reached through an object made at run time) has its globals guarded. The
+        hooks of the modules the call reached count as found."""
+        for m in self.tracer.modules:
+            for name in ("_forward_hooks", "_forward_pre_hooks"):
+                for hook, _ in vars(m).get(name, {}).values():
+                    self._collect(hook, 0)
         return [f for f in self.functions.values() if f.__code__ in self.codes]
 
     def _sources(self):
@@ -274,24 +324,40 @@ class _Reach:
             for name in _names(code):
                 if name in glob:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+        for code, glob in self.codes.items():           # what code reached at run time names
+            for name in _names(code):
+                if name in glob:
+                    self._value(glob[name], 1)
         ran = set()                                   # attribute names the code that ran can read
         for code in list(self.codes) + [f.__code__ for f in self._functions()]:
             ran.update(_names(code))
+        for code, glob in self.codes.items():           # os.environ read by the code that ran
+            if "environ" in _names(code) and glob.get("os") is os:
+                readers.append(("tuple({}.environ.items())", os, "os.environ"))
+                break
         for obj in self.objects.values():
             if isinstance(obj, _module_class()):
                 add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
                 continue
-            own = getattr(obj, "__dict__", {})
+            if hasattr(type(obj), "__next__"):
+                add("{}", obj, f"the iterator {type(obj).__name__}", obj)
+                continue
+            own = getattr(obj, "__dict__", None)
+            label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
+            classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
             for name in sorted(ran):
-                if name in own:
-                    add(f"{{}}.__dict__.get({name!r})", obj, f"{type(obj).__name__}.{name}", own[name])
-                else:
-                    for c in type(obj).__mro__:
-                        value = vars(c).get(name)
-                        if value is not None and not callable(value) and not hasattr(value, "__get__"):
-                            add(f"getattr(type({{}}), {name!r}, None)", obj, f"{type(obj).__name__}.{name}",
-                                value)
-                            break
+                where = [c for c in classes if name in vars(c)]
+                if own is not None and (name in own or where):   # an instance attribute (one may
+                    what = f"{label}.{name}"                      # shadow the class's later)
+                    add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))
+                if where:
+                    value = vars(where[0])[name]
+                    if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
+                        add(f"getattr({{}}, {name!r}, None)", obj, f"{label}.{name}",
+                            getattr(obj, name, None))
+                    elif not isinstance(value, property):
+                        add(f"getattr(type({{}}), {name!r}, None)", obj, f"{label}.{name} (its class's)",
+                            value)
         for p in self.partials.values():
             add("{}", p, f"the arguments of {p!r}"[:80], p)
         for m in self.tracer.modules:
@@ -314,7 +380,7 @@ class _Reach:
                 if name in f.__globals__:
                     values.append((name, _fingerprint(f.__globals__[name])))
         for obj in self.objects.values():
-            values.append(_fingerprint(obj))
+            values.append(_state_of(obj))
         for p in self.partials.values():
             values.append(_fingerprint(p))
         return values
@@ -354,7 +420,15 @@ def _names(code):
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names += _names(c)
+        elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
+            names.append(c)
     return names
+
+
+def _user_module(m):
+    path = getattr(m, "__file__", None)
+    from .tracer import _NOT_USER
+    return path is not None and not os.path.abspath(path).startswith(_NOT_USER)
 
 
 def _internal(x):
@@ -371,11 +445,15 @@ def _reader(form, value):
     attributes by those too; a Module by identity, mode, attributes and hooks; containers and
     other objects by fingerprint (their contents)."""
     t = type(value)
-    if t in (int, float, bool, str, type(None), complex, bytes):
+    if t is float:
+        return f"fp({form})"                          # the sign of a zero too
+    if t in (int, bool, str, type(None), complex, bytes):
         return f"{form}.__class__, {form}"
     if isinstance(value, type):
         return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
-    if isinstance(value, (types.FunctionType, types.ModuleType, types.BuiltinFunctionType, np.ndarray,
+    if isinstance(value, types.FunctionType):
+        return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
+    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
                           Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
         return f"id({form})"
     if isinstance(value, _module_class()):

@@ -6,6 +6,7 @@ the engine calls it (see tinytensor/state.py). The Tensors it records become `_T
 comparisons and reads into Python it notes."""
 
 import builtins
+import functools
 import operator
 import os
 import sys
@@ -71,6 +72,8 @@ class _Tracer:
         #                              read through the Tensor object on every call
         self.swapped = []            # (Tensor, its class) put back when the recording ends
         self.guards = 0              # value guards: Python values f read off traced values
+        self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
+        self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
 
@@ -160,7 +163,7 @@ class _Tracer:
         """f turned traced x into the Python value `value` (bool(), float(), .item(), .tolist()):
         the program recomputes conversion(x) and re-records when it differs (the branch f took
         on it is part of what the program is)."""
-        var = self.var_of(x)
+        var = x.var if type(x) is _Ref else self.var_of(x)
         if var is None:
             return value
         self.guards += 1
@@ -172,6 +175,10 @@ class _Tracer:
                                    context=value))
         return value
 
+    def guard_var(self, var, value, how):
+        """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
+        return self.guard(_itself, _Ref(var), value, how)
+
     def tainted(self, array, var):
         """`array` (a traced value) as the NumPy array f sees: its NumPy operations are recorded
         and its reads into Python guarded (_Tainted)."""
@@ -180,6 +187,9 @@ class _Tracer:
         view = np.ndarray.view(array, _Tainted)
         self.index[id(view)] = var
         self.alive.append(view)
+        frame = _user_frame()
+        if frame is not None:
+            self.tainted_frames.add(id(frame))
         return view
 
     def wrap(self, value, var):
@@ -519,6 +529,10 @@ def _item(a):
     return a.item()
 
 
+def _itself(a):
+    return a
+
+
 def _tolist(a):
     return a.tolist()
 
@@ -611,7 +625,26 @@ class _Value:
         return f"array {self.a.dtype}{self.a.shape}"
 
 
+def _text_read(name):
+    """repr(t), str(t), format(t, spec) by user code: a guard on the text."""
+    base = getattr(Tensor, name)
+
+    def read(self, *args):
+        value = base(self, *args)
+        rec = STATE.recorder
+        if rec is not None and _is_user(sys._getframe(1).f_code):
+            rec.guard(functools.partial(_tensor_text, name=name, args=args), self, value, f"{name}()")
+        return value
+    read.__name__ = name
+    return read
+
+
+def _tensor_text(a, name, args):
+    return getattr(Tensor, name)(_make(a), *args)
+
+
 _OVERRIDES = {name: _guarded_read(name, how) for name, how in _READS.items()}
+_OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
 _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
 
 for _name, _fun in _OVERRIDES.items():
@@ -650,8 +683,8 @@ class _Tainted(np.ndarray):
             return NotImplemented          # Tensor's own dispatch records it
         if _internal():                    # tinytensor's own code (a rule): plain NumPy, which the
             return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))   # entry records
-        if "out" in kwargs and builtins.any(type(o) is _Tainted for o in kwargs["out"]):
-            raise _written()
+        if "out" in kwargs:       # an in-place write (a += traced): into a traced value, or into
+            raise _written()      # an array f reaches: the program would not repeat it
         fun = getattr(ufunc, method)
         result = fun(*_plain(inputs), **_plain(kwargs))
         return _noted_numpy(fun, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
@@ -684,7 +717,18 @@ class _Tainted(np.ndarray):
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(len(self)))
+        if _internal():
+            return iter(_raw(self))
+        return (_element(self, i) for i in range(self.shape[0]))
+
+    def __format__(self, spec):
+        return _guarded_text(self, format(_raw(self), spec), "format()", _internal(), spec)
+
+    def __repr__(self):
+        return _guarded_text(self, repr(_raw(self)), "repr()", _internal())
+
+    def __str__(self):
+        return _guarded_text(self, str(_raw(self)), "str()", _internal())
 
     def __array_finalize__(self, obj):
         pass
@@ -694,6 +738,28 @@ def _internal():
     """Whether the caller of the caller (a _Tainted method's caller) is tinytensor's own code,
     which gets plain NumPy behaviour: its work is recorded as the entry it belongs to."""
     return not _is_user(sys._getframe(2).f_code)
+
+
+def _element(a, i):
+    """a[i] for user code iterating over a: recorded."""
+    result = np.ndarray.__getitem__(_raw(a), i)
+    return _noted_numpy(operator.getitem, "getitem", (a, i), {}, result)
+
+
+def _guarded_text(x, text, how, internal, spec=None):
+    """repr/str/format of a traced value: a guard on the text (a key, a branch on it)."""
+    rec = STATE.recorder
+    if rec is None or internal:
+        return text
+    fun = _TEXT[how] if spec is None else functools.partial(_formatted, spec=spec)
+    return rec.guard(fun, x, text, how)
+
+
+def _formatted(a, spec):
+    return format(a, spec)
+
+
+_TEXT = {"repr()": repr, "str()": str}
 
 
 def _leaves(x):
@@ -725,7 +791,8 @@ def _noted_numpy(fun, name, args, kwargs, result):
     if type(result) is not np.ndarray:
         if result is None or isinstance(result, tuple):
             raise _value_shape(name) if isinstance(result, tuple) else _written()
-        return result
+        var = rec.record(fun, name, args, kwargs, result, name, "numpy")   # a Python value (a
+        return result if var is None else rec.guard_var(var, result, name)  # bool of allclose)
     var = rec.record(fun, name, args, kwargs, result, name, "numpy")
     return result if var is None else rec.tainted(result, var)
 
@@ -737,8 +804,6 @@ def _tainted_method(name):
         result = method(_raw(self), *_plain(args), **_plain(kwargs))
         if STATE.recorder is None or _internal() and name not in _READ_METHODS:
             return result
-        if name in _READ_METHODS:
-            return STATE.recorder.guard(_READ_METHODS[name], self, result, f".{name}()")
         return _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
     call.__name__ = name
     return call
@@ -783,7 +848,7 @@ def _scalar_read(conversion, how):
 _READ_METHODS = {"item": _item, "tolist": _tolist}
 for _name in ("astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze", "swapaxes",
               "argmax", "argmin", "argsort", "cumsum", "cumprod", "dot", "round", "clip", "repeat",
-              "take", "diagonal", "trace", "view", "item", "tolist", "all", "any", "sum", "mean",
+              "take", "diagonal", "trace", "view", "item", "tolist", "tobytes", "all", "any", "sum", "mean",
               "max", "min", "prod", "std", "var", "conj", "nonzero", "sort", "fill", "put"):
     if _name in ("nonzero", "sort", "fill", "put"):
         setattr(_Tainted, _name, _refused_method(_name))

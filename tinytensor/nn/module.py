@@ -257,6 +257,8 @@ class Module:
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"register_buffer: the name must be an identifier, got {name!r}")
         value = None if value is None else Tensor(value.data if isinstance(value, Tensor) else value)
+        _STRUCTURE[0] += 1
+        object.__setattr__(self, "_structure", _STRUCTURE[0])
         object.__setattr__(self, name, value)
         if name not in self._buffer_names():
             self.__dict__["_buffers"] = self._buffer_names() + (name,)
