@@ -410,7 +410,7 @@ def check_batchnorm_running_statistics_update_every_call():
       "guarded: the other branch is recorded when the value flips (any call)")
 def check_python_branch_on_a_value():
     def f(x):
-        return x * 2 if float(tt.sum(x)) > 0 else x * 3
+        return x * 2 if tt.sum(x) > 0 else x * 3      # bool() of a comparison: a guard
     c = tt.compile(f)
     for x in (np.ones(2), np.ones(2), -np.ones(2), np.ones(2), -2 * np.ones(2)):
         same(c(x), eager(f)(x))

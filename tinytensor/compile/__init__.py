@@ -39,7 +39,7 @@ from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
 from .codegen import Retrace, _generate, _Program
 from .guards import _Reach, describe_change
-from .tracer import _refs, _Tracer
+from .tracer import _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
@@ -345,11 +345,12 @@ class Compiled:
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
         self.traces += 1
-        used = set()
-        for e in tracer.entries:
-            used.update(_refs(e.args, []) + _refs(e.kwargs, []))
-        needs_tape = [t for v, t in tracer.lives if v in used and t.requires_grad] if tracer.grad_mode else []
-        if needs_tape:
+        # Eagerly, a result that is a Tensor on the tape (it requires grad: it was computed from
+        # Tensors that do) lets backward() reach them: such a call runs eagerly
+        leaves, _ = transforms.tree_flatten(out)
+        needs_tape = [t for _, t in tracer.lives if t.requires_grad] if tracer.grad_mode else []
+        taped = bool(needs_tape) and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
+        if taped:
             program = _Program(None, f"# {self.__name__}: run eagerly (it reaches Tensors that "
                                      f"require grad under grad mode)\n")
             program.eager = [t for _, t in tracer.lives]
@@ -360,7 +361,8 @@ class Compiled:
                 self._warned_tape = True
                 warnings.warn(
                     f"tt.compile: {self.__name__} reaches Tensors that require grad "
-                    f"({', '.join(_name_of(t) for t in needs_tape[:3])}) with grad mode on, so it "
+                    f"({', '.join(_name_of(t) for t in needs_tape[:3])}) with grad "
+                    f"mode on, and returns Tensors on the tape, so it "
                     f"runs eagerly, recording the tape that backward() follows (eager's numbers, "
                     f"eager's speed). For compiled speed, compile the gradient: "
                     f"tt.compile(tt.value_and_grad(loss)) over the parameters, or call it under "

@@ -89,6 +89,8 @@ def _state_of(obj):
         return (id(obj), obj.training, tuple((k, v) for k, v in vars(obj).items()
                                              if type(v) in _SCALARS and k != "_structure"))
     if isinstance(obj, types.ModuleType):
+        if not _user_module(obj):
+            return id(obj)
         return tuple((k, _fingerprint(v)) for k, v in vars(obj).items()
                      if not k.startswith("__") and (type(v) in _SCALARS or type(v) in _CONTAINERS))
     return _fingerprint(obj)
@@ -373,12 +375,14 @@ class _Reach:
         for f in self.functions.values():
             for cell in f.__closure__ or ():
                 try:
-                    values.append(_fingerprint(cell.cell_contents))
+                    values.append(_state_of(cell.cell_contents))
                 except ValueError:
                     values.append(None)
             for name in _names(f.__code__):
                 if name in f.__globals__:
-                    values.append((name, _fingerprint(f.__globals__[name])))
+                    values.append((name, _state_of(f.__globals__[name])))
+            values.append(_fingerprint(f.__defaults__))          # a mutable default f appends to
+            values.append(_fingerprint(f.__kwdefaults__))
         for obj in self.objects.values():
             values.append(_state_of(obj))
         for p in self.partials.values():
