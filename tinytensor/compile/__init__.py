@@ -37,6 +37,7 @@ from .. import tensor as tensor_module
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
+from . import taped
 from .codegen import Retrace, _generate, _Program
 from .guards import _Reach, describe_change
 from .tracer import _Tracer
@@ -317,6 +318,7 @@ class Compiled:
                     out = self.fun(*traced_args, **traced_kwargs)
                 finally:
                     reach.exit()
+                swept = taped.sweep(tracer, out) if tracer.grad_mode else None
         finally:
             tracer.restore()
         if tracer.laundered is not None:
@@ -345,30 +347,14 @@ class Compiled:
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
         self.traces += 1
-        # Eagerly, a result that is a Tensor on the tape (it requires grad: it was computed from
-        # Tensors that do) lets backward() reach them: such a call runs eagerly
-        leaves, _ = transforms.tree_flatten(out)
-        needs_tape = [t for _, t in tracer.lives if t.requires_grad] if tracer.grad_mode else []
-        taped = bool(needs_tape) and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
-        if taped:
-            program = _Program(None, f"# {self.__name__}: run eagerly (it reaches Tensors that "
-                                     f"require grad under grad mode)\n")
-            program.eager = [t for _, t in tracer.lives]
-            program.guard = reach.guard()
-            program.modes = None if program.guard is None else program.guard()
-            program.trace_seconds = time.perf_counter() - start
-            if not self._warned_tape:
-                self._warned_tape = True
-                warnings.warn(
-                    f"tt.compile: {self.__name__} reaches Tensors that require grad "
-                    f"({', '.join(_name_of(t) for t in needs_tape[:3])}) with grad "
-                    f"mode on, and returns Tensors on the tape, so it "
-                    f"runs eagerly, recording the tape that backward() follows (eager's numbers, "
-                    f"eager's speed). For compiled speed, compile the gradient: "
-                    f"tt.compile(tt.value_and_grad(loss)) over the parameters, or call it under "
-                    f"tt.no_grad()", RuntimeWarning, stacklevel=4)
-            return program, self._eager(args, kwargs)    # the recording's draws and writes were undone
-        program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+        if swept is not None:       # results on the tape: one entry per result, its VJP a program
+            program = taped.split(tracer, out, swept, getattr(self.fun, "__name__", "f"))
+            main = _Program(program, program.source)
+            main.contexts = program.forward.contexts
+            main.error = program.forward.error
+        else:
+            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+        program = main
         program.reads = bool(tracer.guards)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()

@@ -777,10 +777,11 @@ def _prologue(tracer, n, live):
         value = tracer.values[var]
         dtype = n.constant(value.dtype)
         why = n.constant(f"{name} (a Tensor the function reads) is no longer {value.dtype}{value.shape}"
-                         + (" or now requires grad" if tracer.grad_mode else ""))
+                         + (f" or its requires_grad is no longer {bool(t.requires_grad)}"
+                            if tracer.grad_mode else ""))
         test = f"{name}.shape != {tuple(value.shape)!r} or {name}.dtype != {dtype}"
         if tracer.grad_mode:
-            test = f"{holder}.requires_grad or {test}"
+            test = f"{holder}.requires_grad is not {bool(t.requires_grad)} or {test}"
         lines.append((f"{name} = {holder}.data", f"read anew on every call: {_describe_live(t)}"))
         lines.append((f"if {test}: {retrace}({why})", "its shape and dtype, as recorded"))
     return lines

@@ -73,6 +73,7 @@ class _Tracer:
         self.swapped = []            # (Tensor, its class) put back when the recording ends
         self.guards = 0              # value guards: Python values f read off traced values
         self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
+        self.depth_inside = 0        # > 0 while a primitive's forward or a rule runs (inside)
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
@@ -92,7 +93,7 @@ class _Tracer:
         # A view (the caller's memory, no copy) with an identity of its own: f may also close
         # over the caller's array, which is then a constant, not this input (and the same array
         # passed twice is two inputs).
-        array = array.view()
+        array = np.ndarray.view(array, np.ndarray)
         t = _make(array, cls=_Traced)
         var = self._new(array, name, t, array)
         self.arguments.append(var)
@@ -164,7 +165,7 @@ class _Tracer:
         the program recomputes conversion(x) and re-records when it differs (the branch f took
         on it is part of what the program is)."""
         var = x.var if type(x) is _Ref else self.var_of(x)
-        if var is None:
+        if var is None or self.depth_inside:
             return value
         self.guards += 1
         frame = _user_frame()
@@ -194,7 +195,9 @@ class _Tracer:
 
     def wrap(self, value, var):
         """A Tensor holding `value`, known as variable `var`."""
-        t = _make(value if isinstance(value, np.ndarray) else np.asarray(value), cls=_Traced)
+        if type(value) is not np.ndarray:
+            value = np.ndarray.view(value, np.ndarray) if isinstance(value, np.ndarray) else np.asarray(value)
+        t = _make(value, cls=_Traced)
         self.index[id(t)] = var
         self.index[id(t.data)] = var
         self.alive.append(t)
@@ -313,7 +316,7 @@ class _Tracer:
             return value
         if STATE.depth > 0:
             return self.wrap(mask, var)
-        return self.tainted(mask, var) if _called_from_user(3) else mask
+        return self.tainted(mask, var)     # its NumPy operations are recorded, wherever it goes
 
     def copied(self, t, value):
         """t holds a copy (maybe cast) of recorded `value`: noted, so t is traced."""
@@ -372,13 +375,16 @@ class _Tracer:
 
     def numpy(self, target, name, args, kwargs, result, tensor=None):
         """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
-        noted, so the program computes it again (`tensor`: the Tensor that holds it)."""
+        noted, so the program computes it again (`tensor`: the Tensor that holds it). Inside an
+        entry (a primitive's forward, a rule: replayed whole) nothing is noted."""
+        if self.depth_inside:
+            return result
         var = self.record(target, name, args, kwargs, result, name, "numpy",
                           objects=() if tensor is None else (tensor,))
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
-        if var is not None and tensor is None and _called_from_user(3, further=3):
-            return self.tainted(result, var)     # an argmax, a mask handed to user code
+        if var is not None and tensor is None:
+            return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result
 
     def refuse_shape(self, name, args, kwargs):
@@ -390,10 +396,20 @@ class _Tracer:
                 f"fixed shape instead (tt.where(condition, x, 0), x * mask, sum over a mask), or "
                 f"compute it outside the compiled function and pass it in")
 
+    def inside(self, fun, args, params):
+        """fun(*args, **params) as one entry of the program (a primitive's forward, a rule): it
+        runs again, whole, on every call, so the values it reads are no guards and its NumPy
+        work on recorded arrays is not noted line by line."""
+        self.depth_inside += 1
+        try:
+            return fun(*args, **params)
+        finally:
+            self.depth_inside -= 1
+
     def rule(self, fun, args, params, node, kind, i=-1, parts=False):
         """A sweep applies a rule of `node`'s primitive (for input `i`; -1: a joint rule,
         `parts`: one returning a tuple, one gradient per input)."""
-        value = fun(*args, **params)
+        value = self.inside(fun, args, params)
         if value is None:
             return None
         prim = node._prim.name
@@ -420,7 +436,7 @@ class _Tracer:
 
     def apply(self, fun, args, kwargs, node, kind):
         """A sweep's own step on a gradient or tangent (unbroadcast, a copy, a cast)."""
-        value = fun(*args, **kwargs)
+        value = self.inside(fun, args, kwargs)
         prefix = "g_" if kind == "VJP" else "t_"
         self.record(fun, getattr(fun, "__name__", "step"), args, kwargs, value,
                     f"{getattr(fun, '__name__', 'step')} of the {'gradient' if kind == 'VJP' else 'tangent'}"
@@ -681,10 +697,12 @@ class _Tainted(np.ndarray):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if builtins.any(isinstance(x, Tensor) for x in inputs):
             return NotImplemented          # Tensor's own dispatch records it
-        if _internal():                    # tinytensor's own code (a rule): plain NumPy, which the
-            return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))   # entry records
-        if "out" in kwargs:       # an in-place write (a += traced): into a traced value, or into
-            raise _written()      # an array f reaches: the program would not repeat it
+        if _plain_here():
+            return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
+        if "out" in kwargs:                # an in-place write (a += traced): into a traced value, or
+            if _internal():                # into an array f reaches; tinytensor's own code (a rule
+                return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
+            raise _written()
         fun = getattr(ufunc, method)
         result = fun(*_plain(inputs), **_plain(kwargs))
         return _noted_numpy(fun, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
@@ -693,7 +711,7 @@ class _Tainted(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         if builtins.any(issubclass(t, Tensor) for t in types):
             return NotImplemented
-        if _internal():
+        if _plain_here():
             return func(*_plain(args), **_plain(kwargs))
         if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
             raise _value_shape(func.__name__)
@@ -701,9 +719,9 @@ class _Tainted(np.ndarray):
         return _noted_numpy(func, func.__name__, args, kwargs, result)
 
     def __getitem__(self, index):
-        if _internal():
+        if _plain_here():
             return np.ndarray.__getitem__(_raw(self), _plain(index))
-        if _has_tainted(index):
+        if _has_tainted(index) and not _internal():
             if builtins.any(getattr(i, "dtype", None) == np.bool_ for i in _leaves(index)):
                 raise _value_shape("boolean indexing")
         result = np.ndarray.__getitem__(_raw(self), _plain(index))
@@ -717,8 +735,6 @@ class _Tainted(np.ndarray):
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d array")
-        if _internal():
-            return iter(_raw(self))
         return (_element(self, i) for i in range(self.shape[0]))
 
     def __format__(self, spec):
@@ -738,6 +754,12 @@ def _internal():
     """Whether the caller of the caller (a _Tainted method's caller) is tinytensor's own code,
     which gets plain NumPy behaviour: its work is recorded as the entry it belongs to."""
     return not _is_user(sys._getframe(2).f_code)
+
+
+def _plain_here():
+    """Inside an entry (a primitive's forward, a rule), which is replayed whole: plain NumPy."""
+    rec = STATE.recorder
+    return rec is None or rec.depth_inside > 0
 
 
 def _element(a, i):
@@ -784,7 +806,7 @@ def _plain(x):
 def _noted_numpy(fun, name, args, kwargs, result):
     """result = fun(*args, **kwargs) on _Tainted values: recorded, handed on as _Tainted."""
     rec = STATE.recorder
-    if rec is None:
+    if rec is None or rec.depth_inside:
         return result
     if isinstance(result, np.generic):
         result = np.asarray(result)
@@ -802,7 +824,7 @@ def _tainted_method(name):
 
     def call(self, *args, **kwargs):
         result = method(_raw(self), *_plain(args), **_plain(kwargs))
-        if STATE.recorder is None or _internal() and name not in _READ_METHODS:
+        if _plain_here():
             return result
         return _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
     call.__name__ = name
@@ -840,7 +862,7 @@ def _scalar_read(conversion, how):
     def read(self):
         value = conversion(_raw(self))
         rec = STATE.recorder
-        return value if rec is None else rec.guard(conversion, self, value, how)
+        return value if rec is None or rec.depth_inside else rec.guard(conversion, self, value, how)
     read.__name__ = how
     return read
 

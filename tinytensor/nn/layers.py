@@ -497,7 +497,8 @@ class Embedding(Module):
         # the padding row's value, as a constant: where picks it there, so no gradient reaches it
         # (the mask through ops.equal, which tt.compile recomputes for every batch's indices)
         pad = ops.PUBLIC["equal"](index, self.padding_idx)
-        return ops.PUBLIC["where"](pad[..., None], self.weight.data[self.padding_idx].copy(), out)
+        pad = ops.reshape(pad, tuple(pad.shape) + (1,))
+        return ops.PUBLIC["where"](pad, self.weight.data[self.padding_idx].copy(), out)
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"

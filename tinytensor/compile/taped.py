@@ -1,0 +1,123 @@
+"""A compiled call that is one entry on the tape.
+
+Under grad mode, a function whose results are Tensors computed from Tensors that require grad
+(a model's parameters, closed over) must let `backward()` reach them. While recording such a
+call, the reverse sweep from its results is recorded too, from cotangents that are arguments
+of the recording (`_sweep`). The Wengert list is then cut in two (`split`): the entries that do
+not depend on the cotangents are the forward program, which also returns the values the others
+read (the residuals); the rest are the backward program, a function of the residuals and the
+cotangents returning the gradient of each Tensor. A call runs the forward program and makes
+each result that requires grad one tape entry whose VJP runs the backward program: `backward()`,
+`tt.grad` of a loss built on it and every parameter's `.grad` see it as they see an eager call,
+at the compiled speed.
+"""
+
+import copy
+
+import numpy as np
+
+from .. import tape, transforms
+from ..tensor import Tensor, _make
+from .codegen import _generate
+from .tracer import _Ref, _refs
+
+
+def sweep(tracer, out):
+    """Inside the recording, after f returned `out`: the reverse sweep from its results that
+    require grad to the reached Tensors that require grad, from cotangent arguments. Returns
+    (root positions among out's leaves, cotangent variables, the Tensors, their gradients' values)
+    or None when nothing needs the tape."""
+    leaves, _ = transforms.tree_flatten(out)
+    roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
+    wrt = [t for _, t in tracer.lives if t.requires_grad]
+    if not roots or not wrt:
+        return None
+    cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in roots]
+    results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
+    grads = [results.get(t) for t in wrt]
+    return roots, [tracer.var_of(c) for c in cotangents], wrt, grads
+
+
+def split(tracer, out, swept, fname):
+    """The forward and backward programs of a recording with its sweep (see the module's text)."""
+    roots, ct_vars, wrt, grads = swept
+    backward = set(ct_vars)
+    forward_entries, backward_entries = [], []
+    for e in tracer.entries:
+        refs = _refs(e.args, []) + _refs(e.kwargs, [])
+        if e.kind not in ("draw", "store", "guard") and any(r in backward for r in refs):
+            backward.add(e.out)
+            backward_entries.append(e)
+        else:
+            forward_entries.append(e)
+    produced_later = {e.out for e in backward_entries} | set(ct_vars)
+    residuals = []
+    for e in backward_entries:
+        for r in _refs(e.args, []) + _refs(e.kwargs, []):
+            if r not in produced_later and r not in residuals:
+                residuals.append(r)
+    grad_refs = [tracer.template(g) if g is not None else None for g in grads]
+    for r in grad_refs:               # a gradient computed in the forward part (none reached it)
+        if type(r) is _Ref and r.var not in produced_later and r.var not in residuals:
+            residuals.append(r.var)
+
+    fwd = copy.copy(tracer)
+    fwd.entries = forward_entries
+    fwd.arguments = [a for a in tracer.arguments if a not in set(ct_vars)]
+    leaves, structure = transforms.tree_flatten(out)
+    forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward")
+
+    bwd = copy.copy(tracer)
+    bwd.entries = backward_entries
+    bwd.arguments = residuals + list(ct_vars)
+    bwd.lives = []
+    bwd.hints = list(tracer.hints)
+    for k, v in enumerate(residuals):
+        bwd.hints[v] = f"r{k}_{bwd.hints[v]}" if bwd.hints[v] and bwd.hints[v].isidentifier() else f"r{k}"
+    back = _generate(bwd, [r if r is not None else None for r in grad_refs], f"{fname}_backward")
+    shapes = [(leaves[k].data.shape, leaves[k].data.dtype) for k in roots]
+    return Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
+
+
+class Taped:
+    """The forward program's call: its results, those that require grad as tape entries."""
+
+    def __init__(self, forward, backward, n_out, structure, roots, shapes, wrt, n_residuals):
+        self.forward, self.backward = forward, backward
+        self.n_out, self.structure = n_out, structure
+        self.roots, self.shapes, self.wrt = roots, shapes, wrt
+        self.source = (f"# the forward program, then the backward program its tape entries run\n"
+                       f"{forward.source}\n{backward.source}")
+
+    def __call__(self, *arrays):
+        values = self.forward.function(*arrays)
+        outs, residuals = list(values[:self.n_out]), values[self.n_out:]
+        inputs = tuple(self.wrt)
+        data = [t.data for t in inputs]
+        for j, k in enumerate(self.roots):
+            outs[k] = _make(np.asarray(outs[k]), _Entry(self, residuals, j), inputs, data, {}, True)
+        return transforms.tree_unflatten(self.structure, outs)
+
+
+class _Entry(tape.Primitive):
+    """The tape entry of one result of a compiled call: its VJP runs the backward program with
+    this result's cotangent (zeros for the others). Not registered: one per call."""
+
+    def __init__(self, taped, residuals, j):      # no Primitive.__init__: nothing is registered
+        self.name = "tt.compile call"
+        self.fun = None
+        self.nargs = None
+        self.vjps = None
+        self.jvps = None
+        self.joint_jvp = None
+        self.taped, self.residuals, self.j = taped, residuals, j
+
+    def joint_vjp(self, g, ans, *inputs):
+        if isinstance(g, Tensor):
+            raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
+                               "again (backward(create_graph=True), a Hessian through it); call the "
+                               "function uncompiled for higher derivatives")
+        taped = self.taped
+        cotangents = [np.asarray(g, dtype) if i == self.j else np.zeros(shape, dtype)
+                      for i, (shape, dtype) in enumerate(taped.shapes)]
+        return tuple(taped.backward.function(*self.residuals, *cotangents))
