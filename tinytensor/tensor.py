@@ -46,6 +46,7 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None, name=None, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        source = data
         if device is None and (type(data) is np.ndarray or not backend.is_array(data)):
             data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
         else:   # on `device`, or where data is (a CuPy array stays on the GPU)
@@ -53,6 +54,8 @@ class Tensor:
         if requires_grad and data.dtype.kind != "f":
             raise TypeError(_not_float(data.dtype))
         _make(data, None, None, None, None, bool(requires_grad), name, None, self)
+        if not SHARED.quiet and STATE.recorder is not None and isinstance(source, np.ndarray):
+            STATE.recorder.copied(self, source)  # tt.compile: the copy is a line of the program
 
     # ----- what it looks like -------------------------------------------------------------
     shape = property(lambda self: self.data.shape)

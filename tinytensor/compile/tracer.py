@@ -379,8 +379,10 @@ class _Tracer:
         entry (a primitive's forward, a rule: replayed whole) nothing is noted."""
         if self.depth_inside:
             return result
+        held = builtins.any(type(a) is np.ndarray and a.size and self.var_of(a) is None
+                            for a in (*args, *kwargs.values()))   # an array f holds: read anew
         var = self.record(target, name, args, kwargs, result, name, "numpy",
-                          objects=() if tensor is None else (tensor,))
+                          objects=() if tensor is None else (tensor,), constants_too=held)
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
         if var is not None and tensor is None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import backend, ops
 from ..rng import generator
+from ..state import SHARED, STATE
 from ..tensor import Tensor
 from . import functional as F
 from . import init
@@ -25,6 +26,14 @@ from .module import Module, cast_input
 
 def _array(x):
     return x.data if isinstance(x, Tensor) else backend.asarray(x)
+
+
+def _recorded(mask):
+    """A mask given as an array, as a Tensor while tt.compile records (a recorded copy: a mask
+    kept and refilled in place is read anew on every call); as it is otherwise."""
+    if mask is None or isinstance(mask, Tensor) or SHARED.quiet or STATE.recorder is None:
+        return mask
+    return Tensor(_array(mask))
 
 
 def _batch_of_one(mask):
@@ -125,6 +134,7 @@ class MultiheadAttention(Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        key_padding_mask, attn_mask = _recorded(key_padding_mask), _recorded(attn_mask)
         dtype = self.in_proj_weight.data.dtype
         query, key, value = (cast_input(t, dtype) for t in (query, key, value))
         unbatched = len(query.shape) == 2

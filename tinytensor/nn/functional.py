@@ -29,7 +29,7 @@ from ..ops.core import _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim
 from ..rng import generator
-from ..state import STATE
+from ..state import SHARED, STATE
 from ..tensor import Tensor
 
 
@@ -540,6 +540,12 @@ def _as_float(value, prediction, what):
     its device (numbers and lists are made there; an array elsewhere is an error naming both)."""
     if value is None or isinstance(value, Tensor):
         return value
+    if type(value) is np.ndarray and not SHARED.quiet and STATE.recorder is not None:
+        # tt.compile: an array the loss holds (pos_weight, a target kept and refilled) is read
+        # anew on every call: a recorded copy, and what is computed from it is on the tape
+        t = Tensor(value)
+        dtype = _float_dtype(prediction)
+        return t if t.dtype == dtype else ops.astype(t, dtype)
     return backend.asarray(value, _float_dtype(prediction), like=prediction, what=what)
 
 
@@ -701,7 +707,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"shape must be float probabilities. For binary classification with one logit per "
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
-    if plain and not (t.dtype.kind in "iu" and (t == ignore_index).any()):
+    # whether some label is ignored: through ops.equal, which tt.compile recomputes (a guard)
+    if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](target, ignore_index).any()):
         if STATE.recorder is not None and t.dtype.kind in "iu":   # tt.compile: checked per call
             target = ops.on_values(_none_ignored, (target, ignore_index), {},
                                    _none_ignored(target, ignore_index))
@@ -754,11 +761,11 @@ def _xlogx(t):
     """t log t, 0 at t = 0 (a constant for a plain target; recorded, with slope log t + 1 where
     t > 0 and 0 at t = 0, for a Tensor)."""
     if not isinstance(t, Tensor):
-        if type(t) is np.ndarray:
-            return scipy.special.xlogy(t, t)
+        if type(t) is np.ndarray:      # (ops.on_values: tt.compile reads a held target anew)
+            return ops.on_values(scipy.special.xlogy, (t, t), {}, scipy.special.xlogy(t, t))
         ns = backend.namespace(t)                     # another device: the same, from where and log
         return ns.where(t > 0, t * ns.log(ns.where(t > 0, t, 1)), 0)
-    positive = t.data > 0
+    positive = ops.PUBLIC["greater"](t, 0)            # recomputed by tt.compile on every call
     return t * ops.log(ops.PUBLIC["where"](positive, t, 1.0))
 
 

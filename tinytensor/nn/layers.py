@@ -498,7 +498,8 @@ class Embedding(Module):
         # (the mask through ops.equal, which tt.compile recomputes for every batch's indices)
         pad = ops.PUBLIC["equal"](index, self.padding_idx)
         pad = ops.reshape(pad, tuple(pad.shape) + (1,))
-        return ops.PUBLIC["where"](pad, self.weight.data[self.padding_idx].copy(), out)
+        row = self.weight.detach()[self.padding_idx]      # its value, no gradient (recorded: read
+        return ops.PUBLIC["where"](pad, row, out)         # anew by tt.compile on every call)
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
