@@ -2,7 +2,6 @@
 under tt.compile, CrossEntropyLoss's ignored labels): each compiled result equals eager."""
 
 import numpy as np
-import pytest
 
 import tinytensor as tt
 
