@@ -32,7 +32,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _Ref, _refs
+from .tracer import _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -128,15 +128,11 @@ def _special_forms():
         if fun is not None:
             table[id(fun)] = (fun, form)
 
-    def prim(name):
-        return tape.REGISTRY.get(name)
-
     def rule(name, i, kind="vjps"):
-        rules = getattr(prim(name), kind, None)
-        return rules[i] if rules is not None and i < len(rules) else None
+        return declared(name, kind, i)
 
     def fun(name):
-        return getattr(prim(name), "fun", None)
+        return declared(name, "fun")
 
     for name, op in (("add", "+"), ("sub", "-"), ("mul", "*"), ("div", "/")):
         put(fun(name), lambda x, nd, op=op: f"{x[0]} {op} {x[1]}")
@@ -191,14 +187,13 @@ _SPECIAL = None
 
 
 def _vjp_rule(name, i):
-    rules = getattr(tape.REGISTRY.get(name), "vjps", None)
-    return rules[i] if rules is not None and i < len(rules) else None
+    return declared(name, "vjps", i)
 
 
 _FROBENIUS_VJP = _vjp_rule("frobeniusNorm", 0)
 _SCALAR_USERS = {id(_FROBENIUS_VJP)}    # arithmetic on their inputs (and the rules' ans): + - * /
 for _name in ("add", "sub", "mul", "div"):
-    _prim = tape.REGISTRY.get(_name)
+    _prim = declared(_name)
     _SCALAR_USERS |= {id(f) for f in [getattr(_prim, "fun", None), *(getattr(_prim, "vjps", None) or ()),
                                       *(getattr(_prim, "jvps", None) or ())] if f is not None}
 
@@ -209,8 +204,8 @@ def _frobenius_scalar(tracer, e, live):
     every live use of it is an inline arithmetic form (add, sub, mul, div, its own VJP), where a
     scalar and a 0-d array give the same numbers and the scalar's arithmetic skips the ufunc
     machinery. Returns the expression's parts (nrm2, the scalar type) or None."""
-    fun = getattr(tape.REGISTRY.get("frobeniusNorm"), "fun", None)
-    nrm2s = getattr(core, "_NRM2", None)
+    fun = declared("frobeniusNorm", "fun")
+    nrm2s = core._NRM2
     if (e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1
             or e.kwargs or not nrm2s):
         return None
@@ -243,7 +238,7 @@ def _seed_value(tracer, producer, g):
 
 
 _RELU_RULES = {id(f) for f in (_vjp_rule("relu", 0),
-                                getattr(tape.REGISTRY.get("relu"), "jvps", (None,))[0]) if f}
+                                declared("relu", "jvps", 0)) if f}
 
 
 def _relu_rule_form(tracer, e, args, n):
@@ -281,7 +276,7 @@ def _folded_spread(tracer, producer, e):
 def _mean_form(tracer, e, args, n):
     """core._mean_forward on an array of at least one dimension, as one expression: its sum,
     divided by the count of the values reduced into each result (fixed by the shapes)."""
-    fun = getattr(tape.REGISTRY.get("mean"), "fun", None)
+    fun = declared("mean", "fun")
     if e.fun is not fun or fun is None or e.kind not in ("prim", "prim0") or len(e.args) != 1:
         return None
     x, ans = e.args[0], tracer.values[e.out]
@@ -590,7 +585,7 @@ def _shared_softmax_cross_entropy(tracer, live):
     for each one with integer class labels (see _lean_labels) whose logits' VJP the program
     applies with a 0-d cotangent: the forward computes the softmax in steps and keeps it, and
     the VJP reads it instead of computing it again (ops' _softmax_minus_labels of _softmax(z))."""
-    sce = tape.REGISTRY.get("softmax_cross_entropy")
+    sce = declared("softmax_cross_entropy")
     if sce is None:
         return {}
     found = {}
@@ -810,7 +805,7 @@ def _into_forms():
     """{id(function): (its form writing into one argument, that argument's position)}: calls the
     program may make into an array read for the last time (see _release_and_reuse)."""
     table = {}
-    softmax, where = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("where")
+    softmax, where = declared("softmax"), declared("where")
     if softmax is not None:
         table[id(softmax.fun)] = (softmax_into, 0)
         for rule in (*softmax.vjps, *softmax.jvps):

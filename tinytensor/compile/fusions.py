@@ -24,7 +24,7 @@ from ..ops.softmax_xent import (
     row_sum,
 )
 from ..tape import unbroadcast
-from .tracer import _Ref, _refs
+from .tracer import _Ref, _refs, declared
 
 
 def _softmax_cross_entropy_pairs(live, producer):
@@ -33,7 +33,7 @@ def _softmax_cross_entropy_pairs(live, producer):
     {softmax var: ("softmax", None), crossEntropy var: ("crossEntropy", softmax var)} for each
     such pair, so the program computes those steps once (the same NumPy calls as
     ops' _softmax_forward and _log_softmax_forward, so the same numbers)."""
-    softmax, cross_entropy = tape.REGISTRY.get("softmax"), tape.REGISTRY.get("crossEntropy")
+    softmax, cross_entropy = declared("softmax"), declared("crossEntropy")
     if softmax is None or cross_entropy is None:
         return {}
     pairs = {}
@@ -312,7 +312,7 @@ def keep_gelu_cdf(tracer, live):
     forward's own _ndtr call) and x * cdf, and its VJP as gelu_vjp_with_cdf: the values stay
     eager's bit for bit, the gradient eager's to rounding (Phi exact instead of ans / x, within
     3 ulp). Arrays of one dimension or more whose cotangent has x's shape and dtype only."""
-    gelu, mul = tape.REGISTRY.get("gelu"), tape.REGISTRY.get("mul")
+    gelu, mul = declared("gelu"), declared("mul")
     if gelu is None or mul is None:
         return live
     rules = {}
@@ -397,7 +397,7 @@ def gather_piece_cotangents(tracer, live, outputs):
     one dtype, added up by the sweep and by nothing else) written as one scatter_pieces entry at
     the sum's place: eager's values (each element is one piece's, or 0), one array instead of
     one per piece and the sums."""
-    getitem = tape.REGISTRY.get("getitem")
+    getitem = declared("getitem")
     if getitem is None:
         return live
     groups = {}
@@ -409,7 +409,7 @@ def gather_piece_cotangents(tracer, live, outputs):
     for e in live:
         for var in _refs(e.args, []) + _refs(e.kwargs, []):
             consumers.setdefault(var, []).append(e)
-    reshape = tape.REGISTRY.get("reshape")
+    reshape = declared("reshape")
     producer = {e.out: e for e in live}
     replace = {}
     for x, leaves in groups.items():

@@ -20,6 +20,24 @@ from ..state import STATE, update_hook
 from ..tensor import Tensor, _make
 
 
+# ----- the op table, as code generation reads it -------------------------------------------------
+def declared(name, part=None, i=None):
+    """Primitive `name` of the op table (tape.REGISTRY), or its `part` ("fun", "vjps", "jvps";
+    rule `i`): what code generation's fast forms and fusions are keyed on. Missing, it raises,
+    naming what: a renamed primitive or rule fails loudly instead of silently turning a fast
+    path off."""
+    prim = tape.REGISTRY.get(name)
+    value = prim if part is None or prim is None else getattr(prim, part, None)
+    if value is not None and i is not None:
+        value = value[i] if i < len(value) else None
+    if value is None:
+        raise RuntimeError(f"tt.compile's code generation reads primitive {name!r}"
+                           f"{'' if part is None else f' ({part}' + ('' if i is None else f'[{i}]') + ')'} "
+                           f"from the op table, and it is missing: update tinytensor/compile to its new "
+                           f"name")
+    return value
+
+
 # ----- recording ---------------------------------------------------------------------------------
 class _Ref:
     """A reference to a recorded value (a variable of the program) inside an entry's arguments."""
