@@ -315,9 +315,10 @@ _DESCRIBE = {"ddp_sync": "DistributedDataParallel's gradient all-reduce (backwar
              "minibatches": "tt.data.minibatches(..., rank=, world_size=) (the shared permutation)"}
 
 
-def _header(op, kind=OBJECT, value=None, arg=0, extra=0):
+def _header(op, kind=OBJECT, value=None, arg=0, extra=0, count=0):
     h = np.zeros(_HLEN, np.int64)
     h[_SEQ], h[_OP], h[_KIND], h[_ARG], h[_EXTRA] = _STATE.seq, _CODE[op], kind, arg, extra
+    h[_SHAPE] = count                    # without a value: a number of the caller's (join's rounds)
     if value is not None:
         shape = value.shape
         h[_DTYPE] = ord(value.dtype.kind) * 256 + value.dtype.itemsize
@@ -363,12 +364,12 @@ def _describe(h):
     return f"{op} of {what}"
 
 
-def _exchange(op, kind=OBJECT, value=None, arg=0, extra=0):
+def _exchange(op, kind=OBJECT, value=None, arg=0, extra=0, count=0):
     """Send this rank's header to every other rank, receive theirs: an array (world_size, _HLEN),
     row r from rank r. Waits by polling, so that the watchdog can act and a goodbye is seen."""
     s = _STATE
     s.seq += 1
-    mine = _header(op, kind, value, arg, extra)
+    mine = _header(op, kind, value, arg, extra, count)
     every = np.empty((s.size, _HLEN), np.int64)
     every[s.rank] = mine
     peers = [p for p in range(s.size) if p != s.rank]
@@ -756,6 +757,30 @@ def _nccl_all_gather(a):
     return out
 
 
-def _writes_files():
-    """False on ranks other than the main one of an initialized world (tt.save skips there)."""
-    return not (_STATE.initialized and _STATE.size > 1 and _STATE.rank != 0)
+_SKIP_WARNED = []
+
+
+def _writes_files(path):
+    """Whether tt.save writes `path` on this rank: always on the main rank (and in one process);
+    elsewhere when the path names this rank (see tt.save), else a warning, once per process."""
+    s = _STATE
+    if not (s.initialized and s.size > 1 and s.rank != 0):
+        return True
+    if _names_rank(path, s.rank):
+        return True
+    if not _SKIP_WARNED:
+        _SKIP_WARNED.append(True)
+        import warnings
+        warnings.warn(f"tt.save on rank {s.rank} of {s.size}: {os.fspath(path)!r} does not name this rank, "
+                      f"so only rank 0 writes it (every rank writing one file would race); to write a "
+                      f"file per rank, put the rank in its name: f'ckpt_{{rank}}.npz' (this warning is "
+                      f"shown once)", stacklevel=3)
+    return False
+
+
+def _names_rank(path, r):
+    import re
+    full = os.fspath(path)
+    pattern = rf"(?:^|[^0-9a-z]|rank)0*{r}(?![0-9])"
+    return any(re.search(pattern, part, re.IGNORECASE)
+               for part in (os.path.basename(full), os.path.basename(os.path.dirname(full))))

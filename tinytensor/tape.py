@@ -595,7 +595,10 @@ def backward(output, grad=None):
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
             # weight matrix per step; anything that may be shared (a view, the seed, an array
             # already given to another leaf) is copied.
-            leaf.grad = g if _is_fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
+            # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
+            # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
+            leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
+                         else backend.copy(g, dtype, order="C"))
             handed.add(id(leaf.grad))
         else:
             prev = leaf.grad

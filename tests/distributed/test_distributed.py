@@ -32,18 +32,20 @@ def find_mpiexec():
     return here or shutil.which("mpiexec")
 
 
-def mpi_env():
+def mpi_env(extra=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TT_DIST_TIMEOUT", None)
+    env.update(extra or {})
     return env
 
 
-def launch(n, *args, timeout=TIMEOUT, cwd=None):
+def launch(n, *args, timeout=TIMEOUT, cwd=None, env=None):
     """Run `mpiexec -n n python args...`; a run past the timeout fails the test (a hang)."""
     cmd = [find_mpiexec(), "-n", str(n), sys.executable, *map(str, args)]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=timeout, env=mpi_env(), cwd=cwd or ROOT)
+                              timeout=timeout, env=mpi_env(env), cwd=cwd or ROOT)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (a hang?)\nstdout:\n{err.stdout}\n"
                     f"stderr:\n{err.stderr}")
@@ -74,11 +76,16 @@ def mpi():
 def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
     """In one launch: the collectives; sharding covers every sample once per epoch; SGD with
     momentum and Adam on 2 ranks with batch B/2 give one process's parameters with batch B to
-    1e-12 after 20 steps (float64); no_sync; buckets; tt.save on every rank writes once."""
+    1e-12 after 20 steps (float64); no_sync; buckets; tt.save per rank and once. Then what used to
+    be silent or hang raises on every rank (mismatched collectives and models, per-rank seeds),
+    off-root placeholders give the root's value, a bare backward on one rank stays local, and
+    join() trains uneven ranks to the reference."""
     run = launch(2, CHECKS, "collectives", tmp_path)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "OK collectives on 2 ranks" in run.stdout
     assert run.stdout.count("equivalence") == 2, run.stdout
+    assert run.stdout.count("join: ranks with 5 and 3 batches") == 2, run.stdout
+    assert "Fatal error" not in run.stderr and "MPIR_" not in run.stderr, run.stderr
     print(run.stdout)
 
 
@@ -91,6 +98,32 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
     assert "rank 1 of 2 raised RuntimeError: deliberate failure on rank 1" in out, out
     assert "aborting all ranks" in out
     assert "OK raise" not in out
+
+
+@pytest.mark.parametrize("mode, fragments", [
+    ("exit", ["rank 0 of 2: waiting in DistributedDataParallel's gradient all-reduce",
+              "for rank(s) 1, which ended", "ddp.join()"]),
+    ("uneven", ["rank 0 of 2: waiting in DistributedDataParallel's gradient all-reduce",
+                "for rank(s) 1, which ended"]),
+    ("timeout", ["the watchdog: waited", "all_reduce(op='sum') of an array float64 (3,)",
+                 "for rank(s) 1, which did not arrive", "timeout="]),
+    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 4 s for MPI to start",
+                 "a rank did not reach init()"]),
+])
+def test_no_hang(mpi, mode, fragments):
+    """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
+    batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
+    2 s); rank 1 failing before init() (TT_DIST_TIMEOUT=4). Now the launch ends, non-zero, with
+    rank 0 naming the collective and the rank it waited for."""
+    import time
+    start = time.monotonic()
+    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "4"} if mode == "preinit" else None)
+    took = time.monotonic() - start
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    missing = [f for f in fragments if f not in out]
+    assert not missing, f"{missing} not in:\n{out}"
+    assert "OK " not in run.stdout and took < 60, (took, out)
 
 
 @pytest.mark.slow

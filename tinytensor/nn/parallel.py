@@ -37,13 +37,14 @@ from contextlib import contextmanager
 import numpy as np
 
 from .. import backend, distributed, tape
-from ..distributed import _ARG, _CODE, _EXTRA, _OP
+from ..distributed import _ARG, _CODE, _EXTRA, _OP, _SHAPE
 from ..state import STATE
 from ..tensor import Tensor, mark_modified
 from .module import Module
 
 __all__ = ["DistributedDataParallel"]
 
+_OWN = (_CODE["ddp_sync"], _CODE["ddp_buffers"], _CODE["join"])   # the wrapper's collectives
 _LIVE = weakref.WeakSet()        # the wrappers whose parameters the backward hook looks for
 
 
@@ -185,7 +186,9 @@ class DistributedDataParallel(Module):
         training loop in `with ddp.join():` on every rank. A rank whose loop ends first stays in
         the block's exit and stands in for the wrapper's collectives of the ranks still training
         (zeros in the gradient all-reduce, a receiver of the buffer broadcast, rooted at the lowest
-        rank still training) until every rank has ended its loop.
+        rank still training) until every rank has ended its loop; then every rank takes the
+        parameters and buffers of the rank that joined last, so the replicas end equal (as
+        PyTorch's; an optimizer's state, momentum, stays each rank's own).
 
         divide_by_initial_world_size: the averaged gradient is the sum over the ranks still
             training divided by world_size() (True, PyTorch's default: each sample keeps its
@@ -254,9 +257,10 @@ class DistributedDataParallel(Module):
         the ranks disagree (the same verdict everywhere: every rank reads the same headers)."""
         joined = distributed._joined(every)
         active = [r for r in range(len(every)) if r not in joined]
+        if any(h[_OP] not in _OWN for h in every):
+            distributed._agree(every)          # raises what the rank in another collective raises
         for r in range(len(every)):
-            if every[r][_EXTRA] != every[0][_EXTRA] and \
-                    every[r][_OP] in (every[0][_OP], _CODE["join"]):
+            if every[r][_EXTRA] != every[0][_EXTRA]:
                 raise RuntimeError(f"DistributedDataParallel: rank 0 and rank {r} bucket their gradients "
                                    f"differently (a model cast or moved after wrapping on one rank only?)")
         if not active:
@@ -284,11 +288,20 @@ class DistributedDataParallel(Module):
         self._broadcast(list(self.module.buffers()), root=active[0])
 
     def _shadow(self):
-        """join()'s exit: stand in for the collectives of the ranks still training."""
+        """join()'s exit: stand in for the collectives of the ranks still training; when every
+        rank has joined, take the parameters and buffers of the rank that joined last (it trained
+        longest: the others only stood in), as PyTorch's join does."""
+        rounds = 0
         while True:
-            every = distributed._exchange("join", arg=self._join_flags, extra=self._reducer.fingerprint)
+            every = distributed._exchange("join", arg=self._join_flags, extra=self._reducer.fingerprint,
+                                          count=rounds)
             active, op, divisor = self._round(every)
+            rounds += 1
             if not active:
+                counts = [int(h[_SHAPE]) for h in every]
+                last = max(r for r in range(len(every)) if counts[r] == min(counts))
+                if max(counts):                    # someone stood in: bring it up to date
+                    self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), last)
                 return
             if op == _CODE["ddp_sync"]:
                 self._reduce(divisor, contribute=False)
