@@ -344,7 +344,9 @@ def _dtype_of(h):
 
 def _shape_of(h):
     n = int(h[_NDIM])
-    return tuple(int(d) for d in h[_SHAPE:_SHAPE + min(n, 16)]) + (("...",) if n > 16 else ())
+    if n > 16:                           # the 16th slot holds a hash of the axes past the 15th
+        return tuple(int(d) for d in h[_SHAPE:_SHAPE + 15]) + (f"... {n} axes",)
+    return tuple(int(d) for d in h[_SHAPE:_SHAPE + n])
 
 
 def _describe(h):

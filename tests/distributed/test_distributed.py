@@ -107,17 +107,17 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
                 "for rank(s) 1, which ended"]),
     ("timeout", ["the watchdog: waited", "all_reduce(op='sum') of an array float64 (3,)",
                  "for rank(s) 1, which did not arrive", "timeout="]),
-    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 4 s for MPI to start",
+    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 2 s for MPI to start",
                  "a rank did not reach init()"]),
 ])
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
     batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
-    2 s); rank 1 failing before init() (TT_DIST_TIMEOUT=4). Now the launch ends, non-zero, with
+    2 s); rank 1 failing before init() (TT_DIST_TIMEOUT=2). Now the launch ends, non-zero, with
     rank 0 naming the collective and the rank it waited for."""
     import time
     start = time.monotonic()
-    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "4"} if mode == "preinit" else None)
+    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "2"} if mode == "preinit" else None)
     took = time.monotonic() - start
     out = run.stdout + run.stderr
     assert run.returncode != 0, out
@@ -201,13 +201,70 @@ def test_init_without_mpi4py(monkeypatch):
     assert dist.init() == 1 and dist.world_size() == 1 and dist.is_main()
 
 
-def test_save_writes_on_the_main_rank_only(single, tmp_path):
-    single.size, single.rank = 2, 1                 # as rank 1 of 2 sees it
-    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
-    assert not (tmp_path / "a.npz").exists()
+def test_save_on_other_ranks(single, tmp_path):
+    """As rank 1 of 2 sees it: a path naming the rank is written; a shared path is left to rank
+    0, with one warning per process; rank 0 writes both."""
+    import warnings
+    single.size, single.rank = 2, 1
+    monkey = dist._SKIP_WARNED
+    monkey.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+        tt.save({"w": np.ones(2)}, tmp_path / "b.npz")
+    assert not (tmp_path / "a.npz").exists() and not (tmp_path / "b.npz").exists()
+    assert len(caught) == 1 and "only rank 0 writes it" in str(caught[0].message)
+    tt.save({"w": np.ones(2)}, tmp_path / "ckpt_1.npz")
+    (tmp_path / "rank1").mkdir()
+    tt.save({"w": np.ones(2)}, tmp_path / "rank1" / "ckpt")
+    assert (tmp_path / "ckpt_1.npz").exists() and (tmp_path / "rank1" / "ckpt.npz").exists()
     single.rank = 0
     tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
     assert np.array_equal(tt.load(tmp_path / "a.npz")["w"], np.ones(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "ckpt_1.npz", "rank1"]
+    with pytest.raises(FileNotFoundError, match="missing"):      # named as asked, not the temporary
+        tt.save({"w": np.ones(2)}, tmp_path / "missing" / "x.npz")
+    monkey.clear()
+
+
+@pytest.mark.parametrize("path, rank, names", [
+    ("ckpt_1.npz", 1, True), ("rank1.npz", 1, True), ("Rank_01.npz", 1, True), ("out/rank1/c.npz", 1, True),
+    ("ckpt-2", 2, True), ("1.npz", 1, True), ("ckpt.npz", 1, False), ("epoch1.npz", 1, False),
+    ("ckpt_11.npz", 1, False), ("/tmp/pytest-1/t/ckpt.npz", 1, False), ("ckpt_1.npz", 2, False)])
+def test_which_paths_name_the_rank(path, rank, names):
+    assert bool(dist._names_rank(path, rank)) is names
+
+
+def test_timeout_setting(monkeypatch):
+    import datetime
+    monkeypatch.delenv("TT_DIST_TIMEOUT", raising=False)
+    assert dist._seconds(None) == dist.DEFAULT_TIMEOUT == 600
+    assert dist._seconds(datetime.timedelta(minutes=2)) == 120
+    assert dist._seconds(1.5) == 1.5
+    monkeypatch.setenv("TT_DIST_TIMEOUT", "7")
+    assert dist._seconds(None) == 7
+    monkeypatch.setenv("TT_DIST_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TT_DIST_TIMEOUT must be a number"):
+        dist._seconds(None)
+    for bad in (0, -1, True, "10"):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            dist._seconds(bad)
+
+
+def test_headers_describe_the_call(single):
+    """What the mismatch messages print: a header holds the collective, the value's kind, dtype,
+    shape (more than 16 axes are cut, never wrong) and the op or root."""
+    h = dist._header("all_reduce", dist.ARRAY, np.zeros((2, 3), np.float32), arg=dist._OPS.index("max"))
+    assert dist._describe(h) == "all_reduce(op='max') of an array float32 (2, 3)"
+    h = dist._header("broadcast", dist.PLACEHOLDER, None, arg=1)
+    assert dist._describe(h) == "broadcast(root=1) of a placeholder"
+    many = np.zeros((1,) * 17 + (2,), np.complex128)
+    h = dist._header("all_gather", dist.TENSOR, many)
+    assert dist._describe(h).endswith("complex128 " + str((1,) * 15 + ("... 18 axes",)))
+    other = dist._header("all_gather", dist.TENSOR, np.zeros((1,) * 17 + (3,), np.complex128))
+    assert (h != other).any()                         # the axes past 16 still tell them apart
+    for dtype in (np.bool_, np.int8, np.uint64, np.float16, np.float64, np.complex64):
+        assert dist._dtype_of(dist._header("barrier", dist.ARRAY, np.zeros(1, dtype))) == np.dtype(dtype)
 
 
 def test_ddp_in_one_process_is_the_module(single):
