@@ -328,6 +328,20 @@ def check_bypass_and_seeds():
     with tt.no_grad():
         if r == 0:
             ddp(X[:4])                        # an evaluation on rank 0 only: no collective
+    # two wrappers of one shape in one backward (a GAN's generator and discriminator): each is
+    # averaged with its own counterpart (the same order on every rank)
+    gen, disc = make_model(r), make_model(r + 10)
+    ddp_g, ddp_d = DDP(gen), DDP(disc)
+    ddp_d(tt.concatenate([ddp_g(X[8 * r:8 * r + 8]), tt.tensor(X[:8, 4:])], axis=1)).sum().backward()
+    for net in (gen, disc):
+        every = dist.all_gather(np.concatenate([p.grad.ravel() for p in net.parameters()]))
+        assert all(np.array_equal(every[0], e) for e in every), "two wrappers' gradients were mixed"
+    ref_g, ref_d = make_model(0), make_model(10)
+    for k in range(w):
+        ref_d(tt.concatenate([ref_g(X[8 * k:8 * k + 8]), tt.tensor(X[:8, 4:])], axis=1)).sum().backward()
+    for net, ref in ((gen, ref_g), (disc, ref_d)):
+        for p, q in zip(net.parameters(), ref.parameters()):
+            assert np.allclose(p.grad, q.grad / w, rtol=0, atol=1e-12), "two wrappers: wrong mean"
     raises_everywhere(lambda: next(tt.data.minibatches(X, y, 8, rng=r, rank=r, world_size=w)),
                       "rank 0 and rank 1 drew different permutations", "not seed + rank")
     raises_everywhere(lambda: next(tt.data.minibatches(X[:100 + r], y[:100 + r], 8, rng=0, rank=r,

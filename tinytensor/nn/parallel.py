@@ -31,6 +31,7 @@ bucket k + 1 is packed. A parameter whose gradient is None on every rank keeps N
 parameter rides in its bucket); None on some ranks counts as zeros there.
 """
 
+import itertools
 import weakref
 from contextlib import contextmanager
 
@@ -45,12 +46,16 @@ from .module import Module
 __all__ = ["DistributedDataParallel"]
 
 _OWN = (_CODE["ddp_sync"], _CODE["ddp_buffers"], _CODE["join"])   # the wrapper's collectives
-_LIVE = weakref.WeakSet()        # the wrappers whose parameters the backward hook looks for
+# The live wrappers, by creation: a backward through several (a GAN's generator and
+# discriminator) averages them in the same order on every rank.
+_LIVE = weakref.WeakValueDictionary()
+_MADE = itertools.count()
 
 
 def _after_backward(grads):
-    for ddp in list(_LIVE):
-        if ddp._through_forward:
+    for key in sorted(_LIVE.keys()):
+        ddp = _LIVE.get(key)
+        if ddp is not None and ddp._through_forward:
             ddp._through_forward = False
             ddp._after_backward(grads)
 
@@ -149,7 +154,7 @@ class DistributedDataParallel(Module):
             self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
-        _LIVE.add(self)
+        _LIVE[next(_MADE)] = self
 
     def forward(self, *args, **kwargs):
         syncing = STATE.grad_enabled and self.require_backward_grad_sync and distributed.world_size() > 1
