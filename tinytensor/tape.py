@@ -416,6 +416,9 @@ def _tape_of(roots, oldest=-1):
     return nodes
 
 
+SWEEPS = [0]     # reverse sweeps so far (DistributedDataParallel: did *this* backward pass its output?)
+
+
 def run_tensor_hooks(node, g):
     """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
     hooks = TENSOR_HOOKS.get(node)
@@ -453,6 +456,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     With `create_graph` the rules are applied to Tensors, so the gradients are themselves
     recorded on the tape and can be differentiated again.
     """
+    SWEEPS[0] += 1                          # a tensor hook can tell which sweep called it
     wanted = None if wrt is None else set(wrt)
     keep = wanted if wrt is not None else retained   # recorded nodes whose cotangent is returned
     oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter

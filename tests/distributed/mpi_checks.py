@@ -328,6 +328,11 @@ def check_bypass_and_seeds():
     with tt.no_grad():
         if r == 0:
             ddp(X[:4])                        # an evaluation on rank 0 only: no collective
+    # tt.grad through the wrapper (a gradient penalty) is a sweep, not a backward: it must not arm
+    # the next backward, here a bare one on rank 0 only
+    tt.grad(lambda x: ddp(x).sum())(X[:4])
+    if r == 0:
+        model(tt.tensor(X[:4], requires_grad=True)).sum().backward()
     # two wrappers of one shape in one backward (a GAN's generator and discriminator): each is
     # averaged with its own counterpart (the same order on every rank)
     gen, disc = make_model(r), make_model(r + 10)

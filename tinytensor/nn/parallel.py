@@ -55,8 +55,8 @@ _MADE = itertools.count()
 def _after_backward(grads):
     for key in sorted(_LIVE.keys()):
         ddp = _LIVE.get(key)
-        if ddp is not None and ddp._through_forward:
-            ddp._through_forward = False
+        if ddp is not None and ddp._through_forward == tape.SWEEPS[0]:   # this backward's sweep
+            ddp._through_forward = None
             ddp._after_backward(grads)
 
 
@@ -145,7 +145,7 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = bool(broadcast_buffers)
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.require_backward_grad_sync = True
-        self._through_forward = False          # set when a backward passes this wrapper's output
+        self._through_forward = None           # the sweep that last passed this wrapper's output
         self._join_flags = 0                   # inside join(): 1 throw on early end, 2 divide by active
         params = [p for p in module.parameters() if p.requires_grad]
         self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20))
@@ -168,7 +168,7 @@ class DistributedDataParallel(Module):
         return out
 
     def _passed(self, g):
-        self._through_forward = True
+        self._through_forward = tape.SWEEPS[0]     # a tt.grad sweep is never mistaken for a backward
 
     @property
     def world_size(self):
