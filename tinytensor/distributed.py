@@ -383,14 +383,24 @@ def _exchange(op, kind=OBJECT, value=None, arg=0, extra=0, count=0):
 
 
 def _wait_for(recvs, peers, mine):
+    """Poll the header receives: spin for the first 50 ms (as MPI's own blocking calls do: a
+    partner a few microseconds late costs microseconds; yielding the core on a loaded machine
+    cost milliseconds per collective), then sleep 1 ms between tests (a rank waiting that long
+    waits for a slow partner, and leaves its core to it). Every millisecond: a goodbye from a
+    missing rank, or the timeout, aborts the job."""
     s = _STATE
     pending = list(range(len(recvs)))
     start = time.monotonic()
-    pause = 0.0
+    next_look = start + 1e-3
     while True:
         pending = [i for i in pending if not recvs[i].Test()]
         if not pending:
             return
+        now = time.monotonic()
+        if now < next_look:
+            continue
+        next_look = now + 1e-3
+        waited = now - start
         missing = [peers[i] for i in pending]
         if s.ctl.Iprobe(source=s.MPI.ANY_SOURCE, tag=_TAG_BYE):
             _collect_goodbyes()
@@ -400,16 +410,13 @@ def _wait_for(recvs, peers, mine):
                    f"{', '.join(map(str, gone))}, which ended (end of the script or sys.exit) without "
                    f"calling it: every rank must call the same collectives; ranks with uneven numbers "
                    f"of batches: wrap the training loop in `with ddp.join():`")
-        waited = time.monotonic() - start
         if waited > s.timeout:
             _abort(f"the watchdog: waited {waited:.0f} s in {_describe(mine)} (collective #{s.seq}) "
                    f"for rank(s) {', '.join(map(str, missing))}, which did not arrive (stuck elsewhere, "
                    f"or calling collectives in another order); the limit is tt.distributed."
                    f"init(timeout=) or TT_DIST_TIMEOUT ({s.timeout:g} s)")
-        # spin briefly (a step's ranks arrive within microseconds of each other), then back off
-        if waited > 2e-4:
-            pause = min(2e-4, pause + 1e-5)
-            time.sleep(pause)
+        if waited > 0.05:
+            time.sleep(1e-3)
 
 
 def _collect_goodbyes():
@@ -561,7 +568,7 @@ def all_reduce(x, op="sum"):
             send = _mpi_buffer(a, "all_reduce")
             out = np.empty_like(send)
             mpi_op = {"sum": s.MPI.SUM, "mean": s.MPI.SUM, "max": s.MPI.MAX, "min": s.MPI.MIN}[op]
-            _mpi_call("all_reduce", s.comm.Allreduce, send, out, mpi_op)
+            _complete(_mpi_call("all_reduce", s.comm.Iallreduce, send, out, mpi_op))
     if op == "mean":
         xp = backend.namespace(out)
         out = out / s.size if out.dtype.kind not in "fc" else xp.divide(out, s.size, out=out)
@@ -604,7 +611,7 @@ def broadcast(x, root=0):
         out = _nccl_broadcast(a if s.rank == root else cupy.empty(shape, dtype), root)
     else:
         out = _mpi_buffer(a, "broadcast").copy() if s.rank == root else np.empty(shape, dtype)
-        _mpi_call("broadcast", s.comm.Bcast, out, root)
+        _complete(_mpi_call("broadcast", s.comm.Ibcast, out, root))
     if s.rank == root or kind in (ARRAY, TENSOR):
         return wrap(out)
     # a placeholder off the root: the root's kind of value
@@ -640,7 +647,7 @@ def all_gather(x):
         return wrap(_nccl_all_gather(a))
     send = _mpi_buffer(a, "all_gather")
     out = np.empty((s.size, *send.shape), send.dtype)
-    _mpi_call("all_gather", s.comm.Allgather, send, out)
+    _complete(_mpi_call("all_gather", s.comm.Iallgather, send, out))
     return wrap(out)
 
 
@@ -681,10 +688,22 @@ def _start_sum(flat):
 
 
 def _wait_all(requests):
-    s = _STATE
     mpi = [r for r in requests if not isinstance(r, _Done)]
     if mpi:
-        s.MPI.Request.Waitall(mpi)
+        _complete(*mpi)
+
+
+def _complete(*requests):
+    """Finish MPI requests of a collective every rank has entered (its headers agreed) by testing
+    them in a loop. MPICH's blocking calls yield the core while they wait, which on a loaded
+    machine costs a time slice (milliseconds) per collective; testing keeps the core, as a spin."""
+    if len(requests) == 1:
+        request = requests[0]
+        while not request.Test():
+            pass
+    else:
+        while not _STATE.MPI.Request.Testall(list(requests)):
+            pass
 
 
 def _raw_broadcast(flat, root):
@@ -693,7 +712,7 @@ def _raw_broadcast(flat, root):
     if type(flat) is not np.ndarray:
         flat[...] = _nccl_broadcast(flat, root)
     else:
-        _mpi_call("broadcast", s.comm.Bcast, flat, root)
+        _complete(_mpi_call("broadcast", s.comm.Ibcast, flat, root))
 
 
 # ----- GPU arrays: NCCL through CuPy (untested on hardware here; see the README) -----------------
