@@ -373,3 +373,31 @@ def test_nccl_collectives_and_ddp_on_two_gpus(mpi, tmp_path):
     script.write_text(NCCL_SCRIPT)
     run = launch(2, script)
     assert run.returncode == 0 and "OK nccl" in run.stdout, run.stdout + run.stderr
+
+
+def test_install_lines_cover_the_distributed_example():
+    """Every code block that launches examples/train_mlp.py --distributed installs extras that
+    hold mpi4py, the MPI wheel and every third-party module the example imports (the README's
+    line lacked [examples]: sklearn was missing)."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")          # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    source = (ROOT / "examples" / "train_mlp.py").read_text() + (ROOT / "examples" / "curves.py").read_text()
+    imported = {m for m in re.findall(r"^\s*(?:from|import) (\w+)", source, re.M)}
+    third_party = {"sklearn": "scikit-learn", "tqdm": "tqdm", "matplotlib": "matplotlib"}
+    needed = {third_party[m] for m in imported if m in third_party} | {"mpi4py", "mpich"}
+    assert {"scikit-learn", "tqdm", "mpi4py"} <= needed
+    pages = [ROOT / "README.md", ROOT / "docs" / "guides" / "distributed.md"]
+    checked = 0
+    for page in pages:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
+            if "train_mlp.py --distributed" not in block:
+                continue
+            names = re.search(r'pip install -e "\.\[([\w,-]+)\]"', block)
+            assert names, f"{page.name}: no install line beside the launch line:\n{block}"
+            have = {req.split(">")[0].split("=")[0].split("[")[0]
+                    for extra in names.group(1).split(",") for req in extras[extra]}
+            assert needed <= have, f"{page.name}: {sorted(needed - have)} missing from [{names.group(1)}]"
+            checked += 1
+    assert checked >= 2
