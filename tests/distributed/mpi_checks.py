@@ -391,13 +391,13 @@ def check_join():
             for k in range(max(steps)):
                 active = [j for j in range(w) if k < steps[j]]
                 total = [np.zeros_like(p.data) for p in net.parameters()]
-                for j in active:
+                divisor = w if divisor_rule == "initial" else len(active)
+                for j in active:             # divided before the sum, as the wrapper packs them
                     net.zero_grad()
                     loss_fn(net(shares[j][k][0]), shares[j][k][1]).backward()
-                    total = [t + p.grad for t, p in zip(total, net.parameters())]
-                divisor = w if divisor_rule == "initial" else len(active)
+                    total = [t + p.grad / divisor for t, p in zip(total, net.parameters())]
                 for p, t in zip(net.parameters(), total):
-                    p.data -= 0.1 * (t / divisor)
+                    p.data -= 0.1 * t
             refs[divisor_rule] = np.concatenate([p.data.ravel() for p in net.parameters()])
         del ref
         want, other = (refs["initial"], refs["active"]) if initial else (refs["active"], refs["initial"])
