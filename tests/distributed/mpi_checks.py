@@ -9,7 +9,7 @@
     raise         rank 1 raises while rank 0 waits in a collective: every rank must exit
     exit          rank 1 calls sys.exit(0) between two steps: rank 0 must abort, naming it
     uneven        rank 1 has fewer batches and ends normally (no join()): rank 0 must abort
-    timeout       rank 1 sleeps while rank 0 waits in all_reduce: the watchdog (2 s) aborts
+    timeout       rank 1 sleeps while rank 0 waits in all_reduce: the watchdog (1 s) aborts
     preinit       rank 1 fails before init(): rank 0 must not stay inside init()
 """
 
@@ -456,7 +456,7 @@ def main():
         print(f"rank {dist.rank()} done", flush=True)
         return                               # rank 1 ends its script normally
     elif mode == "timeout":
-        dist.init(timeout=2)
+        dist.init(timeout=1)
         if dist.rank() == 1:
             import time
             time.sleep(120)                  # stuck elsewhere: rank 0 must not wait forever

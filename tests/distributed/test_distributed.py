@@ -107,17 +107,17 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
                 "for rank(s) 1, which ended"]),
     ("timeout", ["the watchdog: waited", "all_reduce(op='sum') of an array float64 (3,)",
                  "for rank(s) 1, which did not arrive", "timeout="]),
-    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 2 s for MPI to start",
+    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 1 s for MPI to start",
                  "a rank did not reach init()"]),
 ])
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
     batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
-    2 s); rank 1 failing before init() (TT_DIST_TIMEOUT=2). Now the launch ends, non-zero, with
+    1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1). Now the launch ends, non-zero, with
     rank 0 naming the collective and the rank it waited for."""
     import time
     start = time.monotonic()
-    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "2"} if mode == "preinit" else None)
+    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "1"} if mode == "preinit" else None)
     took = time.monotonic() - start
     out = run.stdout + run.stderr
     assert run.returncode != 0, out
