@@ -22,7 +22,8 @@ the mean over the ranks (a backward through the bare module, `ddp.module(x)`, st
 `with ddp.no_sync():` skips that (gradients accumulate locally, and the first backward outside it
 averages the sum: gradient accumulation costs one all-reduce). broadcast_buffers: at each forward
 with gradients enabled and outside no_sync, the buffers (batch norm's running statistics) are
-broadcast from rank 0, as PyTorch does.
+broadcast from rank 0, as PyTorch does (PyTorch decides by the previous forward's state, this by
+the current one's: an evaluation under no_grad on one rank needs no other rank).
 
 The gradients travel in a few large messages: the parameters, last layer first, are cut into
 buckets of at most `bucket_cap_mb` megabytes of one dtype; each bucket is packed into one flat
@@ -121,6 +122,7 @@ class DistributedDataParallel(Module):
     bucket_cap_mb: the largest message, in megabytes (PyTorch's default, 25).
     broadcast_buffers: send rank 0's buffers (batch norm's running statistics) to every rank at
         each forward with gradients enabled (outside `tt.no_grad()` and `no_sync()`), as PyTorch.
+        An evaluation under `tt.no_grad()` on one rank alone needs no other rank.
     gradient_as_bucket_view: hand out the averaged gradients as views of the bucket buffers
         (PyTorch's option of that name): saves writing a fresh copy of every gradient each step,
         but a `.grad` kept from one step to the next changes with the next all-reduce. Default
