@@ -462,7 +462,7 @@ def _join_mismatch(every, joined):
         f"of the join() block")
 
 
-def _array_agree(every):
+def _array_agree(every, hint=""):
     """all_reduce / all_gather: arrays (and Tensors) must agree in dtype, shape and device with
     every rank; numbers alone are promoted (int and float give float). Returns the dtype."""
     _agree(every)
@@ -483,7 +483,7 @@ def _array_agree(every):
         a, b = every[0], every[r]
         if a[_DTYPE] != b[_DTYPE] or a[_DEV] != b[_DEV] or a[_NDIM] != b[_NDIM] or \
                 any(a[_SHAPE:] != b[_SHAPE:]):
-            _mismatch(every, 0, r)
+            _mismatch(every, 0, r, hint)
     return _dtype_of(every[0])
 
 
@@ -638,7 +638,8 @@ def all_gather(x):
         _check_sendable(a, "all_gather")
         if s.size == 1 or s.comm is None:
             return wrap(backend.namespace(a).stack([a]))
-    dtype = _array_agree(_exchange("all_gather", kind, a))
+    dtype = _array_agree(_exchange("all_gather", kind, a),
+                         " (to gather arrays of different shapes, pass each in a tuple: objects are pickled)")
     if kind == OBJECT:
         return s.comm.allgather(x)
     if kind == NUMBER and a.dtype != dtype:

@@ -244,7 +244,9 @@ def check_mismatched_collectives():
                       "float32 (3,)", "float64 (3,)")
     raises_everywhere(lambda: dist.all_reduce(np.ones(3), op="sum" if r == 0 else "max"),
                       "op='sum'", "op='max'")
-    raises_everywhere(lambda: dist.all_gather(np.ones(2 + r)), "(2,)", "(3,)")
+    raises_everywhere(lambda: dist.all_gather(np.ones(2 + r)), "(2,)", "(3,)", "pass each in a tuple")
+    uneven = dist.all_gather((np.ones(2 + r),))                       # the way to gather them
+    assert [len(t[0]) for t in uneven] == [2 + k for k in range(dist.world_size())]
     raises_everywhere(lambda: dist.all_gather(np.ones(2) if r == 0 else "text"), "an object")
     raises_everywhere(lambda: dist.all_reduce(np.ones(2)) if r == 0 else dist.broadcast(np.ones(2)),
                       "rank 0 calls all_reduce", "rank 1 calls broadcast(root=0)")
