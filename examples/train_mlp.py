@@ -22,7 +22,7 @@ step returns the loss, the gradients and the logits, and the optimizer updates t
 place, so the next step sees them.
 The numbers are the same as without --compile.
 
-With --distributed (under `mpiexec -n P`, extra [distributed]) the model is wrapped in
+With --distributed (under `mpiexec -n P`, extras [distributed,examples]) the model is wrapped in
 `tt.nn.parallel.DistributedDataParallel`; --batch-size stays the global batch, each rank takes
 its batch_size / P rows of every batch (`minibatches(..., rank=, world_size=)`), and the
 gradients are averaged over the ranks in backward(), so the run follows the one-process run up

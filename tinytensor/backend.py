@@ -199,11 +199,12 @@ def to_host(a):
     return to_device(a, CPU)
 
 
-def copy(a, dtype=None):
-    """A fresh array on `a`'s device with `a`'s values (in `dtype`). NumPy scalars give 0-d arrays."""
+def copy(a, dtype=None, order="K"):
+    """A fresh array on `a`'s device with `a`'s values (in `dtype`; `order` as NumPy's: "K" keeps
+    a's layout, "C" makes it row-major). NumPy scalars give 0-d arrays."""
     if type(a) is np.ndarray or not is_array(a):
-        return np.array(a, dtype=dtype)
-    return a.astype(a.dtype if dtype is None else dtype, copy=True)
+        return np.array(a, dtype=dtype, order=order)
+    return a.astype(a.dtype if dtype is None else dtype, order=order, copy=True)
 
 
 # ----- the SciPy-only functions, with a portable formula for libraries that lack them ----------------

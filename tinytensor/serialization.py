@@ -60,17 +60,35 @@ def save(obj, path, metadata=None):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
     when `path` has none). A path ending in ".safetensors" writes the safetensors format instead
     (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings).
-    In a data-parallel run (tt.distributed with several ranks) only the main rank writes: every
-    rank may call save, and the others return at once (call tt.distributed.barrier() before
-    another rank reads the file)."""
-    if not distributed._writes_files():
+
+    In a data-parallel run (tt.distributed with several ranks), a path that names the rank
+    (`f"ckpt_{rank}.npz"`, `f"rank{rank}/ckpt.npz"`: the rank's number standing alone or after
+    "rank" in the file's or its folder's name) is written by every rank; a path that does not
+    (`"ckpt.npz"`, the same file on every rank) is written by the main rank only: the others
+    return at once, with one warning per process (call tt.distributed.barrier() before another
+    rank reads the file). The file is written under a temporary name and renamed, so a reader
+    never sees half a file."""
+    if not distributed._writes_files(path):
         return
     if _is_safetensors(path):
         return save_safetensors(obj, path, metadata)
     arrays = {}
     structure = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
     arrays[_STRUCTURE] = np.array(json.dumps(structure))
-    np.savez(os.fspath(path), **arrays)
+    final = os.fspath(path)
+    final = final if final.endswith(".npz") else final + ".npz"      # as np.savez names it
+    partial = f"{final}.{os.getpid()}.partial"
+    try:
+        try:
+            f = open(partial, "wb")
+        except OSError as err:              # named by the file asked for, not the temporary one
+            raise type(err)(err.errno, err.strerror, final) from None
+        with f:
+            np.savez(f, **arrays)
+        os.replace(partial, final)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def _decode(node, arrays):
