@@ -505,7 +505,7 @@ def losses(prim, size, vals, dims, reduction="mean"):
     if reduction == "none":
         return rows, 0
     axes = tuple(range(1, nd))         # an example's rows: all but the class axis
-    return (_P["mean"] if reduction == "mean" else _P["sum"])(rows, axis=axes), 0
+    return (_P["mean"] if reduction == "mean" else _P["sum"])(rows, axis=axes, keepdims=False), 0
 
 
 def frobenius(prim, size, vals, dims):
