@@ -389,7 +389,7 @@ def pad(prim, size, vals, dims, pad_width, constant_values=0):
     nd = _ndim(v) - 1
     if np.ndim(constant_values) > 0:
         return loop(prim, size, vals, dims, pad_width=pad_width, constant_values=constant_values)
-    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (nd, 2))
+    widths = np.broadcast_to(np.asarray(pad_width, dtype=np.intp), (nd, 2)) if nd else ()
     widths = ((0, 0),) + tuple(tuple(int(w) for w in row) for row in widths)
     return prim(v, pad_width=widths, constant_values=constant_values), 0
 
@@ -461,8 +461,11 @@ def linear(prim, size, vals, dims):
     (x, w, b), (dx, dw, db) = vals, dims
     if dw is None and db is None and _ndim(x) - 1 >= 1:
         return prim(moved(x, dx), w, b), 0
-    X, W, Bs = (v if d is None else BatchArray(v, d, _Frame.scratch(size)) for v, d in zip(vals, dims))
-    return _unbox(_linear_parts(prim.name, X, W, Bs), size)
+    scratch = _Frame.scratch(size)      # one level for this rule's own primitives
+    X, W, Bs = (v if d is None else BatchArray(v, d, scratch) for v, d in zip(vals, dims))
+    out = _linear_parts(prim.name, X, W, Bs)
+    scratch.active = False
+    return _unbox(out, scratch)
 
 
 def _linear_parts(name, x, w, b):
@@ -576,8 +579,8 @@ class _Frame:
         return cls(size)
 
 
-def _unbox(out, size):
-    if type(out) is BatchArray:
+def _unbox(out, frame):
+    if type(out) is BatchArray and out.frame is frame:
         return out.val, out.bdim
     return out, None
 
@@ -673,7 +676,21 @@ _RULES.update({
     "conv2d": folded, "max_pool2d": folded, "avg_pool2d": folded, "avg_unpool2d": folded,
     "conv2d_grad_input": folded, "rnn_seq": recurrent, "lstm_seq": recurrent, "gru_seq": recurrent,
 })
-_RULES.update({name: leading for name in "inv det slogdet cholesky eigh svd solve expm".split()})
+def solve(prim, size, vals, dims):
+    """np.linalg.solve: a vector right-hand side (an example's b of one axis) becomes a column."""
+    (a, b), (da, db) = vals, dims
+    na, nb = _ndim(a) - (da is not None), _ndim(b) - (db is not None)
+    if nb == 1:
+        a = a if da is None else moved(a, da)
+        b = _expand(_front(b, db, size), na - 2) if na > 2 else _front(b, db, size)
+        b = _expand(b, 1, _ndim(b))
+        out = prim(a, b)
+        return _P["reshape"](out, shape=_shape(out)[:-1]), 0
+    return leading(prim, size, vals, dims)
+
+
+_RULES.update({name: leading for name in "inv det slogdet cholesky eigh svd expm".split()})
+_RULES["solve"] = solve
 # Declared loop fallbacks (no native rule yet): reported by check_rules().
 _RULES.update({name: LOOP for name in
                "diag convolve_full convolve_valid sqrtm solve_triangular solve_sylvester "
