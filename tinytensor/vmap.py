@@ -18,12 +18,11 @@ import functools
 
 import numpy as np
 
-from .ops import batching
 from .ops.batching import _P, BatchArray, _Frame, _shape, moved
 from .state import STATE, set_batch
 from .tensor import Tensor
 
-__all__ = ["vmap"]
+__all__ = ["vmap", "batched_draw"]
 
 _RANDOMNESS = ("error", "different", "same")
 
@@ -178,7 +177,8 @@ def _unbatch(o, ax, frame):
     ax %= nd
     s = _shape(x)
     # Unbatched (the same for every example): broadcast, as jax.vmap does.
-    out = _P["broadcast_to"](_P["reshape"](x, shape=s[:ax] + (1,) + s[ax:]), shape=s[:ax] + (frame.size,) + s[ax:])
+    out = _P["broadcast_to"](_P["reshape"](x, shape=s[:ax] + (1,) + s[ax:]),
+                             shape=s[:ax] + (frame.size,) + s[ax:])
     if isinstance(out, np.ndarray):
         out = np.array(out)      # a writable array of its own, not a broadcast view
     return out
@@ -224,12 +224,21 @@ def rewrap(x, levels):
     return x
 
 
-def lead(levels):
-    return len(levels)
-
-
-def unstack_leading(x, levels):
-    return rewrap(x, levels)
-
-
-__all__ += ["batching"]
+# ----- random draws inside vmap (Dropout) --------------------------------------------------------
+def batched_draw(what, shape, draw):
+    """A random array of an example's `shape`, drawn by draw(full_shape), as the running vmaps'
+    `randomness` says: "error" raises; "different" draws one array per example; "same" one for
+    all. The order is documented: ONE draw of shape (sizes of the "different" vmaps, outermost
+    first) + shape, example i's array being draw[i]; so under randomness="different" a vmapped
+    Dropout draws exactly the masks Dropout draws on the stacked batch, seed for seed."""
+    frames = STATE.batch
+    refusing = [fr for fr in frames if fr.randomness == "error"]
+    if refusing:
+        raise RuntimeError(
+            f"{what} draws random numbers inside tt.vmap with randomness='error' (the default). "
+            f"Say what the examples should get: tt.vmap(f, randomness='different') (an independent "
+            f"draw per example, in the order of the stacked batch) or randomness='same' (one draw "
+            f"shared by every example); or call model.eval() to switch the randomness off")
+    different = [fr for fr in frames if fr.randomness == "different"]
+    array = draw(tuple(fr.size for fr in different) + tuple(shape))
+    return rewrap(array, different)

@@ -19,9 +19,8 @@ stacks the results); `check_rules()` reports it by name. `BATCHING` (ops/table.p
 import numpy as np
 
 from .. import tape
-from ..state import STATE
 from ..tensor import Tensor
-from .table import BATCHING, LOOP, NONDIFFERENTIABLE, NUMPY_FUNCTIONS, PUBLIC, METHODS
+from .table import BATCHING, LOOP, METHODS, NONDIFFERENTIABLE, NUMPY_FUNCTIONS, PUBLIC
 
 _P = tape.REGISTRY          # primitives by name: the rules call them on the vals
 
@@ -202,13 +201,16 @@ def bind(prim, args, params):
     for a in args:
         if type(a) is BatchArray and (top is None or a.frame.level > top.level):
             top = a.frame
-    if top is None:
-        for k, v in params.items():
-            if type(v) is BatchArray or (isinstance(v, tuple) and any(type(i) is BatchArray for i in v)):
+    for k, v in params.items():
+        if type(v) is BatchArray or (isinstance(v, tuple) and any(type(i) is BatchArray for i in v)):
+            if prim.name not in _BATCHED_INDEX or type(v) is not BatchArray:
                 raise TypeError(f"{prim.name}: its parameter {k}= is batched by tt.vmap (a batched "
-                                f"index or shape); only array operands can be batched. Use "
-                                f"tt.take_along_axis / one-hot products, or pass it as an argument "
-                                f"with in_axes=None")
+                                f"index or shape); here only a single batched integer index of "
+                                f"x[i] or of an embedding is supported. Use one-hot products or "
+                                f"tt.take_along_axis, or pass it with in_axes=None")
+            if top is None or v.frame.level > top.level:
+                top = v.frame
+    if top is None:
         return NotImplemented
     if not top.active:
         raise RuntimeError(f"{prim.name}: a value batched by a tt.vmap call that has returned "
@@ -341,7 +343,7 @@ def _batched_index(index):
     advanced-index axes would move the batch axis (arrays separated by a slice)."""
     index = index if isinstance(index, tuple) else (index,)
     arrays = [i for i, k in enumerate(index)
-              if isinstance(k, (np.ndarray, list, Tensor)) or (hasattr(k, "shape") and not isinstance(k, slice))]
+              if isinstance(k, (np.ndarray, list, Tensor)) or hasattr(k, "shape")]
     if arrays:
         adv = [i for i, k in enumerate(index)
                if i in arrays or isinstance(k, (int, np.integer))]
@@ -351,6 +353,12 @@ def _batched_index(index):
 
 
 def getitem(prim, size, vals, dims, index):
+    if type(index) is BatchArray:           # x[i] with i batched: one gather
+        idx, _ = _index_of(index, size)
+        if dims[0] is None:
+            return prim(vals[0], index=idx), 0
+        rows = np.arange(size).reshape((-1,) + (1,) * (np.ndim(idx) - 1))
+        return prim(moved(vals[0], dims[0]), index=(rows, idx)), 0
     index2 = _batched_index(index)
     if index2 is None:
         return loop(prim, size, vals, dims, index=index)
@@ -481,7 +489,8 @@ def einsum(prim, size, vals, dims, subscripts):
     ins = ins.split(",")
     if "->" not in spec:                 # implicit output: letters seen once, in order
         letters = "".join(ins).replace(".", "")
-        out = ("..." if "..." in spec else "") + "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+        once = sorted(c for c in set(letters) if letters.count(c) == 1)
+        out = ("..." if "..." in spec else "") + "".join(once)
     free = next(c for c in "zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA" if c not in spec)
     args = []
     for i, (v, d) in enumerate(zip(vals, dims)):
@@ -492,11 +501,28 @@ def einsum(prim, size, vals, dims, subscripts):
     return prim(*args, subscripts=",".join(ins) + "->" + free + out), 0
 
 
+def _index_of(index, size):
+    """A batched index (a BatchArray of the rule's level) as its stacked values, batch axis
+    first, and whether it was batched; a plain index as it is."""
+    if type(index) is BatchArray:
+        v = moved(index.val, index.bdim)
+        return (v.data if isinstance(v, Tensor) else v), True
+    return index, False
+
+
 def embedding(prim, size, vals, dims, index):
-    w = moved(vals[0], dims[0])
+    index, batched = _index_of(index, size)
     index = np.asarray(index)
-    rows = np.arange(_shape(w)[0]).reshape((-1,) + (1,) * index.ndim)
+    if dims[0] is None:
+        if not batched:
+            return prim(vals[0], index=index), None
+        return prim(vals[0], index=index), 0          # rows picked per example
+    w = moved(vals[0], dims[0])
+    rows = np.arange(_shape(w)[0]).reshape((-1,) + (1,) * (index.ndim - batched))
     return _P["getitem"](w, index=(rows, index)), 0
+
+
+_BATCHED_INDEX = {"embedding", "getitem"}
 
 
 def losses(prim, size, vals, dims, reduction="mean"):
@@ -719,5 +745,3 @@ def rule_kind(name):
     rule = BATCHING.get(name, LOOP)
     return "loop" if rule is LOOP else "native"
 
-
-STATE_BATCH = STATE      # (re-exported for vmap.py)
