@@ -151,6 +151,7 @@ class BatchArray:
 
     # ----- NumPy calls: the op table's functions, or batched here when they have no gradient -----
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        _refuse_escaped(inputs, ufunc.__name__)
         if method == "__call__":
             op = NUMPY_FUNCTIONS.get(ufunc)
             if op is not None and not kwargs:
@@ -162,6 +163,7 @@ class BatchArray:
                         f"use the tinytensor operation")
 
     def __array_function__(self, func, types, args, kwargs):
+        _refuse_escaped(args, getattr(func, "__name__", "a NumPy function"))
         special = _NUMPY_SPECIAL.get(func)
         if special is not None:
             return special(*args, **kwargs)
@@ -171,6 +173,14 @@ class BatchArray:
         name = getattr(func, "__name__", repr(func))
         raise TypeError(f"np.{name} on a value batched by tt.vmap has no batching rule; use a "
                         f"tinytensor operation (tt.{name} where it exists), or call it outside vmap")
+
+
+def _refuse_escaped(args, name):
+    for a in args:
+        if type(a) is BatchArray and not a.frame.active:
+            raise RuntimeError(f"{name}: a value batched by a tt.vmap call that has returned (it "
+                               f"escaped its function: kept in a global, a closure or a list) is "
+                               f"used; return it from the function instead")
 
 
 def _needs_grad(args):
@@ -213,9 +223,7 @@ def bind(prim, args, params):
     if top is None:
         return NotImplemented
     if not top.active:
-        raise RuntimeError(f"{prim.name}: a value batched by a tt.vmap call that has returned "
-                           f"(it escaped its function: kept in a global, a closure or a list) is "
-                           f"used; return it from the function instead")
+        _refuse_escaped([a for a in args if type(a) is BatchArray], prim.name)
     vals, dims = [], []
     for a in args:
         if type(a) is BatchArray and a.frame is top:
