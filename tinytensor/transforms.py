@@ -77,7 +77,11 @@ def tree_flatten(tree):
         leaves.append(node)
         return LEAF
 
-    return leaves, strip(tree)
+    try:
+        return leaves, strip(tree)
+    finally:
+        strip = None    # noqa: F841  the closure refers to itself: a cycle holding the leaves (Tensors,
+        #                 a whole tape) until the garbage collector runs, unless cut here
 
 
 def tree_unflatten(structure, leaves):
@@ -103,7 +107,10 @@ def tree_unflatten(structure, leaves):
             return _rebuild(node, [fill(v) for v in node])
         return node   # None
 
-    return fill(structure)
+    try:
+        return fill(structure)
+    finally:
+        fill = None     # noqa: F841  (as in tree_flatten: no reference cycle)
 
 
 def _rebuild(node, children):
@@ -143,7 +150,10 @@ def _flatten_as(structure, tree, what):
             for i, (n, s) in enumerate(zip(node, sub)):
                 walk(n, s, f"{path}[{i}]")
 
-    walk(structure, tree, "")
+    try:
+        walk(structure, tree, "")
+    finally:
+        walk = None     # noqa: F841  (as in tree_flatten: no reference cycle)
     return leaves
 
 
@@ -705,7 +715,6 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
 
     @functools.wraps(f, updated=())
     def jacobian_f(*args, **kwargs):
-        from .vmap import vmap
         primal, rebuild = _select(args, argnums, "jacobian")
         aux = []
 
@@ -727,7 +736,7 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
             if basis is None:
                 blocks = _blocks(None, outs, ins)
             else:
-                rows = vmap(lambda *e: vjp_fn(tree_unflatten(out_structure, list(e)))[0])(*basis)
+                rows = _over_basis(lambda *e: vjp_fn(tree_unflatten(out_structure, list(e)))[0], basis)
                 blocks = _cut(tree_flatten(rows)[0], outs, ins, rows_are_outputs=True)
         else:
             basis = _eye_leaves(ins)
@@ -738,7 +747,7 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
             else:
                 out, jvp_fn = _linearized(g, (primal,), allow_unused, "jacobian")
                 out_structure = tree_flatten(out)[1]
-                cols = vmap(lambda *e: jvp_fn(tree_unflatten(in_structure, list(e))))(*basis)
+                cols = _over_basis(lambda *e: jvp_fn(tree_unflatten(in_structure, list(e))), basis)
                 col_leaves = tree_flatten(cols)[0]
                 outs = [_Shaped(c.shape[1:], c.dtype) for c in col_leaves]
                 blocks = _cut(col_leaves, outs, ins, rows_are_outputs=False)
@@ -751,6 +760,15 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
         return result, extra
 
     return jacobian_f
+
+
+def _over_basis(fn, basis):
+    """vmap(fn)(*basis); for a basis of one vector (a scalar output, say), fn itself."""
+    from .vmap import vmap
+    if basis[0].shape[0] != 1:
+        return vmap(fn)(*basis)
+    leaves, structure = tree_flatten(fn(*[b[0] for b in basis]))
+    return tree_unflatten(structure, [x.reshape((1,) + tuple(x.shape)) for x in leaves])
 
 
 class _Shaped:
