@@ -769,7 +769,8 @@ _RULES.update({
     "linear": linear, "linear_t": linear, "einsum": einsum, "embedding": embedding,
     "softmax_cross_entropy": losses, "crossEntropy": losses, "frobeniusNorm": frobenius,
     "conv2d": folded, "max_pool2d": folded, "avg_pool2d": folded, "avg_unpool2d": folded,
-    "conv2d_grad_input": folded, "vmatmul": _vmatmul_rule, "rnn_seq": recurrent, "lstm_seq": recurrent, "gru_seq": recurrent,
+    "conv2d_grad_input": folded, "vmatmul": _vmatmul_rule,
+    "rnn_seq": recurrent, "lstm_seq": recurrent, "gru_seq": recurrent,
 })
 def solve(prim, size, vals, dims):
     """np.linalg.solve: a vector right-hand side (an example's b of one axis) becomes a column."""
