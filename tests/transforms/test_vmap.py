@@ -210,3 +210,12 @@ def test_batchnorm_train_raises_and_eval_is_exact():
     bn.running_var[...] = [1.5, 0.5, 2.0]
     bn.eval()
     np.testing.assert_array_equal(tt.vmap(lambda x: bn(x[None])[0])(X).data, bn(X).data)
+
+
+def test_other_random_draws_follow_randomness():
+    with pytest.raises(RuntimeError, match="tt.randn inside tt.vmap with randomness='error'"):
+        tt.vmap(lambda x: x + tt.randn(3).data)(X)
+    with pytest.raises(RuntimeError, match="only nn.Dropout draws per example"):
+        tt.vmap(lambda x: x + tt.rand(3).data, randomness="different")(X)
+    same = tt.vmap(lambda x: x * 0 + tt.randn(3, rng=0).data, randomness="same")(X)
+    np.testing.assert_array_equal(same, np.broadcast_to(tt.randn(3, rng=0).data, (5, 3)))

@@ -490,7 +490,7 @@ def _dropout(x, p, rng):
     dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
     if STATE.batch:          # inside tt.vmap: as its randomness= says (vmap.batched_draw)
         from ..vmap import batched_draw
-        mask = batched_draw("Dropout", x.shape, lambda shape: draws.draw(
+        mask = batched_draw("Dropout", x.shape, lambda shape: draws.draw_once(
             _dropout_mask, rng, np.broadcast_to(np.zeros((), dtype), shape), p, dtype))
         return x * mask, mask
     mask = draws.draw(_dropout_mask, rng, x, p, dtype)
