@@ -788,7 +788,15 @@ def _eye_leaves(leaves):
     dtype = np.result_type(*[_float_dtype(np.empty(0, x.dtype)) for x in leaves])
     eye = np.eye(n, dtype=dtype)
     at = np.cumsum([0] + sizes)
-    return [eye[:, at[i]:at[i + 1]].reshape((n,) + s) for i, s in enumerate(shapes)]
+    return [backend.like(eye[:, at[i]:at[i + 1]].reshape((n,) + s), _device_ref(x))   # on x's device
+            for i, (s, x) in enumerate(zip(shapes, leaves))]
+
+
+def _device_ref(x):
+    """Something whose array library is x's (a batched value: its stacked examples')."""
+    while type(x) is BatchArray:
+        x = x.val
+    return x
 
 
 def _cut(parts, outs, ins, rows_are_outputs):
