@@ -42,11 +42,13 @@ def _refuse_inside_vmap(fun):
     if modes == {"same"}:
         return
     name = _NAMES.get(getattr(fun, "__name__", ""), "a random draw")
-    raise RuntimeError(
+    err = RuntimeError(
         f"{name} inside tt.vmap with randomness={'error' if 'error' in modes else 'different'!r}: "
         f"{'say what the examples should get' if 'error' in modes else 'only nn.Dropout draws per example'}"
         f". Draw it once for all examples with tt.vmap(f, randomness='same'), or draw one per example "
         f"outside vmap (shape (batch, ...)) and pass it as a mapped argument")
+    err._not_batchable = True
+    raise err
 
 
 def standard_normal(rng, shape):

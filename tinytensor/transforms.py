@@ -766,7 +766,16 @@ def _over_basis(fn, basis):
     """vmap(fn)(*basis); for a basis of one vector (a scalar output, say), fn itself."""
     from .vmap import vmap
     if basis[0].shape[0] != 1:
-        return vmap(fn)(*basis)
+        try:
+            return vmap(fn)(*basis)
+        except Exception as err:
+            if not getattr(err, "_not_batchable", False):
+                raise
+            # f cannot run batched (an in-place write of a batched value, Python control flow
+            # on one, a BatchNorm in train()): one basis vector at a time, as before vmap.
+            results = [tree_flatten(fn(*[b[k] for b in basis])) for k in range(basis[0].shape[0])]
+            return tree_unflatten(results[0][1], [np.stack([r[0][i] for r in results])
+                                                  for i in range(len(results[0][0]))])
     leaves, structure = tree_flatten(fn(*[b[0] for b in basis]))
     return tree_unflatten(structure, [x.reshape((1,) + tuple(x.shape)) for x in leaves])
 

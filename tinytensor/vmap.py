@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from .ops.batching import _P, BatchArray, _Frame, _shape, moved
+from .ops.batching import _P, BatchArray, _Frame, _shape, moved, not_batchable
 from .state import STATE, set_batch
 from .tensor import Tensor
 
@@ -234,11 +234,11 @@ def batched_draw(what, shape, draw):
     frames = STATE.batch
     refusing = [fr for fr in frames if fr.randomness == "error"]
     if refusing:
-        raise RuntimeError(
+        raise not_batchable(RuntimeError(
             f"{what} draws random numbers inside tt.vmap with randomness='error' (the default). "
             f"Say what the examples should get: tt.vmap(f, randomness='different') (an independent "
             f"draw per example, in the order of the stacked batch) or randomness='same' (one draw "
-            f"shared by every example); or call model.eval() to switch the randomness off")
+            f"shared by every example); or call model.eval() to switch the randomness off"))
     different = [fr for fr in frames if fr.randomness == "different"]
     array = draw(tuple(fr.size for fr in different) + tuple(shape))
     return rewrap(array, different)

@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import not_batchable
 from ..rng import generator
 from ..state import STATE
 from ..tape import no_grad
@@ -410,13 +411,13 @@ class _BatchNorm(Module):
         axes = (0,) + tuple(range(2, len(x.shape)))
         shape = (1, -1) + (1,) * (len(x.shape) - 2)          # a (C,) vector against axis 1
         if STATE.batch and (self.training or not self.track_running_stats):
-            raise RuntimeError(
+            raise not_batchable(RuntimeError(
                 f"{type(self).__name__} in training mode (or without running statistics) inside "
                 f"tt.vmap: each example would be normalised by its own statistics, not the batch's, "
                 f"and the running statistics would be updated once per vmap call. Choose one: "
                 f"model.eval() (the running statistics, exactly: per-example gradients are then "
                 f"exact), run the module on the whole batch outside vmap, or use a per-example "
-                f"normalisation (LayerNorm)")
+                f"normalisation (LayerNorm)"))
         if self.training or not self.track_running_stats:
             n = math.prod(x.shape) // self.num_features
             if self.training and n <= 1:

@@ -62,11 +62,11 @@ class BatchArray:
 
     # ----- no single value: Python control flow on a batched value is refused -----------------
     def _concrete(self, what):
-        raise TypeError(
+        raise not_batchable(TypeError(
             f"{what} of a value batched by tt.vmap: it holds {self.frame.size} examples, not one "
             f"value, so Python control flow on it (if, while, float(), int(), .item()) cannot be "
             f"batched. Use tt.where(cond, a, b) (or np.where) instead of if/else, or compute it "
-            f"outside vmap")
+            f"outside vmap"))
 
     def __bool__(self):
         self._concrete("bool()")
@@ -173,6 +173,14 @@ class BatchArray:
         name = getattr(func, "__name__", repr(func))
         raise TypeError(f"np.{name} on a value batched by tt.vmap has no batching rule; use a "
                         f"tinytensor operation (tt.{name} where it exists), or call it outside vmap")
+
+
+def not_batchable(err):
+    """Mark `err` as saying that a function cannot run batched (Python control flow on a batched
+    value, an in-place write of one, a BatchNorm in train()): tt.jacobian then takes its basis
+    one vector at a time instead of vmapping over it."""
+    err._not_batchable = True
+    return err
 
 
 def _refuse_escaped(args, name):
