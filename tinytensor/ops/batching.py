@@ -221,13 +221,14 @@ def bind(prim, args, params):
             top = a.frame
     for k, v in params.items():
         if type(v) is BatchArray or (isinstance(v, tuple) and any(type(i) is BatchArray for i in v)):
-            if prim.name not in _BATCHED_INDEX or type(v) is not BatchArray:
+            if prim.name not in _BATCHED_INDEX or (type(v) is not BatchArray and prim.name != "getitem"):
                 raise TypeError(f"{prim.name}: its parameter {k}= is batched by tt.vmap (a batched "
-                                f"index or shape); here only a single batched integer index of "
-                                f"x[i] or of an embedding is supported. Use one-hot products or "
+                                f"index or shape); only integer indices of x[...] and of an "
+                                f"embedding can be batched. Use one-hot products or "
                                 f"tt.take_along_axis, or pass it with in_axes=None")
-            if top is None or v.frame.level > top.level:
-                top = v.frame
+            for i in (v if isinstance(v, tuple) else (v,)):
+                if type(i) is BatchArray and (top is None or i.frame.level > top.level):
+                    top = i.frame
     if top is None:
         return NotImplemented
     if not top.active:
@@ -241,6 +242,7 @@ def bind(prim, args, params):
             vals.append(a)
             dims.append(None)
     rule = BATCHING.get(prim.name, LOOP)
+    _TOP[0] = top            # (the gathers tell their level's batched indices from outer ones)
     out, dim = (loop if rule is LOOP else rule)(prim, top.size, vals, dims, **params)
     return out if dim is None else BatchArray(out, dim, top)
 
@@ -368,13 +370,33 @@ def _batched_index(index):
     return (slice(None),) + index
 
 
+def _gather(prim, size, x, dx, index):
+    """x[index] where index holds integer arrays batched by this vmap: one gather. The example's
+    advanced indices must come first (NumPy would otherwise move their axes to the front)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    advanced = [type(k) is BatchArray or isinstance(k, (np.ndarray, list)) or
+                isinstance(k, (int, np.integer)) for k in entries]
+    n_adv = advanced.index(False) if False in advanced else len(advanced)
+    if any(advanced[n_adv:]):
+        raise not_batchable(TypeError(
+            f"{prim.name}: an index batched by tt.vmap mixed with slices before or between its "
+            f"arrays is not supported; put the array indices first (or use tt.take_along_axis)"))
+    stacked = [(_index_of(k, size)[0], True) if _mine(k) else
+               (k if type(k) is BatchArray else np.asarray(k), False) for k in entries[:n_adv]]
+    nd = max((np.ndim(v) - b for v, b in stacked), default=0)   # the examples' broadcast rank
+    arrays = [v.reshape((v.shape[0],) + (1,) * (nd - (v.ndim - 1)) + v.shape[1:]) if b else v
+              for v, b in stacked]
+    if dx is not None:
+        arrays.insert(0, np.arange(size).reshape((size,) + (1,) * nd))
+        x = moved(x, dx)
+    else:       # an unbatched x: the batched indices carry the examples' axis, first
+        arrays = [a if b else a[None] for a, (v, b) in zip(arrays, stacked)]
+    return prim(x, index=tuple(arrays) + tuple(entries[n_adv:])), 0
+
+
 def getitem(prim, size, vals, dims, index):
-    if type(index) is BatchArray:           # x[i] with i batched: one gather
-        idx, _ = _index_of(index, size)
-        if dims[0] is None:
-            return prim(vals[0], index=idx), 0
-        rows = np.arange(size).reshape((-1,) + (1,) * (np.ndim(idx) - 1))
-        return prim(moved(vals[0], dims[0]), index=(rows, idx)), 0
+    if _mine(index) or (isinstance(index, tuple) and any(_mine(k) for k in index)):
+        return _gather(prim, size, vals[0], dims[0], index)
     index2 = _batched_index(index)
     if index2 is None:
         return loop(prim, size, vals, dims, index=index)
@@ -578,6 +600,13 @@ def einsum(prim, size, vals, dims, subscripts):
     return prim(*args, subscripts=",".join(ins) + "->" + free + out), 0
 
 
+_TOP = [None]
+
+
+def _mine(k):
+    return type(k) is BatchArray and k.frame is _TOP[0]
+
+
 def _index_of(index, size):
     """A batched index (a BatchArray of the rule's level) as its stacked values, batch axis
     first, and whether it was batched; a plain index as it is."""
@@ -588,14 +617,17 @@ def _index_of(index, size):
 
 
 def embedding(prim, size, vals, dims, index):
-    index, batched = _index_of(index, size)
-    index = np.asarray(index)
+    batched = _mine(index)
+    if batched:
+        index = _index_of(index, size)[0]
+    elif type(index) is not BatchArray:      # (an outer vmap's index stays one: gathered there)
+        index = np.asarray(index)
     if dims[0] is None:
         if not batched:
             return prim(vals[0], index=index), None
         return prim(vals[0], index=index), 0          # rows picked per example
     w = moved(vals[0], dims[0])
-    rows = np.arange(_shape(w)[0]).reshape((-1,) + (1,) * (index.ndim - batched))
+    rows = np.arange(_shape(w)[0]).reshape((-1,) + (1,) * (np.ndim(index) - batched))
     return _P["getitem"](w, index=(rows, index)), 0
 
 
@@ -725,6 +757,19 @@ def _arg_reduce(fun):
     return batched
 
 
+def _arg_along(fun):
+    """argsort (and other index-valued functions along one axis that keep the shape)."""
+    def batched(a, axis=-1, **kwargs):
+        if type(a) is not BatchArray:
+            return fun(a, axis=axis, **kwargs)
+        v = moved(a.val, a.bdim)
+        v = v.data if isinstance(v, Tensor) else v
+        if axis is None:
+            return BatchArray(fun(v.reshape(v.shape[0], -1), axis=1, **kwargs), 0, a.frame)
+        return BatchArray(fun(v, axis=_axes(axis, a.ndim), **kwargs), 0, a.frame)
+    return batched
+
+
 def _bool_reduce(fun):
     def batched(a, axis=None, keepdims=False, **kwargs):
         if type(a) is not BatchArray:
@@ -752,7 +797,7 @@ _NUMPY_SPECIAL = {
     np.result_type: lambda *a: np.result_type(*[x.dtype if type(x) is BatchArray else x for x in a]),
     np.zeros_like: _like(0), np.ones_like: _like(1), np.empty_like: _like(0),
     np.full_like: lambda a, fill_value, dtype=None, **k: _like(fill_value)(a, dtype=dtype),
-    np.argmax: _arg_reduce(np.argmax), np.argmin: _arg_reduce(np.argmin),
+    np.argmax: _arg_reduce(np.argmax), np.argmin: _arg_reduce(np.argmin), np.argsort: _arg_along(np.argsort),
     np.any: _bool_reduce(np.any), np.all: _bool_reduce(np.all),
     np.count_nonzero: lambda a, axis=None, keepdims=False: _bool_reduce(np.count_nonzero)(a, axis, keepdims),
 }
