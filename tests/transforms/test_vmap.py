@@ -219,3 +219,23 @@ def test_other_random_draws_follow_randomness():
         tt.vmap(lambda x: x + tt.rand(3).data, randomness="different")(X)
     same = tt.vmap(lambda x: x * 0 + tt.randn(3, rng=0).data, randomness="same")(X)
     np.testing.assert_array_equal(same, np.broadcast_to(tt.randn(3, rng=0).data, (5, 3)))
+
+
+def test_nested_and_meta_compositions():
+    x3 = R.standard_normal((3, 4, 3))
+    f = lambda w, x: tt.sum(tt.tanh(x @ w) ** 2)                            # noqa: E731
+    twice = tt.vmap(tt.vmap(tt.grad(f), in_axes=(None, 0)), in_axes=(None, 0))(W, x3)
+    np.testing.assert_allclose(twice, [[tt.grad(f)(W, x) for x in row] for row in x3], rtol=1e-13)
+    # the gradient of a function of per-example gradients (meta-learning), against differences
+    meta = lambda w: tt.sum(tt.vmap(tt.grad(f), in_axes=(None, 0))(w, X) ** 2)   # noqa: E731
+    assert tt.gradcheck(meta, W)
+    # a batched Jacobian with respect to shared parameters
+    J = tt.jacobian(lambda w: tt.vmap(lambda x: tt.tanh(x @ w))(X))(W)
+    np.testing.assert_allclose(J, [tt.jacobian(lambda w: tt.tanh(x @ w))(W) for x in X], rtol=1e-13)
+
+
+def test_compile_retraces_for_another_batch_size():
+    f = tt.vmap(tt.grad(loss), in_axes=(None, 0, 0))
+    compiled = tt.compile(f)
+    for n in (5, 3, 5):
+        np.testing.assert_allclose(compiled(W, X[:n], Y[:n]), f(W, X[:n], Y[:n]), rtol=1e-14)
