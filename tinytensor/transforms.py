@@ -602,13 +602,17 @@ def _select(args, argnums, name):
     return (tuple(args[i] for i in nums) if many else args[nums[0]]), rebuild
 
 
-def value_and_grad(f, argnums=0, allow_unused=False):
+def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
     """A function returning (f(*args), gradient) for scalar-valued f.
 
     The gradient has the structure and shapes of args[argnums], or is a tuple of them when
     argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
-    ValueError); `allow_unused=True` gives a zero gradient instead.
+    ValueError); `allow_unused=True` gives a zero gradient instead. With `has_aux`, f returns
+    (value, aux) and the function returns ((value, aux), gradient), as JAX's.
     """
+    if has_aux:
+        return _with_aux(value_and_grad, f, argnums, allow_unused)
+
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         if STATE.batch:
@@ -687,18 +691,51 @@ def _like(primal, structure, leaves):
             dict(zip(primal, leaves)) if kind is dict else leaves[0])
 
 
-def grad(f, argnums=0, allow_unused=False):
+def grad(f, argnums=0, allow_unused=False, has_aux=False):
     """A function returning the gradient of scalar-valued f with respect to args[argnums]
     (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
     computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
-    gradient instead. An argument f does not use, among several, gets zeros."""
-    value_and_grad_f = value_and_grad(f, argnums, allow_unused)
+    gradient instead. An argument f does not use, among several, gets zeros. With `has_aux`, f
+    returns (value, aux) and the function returns (gradient, aux), as JAX's."""
+    value_and_grad_f = value_and_grad(f, argnums, allow_unused, has_aux)
 
     @functools.wraps(f, updated=())
     def grad_f(*args, **kwargs):
-        return value_and_grad_f(*args, **kwargs)[1]
+        out = value_and_grad_f(*args, **kwargs)
+        return (out[1], out[0][1]) if has_aux else out[1]
 
     return grad_f
+
+
+def _detached(x):
+    """x's value off the tape: an array for a Tensor; for a vmapped example, its examples'."""
+    if type(x) is BatchArray:
+        return BatchArray(_detached(x.val), x.bdim, x.frame)
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _with_aux(transform, f, argnums, allow_unused):
+    """value_and_grad with has_aux: f's aux set aside while the value is differentiated; returned
+    as arrays at the outermost level (as the value), as it is inside another transform."""
+    @functools.wraps(f, updated=())
+    def with_aux(*args, **kwargs):
+        aux = []
+
+        def value_only(*a, **k):
+            out = f(*a, **k)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"has_aux=True: f must return a pair (value, aux), got {type(out).__name__}")
+            aux.append(out[1])
+            return out[0]
+
+        value, gradient = transform(value_only, argnums, allow_unused)(*args, **kwargs)
+        extra = aux[0]
+        if STATE.depth == 0 and STATE.recorder is None:     # values, as the gradient's
+            leaves, structure = tree_flatten(extra)
+            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
+        return (value, extra), gradient
+
+    return with_aux
 
 
 def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
@@ -755,8 +792,9 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
         if not has_aux:
             return result
         extra = aux[0]
-        if STATE.depth == 0 and not STATE.batch:    # arrays at the outermost level, as the result
-            extra = _outermost(extra)
+        if STATE.depth == 0 and STATE.recorder is None:     # values at the outermost level
+            leaves, structure = tree_flatten(extra)
+            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
         return result, extra
 
     return jacobian_f
@@ -829,17 +867,18 @@ def _cut(parts, outs, ins, rows_are_outputs):
     return blocks
 
 
-def hessian(f, argnum=0, *, argnums=None, mode="rev"):
+def hessian(f, argnum=0, *, argnums=None, mode="rev", has_aux=False):
     """A function returning the Hessian of scalar f with respect to args[argnum] (autograd's
     `argnum`, or JAX's `argnums`): for an input of shape I, shape I + I (JAX's out.shape +
     in.shape, with the gradient as the output); blocks nest as jacobian's for a tuple or a pytree.
+    With `has_aux`, f returns (value, aux) and the function returns (hessian, aux), as JAX's.
 
     Reverse over reverse by default: the gradient is recorded once (create_graph) and swept
     back once per input element. Measured 1.3-1.6x faster than forward over reverse (mode="fwd",
     one forward sweep of the same tape per element) on a GP likelihood and on Rosenbrock with
     20 and 100 variables (benchmarks/hessian_modes.py)."""
     argnums = argnum if argnums is None else argnums
-    return jacobian(grad(f, argnums), argnums, mode=mode)
+    return jacobian(grad(f, argnums, has_aux=has_aux), argnums, mode=mode, has_aux=has_aux)
 
 
 def hvp(f, primals, tangents, allow_unused=False):

@@ -239,3 +239,24 @@ def test_compile_retraces_for_another_batch_size():
     compiled = tt.compile(f)
     for n in (5, 3, 5):
         np.testing.assert_allclose(compiled(W, X[:n], Y[:n]), f(W, X[:n], Y[:n]), rtol=1e-14)
+
+
+def test_has_aux_as_jax():
+    f = lambda v: (tt.sum(v ** 3), {"n": tt.sum(v)})                       # noqa: E731
+    g, aux = tt.grad(f, has_aux=True)(X[0])
+    np.testing.assert_allclose(g, 3 * X[0] ** 2)
+    assert isinstance(aux["n"], np.ndarray) and np.isclose(aux["n"], X[0].sum())
+    (value, aux), g = tt.value_and_grad(f, has_aux=True)(X[0])
+    assert np.isclose(value, np.sum(X[0] ** 3))
+    H, aux = tt.hessian(f, has_aux=True)(X[0])
+    np.testing.assert_allclose(H, np.diag(6 * X[0]), atol=1e-14)
+    gs, auxes = tt.vmap(tt.grad(f, has_aux=True))(X)                      # per example, aux too
+    np.testing.assert_allclose(gs, 3 * X ** 2)
+    np.testing.assert_allclose(auxes["n"], X.sum(1))
+    Hs, auxes = tt.vmap(tt.hessian(f, has_aux=True))(X)
+    assert Hs.shape == (5, 3, 3) and type(auxes["n"]) is np.ndarray
+    np.testing.assert_allclose(auxes["n"], X.sum(1))
+    J, auxes = tt.vmap(tt.jacobian(lambda v: (tt.sin(v), tt.sum(v)), has_aux=True))(X)
+    assert J.shape == (5, 3, 3) and type(auxes) is np.ndarray
+    with pytest.raises(TypeError, match="pair"):
+        tt.grad(lambda v: tt.sum(v), has_aux=True)(X[0])
