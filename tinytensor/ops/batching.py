@@ -616,6 +616,21 @@ def _index_of(index, size):
     return index, False
 
 
+def diag(prim, size, vals, dims, k=0):
+    """np.diag of each example's vector: one einsum with the 0/1 tensor placing entry i at
+    (i + max(-k, 0), i + max(k, 0)); a matrix example (its diagonal) takes the loop."""
+    v, d = vals[0], dims[0]
+    if _ndim(v) - 1 != 1:
+        return loop(prim, size, vals, dims, k=k)
+    v = moved(v, d)
+    n = _shape(v)[1]
+    m = n + abs(k)
+    place = np.zeros((n, m, m), dtype=np.result_type(v.dtype, np.float32) if v.dtype.kind == "f" else v.dtype)
+    i = np.arange(n)
+    place[i, i + max(-k, 0), i + max(k, 0)] = 1
+    return _P["einsum"](v, place, subscripts="bi,irc->brc"), 0
+
+
 def embedding(prim, size, vals, dims, index):
     batched = _mine(index)
     if batched:
@@ -818,7 +833,7 @@ _RULES.update({
     "cumsum": one_axis, "cumprod": one_axis, "roll": roll, "reshape": reshape,
     "transpose": transpose, "broadcast_to": broadcast_to, "getitem": getitem,
     "index_adjoint": index_adjoint, "setitem": setitem, "concatenate": join, "stack": join,
-    "pad": pad, "tril": triangle, "triu": triangle, "matmul": matmul, "dot": dot,
+    "pad": pad, "diag": diag, "tril": triangle, "triu": triangle, "matmul": matmul, "dot": dot,
     "linear": linear, "linear_t": linear, "einsum": einsum, "embedding": embedding,
     "softmax_cross_entropy": losses, "crossEntropy": losses, "frobeniusNorm": frobenius,
     "conv2d": folded, "max_pool2d": folded, "avg_pool2d": folded, "avg_unpool2d": folded,
@@ -842,7 +857,7 @@ _RULES.update({name: leading for name in "inv det slogdet cholesky eigh svd expm
 _RULES["solve"] = solve
 # Declared loop fallbacks (no native rule yet): reported by check_rules().
 _RULES.update({name: LOOP for name in
-               "diag convolve_full convolve_valid sqrtm solve_triangular solve_sylvester "
+               "convolve_full convolve_valid sqrtm solve_triangular solve_sylvester "
                "max_unpool2d conv2d_grad_weight".split()})
 
 
