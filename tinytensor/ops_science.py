@@ -84,12 +84,12 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     q = _constant("quantile", "q", q).astype(np.float64)
     if np.any((q < 0) | (q > 1)):
         raise ValueError("quantile: q must lie in [0, 1]")
-    shape = np.shape(_value(a))
+    shape = np.shape(a)         # (a Tensor, an array or a vmapped example: its shape)
     axes = _reduced_axes(len(shape), axis) if shape else ()
     rest = [i for i in range(len(shape)) if i not in axes]
     moved = np.transpose(a, rest + list(axes)) if shape else np.reshape(a, (1,))
     flat = np.reshape(moved, tuple(shape[i] for i in rest) + (-1,))
-    n = np.shape(_value(flat))[-1]
+    n = np.shape(flat)[-1]
     if n == 0:
         raise ValueError("quantile: the reduced axes hold no elements")
     ordered = sort(flat, axis=-1)
@@ -105,7 +105,7 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
         weight = np.where(weight > 0, 0.5, 0.0)
     elif method == "nearest":    # NumPy's: the nearer neighbour, halves to the even index
         lo, weight = np.where(np.around(position) == lo, lo, hi), np.zeros_like(weight)
-    dtype = _value(flat).dtype
+    dtype = flat.dtype if hasattr(flat, "dtype") else _value(flat).dtype
     low = ordered[..., lo]
     result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
     k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest

@@ -683,4 +683,9 @@ from .scipy.specs import rows as _scipy_rows  # noqa: E402
 
 _scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows()
 OP_SPECS.update(_scipy_primitives)
+# tt.vmap's product of each example's rows by its own matrix (ops/batching.py), on a stack of
+# matrices and on a broadcast of one (its one-BLAS-call path).
+OP_SPECS["vmatmul"] = OpSpec(ops.batching.vmatmul, lambda a, b: np.matmul(a[..., None, :] if a.ndim == 2
+                                                                          else a, b).reshape(
+    a.shape[:-1] + b.shape[-1:]), [((3, 4), (3, 4, 2)), ((3, 2, 4), (3, 4, 5))])
 EXTRA_SPECS.update(_scipy_composites)

@@ -51,6 +51,10 @@ _ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
 REGISTRY = {}
 
+# tt.vmap's dispatch (vmap.bind), set when tinytensor/vmap.py loads: bind(prim, args, params)
+# gives the batched result, or NotImplemented when no operand is batched.
+_BATCHING = [None]
+
 
 class Primitive:
     """An operation on NumPy arrays that records itself on the tape when given Tensors.
@@ -122,6 +126,11 @@ class Primitive:
 
     # ----- recording -----------------------------------------------------------------------
     def __call__(self, *args, **params):
+        quiet = SHARED.quiet                 # no thread records, checks, is in no_grad or vmap
+        if not quiet and STATE.batch:        # tt.vmap: a batched operand takes its batching rule
+            batched = _BATCHING[0](self, args, params)
+            if batched is not NotImplemented:
+                return batched
         values = []
         any_tensor = record = converted = False
         for a in args:
@@ -167,7 +176,6 @@ class Primitive:
         out.name = None
         out._id = _next_id()
         out._version = -1
-        quiet = SHARED.quiet                 # no thread records, checks or is in no_grad
         if record and (quiet or STATE.grad_enabled):
             out.requires_grad = True
             out._prim = self

@@ -235,6 +235,12 @@ class Tensor:
     def __setitem__(self, index, value):
         """`t[idx] = v`: in place when nothing needs a gradient (or under no_grad); otherwise
         `t` becomes a new tape entry setitem(previous t, v)."""
+        if STATE.batch and hasattr(value, "bdim") and hasattr(value, "frame"):   # tt.vmap's BatchArray
+            err = TypeError("t[index] = v with v batched by tt.vmap and t not: an in-place write "
+                            "cannot make t hold one value per example; build the result from the "
+                            "batched values instead (tt.where, tt.stack, tt.concatenate, tt.pad)")
+            err._not_batchable = True     # tt.jacobian then takes its basis one vector at a time
+            raise err
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
             recorder = STATE.recorder      # tt.compile: a write of a traced value is recorded

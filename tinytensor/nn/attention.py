@@ -135,7 +135,7 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         key_padding_mask, attn_mask = _recorded(key_padding_mask), _recorded(attn_mask)
-        dtype = self.in_proj_weight.data.dtype
+        dtype = self.in_proj_weight.dtype
         query, key, value = (cast_input(t, dtype) for t in (query, key, value))
         unbatched = len(query.shape) == 2
         if unbatched:

@@ -382,7 +382,8 @@ def softplus(x, beta=1.0, threshold=20.0):
         return smooth
     linear = ops.on_values(_above, (x, beta, threshold), {},
                            _above(x.data if isinstance(x, Tensor) else backend.asarray(x), beta, threshold))
-    if STATE.recorder is None and not linear.any():   # (tt.compile: the branch is per call)
+    if STATE.recorder is None and not STATE.batch and not linear.any():   # (tt.compile, tt.vmap:
+        # the branch is per call, per example)
         return smooth
     return ew.where(linear, x, smooth)
 
@@ -496,6 +497,11 @@ def _dropout(x, p, rng):
     the forward's mask."""
     x = x if isinstance(x, Tensor) else backend.asarray(x)
     dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    if STATE.batch:          # inside tt.vmap: as its randomness= says (vmap.batched_draw)
+        from ..vmap import batched_draw
+        mask = batched_draw("Dropout", x.shape, lambda shape: draws.draw_once(
+            _dropout_mask, rng, np.broadcast_to(np.zeros((), dtype), shape), p, dtype))
+        return x * mask, mask
     mask = draws.draw(_dropout_mask, rng, x, p, dtype)
     return x * mask, mask
 

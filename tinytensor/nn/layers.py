@@ -8,6 +8,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import not_batchable
 from ..rng import generator
 from ..state import STATE
 from ..tape import no_grad
@@ -69,7 +70,7 @@ class Linear(Module):
         self.bias = value
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype)
+        x = cast_input(x, self.weight.dtype)
         if self.bias is None:
             return ops.matmul(x, ops.transpose(self.weight))
         return F.linear_prim(x, self.weight, self.bias)   # one tape entry
@@ -257,7 +258,7 @@ class Conv2d(Module):
         self.bias = _parameter(rng.uniform(-bound, bound, (out_channels,)), dtype, "bias") if bias else None
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype)
+        x = cast_input(x, self.weight.dtype)
         if len(x.shape) == 3:                       # one unbatched image
             return _unbatched(self, x)
         if len(x.shape) != 4 or x.shape[1] != self.in_channels:
@@ -362,7 +363,7 @@ class LayerNorm(Module):
             self.bias = _parameter(np.zeros(shape), dtype, "bias")
 
     def forward(self, x):
-        dtype = self.weight.data.dtype if self.weight is not None else self.dtype
+        dtype = self.weight.dtype if self.weight is not None else self.dtype
         x = cast_input(x, dtype)
         n = len(self.normalized_shape)
         if tuple(x.shape[len(x.shape) - n:]) != self.normalized_shape:
@@ -403,12 +404,20 @@ class _BatchNorm(Module):
             self.register_buffer("num_batches_tracked", np.array(0, np.int64))
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype if self.weight is not None else self.dtype)
+        x = cast_input(x, self.weight.dtype if self.weight is not None else self.dtype)
         if len(x.shape) not in self._ndims or x.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}: expected input with {self._ndims} axes and "
                              f"{self.num_features} channels on axis 1, got shape {tuple(x.shape)}")
         axes = (0,) + tuple(range(2, len(x.shape)))
         shape = (1, -1) + (1,) * (len(x.shape) - 2)          # a (C,) vector against axis 1
+        if STATE.batch and (self.training or not self.track_running_stats):
+            raise not_batchable(RuntimeError(
+                f"{type(self).__name__} in training mode (or without running statistics) inside "
+                f"tt.vmap: each example would be normalised by its own statistics, not the batch's, "
+                f"and the running statistics would be updated once per vmap call. Choose one: "
+                f"model.eval() (the running statistics, exactly: per-example gradients are then "
+                f"exact), run the module on the whole batch outside vmap, or use a per-example "
+                f"normalisation (LayerNorm)"))
         if self.training or not self.track_running_stats:
             n = math.prod(x.shape) // self.num_features
             if self.training and n <= 1:

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import backend, ops, rng
 from ..hooks import HookDict, RemovableHandle
+from ..ops.batching import BatchArray
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
 from ..weakid import IdentityWeakMap
@@ -416,7 +417,7 @@ def functional_call(module, params, *args, **kwargs):
     if unknown:
         raise KeyError(f"functional_call: {unknown} are not parameters or buffers of this "
                        f"{type(module).__name__}; it has {list(own)}")
-    swap = {id(own[name]): value if isinstance(value, Tensor) else Tensor(value)
+    swap = {id(own[name]): value if isinstance(value, (Tensor, BatchArray)) else Tensor(value)
             for name, value in params.items() if value is not own[name]}
     undo = []                  # (owner, key, old value), restored in reverse order
     try:

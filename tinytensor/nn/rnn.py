@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import BatchArray
 from ..ops.table import _expit, defprim
 from ..rng import generator
 from ..tensor import Tensor
@@ -253,7 +254,7 @@ def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H):
         xp = ops.matmul(xp_in, w_ih.T)
         if b_ih is not None:
             xp = xp + b_ih
-        bhh = b_hh if b_hh is not None else backend.namespace(w_hh.data).zeros(3 * H, w_hh.dtype)
+        bhh = b_hh if b_hh is not None else backend.namespace(w_hh).zeros(3 * H, w_hh.dtype)
         Y = gru_seq(xp, h0, w_hh, bhh)
     else:
         bias = None if b_ih is None else b_ih + b_hh
@@ -264,7 +265,7 @@ def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H):
             Y = lstm_seq(xp, h0, c0, w_hh)
         else:
             Y = rnn_seq(xp, h0, w_hh, nonlinearity="tanh" if mode == "RNN_TANH" else "relu")
-    if not isinstance(Y, Tensor):
+    if not isinstance(Y, (Tensor, BatchArray)):      # (a BatchArray: inside tt.vmap)
         Y = Tensor(Y)
     out = Y if mode.startswith("RNN") else Y[:, :, :H]
     c_n = Y[-1, :, H:2 * H] if mode == "LSTM" else None
@@ -323,7 +324,7 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         name = type(self).__name__
-        dtype = self.weight_ih_l0.data.dtype
+        dtype = self.weight_ih_l0.dtype
         x = cast_input(input, dtype)
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             raise ValueError(f"{name}: expected input of shape (seq_len, batch, {self.input_size}) "
@@ -344,7 +345,7 @@ class RNNBase(Module):
         if unbatched:
             h0, c0 = (None if s is None else (s if isinstance(s, Tensor) else backend.asarray(s))[:, None]
                       for s in (h0, c0))
-        weights = self.weight_ih_l0.data
+        weights = self.weight_ih_l0
         h0 = _state(h0, shape, weights, name, "hidden state h_0")
         c0 = _state(c0, shape, weights, name, "cell state c_0") if lstm else None
         h_n, c_n = [], []
@@ -435,7 +436,7 @@ class RNNCellBase(Module):
 
     def _step(self, input, hx):
         name = type(self).__name__
-        dtype = self.weight_ih.data.dtype
+        dtype = self.weight_ih.dtype
         x = cast_input(input, dtype)
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
             raise ValueError(f"{name}: expected input of shape (batch, {self.input_size}) or "
@@ -449,7 +450,7 @@ class RNNCellBase(Module):
         states = []
         for s, what in ((h0, "hidden state"), (c0, "cell state")):
             if s is None:
-                states.append(backend.namespace(self.weight_ih.data).zeros((batch, self.hidden_size), dtype))
+                states.append(backend.namespace(self.weight_ih).zeros((batch, self.hidden_size), dtype))
                 continue
             s = cast_input(s, dtype)
             if tuple(s.shape) != ((self.hidden_size,) if unbatched else (batch, self.hidden_size)):

@@ -10,6 +10,7 @@ module's names keep working (re-exported here).
     elementwise.py    NumPy's other elementwise functions (old path: tinytensor.ops_elementwise)
     reductions.py     min, prod, var, std, cumsum, argmax, ... (tinytensor.ops_reductions)
     shape.py          NumPy's functions that move, copy or pick entries (tinytensor.ops_shape)
+    batching.py       tt.vmap's batching rules, keyed by primitive name (table.BATCHING)
 
 Importing the package registers every row: the families below are imported for that.
 """
@@ -17,7 +18,15 @@ Importing the package registers every row: the families below are imported for t
 # The families, in the order their rows register. `elementwise` is then rebound to the shorthand
 # (table.elementwise), as it was before the package: the family module of that name stays
 # reachable as tinytensor.ops_elementwise.
-from . import core, elementwise, reductions, shape, softmax_xent, table  # noqa: F401
+from . import (  # noqa: F401
+    batching,  # noqa: F401,E402  (after the rows: its rules call them by name)
+    core,
+    elementwise,
+    reductions,
+    shape,
+    softmax_xent,
+    table,
+)
 from .core import (  # noqa: F401
     _index_adjoint,
     _linear,

@@ -28,6 +28,10 @@ NUMPY_FUNCTIONS = {}   # NumPy (or SciPy) function -> tinytensor function
 METHODS = {}           # Tensor method name -> function taking the tensor first
 BUILTIN = set()        # names of the built-in primitives (user primitives register elsewhere)
 HIDDEN_INPUTS = {}     # primitive -> how many of its last inputs the views of the tape do not show
+# tt.vmap's column: primitive name -> batching rule (ops/batching.py fills it, keyed by name, so
+# the families' rows stay as they are); LOOP marks a primitive declared to run once per example.
+BATCHING = {}
+LOOP = "loop"
 
 
 def _names(spec, default):
