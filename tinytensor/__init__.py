@@ -16,9 +16,6 @@ from . import (  # noqa: F401
     linalg,
     nn,
     ops,
-    ops_elementwise,
-    ops_reductions,
-    ops_shape,
     optim,
     scalar,
 )

@@ -18,11 +18,11 @@ and one primitive, cumprod, whose gradient is exact with zeros in the input.
 
 import numpy as np
 
-from . import ops_shape
 from .ops import concatenate
+from .ops import shape as ops_shape
+from .ops.elementwise import where
+from .ops.reductions import cumsum
 from .ops.table import _reduced_axes, defprim, nondifferentiable, public
-from .ops_elementwise import where
-from .ops_reductions import cumsum
 from .tensor import Tensor
 
 

@@ -10,7 +10,7 @@ sections, `t.max(1)` the maxima); PyTorch's keywords give PyTorch's meaning:
   axis longer than 1 alone.
 * Tensor methods NumPy's arrays lack keep PyTorch's meaning: `split(size, dim=0)` (chunks),
   `chunk`, `permute`, `contiguous`, `masked_fill`, `dim()` (`view`, `unsqueeze`, `numel` are in
-  ops_shape.py),
+  ops/shape.py),
   `size()`/`size(d)` (`t.size` alone stays NumPy's element count), and the casts `float()`
   (float32), `double()`, `half()`, `long()`, `int()` (int32), `bool()`.
 * Where a positional call is a PyTorch habit with another meaning in NumPy, it warns or raises:

@@ -24,7 +24,7 @@ import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, draws, ops
-from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
+from ..ops import elementwise as ew
 from ..ops.core import _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim

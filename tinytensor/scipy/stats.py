@@ -21,7 +21,7 @@ import scipy.stats
 
 from .. import linalg as tt_linalg
 from .. import ops
-from .. import ops_elementwise as ew
+from ..ops import elementwise as ew
 from ..ops_science import _arg, _value
 from ..tensor import Tensor
 from . import special as sp
