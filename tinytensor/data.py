@@ -14,6 +14,10 @@ from . import backend
 from .rng import generator
 from .tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "minibatches",
+]
+
 
 def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None,
                 rank=None, world_size=None):

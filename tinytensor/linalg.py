@@ -30,6 +30,12 @@ from .ops.table import _swap_last as _mT
 from .tape import STATE
 from .tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "inv", "solve", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "svd", "svdvals", "norm",
+    "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "vecdot", "matrix_transpose",
+    "diagonal", "trace", "SlogdetResult", "EighResult", "SVDResult",
+]
+
 # namedtuples with NumPy 2's field names: `w, V = tt.linalg.eigh(a)` and `.eigenvalues` both work
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")

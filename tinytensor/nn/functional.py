@@ -32,6 +32,13 @@ from ..rng import generator
 from ..state import STATE
 from ..tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "conv2d", "max_pool2d", "avg_pool2d", "softplus", "gelu", "leaky_relu", "linear", "relu",
+    "softmax", "log_softmax", "dropout", "mse_loss", "l1_loss",
+    "huber_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "cross_entropy", "nll_loss", "kl_div",
+]
+
 
 def _pair(value, name):
     """An int or a pair of ints, as a pair of non-negative ints."""

@@ -13,6 +13,11 @@ import math
 from ..rng import generator
 from ..tensor import Tensor, mark_modified
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+    "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+]
+
 _GAINS = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
           "selu": 3.0 / 4, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0}
 

@@ -8,6 +8,10 @@ import numpy as np
 
 from ..tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters",
+]
+
 
 def _with_grads(parameters):
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)

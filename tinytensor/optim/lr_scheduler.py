@@ -20,6 +20,11 @@ import math
 
 from .optimizer import Optimizer
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "LRScheduler", "StepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR", "ReduceLROnPlateau",
+    "LambdaLR", "MultiStepLR", "OneCycleLR", "SequentialLR", "ChainedScheduler",
+]
+
 
 class LRScheduler:
     def __init__(self, optimizer, last_epoch=-1):
