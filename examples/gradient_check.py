@@ -1,4 +1,7 @@
-"""Check gradients three ways: reverse mode (`backward`), forward mode (`jvp`) and central
+"""Checking gradients three ways
+=============================
+
+Check gradients three ways: reverse mode (`backward`), forward mode (`jvp`) and central
 differences (`tt.numerical_grad`), on the lecture's two examples and on every parameter of a
 small MLP, in float64.
 

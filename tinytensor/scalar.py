@@ -262,27 +262,43 @@ def _children(node):
 
 # ----- wrapping functions: a value, one new Node, and d new node / d parent for each parent -----
 def add(node1, node2):
+    """A new Node, `node1 + node2`, with its partial derivatives with respect to its parents.
+
+    Examples
+    --------
+    >>> from tinytensor import scalar
+    >>> scalar.reset_names()
+    >>> x1, x2 = scalar.Node(2.0), scalar.Node(5.0)
+    >>> y = scalar.add(scalar.log(x1), scalar.mul(x1, x2))
+    >>> y.backward()
+    >>> x1.grad, x2.grad
+    (5.5, 2.0)
+    """
     node1, node2 = _as_node(node1), _as_node(node2)
     return Node(node1.value + node2.value, [node1, node2], "add", [1.0, 1.0])
 
 
 def sub(node1, node2):
+    """A new Node, `node1 - node2`, with its partial derivatives with respect to its parents."""
     node1, node2 = _as_node(node1), _as_node(node2)
     return Node(node1.value - node2.value, [node1, node2], "sub", [1.0, -1.0])
 
 
 def mul(node1, node2):
+    """A new Node, `node1 * node2`, with its partial derivatives with respect to its parents."""
     node1, node2 = _as_node(node1), _as_node(node2)
     return Node(node1.value * node2.value, [node1, node2], "mul", [node2.value, node1.value])
 
 
 def div(node1, node2):
+    """A new Node, `node1 / node2`, with its partial derivatives with respect to its parents."""
     node1, node2 = _as_node(node1), _as_node(node2)
     value = node1.value / node2.value
     return Node(value, [node1, node2], "div", [1.0 / node2.value, -value / node2.value])
 
 
 def neg(node):
+    """A new Node, `-node`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     return Node(-node.value, [node], "neg", [-1.0])
 
@@ -317,6 +333,7 @@ def _power_slope(base, exponent):
 
 
 def log(node):
+    """A new Node, `ln(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     try:
         value = math.log(node.value)
@@ -327,34 +344,40 @@ def log(node):
 
 
 def exp(node):
+    """A new Node, `exp(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     value = math.exp(node.value)
     return Node(value, [node], "exp", [value])
 
 
 def sin(node):
+    """A new Node, `sin(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     return Node(math.sin(node.value), [node], "sin", [math.cos(node.value)])
 
 
 def cos(node):
+    """A new Node, `cos(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     return Node(math.cos(node.value), [node], "cos", [-math.sin(node.value)])
 
 
 def tanh(node):
+    """A new Node, `tanh(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     value = math.tanh(node.value)
     return Node(value, [node], "tanh", [1.0 - value * value])
 
 
 def relu(node):
+    """A new Node, `max(node, 0)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     positive = node.value > 0
     return Node(node.value if positive else 0.0, [node], "relu", [1.0 if positive else 0.0])
 
 
 def sqrt(node):
+    """A new Node, `sqrt(node)`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     if node.value < 0:
         raise ValueError(f"scalar.sqrt: sqrt({node.name}) of {node.value} is not a real number")
@@ -363,6 +386,7 @@ def sqrt(node):
 
 
 def sigmoid(node):
+    """A new Node, `1 / (1 + exp(-node))`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     x = node.value
     if x >= 0:   # the two forms keep exp from overflowing
@@ -374,6 +398,7 @@ def sigmoid(node):
 
 
 def abs(node):  # noqa: A001 (the lecture's name; `abs(node)` with the builtin also lands here)
+    """A new Node, `|node|`, with its partial derivatives with respect to its parents."""
     node = _as_node(node)
     x = node.value
     return Node(math.fabs(x), [node], "abs", [1.0 if x > 0 else -1.0 if x < 0 else 0.0])

@@ -36,6 +36,28 @@ _new_tensor = object.__new__        # a Tensor's slots unfilled: _make fills the
 
 
 class Tensor:
+    """An array on the tape: a NumPy (or CuPy) value, its gradient, and the entry that made it.
+
+    Make one with `tt.tensor` (or `zeros`, `ones`, `randn`, ...). Operators (`+ - * / ** @`,
+    indexing) and NumPy's functions on a Tensor record entries on the tape when it requires grad.
+
+    Attributes
+    ----------
+    data : ndarray
+        The value.
+    grad : ndarray or None
+        The gradient accumulated by `backward()`, of the Tensor's shape and dtype.
+    requires_grad : bool
+        Whether operations on it are recorded.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4., 6.])
+    """
     __slots__ = ("data", "grad", "requires_grad", "name",
                  "_prim", "_inputs", "_values", "_params", "_id", "_version", "__weakref__")
 
@@ -566,10 +588,26 @@ def _library(device):
 
 
 def zeros(*shape, dtype=None, requires_grad=False, device=None):
+    """A Tensor of zeros of the given shape (as `np.zeros`; float64 unless `dtype=`).
+
+    Examples
+    --------
+    >>> tt.zeros(2, 3).shape
+    (2, 3)
+    >>> tt.zeros((2,), requires_grad=True)
+    tensor([0., 0.], requires_grad=True)
+    """
     return Tensor(_library(device).zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
 
 def ones(*shape, dtype=None, requires_grad=False, device=None):
+    """A Tensor of ones of the given shape (as `np.ones`; float64 unless `dtype=`).
+
+    Examples
+    --------
+    >>> tt.ones(3, dtype=np.float32)
+    tensor([1., 1., 1.], dtype=float32)
+    """
     return Tensor(_library(device).ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
 

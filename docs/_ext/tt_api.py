@@ -136,16 +136,17 @@ def sections(modname):
     """[(title or None, [names])] for the module's page."""
     names = public_names(modname)
     if modname != "tinytensor":
-        return [(None, sorted(names, key=str.lower))]
+        return [(None, sorted(names, key=lambda n: (n.lower(), n)))]
     import tinytensor as tt
     out, left = [], set(names)
     for title, homes in TOP_SECTIONS:
-        picked = sorted((n for n in left if (home(getattr(tt, n)) or "").startswith(homes)), key=str.lower)
+        picked = sorted((n for n in left if (home(getattr(tt, n)) or "").startswith(homes)),
+                        key=lambda n: (n.lower(), n))
         if picked:
             out.append((title, picked))
             left -= set(picked)
     if left:
-        out.append(("Other names", sorted(left, key=str.lower)))
+        out.append(("Other names", sorted(left, key=lambda n: (n.lower(), n))))
     return out
 
 

@@ -463,14 +463,17 @@ def linear(x, weight, bias=None):
 
 # ----- PyTorch's functional spellings of a few layers ------------------------------------------------
 def relu(x):
+    """`max(x, 0)`, elementwise (as `torch.nn.functional.relu`)."""
     return ops.relu(x)
 
 
 def softmax(x, dim=-1):
+    """Softmax along `dim` (as `torch.nn.functional.softmax`)."""
     return ops.softmax(x, axis=dim)
 
 
 def log_softmax(x, dim=-1):
+    """Log-softmax along `dim` (as `torch.nn.functional.log_softmax`)."""
     return ops.log_softmax(x, axis=dim)
 
 

@@ -52,22 +52,27 @@ def _fill(t, values):
 
 
 def uniform_(t, a=0.0, b=1.0, rng=None):
+    """Fill `t` in place with draws from U(a, b) and return it (as `torch.nn.init.uniform_`)."""
     return _fill(t, generator(rng).uniform(a, b, t.shape))
 
 
 def normal_(t, mean=0.0, std=1.0, rng=None):
+    """Fill `t` in place with draws from N(mean, std**2) and return it (as `torch.nn.init.normal_`)."""
     return _fill(t, generator(rng).normal(mean, std, t.shape))
 
 
 def constant_(t, val):
+    """Fill `t` in place with `val` and return it (as `torch.nn.init.constant_`)."""
     return _fill(t, val)
 
 
 def zeros_(t):
+    """Fill `t` in place with zeros and return it (as `torch.nn.init.zeros_`)."""
     return _fill(t, 0)
 
 
 def ones_(t):
+    """Fill `t` in place with ones and return it (as `torch.nn.init.ones_`)."""
     return _fill(t, 1)
 
 

@@ -97,6 +97,7 @@ class ReLU(Module):
 
 
 class Tanh(Module):
+    """`tanh`, elementwise, as a module (as `torch.nn.Tanh`)."""
     def forward(self, x):
         return ops.tanh(x)
 

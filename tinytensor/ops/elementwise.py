@@ -78,6 +78,13 @@ def sinc(x):
 
 # ----- special functions and activations -----------------------------------------------------------
 def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
+    """The error function, as `scipy.special.erf`, with both rules (`2/sqrt(pi) exp(-x**2)`).
+
+    Examples
+    --------
+    >>> tt.erf(tt.tensor([0.0, 1.0]))
+    tensor([0.    , 0.8427])
+    """
     return scipy.special.erf(x) if type(x) is np.ndarray else backend.erf(x)
 
 

@@ -386,11 +386,13 @@ def flip(m, axis=None):
 
 @public(numpy=np.fliplr)
 def fliplr(m):
+    """Reverse the order of columns (as `np.fliplr`)."""
     return flip(m, 1)
 
 
 @public(numpy=np.flipud)
 def flipud(m):
+    """Reverse the order of rows (as `np.flipud`)."""
     return flip(m, 0)
 
 

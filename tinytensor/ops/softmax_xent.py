@@ -321,6 +321,13 @@ _SOFTMAX_LOGITS = IdentityWeakMap()
 
 @public(numpy=scipy.special.log_softmax, method=True)
 def log_softmax(x, axis=-1):
+    """`log(softmax(x))` along `axis`, computed stably (as `scipy.special.log_softmax`).
+
+    Examples
+    --------
+    >>> tt.log_softmax(tt.tensor([0.0, 0.0]))
+    tensor([-0.6931, -0.6931])
+    """
     return _log_softmax(x, axis=axis)
 
 

@@ -27,6 +27,7 @@ __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_ap
 
 
 class LRScheduler:
+    """The base of the schedules: `step()` sets each group's `lr`; `get_last_lr()` reads them."""
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected a tt.optim optimizer, got "
