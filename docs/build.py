@@ -24,6 +24,10 @@ def main(argv):
            "-d", str(DOCS / "_build" / "doctrees"), str(DOCS), str(DOCS / "_build" / "html"), *argv]
     start = time.perf_counter()
     code = subprocess.call(cmd, env=env)
+    index = DOCS / "_build" / "html" / "index.html"
+    if code == 0 and not index.exists():   # an example calling sys.exit(0) ends Sphinx quietly
+        print("sphinx-build stopped before writing the site (did an example call sys.exit?)")
+        code = 1
     print(f"docs built in {time.perf_counter() - start:.1f} s: {DOCS / '_build' / 'html' / 'index.html'}"
           if code == 0 else f"docs build failed ({code})")
     return code

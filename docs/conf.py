@@ -49,6 +49,10 @@ autodoc_default_options = {"undoc-members": False}
 # NumPy-style docstrings go through napoleon in tt_api (types as plain text: no cross-references
 # to NumPy's docs, which are not fetched); the house's plain style is read as such there too.
 nitpicky = True
+# Types in NumPy-style sections name NumPy's and Python's own types, whose docs are not fetched.
+nitpick_ignore_regex = [("py:class", r"(ndarray|array_like|array|bool|int|float|str|tuple|list|dict|"
+                                     r"callable|optional|None|Tensor|dtype|generator)")]
+suppress_warnings = ["config.cache"]   # sphinx_gallery_conf holds the scraper function
 add_module_names = False
 
 # ----- MyST and notebooks ----------------------------------------------------------------------

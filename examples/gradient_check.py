@@ -96,4 +96,5 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    if main():   # a failed check is a non-zero exit (sys.exit(0) would end a gallery build too)
+        sys.exit(1)

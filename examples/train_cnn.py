@@ -38,7 +38,9 @@ import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
 from tinytensor.backend import to_device  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # examples/curves.py
+# sphinx-gallery runs the examples from examples/, without __file__
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+sys.path.insert(0, HERE)   # examples/curves.py
 from curves import save_curves  # noqa: E402
 
 QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps

@@ -39,7 +39,9 @@ from tinytensor.nn import functional as F  # noqa: E402
 
 QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
 
-TEXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "public_domain.txt")
+# sphinx-gallery runs the examples from examples/, without __file__
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+TEXT = os.path.join(HERE, "data", "public_domain.txt")
 
 
 def parse_args(argv=None):
