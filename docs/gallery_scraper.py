@@ -5,9 +5,11 @@ close them, so the matplotlib scraper sees nothing; this one picks up every PNG 
 under runs/ since it last looked and shows it in the gallery.
 """
 import shutil
+import time
 from pathlib import Path
 
 _SEEN = {}
+_START = time.time_ns()   # pictures left by earlier runs are not this build's
 
 
 def png_files_scraper(block, block_vars, gallery_conf):
@@ -17,7 +19,7 @@ def png_files_scraper(block, block_vars, gallery_conf):
     images = []
     for png in sorted((src / "runs").glob("**/*.png")):
         stamp = png.stat().st_mtime_ns
-        if _SEEN.get(png) == stamp:
+        if _SEEN.get(png) == stamp or stamp < _START:
             continue
         _SEEN[png] = stamp
         target = next(block_vars["image_path_iterator"])
