@@ -204,15 +204,9 @@ def documented(text):
             module = m.group(1)
         if line.startswith(".. autosummary::"):
             in_table = True
-            continue
-        if in_table:
-            if line.startswith("   :") or not line.strip():
-                if not line.strip() and out and any(k[0] == module for k in out):
-                    pass
-                continue
-            if line.startswith("   "):
-                out.add((module, line.strip()))
-                continue
+        elif in_table and line.startswith("   ") and not line.strip().startswith(":"):
+            out.add((module, line.strip()))
+        elif in_table and line.strip() and not line.startswith("   "):
             in_table = False
     return out
 
