@@ -46,6 +46,12 @@ def numerical_grad(f, *args, eps=1e-6):
     For a scalar f each array has the argument's shape (the gradient); otherwise it is the
     Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None. Arguments
     on a device (CuPy arrays) are differentiated there, and the results stay there.
+
+    Examples
+    --------
+    >>> a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> tt.numerical_grad(lambda a, b: (a * b).sum(), a, b)
+    (array([3., 4.]), array([1., 2.]))
     """
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
@@ -125,6 +131,11 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
 
     `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
     the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
+
+    Examples
+    --------
+    >>> tt.gradcheck(lambda W: (W ** 2).sum(), np.array([1.0, 2.0]))
+    True
     """
     _require_a_float(args, "gradcheck")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]

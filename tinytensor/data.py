@@ -46,6 +46,12 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     shares that differ by at most one row; if m < world_size, the ranks left without a row take
     rows from the start of the permutation (the only repeats, as PyTorch pads) rather than an
     empty batch. drop_last=True drops a last global batch shorter than batch_size * world_size.
+
+    Examples
+    --------
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+    >>> [yb.tolist() for xb, yb in tt.data.minibatches(X, y, batch_size=2, shuffle=False)]
+    [[0, 1], [2, 3], [4]]
     """
     X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
     if device is not None:

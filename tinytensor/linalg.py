@@ -201,7 +201,13 @@ def einsum(*args, optimize=False):
     """np.einsum: explicit ('ij,jk->ik') or implicit ('ij,jk') output, repeated indices
     (diagonals 'ii->i', traces 'ii'), '...' broadcasting, any number of operands; also NumPy's
     interleaved form einsum(x, [0, 1], y, [1, 2], [0, 2]). `optimize` is accepted for NumPy's
-    signature; more than two operands are contracted in an optimized order anyway."""
+    signature; more than two operands are contracted in an optimized order anyway.
+
+    Examples
+    --------
+    >>> tt.einsum("ij,j->i", tt.tensor(np.eye(2)), tt.tensor([1.0, 2.0]))
+    tensor([1., 2.])
+    """
     if not args:
         raise TypeError("einsum: no subscripts or operands given")
     if isinstance(args[0], str):
@@ -303,7 +309,14 @@ _inv = defprim(_real(np.linalg.inv), "inv",
 
 @_stands_for(np.linalg.inv)
 def inv(a):
-    """np.linalg.inv, also as inv(a=...) (a primitive's keywords are parameters, not inputs)."""
+    """np.linalg.inv, also as inv(a=...) (a primitive's keywords are parameters, not inputs).
+
+    Examples
+    --------
+    >>> tt.linalg.inv(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5 , 0.  ],
+            [0.  , 0.25]])
+    """
     return _inv(a)
 
 
@@ -347,7 +360,13 @@ _solve = defprim(_real(_solve_forward), "solve", nargs=2,
 @_stands_for(np.linalg.solve)
 def solve(a, b):
     """np.linalg.solve (NumPy 2): x with a @ x = b; a 1-D b is a vector, otherwise b is a
-    (batch of) matrices (..., n, k); batches broadcast."""
+    (batch of) matrices (..., n, k); batches broadcast.
+
+    Examples
+    --------
+    >>> tt.linalg.solve(tt.tensor([[2.0, 0.0], [0.0, 4.0]]), tt.tensor([2.0, 4.0]))
+    tensor([1., 1.])
+    """
     return _solve(_array(a), _array(b))
 
 
@@ -363,7 +382,13 @@ _det = defprim(_real(np.linalg.det), "det",
 
 @_stands_for(np.linalg.det)
 def det(a):
-    """np.linalg.det, also as det(a=...)."""
+    """np.linalg.det, also as det(a=...).
+
+    Examples
+    --------
+    >>> tt.linalg.det(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor(8.)
+    """
     return _det(a)
 
 
@@ -641,7 +666,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     -inf, 0 (the count of nonzero entries, no gradient), any other p (sum |x|^p)^(1/p).
     Matrices (a 2-D x, or a pair `axis`): None or "fro", "nuc", 1, -1, inf, -inf, 2, -2 (the
     largest and smallest singular values). axis=None with ord=None is the 2-norm of x flattened,
-    whatever its shape. The gradient at x = 0 is 0 (no NaN)."""
+    whatever its shape. The gradient at x = 0 is 0 (no NaN).
+
+    Examples
+    --------
+    >>> tt.linalg.norm(tt.tensor([3.0, 4.0]))
+    tensor(5.)
+    """
     if not isinstance(x, Tensor):
         x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):

@@ -90,6 +90,21 @@ class Node(metaclass=_NodeType):
 
     Node(value) makes an input (operator "input", no parents); the wrapping functions make the
     others, as Node(value, parent_nodes, operator, grad_wrt_parents).
+
+    Examples
+    --------
+    >>> from tinytensor import scalar
+    >>> scalar.reset_names()
+    >>> x1, x2 = scalar.Node(2.0), scalar.Node(5.0)
+    >>> y = scalar.log(x1) + x1 * x2 - scalar.sin(x2)
+    >>> round(y.value, 3)
+    11.652
+    >>> order = scalar.forward(x1)  # forward mode: partial_derivative = dnode/dx1
+    >>> y.partial_derivative
+    5.5
+    >>> y.backward()                # reverse mode: grad = dy/dnode
+    >>> x1.grad, round(x2.grad, 3)
+    (5.5, 1.716)
     """
 
     verbose = False   # True: print the evaluation trace, forward and reverse mode as they run

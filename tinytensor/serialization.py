@@ -62,7 +62,16 @@ def save(obj, path, metadata=None):
     (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings).
     In a data-parallel run (tt.distributed with several ranks) only the main rank writes: every
     rank may call save, and the others return at once (call tt.distributed.barrier() before
-    another rank reads the file)."""
+    another rank reads the file).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "checkpoint.npz")
+    >>> tt.save({"epoch": 3, "w": np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'epoch': 3, 'w': array([0., 1., 2.])}
+    """
     if not distributed._writes_files():
         return
     if _is_safetensors(path):

@@ -323,7 +323,16 @@ class _GradMode:
 
 
 class no_grad(_GradMode):
-    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates)."""
+    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates).
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
     enabled = False
 
 
@@ -787,6 +796,15 @@ class detect_anomaly:
 
     The first one raises FloatingPointError naming the tape entry (its op, its inputs' names and
     shapes) and the line of user code that created it.
+
+    Examples
+    --------
+    >>> x = tt.tensor([-1.0], requires_grad=True)
+    >>> with tt.detect_anomaly(), np.errstate(invalid="ignore"):
+    ...     tt.sqrt(x)
+    Traceback (most recent call last):
+    ...
+    FloatingPointError: detect_anomaly: the forward value of sqrt(tensor (1,) float64) is not finite ...
     """
 
     def __enter__(self):

@@ -214,6 +214,13 @@ class Tensor:
         a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
         PyTorch's spellings work: `gradient=` for `grad`, and `retain_graph` (the graph is
         always kept while `self` is referenced).
+
+        Examples
+        --------
+        >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        array([2., 4.])
         """
         if gradient is not None:
             if grad is not None:
@@ -230,6 +237,13 @@ class Tensor:
         """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
 
         Returns d(self) (an array of self's shape); inputs not named have zero tangent.
+
+        Examples
+        --------
+        >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * x
+        >>> y.jvp({x: np.array([1.0, 0.0])})
+        array([2., 0.])
         """
         return tape.forward_sweep(self, tangents)
 
@@ -573,6 +587,14 @@ def tensor(data, requires_grad=False, dtype=None, name=None, device=None):
     Python floats give float64; a float32 array stays float32; integers stay integers
     (and cannot require gradients). `device` ("cpu", "cuda"): where the copy goes; by default
     where `data` is (a CuPy array stays on the GPU; lists and NumPy arrays: the CPU).
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> x
+    tensor([1., 2.], requires_grad=True)
+    >>> tt.tensor([[1, 2]]).dtype
+    dtype('int64')
     """
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name, device=device)
 
@@ -614,7 +636,13 @@ def ones(*shape, dtype=None, requires_grad=False, device=None):
 def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples; `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). They are drawn
-    on the CPU, so a seed gives the same numbers on every device."""
+    on the CPU, so a seed gives the same numbers on every device.
+
+    Examples
+    --------
+    >>> tt.randn(2, 3, rng=0).shape
+    (2, 3)
+    """
     values = draws.draw(draws.standard_normal, rng, _shape(shape))   # tt.compile repeats it
     return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 
@@ -633,7 +661,13 @@ def ones_like(x, dtype=None, requires_grad=False, device=None):
 
 def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64).
-    A fill value that requires grad is recorded: its gradient is the sum of the cotangent."""
+    A fill value that requires grad is recorded: its gradient is the sum of the cotangent.
+
+    Examples
+    --------
+    >>> tt.full((2,), 7.0)
+    tensor([7., 7.])
+    """
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(shape, fill_value, dtype, "full")
     return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
@@ -674,13 +708,26 @@ def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, 
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):
-    """Evenly spaced values in [start, stop), as np.arange: integers give integers."""
+    """Evenly spaced values in [start, stop), as np.arange: integers give integers.
+
+    Examples
+    --------
+    >>> tt.arange(3)
+    tensor([0, 1, 2], dtype=int64)
+    """
     values = np.arange(start, stop, step, dtype=dtype)
     return Tensor(values, requires_grad=requires_grad, device=device)
 
 
 def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
-    """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye."""
+    """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye.
+
+    Examples
+    --------
+    >>> tt.eye(2)
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
     values = _library(device).eye(N, M, k, dtype=float if dtype is None else dtype)
     return Tensor(values, requires_grad=requires_grad)
 

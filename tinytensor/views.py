@@ -126,6 +126,13 @@ def wengert_list(output, names=None):
     Labels come from `names` (a mapping label -> Tensor, e.g. dict(model.named_parameters()))
     or `Tensor.name`, made unique (`W`, `W_2`); unnamed leaves are x1, x2, ..., results z1,
     z2, ..., constants c1, .... Raises ValueError when nothing was recorded.
+
+    Examples
+    --------
+    >>> a = tt.tensor([1.0, 2.0], name="a")
+    >>> b = tt.tensor([3.0, 4.0], requires_grad=True, name="b")
+    >>> tt.wengert_list(tt.dot(a, b) + 1)
+    [('z1', 'dot', ('a', 'b')), ('z2', 'add', ('z1', '1'))]
     """
     nodes = _recorded(output, "wengert_list")
     labels = _Labels(nodes, names, "z", "wengert_list")

@@ -250,9 +250,16 @@ NUMPY_SECTIONS = ("Parameters", "Returns", "Raises", "Examples", "Yields", "Note
                   "Attributes", "Methods", "Warns", "References")
 
 
+def first_section(lines):
+    """The index of the first NumPy-style section header (`Examples` over `--------`), or None."""
+    for i, (a, b) in enumerate(zip(lines, lines[1:])):
+        if a.strip() in NUMPY_SECTIONS and b.strip() and set(b.strip()) == {"-"}:
+            return i
+    return None
+
+
 def is_numpy_style(lines):
-    return any(a.strip() in NUMPY_SECTIONS and b.strip() and set(b.strip()) == {"-"}
-               for a, b in zip(lines, lines[1:]))
+    return first_section(lines) is not None
 
 
 _BORROWED = None
@@ -350,12 +357,15 @@ def _house_style_to_rst(app, what, name, obj, options, lines):
                     "with both rules (reverse and forward mode). The full description is in "
                     f"{source.split('.')[0].capitalize()}'s documentation of ``{source}``.", ""]
         return
-    if is_numpy_style(lines):
+    cut = first_section(lines)
+    if cut is not None:   # NumPy's sections, after a description that may be in the house style
         from sphinx.ext.napoleon import Config
         from sphinx.ext.napoleon.docstring import NumpyDocstring
         config = Config(napoleon_use_param=False, napoleon_use_rtype=False, napoleon_use_ivar=True,
                         napoleon_preprocess_types=False)
-        lines[:] = str(NumpyDocstring(lines, config, app, what, name, obj, options)).splitlines()
+        head = house_style_to_rst(lines[:cut])
+        lines[:] = str(NumpyDocstring(head + [""] + lines[cut:], config, app, what, name, obj,
+                                      options)).splitlines()
     else:
         lines[:] = house_style_to_rst(lines)
 

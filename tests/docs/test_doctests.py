@@ -8,6 +8,10 @@ import pytest
 from docs_api import GLOBS, own_docstring, public_objects, tt_api
 
 
+DEFAULT_PRINTOPTIONS = dict(precision=8, threshold=1000, edgeitems=3, linewidth=75, suppress=False,
+                           nanstr="nan", infstr="inf", sign="-", floatmode="maxprec", legacy=False)
+
+
 def _examples():
     seen, out = set(), []
     for qualname, obj in public_objects():
@@ -30,6 +34,6 @@ def test_docstring_example(name, doc):
     test = parser.get_doctest(doc, dict(GLOBS), name, None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     out = []
-    with np.printoptions(precision=4, suppress=True, legacy=False):
+    with np.printoptions(**DEFAULT_PRINTOPTIONS):   # what a user sees, whatever another test set
         runner.run(test, out=out.append)
     assert runner.failures == 0, "".join(out)

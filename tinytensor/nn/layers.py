@@ -30,6 +30,14 @@ class Linear(Module):
     None (the global generator, tt.manual_seed). `dtype` defaults to float32, as in PyTorch; pass
     np.float64 for gradient checks. The lecture's layout is still readable as `layer.W`
     (= weight.T, on the tape) and `layer.b` (= bias); state dicts saved with "W"/"b" keys load.
+
+    Examples
+    --------
+    >>> layer = tt.nn.Linear(3, 2, rng=0)
+    >>> layer.weight.shape, layer.bias.shape
+    ((2, 3), (2,))
+    >>> layer(np.ones((4, 3))).shape
+    (4, 2)
     """
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
@@ -230,6 +238,12 @@ class Conv2d(Module):
     (`nn.functional.conv2d`), one per group with `groups`. padding may be "valid" (0) or "same"
     (stride 1 and an odd dilated extent); an unbatched (C, H, W) image gives an unbatched
     result, as in PyTorch. `dilation` and `groups` are keywords here (after `dtype`).
+
+    Examples
+    --------
+    >>> conv = tt.nn.Conv2d(1, 4, kernel_size=3, rng=0)
+    >>> conv(np.ones((2, 1, 8, 8))).shape
+    (2, 4, 6, 6)
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
@@ -512,6 +526,14 @@ class Sequential(Module):
     The layers are attributes named "0", "1", ... (as in PyTorch), so parameter names read
     "0.weight", "2.bias". Indexable (an int gives a layer, a slice a Sequential of the same layers),
     with len() and iteration.
+
+    Examples
+    --------
+    >>> model = tt.nn.Sequential(tt.nn.Linear(4, 8, rng=0), tt.nn.ReLU(), tt.nn.Linear(8, 3, rng=1))
+    >>> model(np.ones((2, 4))).shape
+    (2, 3)
+    >>> list(model.state_dict())
+    ['0.weight', '0.bias', '2.weight', '2.bias']
     """
 
     def __init__(self, *layers):

@@ -21,7 +21,13 @@ class _Loss(Module):
 
 
 class MSELoss(_Loss):
-    """Mean of (prediction - target)**2 over every element (or its sum, or no reduction)."""
+    """Mean of (prediction - target)**2 over every element (or its sum, or no reduction).
+
+    Examples
+    --------
+    >>> tt.nn.MSELoss()(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 4.0]))
+    tensor(2.)
+    """
 
     def forward(self, prediction, target):
         return F.mse_loss(prediction, target, self.reduction)
@@ -118,6 +124,13 @@ class CrossEntropyLoss(_Loss):
     targets with the uniform distribution: (1 - s) y + s / C. Without options it is one fused,
     stable primitive (`tt.softmax_cross_entropy`); with them, log_softmax and a weighted sum.
     Both are finite for any finite logits.
+
+    Examples
+    --------
+    >>> logits = tt.tensor([[0.0, 0.0], [0.0, 0.0]], requires_grad=True)
+    >>> loss = tt.nn.CrossEntropyLoss()(logits, np.array([0, 1]))
+    >>> round(loss.item(), 4)
+    0.6931
     """
 
     def __init__(self, weight=None, ignore_index=-100, label_smoothing=0.0, reduction="mean"):

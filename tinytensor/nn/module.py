@@ -395,6 +395,13 @@ def functional_call(module, params, *args, **kwargs):
 
         loss = lambda p: loss_fn(tt.nn.functional_call(model, p, x), y)
         grads = tt.grad(loss)(dict(model.named_parameters()))     # {name: array}
+
+    Examples
+    --------
+    >>> model = tt.nn.Linear(4, 3, rng=0)
+    >>> params = dict(model.named_parameters())
+    >>> tt.nn.functional_call(model, params, np.ones((2, 4))).shape
+    (2, 3)
     """
     own = dict(module.named_parameters())
     own.update(module.named_buffers())

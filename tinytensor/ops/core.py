@@ -89,10 +89,10 @@ log.__doc__ = """Natural logarithm, elementwise (as `np.log`).
 
 Examples
 --------
->>> x = tt.tensor([1.0, np.e], requires_grad=True)
+>>> x = tt.tensor([1.0, 2.0], requires_grad=True)
 >>> tt.log(x).sum().backward()
 >>> x.grad
-array([1.    , 0.3679])
+array([1. , 0.5])
 """
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
@@ -437,7 +437,13 @@ _dot = defprim(np.dot, "dot",
 
 @public(numpy=np.dot, method=True)
 def dot(a, b, out=None):
-    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs).
+
+    Examples
+    --------
+    >>> tt.dot(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     if out is not None:
         raise TypeError("dot: out= is not supported on Tensors; use the returned value")
     return _dot(a, b)
@@ -553,7 +559,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 def reshape(a, shape, order="C", *, copy=None):
     """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
     reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
-    accepted for NumPy's signature)."""
+    accepted for NumPy's signature).
+
+    Examples
+    --------
+    >>> tt.reshape(tt.arange(6), (2, 3))
+    tensor([[0, 1, 2],
+            [3, 4, 5]], dtype=int64)
+    """
     if isinstance(shape, np.ndarray):
         shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
@@ -629,7 +642,14 @@ def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 
 @public
 def linear(x, W, b=None):
-    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
+    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape.
+
+    Examples
+    --------
+    >>> W = tt.tensor(np.eye(2), requires_grad=True)
+    >>> tt.linear(tt.tensor([[1.0, 2.0]]), W, tt.tensor([0.5, 0.5]))
+    tensor([[1.5, 2.5]], requires_grad=True)
+    """
     return matmul(x, W) if b is None else _linear(x, W, b)
 
 

@@ -82,8 +82,8 @@ def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the 
 
     Examples
     --------
-    >>> tt.erf(tt.tensor([0.0, 1.0]))
-    tensor([0.    , 0.8427])
+    >>> tt.erf(tt.tensor([0.0, 1.0])).numpy().round(4)
+    array([0.    , 0.8427])
     """
     return scipy.special.erf(x) if type(x) is np.ndarray else backend.erf(x)
 
@@ -258,7 +258,13 @@ _where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
 @public(numpy=np.where)
 def where(condition, x=None, y=None):
     """x where condition holds, else y (broadcast together), as np.where; the condition (a bool
-    array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero)."""
+    array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero).
+
+    Examples
+    --------
+    >>> tt.where(np.array([True, False]), tt.tensor([1.0, 2.0]), 0.0)
+    tensor([1., 0.])
+    """
     given = condition
     condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
     if x is None and y is None:
@@ -296,7 +302,13 @@ _clip = defprim(lambda x, lo, hi: np.clip(x, lo, hi), "clip",
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
     """np.clip: min(max(a, a_min), a_max), either bound None (no bound), a number, an array or a
     Tensor, broadcast together. The gradient goes to `a` where a_min <= a <= a_max and to the
-    bound that is active elsewhere. NumPy 2's `min=`/`max=` spellings work too."""
+    bound that is active elsewhere. NumPy 2's `min=`/`max=` spellings work too.
+
+    Examples
+    --------
+    >>> tt.clip(tt.tensor([-1.0, 0.5, 2.0]), 0, 1)
+    tensor([0. , 0.5, 1. ])
+    """
     if out is not None:
         raise TypeError("clip: out= is not supported on Tensors; use the returned value")
     if (min is not None and a_min is not None) or (max is not None and a_max is not None):

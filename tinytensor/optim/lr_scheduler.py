@@ -66,7 +66,18 @@ class LRScheduler:
 
 
 class StepLR(LRScheduler):
-    """lr = initial_lr * gamma ** (epoch // step_size)."""
+    """lr = initial_lr * gamma ** (epoch // step_size).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    >>> for epoch in range(4):
+    ...     opt.step()
+    ...     schedule.step()
+    >>> schedule.get_last_lr()
+    [0.25]
+    """
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         if int(step_size) < 1:

@@ -193,6 +193,15 @@ class SGD(Optimizer):
         buf = g (first step), else buf = momentum * buf + (1 - dampening) * g   (momentum != 0)
         g = g + momentum * buf if nesterov else buf                              (momentum != 0)
         p = p - lr * g
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.8, 1.6])
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
@@ -231,6 +240,15 @@ class Adam(Optimizer):
         v = beta2 * v + (1 - beta2) * g**2
         vmax = max(vmax, v), used for v            (amsgrad=True)
         p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
     """
 
     _decoupled = False
