@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from docs_api import GLOBS, own_docstring, public_objects, tt_api
 
-
 DEFAULT_PRINTOPTIONS = dict(precision=8, threshold=1000, edgeitems=3, linewidth=75, suppress=False,
                            nanstr="nan", infstr="inf", sign="-", floatmode="maxprec", legacy=False)
 
