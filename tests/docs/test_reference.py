@@ -2,6 +2,7 @@
 the pages from each public module's __all__; `python docs/_ext/tt_api.py` rewrites them)."""
 import importlib
 import inspect
+import sys
 import types
 
 import pytest
@@ -63,3 +64,22 @@ def test_namespaces_exist():
     for modname in tt_api.NAMESPACES:
         assert isinstance(importlib.import_module(modname), types.ModuleType)
         assert inspect.getdoc(importlib.import_module(modname))
+
+
+def test_the_checks_catch_a_new_name(monkeypatch):
+    """A function added without __all__ is undeclared; once public, a page without it misses it,
+    and without a docstring it has none: each check above would fail."""
+    mod = types.ModuleType("tinytensor._docs_probe")
+    exec("__all__ = []\ndef shiny(x):\n    return x\n", mod.__dict__)
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    assert tt_api.undeclared(mod.__name__) == ["shiny"]
+    mod.__all__ = ["shiny"]
+    assert tt_api.undeclared(mod.__name__) == []
+    assert tt_api.public_names(mod.__name__) == ["shiny"]
+    page = ".. currentmodule:: tinytensor._docs_probe\n\n.. autosummary::\n   :nosignatures:\n\n   other\n"
+    assert ("tinytensor._docs_probe", "shiny") not in tt_api.documented(page)
+    assert ("tinytensor._docs_probe", "other") in tt_api.documented(page)
+    assert not own_docstring(mod.shiny)
+    del mod.__all__
+    with pytest.raises(AssertionError, match="no __all__"):
+        tt_api.public_names(mod.__name__)
