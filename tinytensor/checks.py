@@ -16,7 +16,23 @@ from .tensor import Tensor
 
 
 class GradcheckError(AssertionError):
-    """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
+    """Raised by `gradcheck`; the message names argument, mode, worst element and values.
+
+    Examples
+    --------
+    >>> @tt.primitive
+    ... def twice(x):
+    ...     return 2 * x
+    ...
+    >>> _ = twice.defvjp(lambda g, ans, x: 3 * g)   # wrong: the derivative is 2
+    >>> _ = twice.defjvp(lambda t, ans, x: 2 * t)
+    >>> try:
+    ...     tt.gradcheck(lambda x: twice(x).sum(), np.array([1.0]))
+    ... except tt.GradcheckError:
+    ...     print('the VJP rule is wrong')
+    ...
+    the VJP rule is wrong
+    """
 
 
 def _as_array(x):   # arrays stay on their device (NumPy's, CuPy's)

@@ -239,7 +239,13 @@ def _axis_list(axes, ndim):
 def tensordot(a, b, axes=2):
     """np.tensordot: sum over a's axes `axes[0]` and b's `axes[1]`; an int N means a's last N
     axes against b's first N. The result has a's free axes, then b's. As NumPy computes it:
-    transposes and reshapes around one matrix product (BLAS)."""
+    transposes and reshapes around one matrix product (BLAS).
+
+    Examples
+    --------
+    >>> tt.tensordot(tt.ones((2, 3)), tt.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     sa, sb = tuple(_shape(a)), tuple(_shape(b))
     if isinstance(axes, (int, np.integer)):
         if axes < 0 or axes > min(len(sa), len(sb)):
@@ -271,13 +277,26 @@ def _transposed(x, axes):
 
 @public(numpy=np.outer)
 def outer(a, b):
-    """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j]."""
+    """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j].
+
+    Examples
+    --------
+    >>> tt.outer(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor([[3., 4.],
+            [6., 8.]])
+    """
     return ops.mul(ops.reshape(a, (-1, 1)), ops.reshape(b, (1, -1)))
 
 
 @public(numpy=np.inner)
 def inner(a, b):
-    """np.inner: the sum over the last axes (a 0-d operand multiplies)."""
+    """np.inner: the sum over the last axes (a 0-d operand multiplies).
+
+    Examples
+    --------
+    >>> tt.inner(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     if len(_shape(a)) == 0 or len(_shape(b)) == 0:
         return ops.mul(a, b)
     return tensordot(a, b, axes=([-1], [-1]))
@@ -286,7 +305,14 @@ def inner(a, b):
 @public(numpy=np.kron)
 def kron(a, b):
     """np.kron: the Kronecker product, block (i, j, ...) being a[i, j, ...] * b (the operand with
-    fewer axes gets leading ones). Computed as a broadcast product with the axes interleaved."""
+    fewer axes gets leading ones). Computed as a broadcast product with the axes interleaved.
+
+    Examples
+    --------
+    >>> tt.kron(tt.eye(2), tt.tensor([[1.0, 2.0]]))
+    tensor([[1., 2., 0., 0.],
+            [0., 0., 1., 2.]])
+    """
     sa, sb = tuple(_shape(a)), tuple(_shape(b))
     nd = max(len(sa), len(sb))
     sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
@@ -411,7 +437,13 @@ _slogdet = defprim(_real(_slogdet_forward), "slogdet",
 @_stands_for(np.linalg.slogdet)
 def slogdet(a):
     """np.linalg.slogdet: (sign, logabsdet) with det(a) = sign * exp(logabsdet); the gradient
-    flows through logabsdet (`sign` is a Tensor that carries none)."""
+    flows through logabsdet (`sign` is a Tensor that carries none).
+
+    Examples
+    --------
+    >>> tt.linalg.slogdet(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    SlogdetResult(sign=tensor(1.), logabsdet=tensor(2.07944154))
+    """
     packed = _slogdet(a)
     if isinstance(packed, Tensor):
         return SlogdetResult(packed.detach()[..., 0], packed[..., 1])
@@ -462,7 +494,14 @@ _cholesky = defprim(_real(np.linalg.cholesky), "cholesky", vjp=[_cholesky_vjp], 
 @_stands_for(np.linalg.cholesky)
 def cholesky(a, upper=False):
     """np.linalg.cholesky: L (lower) with a = L L^T, reading a's lower triangle; `upper=True`
-    gives U = L^T from the upper triangle. `a` must be symmetric positive definite."""
+    gives U = L^T from the upper triangle. `a` must be symmetric positive definite.
+
+    Examples
+    --------
+    >>> tt.linalg.cholesky(tt.tensor([[4.0, 0.0], [0.0, 9.0]]))
+    tensor([[2., 0.],
+            [0., 3.]])
+    """
     return _mT(_cholesky(_mT(_array(a)))) if upper else _cholesky(a)
 
 
@@ -493,7 +532,14 @@ def eigh(a, UPLO="L"):
     """np.linalg.eigh: (eigenvalues, eigenvectors) of a symmetric matrix, eigenvalues ascending,
     eigenvectors in the columns; reads a's lower triangle (UPLO="U": the upper one).
     Gradients need distinct eigenvalues (terms 1/(w_j - w_i)); see the module docstring and the
-    README for exactly repeated ones."""
+    README for exactly repeated ones.
+
+    Examples
+    --------
+    >>> w, v = tt.linalg.eigh(tt.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    >>> w
+    tensor([1., 2.])
+    """
     packed = _eigh(a, UPLO=UPLO.upper() if isinstance(UPLO, str) else UPLO)   # NumPy takes "u" too
     return EighResult(packed[..., 0, :], packed[..., 1:, :])
 
@@ -574,7 +620,14 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     matrices); a non-square `full_matrices=True` SVD of a Tensor that requires gradients is an
     error, since the extra columns of U (rows of Vh) are not determined by `a`. Singular vectors
     need distinct singular values for a gradient (terms 1/(s_j^2 - s_i^2)). `hermitian` is
-    accepted for NumPy's signature; the general SVD is used."""
+    accepted for NumPy's signature; the general SVD is used.
+
+    Examples
+    --------
+    >>> u, s, vh = tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    >>> s
+    tensor([4., 3.])
+    """
     if len(_shape(a)) < 2:
         raise np.linalg.LinAlgError(f"svd: {len(_shape(a))}-dimensional array given; it must be at "
                                     f"least two-dimensional")
@@ -733,7 +786,14 @@ def matrix_norm(x, keepdims=False, ord="fro"):
 @_stands_for(np.linalg.matrix_power)
 def matrix_power(a, n):
     """np.linalg.matrix_power: a @ a @ ... (n factors) by repeated squaring; n = 0 gives the
-    identity (no gradient), n < 0 the powers of inv(a)."""
+    identity (no gradient), n < 0 the powers of inv(a).
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_power(tt.tensor([[1.0, 1.0], [0.0, 1.0]]), 3)
+    tensor([[1., 3.],
+            [0., 1.]])
+    """
     if not isinstance(n, (int, np.integer)):
         raise TypeError(f"matrix_power: the exponent must be an integer, got {type(n).__name__}")
     shape = tuple(_shape(a))
@@ -757,7 +817,13 @@ def matrix_power(a, n):
 @_stands_for(np.linalg.multi_dot)
 def multi_dot(arrays):
     """np.linalg.multi_dot: dot(dot(a, b), c)... of two or more arrays, the first and the last
-    possibly 1-D (taken left to right: the same value as NumPy's cheapest order, to rounding)."""
+    possibly 1-D (taken left to right: the same value as NumPy's cheapest order, to rounding).
+
+    Examples
+    --------
+    >>> tt.linalg.multi_dot([tt.eye(2), tt.ones((2, 3)), tt.ones((3, 1))]).shape
+    (2, 1)
+    """
     if len(arrays) < 2:
         raise ValueError(f"multi_dot: expecting at least two arrays, got {len(arrays)}")
     result = arrays[0]

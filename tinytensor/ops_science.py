@@ -58,7 +58,13 @@ nondifferentiable(np.searchsorted)   # indices: computed on the values, as np.ar
 # ----- order statistics ------------------------------------------------------------------------------
 @public(numpy=np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """np.sort: the sorted values, recorded as a gather at the argsort indices."""
+    """np.sort: the sorted values, recorded as a gather at the argsort indices.
+
+    Examples
+    --------
+    >>> tt.sort(tt.tensor([3.0, 1.0, 2.0]))
+    tensor([1., 2., 3.])
+    """
     _no("sort", "order=", order)
     if axis is None:
         a, axis = ops_shape.ravel(a), -1
@@ -126,7 +132,13 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 
 @public(numpy=np.median)
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    """np.median: the mean of the middle order statistics (quantile 0.5, linear)."""
+    """np.median: the mean of the middle order statistics (quantile 0.5, linear).
+
+    Examples
+    --------
+    >>> tt.median(tt.tensor([3.0, 1.0, 2.0]))
+    tensor(2.)
+    """
     return quantile(a, 0.5, axis, out, keepdims=keepdims)
 
 

@@ -650,12 +650,24 @@ def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
 # ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
 def zeros_like(x, dtype=None, requires_grad=False, device=None):
     """Zeros of the shape and dtype of `x` (a Tensor, an array or a list), as np.zeros_like,
-    on the device of `x` unless `device` is given."""
+    on the device of `x` unless `device` is given.
+
+    Examples
+    --------
+    >>> tt.zeros_like(tt.tensor([[1.0, 2.0]]))
+    tensor([[0., 0.]])
+    """
     return Tensor(np.zeros_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
 def ones_like(x, dtype=None, requires_grad=False, device=None):
-    """Ones of the shape and dtype of `x`, as np.ones_like, on the device of `x` unless `device`."""
+    """Ones of the shape and dtype of `x`, as np.ones_like, on the device of `x` unless `device`.
+
+    Examples
+    --------
+    >>> tt.ones_like(np.zeros(2, dtype=np.float32))
+    tensor([1., 1.], dtype=float32)
+    """
     return Tensor(np.ones_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
@@ -675,7 +687,13 @@ def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
 
 def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
     """`fill_value` in the shape and dtype of `x`, as np.full_like (a Tensor). A fill value that
-    requires grad is recorded: its gradient is the sum of the cotangent."""
+    requires grad is recorded: its gradient is the sum of the cotangent.
+
+    Examples
+    --------
+    >>> tt.full_like(tt.tensor([1.0, 2.0]), 7.0)
+    tensor([7., 7.])
+    """
     value = _value(x)
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
@@ -735,7 +753,14 @@ def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
 def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). Drawn on the
-    CPU, so a seed gives the same numbers on every device."""
+    CPU, so a seed gives the same numbers on every device.
+
+    Examples
+    --------
+    >>> x = tt.rand(2, 3, rng=0)
+    >>> x.shape, bool((x.numpy() >= 0).all() and (x.numpy() < 1).all())
+    ((2, 3), True)
+    """
     values = draws.draw(draws.uniform, rng, _shape(shape))           # tt.compile repeats it
     return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 

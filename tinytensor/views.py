@@ -308,6 +308,12 @@ def to_dot(output, values=False, grads=False, names=None):
     its gradient dy/d value (y = output, computed by a reverse sweep that leaves .grad alone),
     as micrograd's drawing does. Constants are dashed. Raises ValueError when nothing was
     recorded. Render with `tt.draw(y, "graph.svg")` or `dot -Tsvg`.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True, name='x')
+    >>> tt.to_dot((x * x).sum()).startswith('digraph')
+    True
     """
     nodes = _recorded(output, "to_dot")
     labels = _Labels(nodes, names, "z", "to_dot")

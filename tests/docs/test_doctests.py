@@ -28,7 +28,7 @@ def _examples():
 
 
 @pytest.mark.parametrize("name, doc", _examples())
-def test_docstring_example(name, doc):
+def test_docstring_example(name, doc, global_state):
     parser = doctest.DocTestParser()
     test = parser.get_doctest(doc, dict(GLOBS), name, None, 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)

@@ -21,7 +21,7 @@ def test_the_fence_reader():
 
 
 @pytest.mark.parametrize("guide", GUIDES, ids=[g.stem for g in GUIDES])
-def test_guide_runs(guide, tmp_path, monkeypatch):
+def test_guide_runs(guide, tmp_path, monkeypatch, global_state):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TINYTENSOR_DOCS_QUICK", "1")

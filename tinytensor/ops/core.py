@@ -538,7 +538,18 @@ def _reduce_dtype(name, a, dtype, out, keepdims):
 @public(numpy=(np.max, np.amax), method=True)
 def max(a, axis=None, out=None, keepdims=False, initial=None):
     """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
-    keepdims); `initial` joins the comparison."""
+    keepdims); `initial` joins the comparison.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 5.0], [3.0, 2.0]], requires_grad=True)
+    >>> tt.max(x, axis=0)
+    tensor([3., 5.], requires_grad=True)
+    >>> tt.max(x).backward()
+    >>> x.grad
+    array([[0., 1.],
+           [0., 0.]])
+    """
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
     result = _max(a, axis=axis, keepdims=keepdims)
@@ -548,7 +559,13 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (weights b= and return_sign=: tt.scipy.special.logsumexp's)."""
+    (weights b= and return_sign=: tt.scipy.special.logsumexp's).
+
+    Examples
+    --------
+    >>> round(tt.logsumexp(tt.tensor([1000.0, 1000.0])).item() - 1000.0, 6)   # log 2, no overflow
+    0.693147
+    """
     if b is not None or return_sign:
         from ..scipy.special import logsumexp as weighted
         return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)

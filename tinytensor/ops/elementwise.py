@@ -168,14 +168,26 @@ _leaky_relu = defprim(
 
 @public
 def softplus(x, beta=1.0):
-    """log(1 + exp(beta * x)) / beta, stable for any x (PyTorch's, with no threshold needed)."""
+    """log(1 + exp(beta * x)) / beta, stable for any x (PyTorch's, with no threshold needed).
+
+    Examples
+    --------
+    >>> bool(tt.softplus(tt.tensor([0.0])).item() == np.log(2))
+    True
+    """
     return _softplus(x) if beta == 1 else _softplus(x * beta) / beta
 
 
 @public
 def gelu(x, approximate="none"):
     """x * Phi(x) (Phi the standard normal CDF), PyTorch's default; `approximate="tanh"` gives
-    PyTorch's tanh approximation."""
+    PyTorch's tanh approximation.
+
+    Examples
+    --------
+    >>> tt.gelu(tt.tensor([0.0]))
+    tensor([0.])
+    """
     if approximate == "none":
         return _gelu(x)
     if approximate == "tanh":
@@ -186,7 +198,13 @@ def gelu(x, approximate="none"):
 
 @public
 def leaky_relu(x, negative_slope=0.01):
-    """x where x > 0, else negative_slope * x (PyTorch's; the slope at 0 is negative_slope)."""
+    """x where x > 0, else negative_slope * x (PyTorch's; the slope at 0 is negative_slope).
+
+    Examples
+    --------
+    >>> tt.leaky_relu(tt.tensor([-1.0, 2.0]), negative_slope=0.1)
+    tensor([-0.1,  2. ])
+    """
     return _leaky_relu(x, negative_slope=negative_slope)
 
 

@@ -64,7 +64,13 @@ def _no_out(out, op):
 # ----- reshaping: composed from reshape ------------------------------------------------------------
 @public(numpy=np.squeeze, method=True)
 def squeeze(a, axis=None):
-    """Remove axes of length 1 (all of them, or those in `axis`; a longer one is an error, as NumPy)."""
+    """Remove axes of length 1 (all of them, or those in `axis`; a longer one is an error, as NumPy).
+
+    Examples
+    --------
+    >>> tt.squeeze(tt.ones((1, 3, 1))).shape
+    (3,)
+    """
     a = _input(a)
     shape = a.shape
     if axis is None:
@@ -79,7 +85,13 @@ def squeeze(a, axis=None):
 
 @public(numpy=np.expand_dims)
 def expand_dims(a, axis):
-    """Insert axes of length 1 at the positions `axis` of the result."""
+    """Insert axes of length 1 at the positions `axis` of the result.
+
+    Examples
+    --------
+    >>> tt.expand_dims(tt.ones(3), 0).shape
+    (1, 3)
+    """
     a = _input(a)
     axis = axis if isinstance(axis, (tuple, list)) else (axis,)
     ndim = a.ndim + len(axis)
@@ -96,7 +108,13 @@ def unsqueeze(x, dim):
 
 @public(numpy=np.ravel, method=True)
 def ravel(a, order="C"):
-    """The entries as a 1-D Tensor, read in C (row-major) or "F" (column-major) order."""
+    """The entries as a 1-D Tensor, read in C (row-major) or "F" (column-major) order.
+
+    Examples
+    --------
+    >>> tt.ravel(tt.ones((2, 2)))
+    tensor([1., 1., 1., 1.])
+    """
     a = _input(a)
     data = a.data if isinstance(a, Tensor) else a
     if order == "A":   # F if the data is laid out in Fortran order, C otherwise
@@ -143,7 +161,13 @@ Tensor.view = view
 # ----- moving axes: composed from transpose ----------------------------------------------------------
 @public(numpy=np.moveaxis)
 def moveaxis(a, source, destination):
-    """Move the axes `source` to the positions `destination`, the others keeping their order."""
+    """Move the axes `source` to the positions `destination`, the others keeping their order.
+
+    Examples
+    --------
+    >>> tt.moveaxis(tt.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     a = _input(a)
     source = _axes(source, a.ndim, "moveaxis (source)")
     destination = _axes(destination, a.ndim, "moveaxis (destination)")
@@ -197,14 +221,26 @@ def _sequence(tup, op):
 
 @public(numpy=np.vstack)
 def vstack(tup, *, dtype=None, casting="same_kind"):
-    """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n))."""
+    """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n)).
+
+    Examples
+    --------
+    >>> tt.vstack([tt.ones(2), tt.zeros(2)]).shape
+    (2, 2)
+    """
     arrays = _joined(_sequence(tup, "vstack"), "vstack", dtype=dtype, casting=casting)
     return concatenate([_at_least(a, 2) for a in arrays], axis=0)
 
 
 @public(numpy=np.hstack)
 def hstack(tup, *, dtype=None, casting="same_kind"):
-    """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D."""
+    """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D.
+
+    Examples
+    --------
+    >>> tt.hstack([tt.ones(2), tt.zeros(1)])
+    tensor([1., 1., 0.])
+    """
     arrays = _joined(_sequence(tup, "hstack"), "hstack", dtype=dtype, casting=casting)
     arrays = [_at_least(a, 1) for a in arrays]
     return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1)
@@ -247,7 +283,13 @@ def _split(ary, indices_or_sections, axis, op, equal):
 
 @public(numpy=np.split)
 def split(ary, indices_or_sections, axis=0):
-    """A list of pieces along `axis`: `sections` equal ones, or cut before each index given."""
+    """A list of pieces along `axis`: `sections` equal ones, or cut before each index given.
+
+    Examples
+    --------
+    >>> [p.shape for p in tt.split(tt.arange(6.0), 3)]
+    [(2,), (2,), (2,)]
+    """
     return _split(ary, indices_or_sections, axis, "split", equal=True)
 
 
@@ -260,7 +302,13 @@ def array_split(ary, indices_or_sections, axis=0):
 # ----- copying: composed from reshape and broadcast_to -----------------------------------------------
 @public(numpy=np.tile)
 def tile(A, reps):
-    """A repeated `reps` times along each axis (NumPy's tile; PyTorch's Tensor.repeat)."""
+    """A repeated `reps` times along each axis (NumPy's tile; PyTorch's Tensor.repeat).
+
+    Examples
+    --------
+    >>> tt.tile(tt.tensor([1.0, 2.0]), 2)
+    tensor([1., 2., 1., 2.])
+    """
     A = _input(A)
     reps = tuple(int(r) for r in np.ravel(_indices(reps, "tile") if np.size(reps) else ()))
     if any(r < 0 for r in reps):
@@ -278,7 +326,13 @@ def tile(A, reps):
 def repeat(a, repeats, axis=None):
     """Each entry repeated `repeats` times along `axis` (flattened first when axis is None).
 
-    NumPy's repeat (np.repeat, ndarray.repeat); PyTorch's Tensor.repeat is `tile`."""
+    NumPy's repeat (np.repeat, ndarray.repeat); PyTorch's Tensor.repeat is `tile`.
+
+    Examples
+    --------
+    >>> tt.repeat(tt.tensor([1.0, 2.0]), 2)
+    tensor([1., 1., 2., 2.])
+    """
     a = _input(a)
     shape = (a.size,) if axis is None else a.shape
     axis = 0 if axis is None else _axes(axis, a.ndim, "repeat")[0]
@@ -304,7 +358,13 @@ def repeat(a, repeats, axis=None):
 def take(a, indices, axis=None, out=None, mode="raise"):
     """Entries at `indices` along `axis` (of the flattened input when axis is None).
 
-    mode "raise" (out of range is an IndexError), "wrap" or "clip", as NumPy."""
+    mode "raise" (out of range is an IndexError), "wrap" or "clip", as NumPy.
+
+    Examples
+    --------
+    >>> tt.take(tt.tensor([10.0, 20.0, 30.0]), [2, 0])
+    tensor([30., 10.])
+    """
     _no_out(out, "take")
     a = _input(a)
     index = _indices(indices, "take")
@@ -366,7 +426,13 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 @public(numpy=np.trace, method=True)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    """The sum of the diagonal (of each (axis1, axis2) plane)."""
+    """The sum of the diagonal (of each (axis1, axis2) plane).
+
+    Examples
+    --------
+    >>> tt.trace(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor(5.)
+    """
     _no_out(out, "trace")
     total = diagonal(a, offset, axis1, axis2).sum(axis=-1)
     return total if dtype is None else total.astype(dtype)
@@ -379,7 +445,13 @@ _flip = deflinear(lambda x, axis: np.flip(x, axis), "flip",
 
 @public(numpy=np.flip)
 def flip(m, axis=None):
-    """The entries in reverse order along `axis` (all axes when None)."""
+    """The entries in reverse order along `axis` (all axes when None).
+
+    Examples
+    --------
+    >>> tt.flip(tt.tensor([1.0, 2.0, 3.0]))
+    tensor([3., 2., 1.])
+    """
     m = _input(m)
     return _flip(m, axis=None if axis is None else _axes(axis, m.ndim, "flip"))
 
@@ -407,7 +479,13 @@ _roll = deflinear(lambda x, shift, axis: np.roll(x, shift, axis), "roll",
 @public(numpy=np.roll)
 def roll(a, shift, axis=None):
     """Entries shifted `shift` places along `axis` (of the flattened input when None), the ones
-    pushed off the end coming back at the start."""
+    pushed off the end coming back at the start.
+
+    Examples
+    --------
+    >>> tt.roll(tt.tensor([1.0, 2.0, 3.0]), 1)
+    tensor([3., 1., 2.])
+    """
     a = _input(a)
     shift = tuple(map(operator.index, shift)) if np.ndim(shift) else operator.index(shift)
     if axis is not None:   # an axis may come twice: its shifts add up, as in NumPy
@@ -422,13 +500,27 @@ _triu = deflinear(lambda x, k: np.triu(x, k), "triu", vjp=lambda g, ans, x, k: n
 
 @public(numpy=np.tril)
 def tril(m, k=0):
-    """Zeros above the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
+    """Zeros above the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy).
+
+    Examples
+    --------
+    >>> tt.tril(tt.ones((2, 2)))
+    tensor([[1., 0.],
+            [1., 1.]])
+    """
     return _triangle("tril", _tril, m, k)
 
 
 @public(numpy=np.triu)
 def triu(m, k=0):
-    """Zeros below the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
+    """Zeros below the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy).
+
+    Examples
+    --------
+    >>> tt.triu(tt.ones((2, 2)))
+    tensor([[1., 1.],
+            [0., 1.]])
+    """
     return _triangle("triu", _triu, m, k)
 
 
@@ -503,7 +595,13 @@ def _pad_pairs(pad_width, ndim):
 @public(numpy=np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
     """Pad with `constant_values` (default 0) or, with mode "edge", "reflect", "symmetric" or
-    "wrap", with copies of the input's own entries (their gradients add up)."""
+    "wrap", with copies of the input's own entries (their gradients add up).
+
+    Examples
+    --------
+    >>> tt.pad(tt.tensor([1.0, 2.0]), 1)
+    tensor([0., 1., 2., 0.])
+    """
     array = _input(array)
     if mode not in PAD_MODES:
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; the supported modes "

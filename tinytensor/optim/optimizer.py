@@ -294,7 +294,17 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay, as torch.optim.AdamW: before Adam's update (with no
-    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2."""
+    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.AdamW([w], lr=0.1, weight_decay=0.0)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
+    """
 
     _decoupled = True
 
@@ -310,6 +320,15 @@ class RMSprop(Optimizer):
               sqrt(v) + eps                                                        (otherwise)
         buf = momentum * buf + g / avg;  p = p - lr * buf                           (momentum > 0)
         p = p - lr * g / avg                                                        (otherwise)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.RMSprop([w], lr=0.01)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data.round(4)
+    array([0.9, 1.9])
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
