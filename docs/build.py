@@ -17,6 +17,8 @@ DOCS = Path(__file__).resolve().parent
 
 def main(argv):
     env = dict(os.environ, TINYTENSOR_DOCS_QUICK=os.environ.get("TINYTENSOR_DOCS_QUICK", "1"))
+    # the notebook's kernel is another process: it imports this checkout's tinytensor too
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(DOCS.parent), env.get("PYTHONPATH")]))
     if "--quick-prose" in argv:
         argv = [a for a in argv if a != "--quick-prose"]
         env["TINYTENSOR_DOCS_PROSE_ONLY"] = "1"
