@@ -78,7 +78,7 @@ sphinx_gallery_conf = {
     "gallery_dirs": "gallery",
     "filename_pattern": r".*\.py$",     # run every example (in quick mode)
     "ignore_pattern": r"curves\.py$",   # a helper the training examples import
-    "image_scrapers": ("matplotlib", png_files_scraper),
+    "image_scrapers": (png_files_scraper,),   # the examples save their figures to runs/*.png
     "download_all_examples": False,
     "remove_config_comments": True,
     "plot_gallery": "False" if PROSE_ONLY else "True",
