@@ -324,10 +324,14 @@ def _inline(text):
 def house_style_to_rst(lines):
     """Docstrings written in the house's plain style (backticks for code, indented blocks for
     examples) rendered as RST: indented blocks become literal blocks, the rest escapes its marks."""
-    out, literal_indent, prev_indent = [], None, 0
+    out, literal_indent, prev_indent, doctest = [], None, 0, False
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
+        doctest = stripped.startswith(">>>") or (doctest and bool(stripped))
+        if doctest:                                     # a doctest block: as written
+            out.append(line)
+            continue
         if literal_indent is not None:
             if not stripped or indent >= literal_indent:
                 out.append(line)
@@ -345,6 +349,24 @@ def house_style_to_rst(lines):
         if stripped:
             prev_indent = indent
     return out
+
+
+def with_true_margin(obj, lines):
+    """autodoc dedents a docstring by its least indented line, so a body that is all one
+    indented example loses its indentation; the closing quotes' line gives the true margin."""
+    from sphinx.util.docstrings import prepare_docstring
+    raw = getattr(obj, "__doc__", None)
+    if not isinstance(raw, str) or "\n" not in raw or raw.split("\n")[-1].strip():
+        return lines
+    if [line.rstrip() for line in prepare_docstring(raw)] != [line.rstrip() for line in lines]:
+        return lines    # not the docstring autodoc read (a signature line taken off, ...)
+    margin = len(raw.split("\n")[-1])
+    first, *rest = raw.split("\n")
+    out = [first.strip()] + [line[margin:] if line[:margin].strip() == "" else line.lstrip()
+                             for line in rest]
+    while out and not out[-1].strip():
+        out.pop()
+    return out + [""]
 
 
 def _house_style_to_rst(app, what, name, obj, options, lines):
@@ -367,7 +389,7 @@ def _house_style_to_rst(app, what, name, obj, options, lines):
         lines[:] = str(NumpyDocstring(head + [""] + lines[cut:], config, app, what, name, obj,
                                       options)).splitlines()
     else:
-        lines[:] = house_style_to_rst(lines)
+        lines[:] = house_style_to_rst(with_true_margin(obj, lines))
 
 
 def _skip_primitive_methods(app, what, name, obj, skip, options):
