@@ -59,9 +59,21 @@ def _require_a_float(args, who):
 def numerical_grad(f, *args, eps=1e-6):
     """Central differences in float64, one array per argument (a tuple).
 
-    For a scalar f each array has the argument's shape (the gradient); otherwise it is the
-    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None. Arguments
-    on a device (CuPy arrays) are differentiated there, and the results stay there.
+    Parameters
+    ----------
+    f : callable
+        Takes arrays or Tensors, returns a Tensor or an array.
+    *args : array_like
+        The point. Arguments on a device (CuPy arrays) are differentiated there, and the
+        results stay there.
+    eps : float
+        The step.
+
+    Returns
+    -------
+    tuple of ndarray
+        For a scalar f each array has the argument's shape (the gradient); otherwise it is the
+        Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
 
     Examples
     --------
@@ -145,8 +157,30 @@ def _worst(analytic, numerical, atol, rtol):
 def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     """Compare `backward` and `jvp` with central differences; True, or raise GradcheckError.
 
-    `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
-    the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
+    Parameters
+    ----------
+    f : callable
+        Takes Tensors and returns a Tensor.
+    *args : array_like
+        The point. The numerical Jacobian is taken in float64 whatever their dtype; non-float
+        arguments (labels, indices) are passed through unchanged.
+    eps : float
+        The step of the central differences.
+    atol, rtol : float
+        The tolerances, as `np.allclose`'s.
+    modes : tuple of str
+        "rev" (`backward`), "fwd" (`jvp`) or both.
+
+    Returns
+    -------
+    bool
+        True.
+
+    Raises
+    ------
+    GradcheckError
+        Naming, per argument and mode, the largest absolute and relative error, where it is,
+        and the analytic and numerical values there.
 
     Examples
     --------

@@ -210,10 +210,21 @@ class Tensor:
     def backward(self, grad=None, retain_graph=None, create_graph=False, *, gradient=None):
         """Reverse mode: accumulate d(self)/d(leaf) into `.grad` of every leaf that needs it.
 
-        `grad` is the cotangent, an array of self's shape; it may be left out only when self is
-        a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
-        PyTorch's spellings work: `gradient=` for `grad`, and `retain_graph` (the graph is
-        always kept while `self` is referenced).
+        Calling it twice on the same graph accumulates twice. PyTorch's spellings work:
+        `gradient=` for `grad`, and `retain_graph` (the graph is always kept while `self` is
+        referenced).
+
+        Parameters
+        ----------
+        grad : ndarray, optional
+            The cotangent, an array of self's shape; it may be left out only when self is a
+            scalar (then it is 1).
+
+        Raises
+        ------
+        RuntimeError
+            `grad` left out for a non-scalar, or a value saved on the tape was changed in place
+            since (the message names the tape entry).
 
         Examples
         --------
@@ -234,9 +245,17 @@ class Tensor:
         _mark_consumed(self)     # float(loss) after loss.backward() is a number to log
 
     def jvp(self, tangents):
-        """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
+        """Forward mode along the tape: the derivative of self along the given tangents.
 
-        Returns d(self) (an array of self's shape); inputs not named have zero tangent.
+        Parameters
+        ----------
+        tangents : dict
+            Input Tensor to an array of its shape; inputs not named have zero tangent.
+
+        Returns
+        -------
+        ndarray
+            d(self), of self's shape.
 
         Examples
         --------
@@ -584,9 +603,29 @@ def _not_float(dtype):
 def tensor(data, requires_grad=False, dtype=None, name=None, device=None):
     """A Tensor from a scalar, nested list, ndarray or Tensor (copied).
 
-    Python floats give float64; a float32 array stays float32; integers stay integers
-    (and cannot require gradients). `device` ("cpu", "cuda"): where the copy goes; by default
-    where `data` is (a CuPy array stays on the GPU; lists and NumPy arrays: the CPU).
+    Parameters
+    ----------
+    data : scalar, nested list, ndarray or Tensor
+        The value. Python floats give float64; a float32 array stays float32; integers stay
+        integers (and cannot require gradients).
+    requires_grad : bool, optional
+        Record the operations on it, so that `backward()` fills its `.grad`.
+    dtype : dtype, optional
+        Cast to this dtype.
+    name : str, optional
+        The label `wengert_list`, `evaluation_trace` and `to_dot` show.
+    device : str, optional
+        "cpu" or "cuda": where the copy goes; by default where `data` is (a CuPy array stays on
+        the GPU; lists and NumPy arrays: the CPU).
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    TypeError
+        `requires_grad=True` with integer or complex data.
 
     Examples
     --------

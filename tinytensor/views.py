@@ -123,9 +123,23 @@ def wengert_list(output, names=None):
     """The recorded computation as (lhs, op, args) tuples in evaluation order,
     e.g. [("z1", "dot", ("x", "W")), ...].
 
-    Labels come from `names` (a mapping label -> Tensor, e.g. dict(model.named_parameters()))
-    or `Tensor.name`, made unique (`W`, `W_2`); unnamed leaves are x1, x2, ..., results z1,
-    z2, ..., constants c1, .... Raises ValueError when nothing was recorded.
+    Parameters
+    ----------
+    output : Tensor
+        The result whose tape is read.
+    names : dict, optional
+        Label to Tensor, e.g. ``dict(model.named_parameters())``. Otherwise labels come from
+        `Tensor.name`, made unique (`W`, `W_2`); unnamed leaves are x1, x2, ..., results z1,
+        z2, ..., constants c1, ....
+
+    Returns
+    -------
+    list of tuple
+
+    Raises
+    ------
+    ValueError
+        When nothing was recorded.
 
     Examples
     --------

@@ -370,10 +370,30 @@ def softmax_cross_entropy(logits, y, reduction="mean"):
 def cross_entropy(p, y, reduction="mean"):
     """-sum(y * log p) per row; `p` holds probabilities along the last axis.
 
-    `y` is an array of p's shape (one-hot or soft labels) or integer class indices of shape
-    p.shape[:-1]; `reduction` is "mean" over rows, "sum" or "none". When `p` is the output of
-    `softmax` over its last axis, the loss and its gradient are computed from the logits
-    (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
+    When `p` is the output of `softmax` over its last axis, the loss and its gradient are
+    computed from the logits (finite and exact for any finite logits); the tape still reads
+    softmax, crossEntropy.
+
+    Parameters
+    ----------
+    p : Tensor or array_like
+        Probabilities along the last axis.
+    y : array_like
+        An array of p's shape (one-hot or soft labels), or integer class indices of shape
+        ``p.shape[:-1]``.
+    reduction : {"mean", "sum", "none"}
+        The mean over rows, their sum, or the per-row losses.
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    ValueError
+        `p` is not probabilities (logits belong in `softmax_cross_entropy`).
+    IndexError
+        A class index outside [0, C).
 
     Examples
     --------
