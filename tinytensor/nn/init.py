@@ -77,7 +77,14 @@ def ones_(t):
 
 
 def xavier_uniform_(t, gain=1.0, rng=None):
-    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot)."""
+    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot).
+
+    Examples
+    --------
+    >>> w = tt.nn.init.xavier_uniform_(tt.zeros((3, 4)), rng=0)
+    >>> bool((abs(w.numpy()) <= np.sqrt(6 / 7)).all())
+    True
+    """
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound, rng)

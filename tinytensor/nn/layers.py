@@ -98,7 +98,13 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise.
+
+    Examples
+    --------
+    >>> tt.nn.ReLU()(tt.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
 
     def forward(self, x):
         return ops.relu(x)
@@ -183,7 +189,13 @@ class Identity(Module):
 
 
 class Flatten(Module):
-    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default."""
+    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default.
+
+    Examples
+    --------
+    >>> tt.nn.Flatten()(tt.ones((2, 3, 4))).shape
+    (2, 12)
+    """
 
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
@@ -207,7 +219,14 @@ class Dropout(Module):
     the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
     call draws a new mask; its state is in state_dict() as "rng"), or None: the global generator
     (tt.manual_seed; save tt.get_rng_state() for an exact resume). The mask is a constant of the
-    product x * mask, so the backward pass uses exactly the forward's mask."""
+    product x * mask, so the backward pass uses exactly the forward's mask.
+
+    Examples
+    --------
+    >>> drop = tt.nn.Dropout(p=0.5, rng=0)
+    >>> drop.eval()(tt.ones(4))   # the identity in eval mode
+    tensor([1., 1., 1., 1.])
+    """
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
@@ -309,7 +328,13 @@ def _unbatched(layer, x):
 class MaxPool2d(Module):
     """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
     kernel_size. `padding` (at most half the kernel; -inf borders) and `ceil_mode` as PyTorch's
-    (dilation and return_indices are not supported)."""
+    (dilation and return_indices are not supported).
+
+    Examples
+    --------
+    >>> tt.nn.MaxPool2d(2)(tt.ones((1, 1, 4, 4))).shape
+    (1, 1, 2, 2)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
@@ -364,7 +389,14 @@ class AvgPool2d(Module):
 
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) axes
-    (biased variance, as PyTorch); weight starts at 1, bias at 0."""
+    (biased variance, as PyTorch); weight starts at 1, bias at 0.
+
+    Examples
+    --------
+    >>> norm = tt.nn.LayerNorm(2)
+    >>> norm(tt.tensor([[1.0, 3.0]])).numpy().round(4)
+    array([[-1.,  1.]], dtype=float32)
+    """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=np.float32):
         super().__init__()
@@ -483,7 +515,14 @@ class Embedding(Module):
     """Rows of weight (num_embeddings, embedding_dim), N(0, 1) at start as PyTorch, by integer
     index: an index array of shape s gives s + (embedding_dim,). Repeated indices accumulate
     their gradients. With `padding_idx` (negative counts from the end) that row starts at zero
-    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training."""
+    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training.
+
+    Examples
+    --------
+    >>> emb = tt.nn.Embedding(10, 3, rng=0)
+    >>> emb(np.array([[1, 2], [3, 1]])).shape
+    (2, 2, 3)
+    """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, rng=None, dtype=np.float32):
         super().__init__()

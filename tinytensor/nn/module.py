@@ -91,7 +91,24 @@ def _remember(t):
 
 
 class Module:
-    """Base class: subclasses set attributes in `__init__` and define `forward`."""
+    """Base class: subclasses set attributes in `__init__` and define `forward`.
+
+    Examples
+    --------
+    >>> class Affine(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = tt.nn.Parameter(np.ones(2))
+    ...         self.b = tt.nn.Parameter(np.zeros(2))
+    ...     def forward(self, x):
+    ...         return x * self.w + self.b
+    ...
+    >>> m = Affine()
+    >>> [name for name, _ in m.named_parameters()]
+    ['w', 'b']
+    >>> m(np.array([1.0, 2.0]))
+    tensor([1., 2.], requires_grad=True)
+    """
 
     # A class attribute, so a subclass that forgets `super().__init__()` still works.
     training = True
