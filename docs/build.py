@@ -22,7 +22,8 @@ def main(argv):
     if "--quick-prose" in argv:
         argv = [a for a in argv if a != "--quick-prose"]
         env["TINYTENSOR_DOCS_PROSE_ONLY"] = "1"
-    cmd = [sys.executable, "-m", "sphinx", "-W", "-n", "--keep-going", "-q", "-b", "html",
+    # -E: read every page again (Sphinx does not notice an edited docstring)
+    cmd = [sys.executable, "-m", "sphinx", "-W", "-n", "-E", "--keep-going", "-q", "-b", "html",
            "-d", str(DOCS / "_build" / "doctrees"), str(DOCS), str(DOCS / "_build" / "html"), *argv]
     start = time.perf_counter()
     code = subprocess.call(cmd, env=env)
