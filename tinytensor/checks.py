@@ -306,6 +306,12 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
     (e.g. {"my_arcsin": [(np.array([-0.5, 0.1, 0.7]),)]}), else on positive inputs of shape (3,).
     `only` (a primitive or its name, or a list of them) checks those rows alone: a test of one
     primitive need not sweep every built-in.
+
+    Examples
+    --------
+    >>> rows = tt.check_rules(only=tt.exp, verbose=False)
+    >>> len(rows) > 0
+    True
     """
     from .specs import OP_SPECS, default_cases
     given = {getattr(k, "name", k): v for k, v in (examples or {}).items()}

@@ -546,7 +546,13 @@ def eigh(a, UPLO="L"):
 
 @_stands_for(np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):
-    """np.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
+    """np.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending.
+
+    Examples
+    --------
+    >>> tt.linalg.eigvalsh(tt.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([1., 2.])
+    """
     return eigh(a, UPLO=UPLO).eigenvalues
 
 
@@ -645,7 +651,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 @_stands_for(getattr(np.linalg, "svdvals", None))
 def svdvals(a):
-    """np.linalg.svdvals: the singular values, descending."""
+    """np.linalg.svdvals: the singular values, descending.
+
+    Examples
+    --------
+    >>> tt.linalg.svdvals(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    tensor([4., 3.])
+    """
     return svd(a, full_matrices=False, compute_uv=False)
 
 
@@ -756,7 +768,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
 @_stands_for(getattr(np.linalg, "vector_norm", None))
 def vector_norm(x, axis=None, keepdims=False, ord=2):
     """np.linalg.vector_norm (NumPy 2): the vector `ord`-norm over `axis` (None: every axis,
-    a tuple: those axes taken together as one vector)."""
+    a tuple: those axes taken together as one vector).
+
+    Examples
+    --------
+    >>> tt.linalg.vector_norm(tt.tensor([3.0, 4.0]))
+    tensor(5.)
+    """
     if not isinstance(x, Tensor):
         x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):
@@ -776,7 +794,13 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
 
 @_stands_for(getattr(np.linalg, "matrix_norm", None))
 def matrix_norm(x, keepdims=False, ord="fro"):
-    """np.linalg.matrix_norm (NumPy 2): the matrix `ord`-norm of the last two axes."""
+    """np.linalg.matrix_norm (NumPy 2): the matrix `ord`-norm of the last two axes.
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_norm(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    tensor(5.)
+    """
     if len(_shape(x)) < 2:
         raise ValueError(f"matrix_norm: x must have at least two axes, got shape {tuple(_shape(x))}")
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
@@ -834,20 +858,38 @@ def multi_dot(arrays):
 
 @_stands_for(getattr(np.linalg, "vecdot", None), getattr(np, "vecdot", None))
 def vecdot(x1, x2, axis=-1):
-    """np.vecdot (NumPy 2): sum(x1 * x2) over `axis`, broadcasting the other axes (real only)."""
+    """np.vecdot (NumPy 2): sum(x1 * x2) over `axis`, broadcasting the other axes (real only).
+
+    Examples
+    --------
+    >>> tt.linalg.vecdot(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     return ops.sum(ops.mul(x1, x2), axis=axis)
 
 
 @_stands_for(getattr(np.linalg, "matrix_transpose", None))
 def matrix_transpose(x):
-    """np.linalg.matrix_transpose (NumPy 2): the last two axes swapped."""
+    """np.linalg.matrix_transpose (NumPy 2): the last two axes swapped.
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_transpose(tt.zeros((5, 2, 3))).shape
+    (5, 3, 2)
+    """
     return ops.swapaxes(x, -1, -2)
 
 
 @_stands_for(getattr(np.linalg, "diagonal", None))
 def diagonal(x, offset=0):
     """np.linalg.diagonal (NumPy 2): the `offset` diagonal of the last two axes (not np.diagonal,
-    which takes the first two)."""
+    which takes the first two).
+
+    Examples
+    --------
+    >>> tt.linalg.diagonal(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
     n, m = _shape(x)[-2:]
     size = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
     rows, cols = (slice(0, size), slice(offset, offset + size)) if offset >= 0 else \
@@ -857,6 +899,12 @@ def diagonal(x, offset=0):
 
 @_stands_for(getattr(np.linalg, "trace", None))
 def trace(x, offset=0, dtype=None):
-    """np.linalg.trace (NumPy 2): the sum of the `offset` diagonal of the last two axes."""
+    """np.linalg.trace (NumPy 2): the sum of the `offset` diagonal of the last two axes.
+
+    Examples
+    --------
+    >>> tt.linalg.trace(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor(5.)
+    """
     total = ops.sum(diagonal(x, offset=offset), axis=-1)
     return total if dtype is None else ops.astype(total, dtype)

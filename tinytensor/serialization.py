@@ -115,7 +115,16 @@ def _key(key):
 
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
-    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out)."""
+    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), 'model.safetensors')
+    >>> tt.save({'w': np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'w': array([0., 1., 2.])}
+    """
     if _is_safetensors(path):
         return load_safetensors(path)
     path = os.fspath(path)

@@ -337,13 +337,34 @@ class no_grad(_GradMode):
 
 
 class enable_grad(_GradMode):
-    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad."""
+    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     with tt.enable_grad():
+    ...         y = x * 2
+    ...
+    >>> y.requires_grad
+    True
+    """
     enabled = True
 
 
 class set_grad_enabled(_GradMode):
     """`tt.set_grad_enabled(flag)`, as PyTorch: sets the mode at once (so it works as a plain
-    function call), and as a context manager restores the previous mode on exit."""
+    function call), and as a context manager restores the previous mode on exit.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.set_grad_enabled(False):
+    ...     y = x * 2
+    ...
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self, mode):
         self.enabled = bool(mode)
@@ -362,7 +383,17 @@ class set_grad_enabled(_GradMode):
 
 
 def is_grad_enabled():
-    """True while operations are recorded (outside no_grad)."""
+    """True while operations are recorded (outside no_grad).
+
+    Examples
+    --------
+    >>> tt.is_grad_enabled()
+    True
+    >>> with tt.no_grad():
+    ...     print(tt.is_grad_enabled())
+    ...
+    False
+    """
     return STATE.grad_enabled
 
 
@@ -371,6 +402,11 @@ def unbroadcast(g, shape):
     """Sum `g` down to `shape`, undoing NumPy broadcasting (missing axes padded on the left).
 
     The adjoint of broadcasting `x` of `shape` up to `g.shape`; the one place it is done.
+
+    Examples
+    --------
+    >>> tt.unbroadcast(np.ones((3, 2)), (2,))   # the gradient of a (2,) input broadcast to (3, 2)
+    array([3., 3.])
     """
     shape = tuple(shape)
     lead = g.ndim - len(shape)

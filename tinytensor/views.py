@@ -263,6 +263,17 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
     crossEntropy(softmax(z), y), whose gradient goes straight to z). Scalars print as numbers
     (3 decimals), arrays as shape and range. Every `.grad` is left as it was. Labels as in
     `wengert_list`, with results named v1, v2, ....
+
+    Examples
+    --------
+    >>> x1 = tt.tensor(2.0, requires_grad=True, name='x1')
+    >>> x2 = tt.tensor(5.0, requires_grad=True, name='x2')
+    >>> rows = tt.evaluation_trace(tt.log(x1) + x1 * x2, wrt=x1)
+    x1 = 2                      dx1/dx1 = 1
+    x2 = 5                      dx2/dx1 = 0
+    v1 = log(x1) = 0.693        dv1/dx1 = 0.5
+    v2 = mul(x1, x2) = 10       dv2/dx1 = 5
+    v3 = add(v1, v2) = 10.693   dv3/dx1 = 5.5
     """
     who = "evaluation_trace"
     nodes = _recorded(output, who)

@@ -608,7 +608,13 @@ def transpose(a, axes=None):
 
 @public(numpy=np.swapaxes, method=True)
 def swapaxes(a, axis1, axis2):
-    """Interchange two axes (as `np.swapaxes`)."""
+    """Interchange two axes (as `np.swapaxes`).
+
+    Examples
+    --------
+    >>> tt.swapaxes(tt.zeros((2, 3)), 0, 1).shape
+    (3, 2)
+    """
     axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
     for axis in (axis1, axis2):
         if not -len(axes) <= axis < len(axes):
@@ -619,13 +625,26 @@ def swapaxes(a, axis1, axis2):
 
 @public(numpy=np.broadcast_to)
 def broadcast_to(array, shape):
-    """`array` broadcast to `shape` (as `np.broadcast_to`); the gradient is summed back."""
+    """`array` broadcast to `shape` (as `np.broadcast_to`); the gradient is summed back.
+
+    Examples
+    --------
+    >>> tt.broadcast_to(tt.tensor([1.0, 2.0]), (2, 2))
+    tensor([[1., 2.],
+            [1., 2.]])
+    """
     return _broadcast_to(array, shape=tuple(shape))
 
 
 @public(method=True)
 def astype(x, dtype):
-    """`x` cast to `dtype` (as `ndarray.astype`); gradients flow back in `x`'s dtype."""
+    """`x` cast to `dtype` (as `ndarray.astype`); gradients flow back in `x`'s dtype.
+
+    Examples
+    --------
+    >>> tt.astype(tt.tensor([1.0, 2.0]), np.float32)
+    tensor([1., 2.], dtype=float32)
+    """
     return _astype(x, dtype=np.dtype(dtype))
 
 

@@ -73,7 +73,13 @@ _sinc = elementwise(np.sinc, "sinc", _sinc_deriv)
 
 @public(numpy=np.sinc, method=True)
 def sinc(x):
-    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input)."""
+    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input).
+
+    Examples
+    --------
+    >>> tt.sinc(tt.tensor([0.0, 1.0])).numpy().round(12)
+    array([1., 0.])
+    """
     return _sinc(x)
 
 # ----- special functions and activations -----------------------------------------------------------
@@ -335,7 +341,13 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
 
 
 def clamp(x, min=None, max=None):
-    """PyTorch's clamp: clip(x, min, max); at least one bound must be given."""
+    """PyTorch's clamp: clip(x, min, max); at least one bound must be given.
+
+    Examples
+    --------
+    >>> tt.clamp(tt.tensor([-1.0, 0.5, 2.0]), min=0.0, max=1.0)
+    tensor([0. , 0.5, 1. ])
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min or max must not be None")
     return _clip(x, min, max)
@@ -352,7 +364,16 @@ _clone = defprim(backend.copy, "clone",
 @public(numpy=np.copy, method=("clone", "copy"))
 def clone(a, order="K", subok=False):
     """A copy of a that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
-    flow through it to a."""
+    flow through it to a.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = tt.clone(x)
+    >>> y.sum().backward()
+    >>> x.grad
+    array([1., 1.])
+    """
     return _clone(a)
 
 

@@ -335,7 +335,13 @@ def argmin(a, axis=None, out=None, keepdims=False):
 # ----- sizes and values as Python objects (PyTorch's spellings) -----------------------------------
 @public(method=True)
 def numel(x):
-    """The number of entries (PyTorch's numel; NumPy's size)."""
+    """The number of entries (PyTorch's numel; NumPy's size).
+
+    Examples
+    --------
+    >>> tt.numel(tt.zeros((2, 3)))
+    6
+    """
     return int(np.size(_value(x)))
 
 

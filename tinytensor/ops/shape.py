@@ -102,7 +102,13 @@ def expand_dims(a, axis):
 
 @public(method=True)
 def unsqueeze(x, dim):
-    """PyTorch's spelling of expand_dims(x, dim) for one axis."""
+    """PyTorch's spelling of expand_dims(x, dim) for one axis.
+
+    Examples
+    --------
+    >>> tt.unsqueeze(tt.ones(3), 0).shape
+    (1, 3)
+    """
     return expand_dims(x, operator.index(dim))
 
 
@@ -131,7 +137,13 @@ def ravel(a, order="C"):
 @public(method=True)
 def flatten(x, start_dim=0, end_dim=-1, order=None):
     """PyTorch's flatten: axes start_dim..end_dim (inclusive) merged into one; by default all, so
-    `t.flatten()` is NumPy's too. NumPy's `t.flatten("F")` (an order) is also accepted."""
+    `t.flatten()` is NumPy's too. NumPy's `t.flatten("F")` (an order) is also accepted.
+
+    Examples
+    --------
+    >>> tt.flatten(tt.ones((2, 3))).shape
+    (6,)
+    """
     if isinstance(start_dim, str) or order is not None:
         return ravel(x, order=start_dim if isinstance(start_dim, str) else order)
     x = _input(x)
@@ -248,13 +260,26 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
 
 @public(numpy=np.dstack)
 def dstack(tup):
-    """Join along the third axis, after making every input at least 3-D."""
+    """Join along the third axis, after making every input at least 3-D.
+
+    Examples
+    --------
+    >>> tt.dstack([tt.ones(2), tt.zeros(2)]).shape
+    (1, 2, 2)
+    """
     return concatenate([_at_least(a, 3) for a in _sequence(tup, "dstack")], axis=2)
 
 
 @public(numpy=np.column_stack)
 def column_stack(tup):
-    """1-D inputs as columns (n,) -> (n, 1), then hstack."""
+    """1-D inputs as columns (n,) -> (n, 1), then hstack.
+
+    Examples
+    --------
+    >>> tt.column_stack([tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0])])
+    tensor([[1., 3.],
+            [2., 4.]])
+    """
     columns = []
     for a in _sequence(tup, "column_stack"):
         a = _input(a)
@@ -295,7 +320,13 @@ def split(ary, indices_or_sections, axis=0):
 
 @public(numpy=np.array_split)
 def array_split(ary, indices_or_sections, axis=0):
-    """As split, but `sections` need not divide the axis (the first pieces get one more)."""
+    """As split, but `sections` need not divide the axis (the first pieces get one more).
+
+    Examples
+    --------
+    >>> [p.tolist() for p in tt.array_split(tt.arange(5.0), 2)]
+    [[0.0, 1.0, 2.0], [3.0, 4.0]]
+    """
     return _split(ary, indices_or_sections, axis, "array_split", equal=False)
 
 
@@ -391,7 +422,14 @@ nondifferentiable(np.argsort, np.argpartition, np.nonzero, np.flatnonzero)
 @public(numpy=np.take_along_axis)
 def take_along_axis(arr, indices, axis=-1):
     """out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis` (as argsort's output
-    is used); `indices` has arr's number of axes and broadcasts against it elsewhere."""
+    is used); `indices` has arr's number of axes and broadcasts against it elsewhere.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[10.0, 30.0, 20.0]])
+    >>> tt.take_along_axis(x, np.array([[1, 0]]), axis=1)
+    tensor([[30., 10.]])
+    """
     arr = _input(arr)
     index = _indices(indices, "take_along_axis")
     if axis is None:
@@ -412,7 +450,13 @@ def take_along_axis(arr, indices, axis=-1):
 
 @public(numpy=np.diagonal, method=True)
 def diagonal(a, offset=0, axis1=0, axis2=1):
-    """The diagonal of the (axis1, axis2) planes, as a last axis (NumPy's order of axes)."""
+    """The diagonal of the (axis1, axis2) planes, as a last axis (NumPy's order of axes).
+
+    Examples
+    --------
+    >>> tt.diagonal(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
     a = _input(a)
     if a.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 axes, got shape {a.shape}")
@@ -458,13 +502,27 @@ def flip(m, axis=None):
 
 @public(numpy=np.fliplr)
 def fliplr(m):
-    """Reverse the order of columns (as `np.fliplr`)."""
+    """Reverse the order of columns (as `np.fliplr`).
+
+    Examples
+    --------
+    >>> tt.fliplr(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([[2., 1.],
+            [4., 3.]])
+    """
     return flip(m, 1)
 
 
 @public(numpy=np.flipud)
 def flipud(m):
-    """Reverse the order of rows (as `np.flipud`)."""
+    """Reverse the order of rows (as `np.flipud`).
+
+    Examples
+    --------
+    >>> tt.flipud(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([[3., 4.],
+            [1., 2.]])
+    """
     return flip(m, 0)
 
 
@@ -538,7 +596,14 @@ _diag = deflinear(lambda v, k: np.diag(v, k), "diag", vjp=lambda g, ans, v, k: n
 
 @public(numpy=np.diag)
 def diag(v, k=0):
-    """1-D v: the square matrix with v on its k-th diagonal. 2-D v: its k-th diagonal."""
+    """1-D v: the square matrix with v on its k-th diagonal. 2-D v: its k-th diagonal.
+
+    Examples
+    --------
+    >>> tt.diag(tt.tensor([1.0, 2.0]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
     v = _input(v)
     if v.ndim == 1:
         return _diag(v, k=operator.index(k))

@@ -51,7 +51,17 @@ def _betas(betas):
 class Optimizer:
     """Parameter groups (`param_groups`: dicts with "params" and the hyperparameters) and
     per-parameter state (`state`: {parameter: dict}). Subclasses define `_check(group)`
-    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`."""
+    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([{'params': [w], 'lr': 0.5}], lr=0.1)
+    >>> opt.param_groups[0]['lr']
+    0.5
+    >>> sorted(opt.state_dict())
+    ['param_groups', 'state']
+    """
 
     def __init__(self, params, defaults):
         if isinstance(params, Tensor):
