@@ -16,9 +16,6 @@ from . import (  # noqa: F401
     linalg,
     nn,
     ops,
-    ops_elementwise,
-    ops_reductions,
-    ops_shape,
     optim,
     scalar,
 )
@@ -73,5 +70,5 @@ __all__ = [
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "vmap", "save", "load", "compile",
-    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy", "linalg",
 ] + sorted(ops.PUBLIC)

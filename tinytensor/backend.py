@@ -91,7 +91,13 @@ def _load_cuda():
 
 
 def get_device(name):
-    """The Device called `name` ("cpu", "cuda"; "cuda:0" reads as "cuda")."""
+    """The Device called `name` ("cpu", "cuda"; "cuda:0" reads as "cuda").
+
+    Examples
+    --------
+    >>> tt.backend.get_device('cpu').name
+    'cpu'
+    """
     if isinstance(name, Device):
         return name
     device = _DEVICES.get(name)
@@ -123,7 +129,13 @@ def _device(a):
 
 
 def device_of(a):
-    """The name of the device holding array `a` ("cpu" for NumPy arrays, scalars and lists)."""
+    """The name of the device holding array `a` ("cpu" for NumPy arrays, scalars and lists).
+
+    Examples
+    --------
+    >>> tt.backend.device_of(np.zeros(2))
+    'cpu'
+    """
     return _device(a).name
 
 
@@ -132,7 +144,13 @@ WRAPPERS = []     # types holding an array in `.data` (tinytensor's Tensor): nam
 
 def namespace(a):
     """The array library of `a` (numpy, cupy, ...): `namespace(g).zeros(...)` makes an array
-    where g lives. For a Tensor (a rule differentiated again), its data's library."""
+    where g lives. For a Tensor (a rule differentiated again), its data's library.
+
+    Examples
+    --------
+    >>> tt.backend.namespace(np.zeros(2)) is np
+    True
+    """
     device = _BY_TYPE.get(type(a))
     if device is None:
         device = _device(a.data if isinstance(a, tuple(WRAPPERS)) else a)
@@ -146,7 +164,13 @@ def like(x, ref, dtype=None):
 
 
 def is_array(x):
-    """An array of some library, as opposed to a number, a NumPy scalar or a list."""
+    """An array of some library, as opposed to a number, a NumPy scalar or a list.
+
+    Examples
+    --------
+    >>> tt.backend.is_array(np.zeros(2)), tt.backend.is_array([1.0])
+    (True, False)
+    """
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic)
 
 
@@ -186,7 +210,13 @@ def array(data, dtype=None, device=None):
 
 
 def to_device(a, device):
-    """Array `a` on `device`: `a` itself if it is there already, else a copy there."""
+    """Array `a` on `device`: `a` itself if it is there already, else a copy there.
+
+    Examples
+    --------
+    >>> tt.backend.to_device(np.arange(3), 'cpu')
+    array([0, 1, 2])
+    """
     want = get_device(device)
     if not is_array(a):
         a = np.asarray(a)          # numbers and lists: from the host
@@ -195,7 +225,13 @@ def to_device(a, device):
 
 
 def to_host(a):
-    """Array `a` as a NumPy array (a copy from another device; `a` itself from the CPU)."""
+    """Array `a` as a NumPy array (a copy from another device; `a` itself from the CPU).
+
+    Examples
+    --------
+    >>> tt.backend.to_host(np.arange(3))
+    array([0, 1, 2])
+    """
     return to_device(a, CPU)
 
 

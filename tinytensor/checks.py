@@ -16,7 +16,23 @@ from .tensor import Tensor
 
 
 class GradcheckError(AssertionError):
-    """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
+    """Raised by `gradcheck`; the message names argument, mode, worst element and values.
+
+    Examples
+    --------
+    >>> @tt.primitive
+    ... def twice(x):
+    ...     return 2 * x
+    ...
+    >>> _ = twice.defvjp(lambda g, ans, x: 3 * g)   # wrong: the derivative is 2
+    >>> _ = twice.defjvp(lambda t, ans, x: 2 * t)
+    >>> try:
+    ...     tt.gradcheck(lambda x: twice(x).sum(), np.array([1.0]))
+    ... except tt.GradcheckError:
+    ...     print('the VJP rule is wrong')
+    ...
+    the VJP rule is wrong
+    """
 
 
 def _as_array(x):   # arrays stay on their device (NumPy's, CuPy's)
@@ -43,9 +59,27 @@ def _require_a_float(args, who):
 def numerical_grad(f, *args, eps=1e-6):
     """Central differences in float64, one array per argument (a tuple).
 
-    For a scalar f each array has the argument's shape (the gradient); otherwise it is the
-    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None. Arguments
-    on a device (CuPy arrays) are differentiated there, and the results stay there.
+    Parameters
+    ----------
+    f : callable
+        Takes arrays or Tensors, returns a Tensor or an array.
+    *args : array_like
+        The point. Arguments on a device (CuPy arrays) are differentiated there, and the
+        results stay there.
+    eps : float
+        The step.
+
+    Returns
+    -------
+    tuple of ndarray
+        For a scalar f each array has the argument's shape (the gradient); otherwise it is the
+        Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
+
+    Examples
+    --------
+    >>> a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> tt.numerical_grad(lambda a, b: (a * b).sum(), a, b)
+    (array([3., 4.]), array([1., 2.]))
     """
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
@@ -123,8 +157,35 @@ def _worst(analytic, numerical, atol, rtol):
 def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     """Compare `backward` and `jvp` with central differences; True, or raise GradcheckError.
 
-    `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
-    the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
+    Parameters
+    ----------
+    f : callable
+        Takes Tensors and returns a Tensor.
+    *args : array_like
+        The point. The numerical Jacobian is taken in float64 whatever their dtype; non-float
+        arguments (labels, indices) are passed through unchanged.
+    eps : float
+        The step of the central differences.
+    atol, rtol : float
+        The tolerances, as `np.allclose`'s.
+    modes : tuple of str
+        "rev" (`backward`), "fwd" (`jvp`) or both.
+
+    Returns
+    -------
+    bool
+        True.
+
+    Raises
+    ------
+    GradcheckError
+        Naming, per argument and mode, the largest absolute and relative error, where it is,
+        and the analytic and numerical values there.
+
+    Examples
+    --------
+    >>> tt.gradcheck(lambda W: (W ** 2).sum(), np.array([1.0, 2.0]))
+    True
     """
     _require_a_float(args, "gradcheck")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
@@ -293,6 +354,12 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
     call over three examples (in float64 to `batching_tolerance`; in float32 the results stay
     float32, to `float32_tolerance`); "rule" says "native", or "loop" for a primitive declared
     to run once per example, and those are listed by name under the table.
+
+    Examples
+    --------
+    >>> rows = tt.check_rules(only=tt.exp, verbose=False)
+    >>> len(rows) > 0
+    True
     """
     from .ops.batching import rule_kind
     from .specs import OP_SPECS, default_cases

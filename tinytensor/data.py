@@ -15,6 +15,10 @@ from . import backend, distributed
 from .rng import generator
 from .tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "minibatches",
+]
+
 
 def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None,
                 rank=None, world_size=None):
@@ -48,6 +52,12 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     hash each): a per-rank seed (`rng=seed + rank`) would duplicate some rows and drop others, so
     every rank raises instead, naming the ranks that differ. (It does not pick one rank's order
     for you: seed per-rank randomness such as dropout separately.)
+
+    Examples
+    --------
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+    >>> [yb.tolist() for xb, yb in tt.data.minibatches(X, y, batch_size=2, shuffle=False)]
+    [[0, 1], [2, 3], [4]]
     """
     X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
     if device is not None:

@@ -18,11 +18,11 @@ and one primitive, cumprod, whose gradient is exact with zeros in the input.
 
 import numpy as np
 
-from . import ops_shape
 from .ops import concatenate
+from .ops import shape as ops_shape
+from .ops.elementwise import where
+from .ops.reductions import cumsum
 from .ops.table import _reduced_axes, defprim, nondifferentiable, public
-from .ops_elementwise import where
-from .ops_reductions import cumsum
 from .tensor import Tensor
 
 
@@ -58,7 +58,13 @@ nondifferentiable(np.searchsorted)   # indices: computed on the values, as np.ar
 # ----- order statistics ------------------------------------------------------------------------------
 @public(numpy=np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """np.sort: the sorted values, recorded as a gather at the argsort indices."""
+    """np.sort: the sorted values, recorded as a gather at the argsort indices.
+
+    Examples
+    --------
+    >>> tt.sort(tt.tensor([3.0, 1.0, 2.0]))
+    tensor([1., 2., 3.])
+    """
     _no("sort", "order=", order)
     if axis is None:
         a, axis = ops_shape.ravel(a), -1
@@ -75,7 +81,13 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
              weights=None, interpolation=None):
     """np.quantile with the methods linear (default), lower, higher, midpoint and nearest:
     the order statistics mixed with constant weights, so the gradient flows to the one or two
-    elements each quantile falls between. q is a constant."""
+    elements each quantile falls between. q is a constant.
+
+    Examples
+    --------
+    >>> tt.quantile(tt.tensor([1.0, 2.0, 3.0, 4.0]), 0.5)
+    tensor(2.5)
+    """
     _no("quantile", "out=", out)
     _no("quantile", "weights=", weights)
     method = interpolation or method
@@ -119,14 +131,26 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
 @public(numpy=np.percentile)
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                weights=None, interpolation=None):
-    """np.percentile: quantile(a, q / 100)."""
+    """np.percentile: quantile(a, q / 100).
+
+    Examples
+    --------
+    >>> tt.percentile(tt.tensor([1.0, 2.0, 3.0, 4.0]), 50)
+    tensor(2.5)
+    """
     return quantile(a, _constant("percentile", "q", q) / 100.0, axis, out, overwrite_input, method,
                     keepdims, weights=weights, interpolation=interpolation)
 
 
 @public(numpy=np.median)
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    """np.median: the mean of the middle order statistics (quantile 0.5, linear)."""
+    """np.median: the mean of the middle order statistics (quantile 0.5, linear).
+
+    Examples
+    --------
+    >>> tt.median(tt.tensor([3.0, 1.0, 2.0]))
+    tensor(2.)
+    """
     return quantile(a, 0.5, axis, out, keepdims=keepdims)
 
 
@@ -171,7 +195,13 @@ _cumprod = defprim(lambda x, axis: np.cumprod(x, axis=axis), "cumprod", nargs=1,
 
 @public(numpy=np.cumprod, method=True)
 def cumprod(a, axis=None, dtype=None, out=None):
-    """np.cumprod; its gradient is exact with zeros in the input."""
+    """np.cumprod; its gradient is exact with zeros in the input.
+
+    Examples
+    --------
+    >>> tt.cumprod(tt.tensor([1.0, 2.0, 3.0]))
+    tensor([1., 2., 6.])
+    """
     _no("cumprod", "out=", out)
     _no("cumprod", "dtype=", dtype)
     if axis is None:
@@ -187,7 +217,13 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
     Written as sum_j hat_j(x) fp[j], the hats min(rising, falling) clipped to [0, 1]: recorded
     operations only (no index computed from x's values), so tt.compile replays it on new x.
-    Memory x.size * len(xp): meant for grids of up to a few thousand knots."""
+    Memory x.size * len(xp): meant for grids of up to a few thousand knots.
+
+    Examples
+    --------
+    >>> tt.interp(1.5, [1.0, 2.0], tt.tensor([10.0, 20.0]))
+    tensor(15.)
+    """
     _no("interp", "period=", period)
     grid = _constant("interp", "xp", xp).astype(np.float64)
     x, fp = _arg(x), _arg(fp)
@@ -216,7 +252,13 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 @public(numpy=np.append)
 def append(arr, values, axis=None):
-    """np.append: a concatenation (flattened first when axis is None)."""
+    """np.append: a concatenation (flattened first when axis is None).
+
+    Examples
+    --------
+    >>> tt.append(tt.tensor([1.0, 2.0]), [3.0])
+    tensor([1., 2., 3.])
+    """
     if axis is None:
         return concatenate([ops_shape.ravel(_arg(arr)), ops_shape.ravel(_arg(values))])
     return concatenate([arr, values], axis=axis)
@@ -224,7 +266,13 @@ def append(arr, values, axis=None):
 
 @public(numpy=np.polyval)
 def polyval(p, x):
-    """np.polyval: p[0] x^(n-1) + ... + p[-1] by Horner's rule, differentiable in p and x."""
+    """np.polyval: p[0] x^(n-1) + ... + p[-1] by Horner's rule, differentiable in p and x.
+
+    Examples
+    --------
+    >>> tt.polyval(tt.tensor([1.0, 0.0, -1.0]), 3.0)   # x**2 - 1 at 3
+    tensor(8.)
+    """
     p, x = _arg(p), _arg(x)
     y = 0.0 * x
     for i in range(np.shape(_value(p))[0]):
@@ -234,7 +282,13 @@ def polyval(p, x):
 
 @public(numpy=np.trapezoid)
 def trapezoid(y, x=None, dx=1.0, axis=-1):
-    """np.trapezoid: the trapezoidal rule along axis, differentiable in y and x (and dx)."""
+    """np.trapezoid: the trapezoidal rule along axis, differentiable in y and x (and dx).
+
+    Examples
+    --------
+    >>> tt.trapezoid(tt.tensor([1.0, 2.0, 3.0]))
+    tensor(4.)
+    """
     y = _last(_arg(y), axis)
     mean = (y[..., 1:] + y[..., :-1]) * 0.5
     if x is None:
@@ -253,7 +307,13 @@ def _stencil(n, spacing, edge_order, dtype):
 def gradient(f, *varargs, axis=None, edge_order=1):
     """np.gradient: central differences inside, one-sided at the edges; spacings (scalars or
     coordinate arrays, constants) as NumPy's. Linear in f: NumPy's own stencil, as a matrix
-    (n x n per axis: meant for the grids of a simulation, not for millions of points)."""
+    (n x n per axis: meant for the grids of a simulation, not for millions of points).
+
+    Examples
+    --------
+    >>> tt.gradient(tt.tensor([1.0, 4.0, 9.0]))
+    tensor([3., 4., 5.])
+    """
     f = _arg(f)
     shape = np.shape(_value(f))
     axes = _reduced_axes(len(shape), axis)
@@ -275,7 +335,13 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 
 @public(numpy=np.heaviside)
 def heaviside(x1, x2):
-    """np.heaviside: 0 below 0, 1 above, x2 at 0. Zero gradient in x1 (as JAX); x2's where x1 == 0."""
+    """np.heaviside: 0 below 0, 1 above, x2 at 0. Zero gradient in x1 (as JAX); x2's where x1 == 0.
+
+    Examples
+    --------
+    >>> tt.heaviside(tt.tensor([-1.0, 0.0, 2.0]), 0.5)
+    tensor([0. , 0.5, 1. ])
+    """
     x1 = _arg(x1)
     return where(x1 < 0, 0.0, where(x1 > 0, 1.0, x2 + 0.0 * x1))
 
@@ -283,7 +349,13 @@ def heaviside(x1, x2):
 # ----- convolution ------------------------------------------------------------------------------------------
 @public(numpy=np.convolve)
 def convolve(a, v, mode="full"):
-    """np.convolve (1-D; modes full, same, valid), differentiable in both operands."""
+    """np.convolve (1-D; modes full, same, valid), differentiable in both operands.
+
+    Examples
+    --------
+    >>> tt.convolve(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 1.0]))
+    tensor([1., 3., 2.])
+    """
     from .scipy.signal import _as_operand, _centred
     from .scipy.signal import convolve as nd_convolve
     a, v = _as_operand(a), _as_operand(v)
@@ -298,6 +370,12 @@ def convolve(a, v, mode="full"):
 
 @public(numpy=np.correlate)
 def correlate(a, v, mode="valid"):
-    """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable."""
+    """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable.
+
+    Examples
+    --------
+    >>> tt.correlate(tt.tensor([1.0, 2.0, 3.0]), tt.tensor([0.0, 1.0]))
+    tensor([2., 3.])
+    """
     from .scipy.signal import _as_operand
     return convolve(a, np.flip(_as_operand(v)), mode)

@@ -10,7 +10,7 @@ sections, `t.max(1)` the maxima); PyTorch's keywords give PyTorch's meaning:
   axis longer than 1 alone.
 * Tensor methods NumPy's arrays lack keep PyTorch's meaning: `split(size, dim=0)` (chunks),
   `chunk`, `permute`, `contiguous`, `masked_fill`, `dim()` (`view`, `unsqueeze`, `numel` are in
-  ops_shape.py),
+  ops/shape.py),
   `size()`/`size(d)` (`t.size` alone stays NumPy's element count), and the casts `float()`
   (float32), `double()`, `half()`, `long()`, `int()` (int32), `bool()`.
 * Where a positional call is a PyTorch habit with another meaning in NumPy, it warns or raises:
@@ -200,7 +200,13 @@ _install()
 # ----- functions -------------------------------------------------------------------------------------
 @public
 def cat(tensors, dim=0, *, axis=None):
-    """torch.cat: np.concatenate under PyTorch's name (dim= or axis=)."""
+    """torch.cat: np.concatenate under PyTorch's name (dim= or axis=).
+
+    Examples
+    --------
+    >>> tt.cat([tt.ones(2), tt.zeros(2)], dim=0)
+    tensor([1., 1., 0., 0.])
+    """
     return _RAW["concatenate"](tensors, axis=dim if axis is None else axis)
 
 
@@ -210,7 +216,13 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     rows; they need not add up to 1), as torch.multinomial: int64, shape (num_samples,) or
     (rows, num_samples). Without replacement each index appears at most once per row.
     `generator`: an np.random.Generator, a seed, or None (the global one, tt.manual_seed).
-    A draw (tinytensor/draws.py): tt.compile draws anew, from `probs`' values, on every call."""
+    A draw (tinytensor/draws.py): tt.compile draws anew, from `probs`' values, on every call.
+
+    Examples
+    --------
+    >>> tt.multinomial(tt.tensor([0.0, 1.0]), 3, replacement=True, generator=0)
+    tensor([1, 1, 1], dtype=int64)
+    """
     values = draws.draw(_multinomial, generator, probs, int(num_samples), bool(replacement))
     return tensor_module._drawn(Tensor(values), values)
 
@@ -249,7 +261,16 @@ def _multinomial(generator, probs, num_samples, replacement):
 
 def manual_seed(seed):
     """Seed the one global generator behind every random default (randn, rand, multinomial,
-    layer init, nn.init, Dropout without rng=, tt.data shuffles)."""
+    layer init, nn.init, Dropout without rng=, tt.data shuffles).
+
+    Examples
+    --------
+    >>> _ = tt.manual_seed(0)
+    >>> a = tt.randn(3)
+    >>> _ = tt.manual_seed(0)
+    >>> bool((tt.randn(3).numpy() == a.numpy()).all())
+    True
+    """
     return rng.manual_seed(seed)
 
 

@@ -67,7 +67,16 @@ def save(obj, path, metadata=None):
     (`"ckpt.npz"`, the same file on every rank) is written by the main rank only: the others
     return at once, with one warning per process (call tt.distributed.barrier() before another
     rank reads the file). The file is written under a temporary name and renamed, so a reader
-    never sees half a file."""
+    never sees half a file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "checkpoint.npz")
+    >>> tt.save({"epoch": 3, "w": np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'epoch': 3, 'w': array([0., 1., 2.])}
+    """
     if not distributed._writes_files(path):
         return
     if _is_safetensors(path):
@@ -124,7 +133,16 @@ def _key(key):
 
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
-    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out)."""
+    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), 'model.safetensors')
+    >>> tt.save({'w': np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'w': array([0., 1., 2.])}
+    """
     if _is_safetensors(path):
         return load_safetensors(path)
     path = os.fspath(path)

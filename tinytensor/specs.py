@@ -13,9 +13,10 @@ from itertools import product
 import numpy as np
 import scipy.special
 
-from . import backend, linalg, ops, ops_shape
-from . import ops_elementwise as ew
-from . import ops_reductions as red
+from . import backend, linalg, ops
+from .ops import elementwise as ew
+from .ops import reductions as red
+from .ops import shape as ops_shape
 
 
 # ----- samplers: sample(rng, shape) -> array inside the op's domain ----------------------------------

@@ -342,18 +342,48 @@ class _GradMode:
 
 
 class no_grad(_GradMode):
-    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates)."""
+    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates).
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
     enabled = False
 
 
 class enable_grad(_GradMode):
-    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad."""
+    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     with tt.enable_grad():
+    ...         y = x * 2
+    ...
+    >>> y.requires_grad
+    True
+    """
     enabled = True
 
 
 class set_grad_enabled(_GradMode):
     """`tt.set_grad_enabled(flag)`, as PyTorch: sets the mode at once (so it works as a plain
-    function call), and as a context manager restores the previous mode on exit."""
+    function call), and as a context manager restores the previous mode on exit.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.set_grad_enabled(False):
+    ...     y = x * 2
+    ...
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self, mode):
         self.enabled = bool(mode)
@@ -372,7 +402,17 @@ class set_grad_enabled(_GradMode):
 
 
 def is_grad_enabled():
-    """True while operations are recorded (outside no_grad)."""
+    """True while operations are recorded (outside no_grad).
+
+    Examples
+    --------
+    >>> tt.is_grad_enabled()
+    True
+    >>> with tt.no_grad():
+    ...     print(tt.is_grad_enabled())
+    ...
+    False
+    """
     return STATE.grad_enabled
 
 
@@ -381,6 +421,11 @@ def unbroadcast(g, shape):
     """Sum `g` down to `shape`, undoing NumPy broadcasting (missing axes padded on the left).
 
     The adjoint of broadcasting `x` of `shape` up to `g.shape`; the one place it is done.
+
+    Examples
+    --------
+    >>> tt.unbroadcast(np.ones((3, 2)), (2,))   # the gradient of a (2,) input broadcast to (3, 2)
+    array([3., 3.])
     """
     shape = tuple(shape)
     lead = g.ndim - len(shape)
@@ -813,6 +858,15 @@ class detect_anomaly:
 
     The first one raises FloatingPointError naming the tape entry (its op, its inputs' names and
     shapes) and the line of user code that created it.
+
+    Examples
+    --------
+    >>> x = tt.tensor([-1.0], requires_grad=True)
+    >>> with tt.detect_anomaly(), np.errstate(invalid="ignore"):
+    ...     tt.sqrt(x)
+    Traceback (most recent call last):
+    ...
+    FloatingPointError: detect_anomaly: the forward value of sqrt(tensor (1,) float64) is not finite ...
     """
 
     def __enter__(self):

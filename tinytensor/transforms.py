@@ -336,6 +336,14 @@ def vjp(f, *primals, allow_unused=False):
     can be differentiated again, with respect to the cotangent too.
     f must return Tensors computed from the primals (else TypeError/ValueError);
     `allow_unused=True` gives zero gradients instead.
+
+    Examples
+    --------
+    >>> out, vjp_fn = tt.vjp(lambda x: 3 * x, np.array([1.0, 2.0]))
+    >>> out
+    array([3., 6.])
+    >>> vjp_fn(np.ones(2))
+    (array([3., 3.]),)
     """
     if STATE.batch:
         return _batched_vjp(f, primals, allow_unused, "vjp")
@@ -478,6 +486,11 @@ def jvp(f, primals, tangents, allow_unused=False):
     `primals` and `tangents` are tuples with the same structure and leaf shapes; tangent_out has
     out's structure. f must return Tensors computed from the primals (else TypeError/ValueError);
     `allow_unused=True` gives zero tangents instead.
+
+    Examples
+    --------
+    >>> tt.jvp(lambda x: x ** 2, (np.array([1.0, 2.0]),), (np.ones(2),))
+    (array([1., 4.]), array([2., 4.]))
     """
     if STATE.batch:
         return _batched_jvp(f, primals, tangents, allow_unused, "jvp")
@@ -609,6 +622,11 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
     argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
     ValueError); `allow_unused=True` gives a zero gradient instead. With `has_aux`, f returns
     (value, aux) and the function returns ((value, aux), gradient), as JAX's.
+
+    Examples
+    --------
+    >>> tt.value_and_grad(lambda x: (x ** 2).sum())(np.array([1.0, 2.0]))
+    (array(5.), array([2., 4.]))
     """
     if has_aux:
         return _with_aux(value_and_grad, f, argnums, allow_unused)
@@ -700,7 +718,14 @@ def grad(f, argnums=0, allow_unused=False, has_aux=False):
     (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
     computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
     gradient instead. An argument f does not use, among several, gets zeros. With `has_aux`, f
-    returns (value, aux) and the function returns (gradient, aux), as JAX's."""
+    returns (value, aux) and the function returns (gradient, aux), as JAX's.
+
+    Examples
+    --------
+    >>> f = lambda x: (x ** 2).sum()
+    >>> tt.grad(f)(np.array([1.0, 2.0]))
+    array([2., 4.])
+    """
     value_and_grad_f = value_and_grad(f, argnums, allow_unused, has_aux)
 
     @functools.wraps(f, updated=())
@@ -750,6 +775,12 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
     vmapped over the output's basis; mode="fwd" (jacfwd): one JVP, vmapped over the input's
     basis (cheaper when inputs are fewer). With `has_aux`, f returns (output, aux) and the
     function returns (jacobian, aux), as JAX's.
+
+    Examples
+    --------
+    >>> tt.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
     """
     if mode not in ("rev", "fwd"):
         raise ValueError(f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}")
@@ -880,7 +911,14 @@ def hessian(f, argnum=0, *, argnums=None, mode="rev", has_aux=False):
     Reverse over reverse by default: the gradient is recorded once (create_graph) and swept
     back once per input element. Measured 1.3-1.6x faster than forward over reverse (mode="fwd",
     one forward sweep of the same tape per element) on a GP likelihood and on Rosenbrock with
-    20 and 100 variables (benchmarks/hessian_modes.py)."""
+    20 and 100 variables (benchmarks/hessian_modes.py).
+
+    Examples
+    --------
+    >>> tt.hessian(lambda x: (x ** 3).sum())(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
     argnums = argnum if argnums is None else argnums
     return jacobian(grad(f, argnums, has_aux=has_aux), argnums, mode=mode, has_aux=has_aux)
 
@@ -888,7 +926,13 @@ def hessian(f, argnum=0, *, argnums=None, mode="rev", has_aux=False):
 def hvp(f, primals, tangents, allow_unused=False):
     """The Hessian of scalar f at `primals` times `tangents`, by forward over reverse mode (the
     gradient recorded with create_graph, then a JVP along it). `primals` and `tangents` are
-    tuples; the result has the structure of `primals[0]`, or is a tuple for several primals."""
+    tuples; the result has the structure of `primals[0]`, or is a tuple for several primals.
+
+    Examples
+    --------
+    >>> tt.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.ones(2),))
+    array([ 6., 12.])
+    """
     if not (isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list))):
         raise TypeError(f"hvp: primals and tangents must be tuples, got {type(primals).__name__} and "
                         f"{type(tangents).__name__}; write tt.hvp(f, (x,), (v,))")

@@ -25,6 +25,20 @@ def primitive(fun=None, *, name=None):
 
     Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
     (the function's by default), so `tt.check_rules()` sweeps it.
+
+    Examples
+    --------
+    >>> @tt.primitive
+    ... def cube(x):
+    ...     return x ** 3
+    >>> cube.defvjp(lambda g, ans, x: 3 * x ** 2 * g)
+    <primitive cube>
+    >>> cube.defjvp(lambda t, ans, x: 3 * x ** 2 * t)
+    <primitive cube>
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> cube(x).sum().backward()
+    >>> x.grad
+    array([ 3., 12.])
     """
     if fun is None:
         return lambda f: UserPrimitive(f, name)

@@ -24,13 +24,20 @@ import scipy.special
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, draws, ops
-from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
+from ..ops import elementwise as ew
 from ..ops.core import _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim
 from ..rng import generator
 from ..state import SHARED, STATE
 from ..tensor import Tensor
+
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "conv2d", "max_pool2d", "avg_pool2d", "softplus", "gelu", "leaky_relu", "linear", "relu",
+    "softmax", "log_softmax", "dropout", "mse_loss", "l1_loss",
+    "huber_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "cross_entropy", "nll_loss", "kl_div",
+]
 
 
 def _pair(value, name):
@@ -466,14 +473,17 @@ def linear(x, weight, bias=None):
 
 # ----- PyTorch's functional spellings of a few layers ------------------------------------------------
 def relu(x):
+    """`max(x, 0)`, elementwise (as `torch.nn.functional.relu`)."""
     return ops.relu(x)
 
 
 def softmax(x, dim=-1):
+    """Softmax along `dim` (as `torch.nn.functional.softmax`)."""
     return ops.softmax(x, axis=dim)
 
 
 def log_softmax(x, dim=-1):
+    """Log-softmax along `dim` (as `torch.nn.functional.log_softmax`)."""
     return ops.log_softmax(x, axis=dim)
 
 

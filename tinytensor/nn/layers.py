@@ -31,6 +31,14 @@ class Linear(Module):
     None (the global generator, tt.manual_seed). `dtype` defaults to float32, as in PyTorch; pass
     np.float64 for gradient checks. The lecture's layout is still readable as `layer.W`
     (= weight.T, on the tape) and `layer.b` (= bias); state dicts saved with "W"/"b" keys load.
+
+    Examples
+    --------
+    >>> layer = tt.nn.Linear(3, 2, rng=0)
+    >>> layer.weight.shape, layer.bias.shape
+    ((2, 3), (2,))
+    >>> layer(np.ones((4, 3))).shape
+    (4, 2)
     """
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
@@ -91,13 +99,20 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise.
+
+    Examples
+    --------
+    >>> tt.nn.ReLU()(tt.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
 
     def forward(self, x):
         return ops.relu(x)
 
 
 class Tanh(Module):
+    """`tanh`, elementwise, as a module (as `torch.nn.Tanh`)."""
     def forward(self, x):
         return ops.tanh(x)
 
@@ -175,7 +190,13 @@ class Identity(Module):
 
 
 class Flatten(Module):
-    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default."""
+    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default.
+
+    Examples
+    --------
+    >>> tt.nn.Flatten()(tt.ones((2, 3, 4))).shape
+    (2, 12)
+    """
 
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
@@ -199,7 +220,14 @@ class Dropout(Module):
     the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
     call draws a new mask; its state is in state_dict() as "rng"), or None: the global generator
     (tt.manual_seed; save tt.get_rng_state() for an exact resume). The mask is a constant of the
-    product x * mask, so the backward pass uses exactly the forward's mask."""
+    product x * mask, so the backward pass uses exactly the forward's mask.
+
+    Examples
+    --------
+    >>> drop = tt.nn.Dropout(p=0.5, rng=0)
+    >>> drop.eval()(tt.ones(4))   # the identity in eval mode
+    tensor([1., 1., 1., 1.])
+    """
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
@@ -230,6 +258,12 @@ class Conv2d(Module):
     (`nn.functional.conv2d`), one per group with `groups`. padding may be "valid" (0) or "same"
     (stride 1 and an odd dilated extent); an unbatched (C, H, W) image gives an unbatched
     result, as in PyTorch. `dilation` and `groups` are keywords here (after `dtype`).
+
+    Examples
+    --------
+    >>> conv = tt.nn.Conv2d(1, 4, kernel_size=3, rng=0)
+    >>> conv(np.ones((2, 1, 8, 8))).shape
+    (2, 4, 6, 6)
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
@@ -295,7 +329,13 @@ def _unbatched(layer, x):
 class MaxPool2d(Module):
     """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
     kernel_size. `padding` (at most half the kernel; -inf borders) and `ceil_mode` as PyTorch's
-    (dilation and return_indices are not supported)."""
+    (dilation and return_indices are not supported).
+
+    Examples
+    --------
+    >>> tt.nn.MaxPool2d(2)(tt.ones((1, 1, 4, 4))).shape
+    (1, 1, 2, 2)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
@@ -350,7 +390,14 @@ class AvgPool2d(Module):
 
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) axes
-    (biased variance, as PyTorch); weight starts at 1, bias at 0."""
+    (biased variance, as PyTorch); weight starts at 1, bias at 0.
+
+    Examples
+    --------
+    >>> norm = tt.nn.LayerNorm(2)
+    >>> norm(tt.tensor([[1.0, 3.0]])).numpy().round(4)
+    array([[-1.,  1.]], dtype=float32)
+    """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=np.float32):
         super().__init__()
@@ -477,7 +524,14 @@ class Embedding(Module):
     """Rows of weight (num_embeddings, embedding_dim), N(0, 1) at start as PyTorch, by integer
     index: an index array of shape s gives s + (embedding_dim,). Repeated indices accumulate
     their gradients. With `padding_idx` (negative counts from the end) that row starts at zero
-    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training."""
+    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training.
+
+    Examples
+    --------
+    >>> emb = tt.nn.Embedding(10, 3, rng=0)
+    >>> emb(np.array([[1, 2], [3, 1]])).shape
+    (2, 2, 3)
+    """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, rng=None, dtype=np.float32):
         super().__init__()
@@ -521,6 +575,14 @@ class Sequential(Module):
     The layers are attributes named "0", "1", ... (as in PyTorch), so parameter names read
     "0.weight", "2.bias". Indexable (an int gives a layer, a slice a Sequential of the same layers),
     with len() and iteration.
+
+    Examples
+    --------
+    >>> model = tt.nn.Sequential(tt.nn.Linear(4, 8, rng=0), tt.nn.ReLU(), tt.nn.Linear(8, 3, rng=1))
+    >>> model(np.ones((2, 4))).shape
+    (2, 3)
+    >>> list(model.state_dict())
+    ['0.weight', '0.bias', '2.weight', '2.bias']
     """
 
     def __init__(self, *layers):

@@ -96,7 +96,24 @@ _STRUCTURE = [0]     # the last structure version handed out (Module.__setattr__
 
 
 class Module:
-    """Base class: subclasses set attributes in `__init__` and define `forward`."""
+    """Base class: subclasses set attributes in `__init__` and define `forward`.
+
+    Examples
+    --------
+    >>> class Affine(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = tt.nn.Parameter(np.ones(2))
+    ...         self.b = tt.nn.Parameter(np.zeros(2))
+    ...     def forward(self, x):
+    ...         return x * self.w + self.b
+    ...
+    >>> m = Affine()
+    >>> [name for name, _ in m.named_parameters()]
+    ['w', 'b']
+    >>> m(np.array([1.0, 2.0]))
+    tensor([1., 2.], requires_grad=True)
+    """
 
     # A class attribute, so a subclass that forgets `super().__init__()` still works.
     training = True
@@ -410,6 +427,13 @@ def functional_call(module, params, *args, **kwargs):
 
         loss = lambda p: loss_fn(tt.nn.functional_call(model, p, x), y)
         grads = tt.grad(loss)(dict(model.named_parameters()))     # {name: array}
+
+    Examples
+    --------
+    >>> model = tt.nn.Linear(4, 3, rng=0)
+    >>> params = dict(model.named_parameters())
+    >>> tt.nn.functional_call(model, params, np.ones((2, 4))).shape
+    (2, 3)
     """
     own = dict(module.named_parameters())
     own.update(module.named_buffers())

@@ -85,6 +85,15 @@ def _sqrt_deriv(ans, x):
 
 
 log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
+log.__doc__ = """Natural logarithm, elementwise (as `np.log`).
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+>>> tt.log(x).sum().backward()
+>>> x.grad
+array([1. , 0.5])
+"""
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
@@ -92,11 +101,25 @@ tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh,
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
+sigmoid.__doc__ = """The logistic function `1 / (1 + exp(-x))`, elementwise (as `scipy.special.expit`).
+
+Examples
+--------
+>>> tt.sigmoid(tt.tensor([0.0]))
+tensor([0.5])
+"""
 def _relu_rule(g, ans, x):
     return _select(x > 0, g)            # relu'(0) = 0
 
 
 relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_rule], method=True)
+relu.__doc__ = """`max(x, 0)`, elementwise; its derivative at 0 is 0 (as PyTorch's).
+
+Examples
+--------
+>>> tt.relu(tt.tensor([-1.0, 0.0, 2.0]))
+tensor([0., 0., 2.])
+"""
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
 def _abs_rule(g, ans, x):
@@ -334,6 +357,15 @@ def _batched_by_matrix(a, b):
 
 
 def _matmul_forward(a, b):
+    """Matrix product (as `np.matmul` and `@`: batched, broadcasting over leading axes).
+
+    Examples
+    --------
+    >>> A = tt.tensor(np.eye(2), requires_grad=True)
+    >>> x = tt.tensor([1.0, 2.0])
+    >>> tt.matmul(A, x)
+    tensor([1., 2.], requires_grad=True)
+    """
     return _rows_times(a, b) if _batched_by_matrix(a, b) else np.matmul(a, b)
 
 
@@ -405,7 +437,13 @@ _dot = defprim(np.dot, "dot",
 
 @public(numpy=np.dot, method=True)
 def dot(a, b, out=None):
-    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs).
+
+    Examples
+    --------
+    >>> tt.dot(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     if out is not None:
         raise TypeError("dot: out= is not supported on Tensors; use the returned value")
     return _dot(a, b)
@@ -417,6 +455,21 @@ _NRM2 = {np.dtype(np.float32): blas.snrm2, np.dtype(np.float64): blas.dnrm2}
 
 
 def _frobenius_forward(w):
+    """The Frobenius norm `sqrt(sum(W**2))` (the lecture's `frobeniusNorm`).
+
+    Exact from 1e-200 to 1e200 (BLAS `nrm2`); its gradient at `W = 0` is 0, not NaN.
+
+    Examples
+    --------
+    >>> W = tt.tensor([[3.0, 0.0], [0.0, 4.0]], requires_grad=True)
+    >>> n = tt.frobenius_norm(W)
+    >>> n.item()
+    5.0
+    >>> n.backward()
+    >>> W.grad
+    array([[0.6, 0. ],
+           [0. , 0.8]])
+    """
     w = _array(w)
     if type(w) is not np.ndarray:   # another library: the same scaling, without a host round trip
         scale = np.max(np.abs(w)) if w.size else backend.namespace(w).zeros((), w.dtype)
@@ -436,6 +489,18 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+    """The sum over `axis` (all axes by default), as `np.sum`; `dim=`/`keepdim=` as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> tt.sum(x, axis=1)
+    tensor([3., 7.], requires_grad=True)
+    >>> x.sum().backward()
+    >>> x.grad
+    array([[1., 1.],
+           [1., 1.]])
+    """
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
     result = _sum(a, axis=axis, keepdims=keepdims)
@@ -444,6 +509,18 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
 
 @public(numpy=np.mean, method=True)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The mean over `axis` (all axes by default), as `np.mean`; `dim=`/`keepdim=` as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> tt.mean(x, axis=0)
+    tensor([2., 3.], requires_grad=True)
+    >>> tt.mean(x).backward()
+    >>> x.grad
+    array([[0.25, 0.25],
+           [0.25, 0.25]])
+    """
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("mean", a, dtype, out, keepdims)
     return _mean(a, axis=axis, keepdims=keepdims)
@@ -461,7 +538,18 @@ def _reduce_dtype(name, a, dtype, out, keepdims):
 @public(numpy=(np.max, np.amax), method=True)
 def max(a, axis=None, out=None, keepdims=False, initial=None):
     """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
-    keepdims); `initial` joins the comparison."""
+    keepdims); `initial` joins the comparison.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 5.0], [3.0, 2.0]], requires_grad=True)
+    >>> tt.max(x, axis=0)
+    tensor([3., 5.], requires_grad=True)
+    >>> tt.max(x).backward()
+    >>> x.grad
+    array([[0., 1.],
+           [0., 0.]])
+    """
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
     result = _max(a, axis=axis, keepdims=keepdims)
@@ -471,7 +559,13 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (weights b= and return_sign=: tt.scipy.special.logsumexp's)."""
+    (weights b= and return_sign=: tt.scipy.special.logsumexp's).
+
+    Examples
+    --------
+    >>> round(tt.logsumexp(tt.tensor([1000.0, 1000.0])).item() - 1000.0, 6)   # log 2, no overflow
+    0.693147
+    """
     if b is not None or return_sign:
         from ..scipy.special import logsumexp as weighted
         return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
@@ -482,7 +576,14 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
 def reshape(a, shape, order="C", *, copy=None):
     """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
     reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
-    accepted for NumPy's signature)."""
+    accepted for NumPy's signature).
+
+    Examples
+    --------
+    >>> tt.reshape(tt.arange(6), (2, 3))
+    tensor([[0, 1, 2],
+            [3, 4, 5]], dtype=int64)
+    """
     if isinstance(shape, np.ndarray):
         shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
@@ -495,11 +596,25 @@ def reshape(a, shape, order="C", *, copy=None):
 
 @public(numpy=np.transpose)
 def transpose(a, axes=None):
+    """Permute the axes (as `np.transpose`: reversed by default).
+
+    Examples
+    --------
+    >>> tt.transpose(tt.zeros(2, 3)).shape
+    (3, 2)
+    """
     return _transpose(a, axes=None if axes is None else tuple(axes))
 
 
 @public(numpy=np.swapaxes, method=True)
 def swapaxes(a, axis1, axis2):
+    """Interchange two axes (as `np.swapaxes`).
+
+    Examples
+    --------
+    >>> tt.swapaxes(tt.zeros((2, 3)), 0, 1).shape
+    (3, 2)
+    """
     axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
     for axis in (axis1, axis2):
         if not -len(axes) <= axis < len(axes):
@@ -510,16 +625,39 @@ def swapaxes(a, axis1, axis2):
 
 @public(numpy=np.broadcast_to)
 def broadcast_to(array, shape):
+    """`array` broadcast to `shape` (as `np.broadcast_to`); the gradient is summed back.
+
+    Examples
+    --------
+    >>> tt.broadcast_to(tt.tensor([1.0, 2.0]), (2, 2))
+    tensor([[1., 2.],
+            [1., 2.]])
+    """
     return _broadcast_to(array, shape=tuple(shape))
 
 
 @public(method=True)
 def astype(x, dtype):
+    """`x` cast to `dtype` (as `ndarray.astype`); gradients flow back in `x`'s dtype.
+
+    Examples
+    --------
+    >>> tt.astype(tt.tensor([1.0, 2.0]), np.float32)
+    tensor([1., 2.], dtype=float32)
+    """
     return _astype(x, dtype=np.dtype(dtype))
 
 
 @public(numpy=np.concatenate)
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """Join a sequence of Tensors or arrays along an existing axis (as `np.concatenate`).
+
+    Examples
+    --------
+    >>> a = tt.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> tt.concatenate([a, tt.zeros(1, 2)], axis=0).shape
+    (2, 2)
+    """
     tensors = _joined(arrays, "concatenate", out, dtype, casting)
     if axis is None:   # as NumPy: every input flattened first
         tensors, axis = [reshape(t, -1) for t in tensors], 0
@@ -528,12 +666,26 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 
 @public(numpy=np.stack)
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """Join Tensors or arrays along a new axis (as `np.stack`).
+
+    Examples
+    --------
+    >>> tt.stack([tt.ones(2), tt.zeros(2)]).shape
+    (2, 2)
+    """
     return _stack(*_joined(arrays, "stack", out, dtype, casting), axis=axis)
 
 
 @public
 def linear(x, W, b=None):
-    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
+    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape.
+
+    Examples
+    --------
+    >>> W = tt.tensor(np.eye(2), requires_grad=True)
+    >>> tt.linear(tt.tensor([[1.0, 2.0]]), W, tt.tensor([0.5, 0.5]))
+    tensor([[1.5, 2.5]], requires_grad=True)
+    """
     return matmul(x, W) if b is None else _linear(x, W, b)
 
 

@@ -52,7 +52,17 @@ def _betas(betas):
 class Optimizer:
     """Parameter groups (`param_groups`: dicts with "params" and the hyperparameters) and
     per-parameter state (`state`: {parameter: dict}). Subclasses define `_check(group)`
-    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`."""
+    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([{'params': [w], 'lr': 0.5}], lr=0.1)
+    >>> opt.param_groups[0]['lr']
+    0.5
+    >>> sorted(opt.state_dict())
+    ['param_groups', 'state']
+    """
 
     def __init__(self, params, defaults):
         if isinstance(params, Tensor):
@@ -196,6 +206,15 @@ class SGD(Optimizer):
         buf = g (first step), else buf = momentum * buf + (1 - dampening) * g   (momentum != 0)
         g = g + momentum * buf if nesterov else buf                              (momentum != 0)
         p = p - lr * g
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.8, 1.6])
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
@@ -234,6 +253,15 @@ class Adam(Optimizer):
         v = beta2 * v + (1 - beta2) * g**2
         vmax = max(vmax, v), used for v            (amsgrad=True)
         p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
     """
 
     _decoupled = False
@@ -279,7 +307,17 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay, as torch.optim.AdamW: before Adam's update (with no
-    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2."""
+    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.AdamW([w], lr=0.1, weight_decay=0.0)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
+    """
 
     _decoupled = True
 
@@ -295,6 +333,15 @@ class RMSprop(Optimizer):
               sqrt(v) + eps                                                        (otherwise)
         buf = momentum * buf + g / avg;  p = p - lr * buf                           (momentum > 0)
         p = p - lr * g / avg                                                        (otherwise)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.RMSprop([w], lr=0.01)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data.round(4)
+    array([0.9, 1.9])
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,

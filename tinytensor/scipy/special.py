@@ -21,8 +21,8 @@ import numpy as np
 import scipy.special as sp
 
 from .. import ops
-from .. import ops_elementwise as ew
-from ..ops import defprim, elementwise
+from ..ops import elementwise as ew
+from ..ops.table import defprim, elementwise
 from ..tensor import Tensor
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2

@@ -21,7 +21,7 @@ import scipy.stats
 
 from .. import linalg as tt_linalg
 from .. import ops
-from .. import ops_elementwise as ew
+from ..ops import elementwise as ew
 from ..ops_science import _arg, _value
 from ..tensor import Tensor
 from . import special as sp
@@ -122,6 +122,17 @@ class _Discrete(_Distribution):
 
 # ----- continuous ------------------------------------------------------------------------------------
 class _Norm(_Continuous):
+    """The normal distribution, as `scipy.stats.norm`:
+    the same methods and arguments, differentiable in every Tensor argument.
+
+    Examples
+    --------
+    >>> mu = tt.tensor(0.0, requires_grad=True)
+    >>> lp = tt.scipy.stats.norm.logpdf(1.0, loc=mu, scale=1.0)
+    >>> lp.backward()
+    >>> mu.grad
+    array(1.)
+    """
     name = "norm"
 
     def logpdf(self, x, loc=0, scale=1):
@@ -148,6 +159,8 @@ class _Norm(_Continuous):
 
 
 class _T(_Continuous):
+    """The Student's t distribution, as `scipy.stats.t`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "t"
 
     def logpdf(self, x, df, loc=0, scale=1):
@@ -163,6 +176,8 @@ class _T(_Continuous):
 
 
 class _Gamma(_Continuous):
+    """The gamma distribution, as `scipy.stats.gamma`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "gamma"
 
     def logpdf(self, x, a, loc=0, scale=1):
@@ -184,6 +199,8 @@ class _Gamma(_Continuous):
 
 
 class _Chi2(_Continuous):
+    """The chi-squared distribution, as `scipy.stats.chi2`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "chi2"
 
     def logpdf(self, x, df, loc=0, scale=1):
@@ -197,6 +214,8 @@ class _Chi2(_Continuous):
 
 
 class _Beta(_Continuous):
+    """The beta distribution, as `scipy.stats.beta`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "beta"
 
     def logpdf(self, x, a, b, loc=0, scale=1):
@@ -222,6 +241,8 @@ def _counts(k, loc):
 
 
 class _Poisson(_Discrete):
+    """The Poisson distribution, as `scipy.stats.poisson`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "poisson"
 
     def logpmf(self, k, mu, loc=0):
@@ -243,6 +264,8 @@ class _Poisson(_Discrete):
 
 
 class _Bernoulli(_Discrete):
+    """The Bernoulli distribution, as `scipy.stats.bernoulli`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "bernoulli"
 
     def logpmf(self, k, p, loc=0):
@@ -259,6 +282,8 @@ class _Bernoulli(_Discrete):
 
 
 class _Binom(_Discrete):
+    """The binomial distribution, as `scipy.stats.binom`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "binom"
 
     def logpmf(self, k, n, p, loc=0):
@@ -280,6 +305,8 @@ class _Binom(_Discrete):
 
 # ----- multivariate ---------------------------------------------------------------------------------------
 class _MultivariateNormal(_Distribution):
+    """The multivariate normal distribution, as `scipy.stats.multivariate_normal`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "multivariate_normal"
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
@@ -332,6 +359,8 @@ class _MultivariateNormal(_Distribution):
 
 
 class _Dirichlet(_Distribution):
+    """The Dirichlet distribution, as `scipy.stats.dirichlet`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "dirichlet"
 
     def __call__(self, alpha, seed=None):
