@@ -17,8 +17,15 @@ Importing the package registers every row: the families below are imported for t
 
 # The families, in the order their rows register. `tt.ops.elementwise` is the family module; the
 # shorthand of that name is `tinytensor.ops.table.elementwise` (one path per name).
-from . import core, elementwise, reductions, shape, softmax_xent, table  # noqa: F401
-from . import batching  # noqa: F401,E402  (after the rows: its rules call them by name)
+from . import (  # noqa: F401
+    batching,  # noqa: F401,E402  (after the rows: its rules call them by name)
+    core,
+    elementwise,
+    reductions,
+    shape,
+    softmax_xent,
+    table,
+)
 from .core import (  # noqa: F401
     _index_adjoint,
     _linear,
