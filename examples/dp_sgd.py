@@ -1,16 +1,21 @@
-"""Differentially private SGD (Abadi et al. 2016) on the digits MLP, with tt.vmap's per-example gradients.
+"""Differentially private SGD on the digits
+==========================================
+
+DP-SGD (Abadi et al. 2016) on the digits MLP, with tt.vmap's per-example gradients.
 
     python examples/dp_sgd.py                 # DP-SGD and plain SGD, 64-256-128-10 tanh, ~15 s
     python examples/dp_sgd.py --quick         # a few seconds (the test's settings)
     python examples/dp_sgd.py --noise 0.0 --clip 1e9     # no privacy: DP-SGD's step is SGD's
 
-Each step of DP-SGD (Algorithm 1 of Abadi et al.):
+Each step of DP-SGD (Algorithm 1 of Abadi et al.)::
+
   1. per-example gradients g_i of the loss at the current parameters, all at once:
      tt.vmap(tt.grad(loss), in_axes=(None, 0, 0))(params, xb, yb) -> {name: (B, *shape)};
   2. clip each example's whole gradient (all parameters together) to L2 norm at most C:
      g_i <- g_i / max(1, ||g_i|| / C);
   3. add Gaussian noise N(0, (sigma C)^2 I) to their sum and divide by the batch size;
   4. a plain SGD step with that gradient.
+
 Plain SGD with the same model, initialisation, batches and learning rate is trained alongside,
 and both test accuracies are printed (the last two lines).
 
@@ -36,7 +41,7 @@ import tinytensor as tt  # noqa: E402
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[3],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--batch-size", type=int, default=64)
@@ -47,7 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true", help="2 epochs, a 32-unit hidden layer")
     args = p.parse_args(argv)
-    if args.quick:
+    if args.quick or os.environ.get("TINYTENSOR_DOCS_QUICK") == "1":   # the docs build: quick too
         args.epochs, args.hidden = 2, [32]
     return args
 
