@@ -443,9 +443,11 @@ def run_tensor_hooks(node, g):
     return g
 
 
-def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None, cut=False):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
-    and the recorded nodes in the set `retained`).
+    and the recorded nodes in the set `retained`). With `cut`, a recorded node of `wrt` is not
+    swept through: what it was computed from gets nothing from it (odeint's closed-over Tensors,
+    which the outer sweep passes on itself).
 
     Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
     a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
@@ -487,6 +489,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             continue
         if keep is not None and node in keep:
             results[node] = g
+            if cut:
+                continue
         inputs = node._inputs
         if create_graph:
             ans, args = node, inputs

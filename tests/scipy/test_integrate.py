@@ -60,3 +60,101 @@ def test_both_modes_against_differences_including_the_times():
 def test_second_derivatives_are_refused_clearly():
     with pytest.raises(Exception, match="second derivatives"):
         tt.hessian(lambda y0: tt.sum(odeint(net, y0, T, args=(W, B))))(Y0)
+
+
+# ----- issue 30: closed-over Tensors, stiff systems, options ------------------------------------
+def _lotka(a):
+    return lambda y, t: tt.stack([a * y[0] - 0.1 * y[0] * y[1], -1.5 * y[1] + 0.075 * y[0] * y[1]])
+
+
+def test_closed_over_tensors_are_differentiated():
+    """The RHS closes over `a` (no args=): its term used to be dropped (grad 2.0, the prior's)."""
+    y0, t = np.array([10.0, 5.0]), np.linspace(0, 2, 5)
+
+    def loss(a):
+        return tt.sum(odeint(_lotka(a), y0, t, **TIGHT)[-1]) + a ** 2
+
+    def passed(a):
+        return tt.sum(odeint(lambda y, t, a: _lotka(a)(y, t), y0, t, args=(a,), **TIGHT)[-1]) + a ** 2
+
+    ours = tt.grad(loss)(1.0)
+    np.testing.assert_allclose(ours, tt.numerical_grad(loss, np.float64(1.0), eps=1e-5)[0], rtol=1e-6)
+    np.testing.assert_allclose(ours, tt.grad(passed)(1.0), rtol=1e-8)
+    assert abs(ours - 2.0) > 10
+    fwd = tt.jvp(loss, (np.float64(1.0),), (np.float64(1.0),))[1]      # forward mode too
+    np.testing.assert_allclose(fwd, ours, rtol=1e-6)
+
+
+def test_closed_over_intermediates_count_once():
+    """b = 2a and a both closed over: the sweep inside the rule stops at b, so a's share through
+    b is counted by the outer sweep alone."""
+    y0, t = np.array([1.0]), np.array([0.0, 0.5, 1.0])
+
+    def loss(a):
+        b = 2 * a
+        return tt.sum(odeint(lambda y, t: -a * y - b * y * y, y0, t, **TIGHT))
+
+    np.testing.assert_allclose(tt.grad(loss)(0.7), tt.numerical_grad(loss, np.float64(0.7))[0], rtol=1e-6)
+
+
+def test_a_tensor_first_used_later_is_refused():
+    a = tt.tensor(1.0, requires_grad=True)
+    rhs = lambda y, t: -y if t < 0.5 else -a * y       # noqa: E731
+    with pytest.raises(RuntimeError, match="did not use in its first call"):
+        tt.sum(odeint(rhs, np.array([1.0]), np.array([0.0, 1.0]))).backward()
+
+
+def test_args_may_be_a_pytree():
+    """autograd's ode_net passes args=(params,), params a list of (W, b) pairs."""
+    def dyn(y, t, params):
+        (W1, b1), (W2, b2) = params
+        return W2 @ np.tanh(W1 @ y + b1) + b2
+    params = [(0.5 * RNG.standard_normal((4, 3)), RNG.standard_normal(4)),
+              (0.5 * RNG.standard_normal((3, 4)), RNG.standard_normal(3))]
+    loss = lambda p: tt.sum(odeint(dyn, Y0, T, args=(p,), **TIGHT) ** 2)   # noqa: E731
+    flat = lambda W1, b1, W2, b2: loss([(W1, b1), (W2, b2)])                # noqa: E731
+    ours = tt.grad(loss)(params)
+    leaves = [x for pair in params for x in pair]
+    for g, n in zip([x for pair in ours for x in pair], tt.numerical_grad(flat, *leaves)):
+        np.testing.assert_allclose(g, n, rtol=1e-5, atol=1e-7)
+
+
+def _robertson(y, t, k):
+    return tt.stack([-k[0] * y[0] + k[2] * y[1] * y[2],
+                     k[0] * y[0] - k[2] * y[1] * y[2] - k[1] * y[1] ** 2,
+                     k[1] * y[1] ** 2])
+
+
+def test_stiff_reverse_mode_equals_forward_mode():
+    """Robertson kinetics to t = 1000: the adjoint reads the kept forward trajectory, so the
+    reverse mode agrees with the forward sensitivities (it was off by 1e16 before)."""
+    k, w = np.array([0.04, 3e7, 1e4]), np.array([1.0, 1e4, 1.0])
+
+    def loss(k):
+        return tt.sum(odeint(_robertson, np.array([1.0, 0.0, 0.0]), np.array([0.0, 1000.0]), args=(k,),
+                             rtol=1e-10, atol=1e-14, mxstep=50000)[-1] * w)
+
+    rev, fwd = tt.grad(loss)(k), tt.jacobian(loss, mode="fwd")(k)
+    np.testing.assert_allclose(rev, fwd, rtol=1e-6)
+    np.testing.assert_allclose(rev[0], tt.numerical_grad(loss, k, eps=1e-6)[0][0], rtol=1e-3)   # solver noise
+
+
+def test_options_apply_to_the_forward_solve():
+    """h0 used to reach the backward solve (LSODA: illegal input, gradient exactly 0)."""
+    loss = lambda y0: tt.sum(odeint(lambda y, t: -2.0 * y, y0, np.array([0.0, 1.0, 2.0]), h0=1e-3))  # noqa: E731
+    np.testing.assert_allclose(tt.grad(loss)(np.array([1.0])), [1 + np.exp(-2) + np.exp(-4)], rtol=1e-6)
+
+
+def test_a_small_mxstep_limits_the_forward_solve_only():
+    t = np.linspace(0, 2, 201)
+    loss = lambda a: tt.sum(odeint(lambda y, t, a: -a * y + np.sin(t), np.array([1.0]), t,  # noqa: E731
+                                   args=(a,), mxstep=5))
+    np.testing.assert_allclose(tt.grad(loss)(np.array([1.0])), tt.numerical_grad(loss, np.array([1.0]))[0],
+                               rtol=1e-3)
+
+
+def test_a_failed_forward_solve_raises_naming_the_option():
+    loss = lambda a: tt.sum(odeint(lambda y, t, a: -a * y, np.array([1.0]), np.array([0.0, 2.0]),  # noqa: E731
+                                   args=(a,), mxstep=5))
+    with pytest.warns(scipy.integrate.ODEintWarning), pytest.raises(RuntimeError, match="mxstep"):
+        tt.grad(loss)(np.array([1.0]))

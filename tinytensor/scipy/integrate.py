@@ -1,21 +1,143 @@
-"""`tt.scipy.integrate.odeint`: SciPy's ODE solver (LSODA), differentiable in y0, t and args.
+"""`tt.scipy.integrate.odeint`: SciPy's ODE solver (LSODA), differentiable in y0, t, args and
+every Tensor the right-hand side closes over.
 
     ys = tt.scipy.integrate.odeint(func, y0, t, args=(theta,))   # func(y, t, *args) -> dy/dt
 
-One primitive. Its VJP is the adjoint method (as HIPS autograd's odeint): one backward solve of
-the augmented system [y, a, a_t, a_args], da/dt = -a^T df/dy, from each observation time to the
-previous one, with the VJPs of `func` taken by tt.vjp. Its JVP solves the forward sensitivity
-system ds/dt = df/dy s + df/dargs dargs alongside y (tt.jvp of `func`). Both rules run NumPy
-solves: first derivatives in both modes, no higher orders. `func` is written with NumPy (or tt)
-operations; y0 is 1-D, as SciPy's.
+One primitive, whose inputs are y0, t, the arrays of `args` (a pytree, as autograd's) and the
+Tensors that require grad which `func` reaches without being given them (closure conversion, as
+JAX's odeint: found by calling `func` once on the tape and walking back from its result to the
+Tensors recorded before the call; every later call of `func` on the tape is checked against them,
+so a term is never dropped).
+
+Values are SciPy's `odeint`. The VJP is the adjoint method with the forward trajectory kept: the
+state is never integrated backward (unstable for stiff, dissipative systems). Between observation
+times t[i-1] and t[i] the state is solved forward again from the stored ys[i-1] with dense output
+(solve_ivp's LSODA), and only the adjoint [a, a_params], da/ds = -J^T a, runs backward, reading y
+from that interpolant. The JVP solves the forward sensitivities ds/dt = J s + df/dparams dparams
+alongside y. Every solve's status is checked: a failed one raises, naming the option to change.
+The rules run NumPy solves: first derivatives in both modes.
 """
 
 import numpy as np
 import scipy.integrate
 
-from ..tape import REGISTRY, Primitive
-from ..tensor import Tensor
-from ..transforms import jvp, vjp
+from .. import ops
+from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
+from ..tensor import Tensor, _make, _next_id
+from ..transforms import tree_flatten, tree_unflatten
+
+_SUCCESS = "Integration successful."
+
+# What to change when a solve fails, by the start of LSODA's message (scipy.integrate.odeint's).
+_FIXES = {
+    "Excess work done": "raise mxstep (the most steps per output interval, now {mxstep}; 0 means 500)",
+    "Excess accuracy requested": "loosen rtol/atol",
+    "Illegal input": "check h0, hmin, hmax, rtol and atol (h0 must be small enough for the first "
+                     "interval; rtol and atol non-negative)",
+    "Repeated error test failures": "check func for singularities, or loosen rtol/atol",
+    "Repeated convergence failures": "the problem may be ill-posed or func not smooth; loosen rtol/atol",
+    "Error weight became zero": "pass a positive atol (a component of y became exactly 0)",
+}
+
+
+def _fix_for(message, options):
+    fix = next((fix for start, fix in _FIXES.items() if message.startswith(start)),
+               "check the solver options")
+    return fix.format(mxstep=options.get("mxstep", 0))
+
+
+class _RHS:
+    """The right-hand side: func(y, t, *args) with `args` a pytree (given as its leaves), and the
+    closed-over Tensors it reaches (`captures`)."""
+
+    def __init__(self, func, structure, n_args):
+        self.func, self.structure, self.n_args = func, structure, n_args
+        self.captures = []
+        self.failure = None          # the forward solve's message when it failed
+        self.check = False           # check the closure in the forward solve (set while recording)
+
+    def call(self, y, t, args):
+        out = self.func(y, t, *tree_unflatten(self.structure, list(args)))
+        if isinstance(out, (list, tuple)) and any(isinstance(o, Tensor) for o in out):
+            out = ops.PUBLIC["stack"](list(out))      # [dy0, dy1]: a list of Tensors, stacked
+        return out
+
+    def values(self, y, t, args, check=False):
+        """dy/dt as a float64 array. With `check` (the forward solve, while recording) func runs
+        on the tape, so a Tensor it reaches that was not found at its first call is caught."""
+        if check:
+            start = _next_id()
+            with enable_grad():
+                out = self.call(y, t, args)
+            if isinstance(out, Tensor) and out.requires_grad:
+                self._check(out, start)
+        else:
+            with no_grad():
+                out = self.call(y, t, args)
+        out = np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+        if out.shape != np.shape(y):
+            raise ValueError(f"odeint: func(y, t, *args) returned shape {out.shape} for y of shape "
+                             f"{np.shape(y)}; it must return dy/dt, of y's shape")
+        return out
+
+    def _traced(self, y, t, args, check=True):
+        """func on fresh Tensors: (inputs, output), with the closure checked against the first call."""
+        inputs = [_make(np.asarray(y, dtype=np.float64), requires_grad=True),
+                  _make(np.asarray(t, dtype=np.float64), requires_grad=True),
+                  *[_make(np.asarray(a), requires_grad=True) for a in args]]
+        with enable_grad():
+            out = self.call(inputs[0], inputs[1], inputs[2:])
+        if check and isinstance(out, Tensor) and out.requires_grad:
+            self._check(out, inputs[0]._id)
+        return inputs, out
+
+    def _check(self, out, start):
+        new = [c for c in _reached_before(out, start) if not any(c is k for k in self.captures)]
+        if new:
+            c = new[0]
+            raise RuntimeError(
+                f"odeint: func used a Tensor that requires grad ({c.name or 'tensor'} {c.shape} "
+                f"{c.dtype}) which it did not use in its first call (at y0, t[0]), so its gradient "
+                f"would be dropped; pass it in args= (func(y, t, *args)) or use it in every call")
+
+    def pullback(self, y, t, args, cotangent):
+        """cotangent^T d func / d(y, t, *args, *captures): a list of arrays."""
+        inputs, out = self._traced(y, t, args)
+        wrt = inputs + self.captures
+        grads = {}
+        if isinstance(out, Tensor) and out.requires_grad:
+            grads = reverse_sweep([out], [cotangent], wrt=wrt, cut=True)
+        return [_dense(grads.get(w), w) for w in wrt]
+
+    def push(self, y, t, args, tangents):
+        """(func, d func along `tangents`) for tangents of (y, *args, *captures) (None: zero)."""
+        inputs, out = self._traced(y, t, args)
+        value = np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+        named = {x: d for x, d in zip([inputs[0], *inputs[2:], *self.captures], tangents) if d is not None}
+        if not named or not (isinstance(out, Tensor) and out.requires_grad):
+            return value, np.zeros_like(value)
+        return value, np.asarray(forward_sweep(out, named), dtype=np.float64)
+
+
+def _dense(g, like):
+    return np.zeros(like.shape) if g is None else np.asarray(g.data if isinstance(g, Tensor) else g,
+                                                            dtype=np.float64)
+
+
+def _reached_before(out, start):
+    """The Tensors that require grad, recorded before id `start`, that `out` is computed from
+    (the walk stops at them: they are the closure's, not func's)."""
+    stack, seen, found = [out], set(), []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._id < start:
+            found.append(node)
+        elif node._prim is not None:
+            stack.extend(a for a in node._inputs if isinstance(a, Tensor) and a.requires_grad)
+    return sorted(found, key=lambda n: n._id)
 
 
 def _flat(arrays):
@@ -31,71 +153,100 @@ def _unflat(flat, like):
     return out
 
 
-def _plain(func):
-    """func on arrays, its result an array (func may use tt operations)."""
-    def f(y, t, *args):
-        out = func(y, t, *args)
-        return np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
-    return f
+def _solve(fun, y0, t, options, what):
+    """scipy.integrate.odeint, raising (naming the option) when the solve fails."""
+    ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)
+    if info["message"] != _SUCCESS:
+        raise RuntimeError(f"odeint: the {what} failed ({info['message']}); the gradient would be "
+                           f"computed from a failed solution. {_fix_for(info['message'], options)}")
+    return ys
 
 
-def _forward(y0, t, *args, func, options):
-    return scipy.integrate.odeint(_plain(func), y0, t, args=tuple(args), **options)
+def _forward(y0, t, *inputs, rhs, options):
+    args = inputs[:rhs.n_args]
+    ys, info = scipy.integrate.odeint(lambda y, s: rhs.values(y, s, args, rhs.check), y0, t, full_output=True,
+                                      **options)      # SciPy warns on a failure, as always
+    rhs.failure = None if info["message"] == _SUCCESS else info["message"]
+    return ys
 
 
-def _adjoint_vjp(g, ys, y0, t, *args, func, options):
-    """(gradient of y0, of t, of each arg) for the cotangent g of ys (len(t), D)."""
+def _check_forward(rhs, options):
+    if rhs.failure is not None:
+        raise RuntimeError(f"odeint: the forward solve failed ({rhs.failure}), so its result has no "
+                           f"meaningful derivative. {_fix_for(rhs.failure, options)}")
+
+
+def _backward_options(options):
+    """What the backward (adjoint) solve can accept: the tolerances and hmax; not h0 (a first
+    step for the forward direction) and not a small step budget meant for the forward system."""
+    out = {k: options[k] for k in ("rtol", "atol", "hmax") if k in options}
+    out["mxstep"] = max(options.get("mxstep", 0), 500)
+    return out
+
+
+def _dense_options(options):
+    out = {k: options[k] for k in ("rtol", "atol") if k in options}
+    if options.get("hmax"):
+        out["max_step"] = options["hmax"]
+    if options.get("hmin"):
+        out["min_step"] = options["hmin"]
+    return out
+
+
+def _adjoint_vjp(g, ys, y0, t, *inputs, rhs, options):
+    """(gradient of y0, of t, of each input) for the cotangent g of ys (len(t), D)."""
+    _check_forward(rhs, options)
     T, D = ys.shape
-    args = [np.asarray(a, dtype=np.float64) for a in args]
-    n_args = sum(np.size(a) for a in args)
-    f = _plain(func)
-
-    def dynamics(state, s, flat_args):
-        y, a = state[:D], state[D:2 * D]
-        theta = _unflat(flat_args, args)
-        dy, pull = vjp(lambda y, s, *theta: func(y, s, *theta), y, np.float64(s), *theta)
-        grads = pull(-a)
-        return np.concatenate([np.reshape(dy, -1), np.reshape(grads[0], -1), np.reshape(grads[1], -1),
-                               _flat(grads[2:])])
-
-    flat_args = _flat(args)
-    a, a_t0, a_args = g[-1].astype(np.float64), 0.0, np.zeros(n_args)
-    t_grads = []
+    args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
+    params = args + [c.data for c in rhs.captures]
+    a, a_params = np.asarray(g[-1], dtype=np.float64).copy(), np.zeros(sum(np.size(p) for p in params))
+    t_grads = np.zeros(T)
+    back = _backward_options(options)
     for i in range(T - 1, 0, -1):
-        moved = float(np.dot(f(ys[i], t[i], *args), g[i]))     # moving the observation time t_i
-        t_grads.append(moved)
-        a_t0 = a_t0 - moved
-        state = np.concatenate([ys[i], a, [a_t0], a_args])
-        state = scipy.integrate.odeint(dynamics, state, np.array([t[i], t[i - 1]]), args=(flat_args,),
-                                       **options)[1]
-        a, a_t0, a_args = state[D:2 * D] + g[i - 1], state[2 * D], state[2 * D + 1:]
-    t_grads.append(a_t0)
-    dtype = ys.dtype
-    return (a.astype(dtype), np.array(t_grads[::-1], dtype=np.result_type(t, np.float32)),
-            *[np.asarray(x, dtype=np.result_type(x_like, np.float32))
-              for x, x_like in zip(_unflat(a_args, args), args)])
+        t_grads[i] = float(np.dot(rhs.values(ys[i], t[i], args), g[i]))   # moving observation time t_i
+        if t[i] == t[i - 1]:
+            a = a + g[i - 1]
+            continue
+        # the state on [t[i-1], t[i]], solved forward from the stored ys[i-1] (never backward)
+        path = scipy.integrate.solve_ivp(lambda s, y: rhs.values(y, s, args), (t[i - 1], t[i]), ys[i - 1],
+                                         method="LSODA", dense_output=True, **_dense_options(options))
+        if not path.success:
+            raise RuntimeError(f"odeint: re-solving the state on [{t[i - 1]}, {t[i]}] for the gradient "
+                               f"failed ({path.message}); loosen rtol/atol or check func")
+
+        def adjoint(state, s, path=path):
+            grads = rhs.pullback(path.sol(s), s, args, -state[:D])
+            return np.concatenate([grads[0].reshape(-1), _flat([grads[2 + k] for k in range(len(params))])])
+
+        state = _solve(adjoint, np.concatenate([a, a_params]), np.array([t[i], t[i - 1]]), back,
+                       "backward (adjoint) solve")[1]
+        a, a_params = state[:D] + g[i - 1], state[D:]
+    t_grads[0] = -float(np.dot(rhs.values(ys[0], t[0], args), a - g[0]))   # moving t0 moves the path
+    out = [a.astype(ys.dtype), t_grads.astype(np.result_type(t, np.float32))]
+    for x, like in zip(_unflat(a_params, params), inputs):
+        out.append(np.asarray(x, dtype=np.result_type(like, np.float32)))
+    return tuple(out)
 
 
-def _sensitivity_jvp(tangents, ys, y0, t, *args, func, options):
-    """The tangent of ys from the tangents of y0, t and args (None: zero)."""
-    t_y0, t_t, *t_args = tangents
-    args = [np.asarray(a, dtype=np.float64) for a in args]
-    t_args = [np.zeros(np.shape(a)) if d is None else np.asarray(d, dtype=np.float64)
-              for a, d in zip(args, t_args)]
+def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
+    """The tangent of ys from the tangents of y0, t, args and captures (None: zero)."""
+    _check_forward(rhs, options)
+    t_y0, t_t, *t_params = tangents
+    args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
+    t_params = [None if d is None else np.asarray(d, dtype=np.float64) for d in t_params]
     D = ys.shape[1]
-    f = _plain(func)
     s0 = np.zeros(D) if t_y0 is None else np.asarray(t_y0, dtype=np.float64).copy()
     if t_t is not None:
-        s0 -= f(ys[0], t[0], *args) * t_t[0]
+        s0 -= rhs.values(ys[0], t[0], args) * t_t[0]
 
     def dynamics(state, s):
-        y, sens = state[:D], state[D:]
-        dy, ds = jvp(lambda y, *theta: func(y, s, *theta), (y, *args), (sens, *t_args))
-        return np.concatenate([np.reshape(dy, -1), np.reshape(ds, -1)])
+        dy, ds = rhs.push(state[:D], s, args, [state[D:], *t_params])
+        return np.concatenate([dy, ds])
 
-    out = scipy.integrate.odeint(dynamics, np.concatenate([ys[0], s0]), t, **options)[:, D:]
+    out = _solve(dynamics, np.concatenate([ys[0], s0]), t, options, "forward sensitivity solve")[:, D:]
     if t_t is not None:
-        out = out + np.stack([f(ys[i], t[i], *args) for i in range(len(t))]) * np.asarray(t_t)[:, None]
+        slopes = np.stack([rhs.values(ys[i], t[i], args) for i in range(len(t))])
+        out = out + slopes * np.asarray(t_t)[:, None]
     return out.astype(ys.dtype)
 
 
@@ -120,24 +271,46 @@ _odeint.defjvp_joint(_first_order_only(_sensitivity_jvp))
 REGISTRY.pop("odeint")
 
 
+def _as_input(x, what):
+    if isinstance(x, Tensor):
+        if x.data.dtype.kind != "f":
+            raise TypeError(f"odeint: {what} must be a float array, got dtype {x.dtype}")
+        return x
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        raise TypeError(f"odeint: {what} is complex ({x.dtype}); SciPy's odeint is real only")
+    return x.astype(np.float64) if x.dtype.kind != "f" else x
+
+
 def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,
            atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0, mxhnil=0, mxordn=12,
            mxords=5, printmessg=0, tfirst=False):
     """scipy.integrate.odeint(func, y0, t, args): y at each time in t, shape (len(t), len(y0)),
-    differentiable in y0, t and every array in args (adjoint-method VJP, sensitivity JVP)."""
+    differentiable in y0, t, every array in `args` (a tuple, or any pytree of arrays) and every
+    Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP).
+    The options apply to the forward solve; a failed solve makes the derivative raise."""
     if full_output or Dfun is not None or tfirst:
         raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
     if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
         raise ValueError("odeint: y0 must be 1-D, as SciPy's")
     options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
                                      h0=h0).items() if v is not None}
-    for a in (y0, t, *args):
-        if isinstance(a, Tensor) and a.data.dtype.kind != "f":
-            raise TypeError("odeint: y0, t and args must be float arrays")
-    y0 = y0 if isinstance(y0, Tensor) else np.asarray(y0, dtype=np.float64)
-    t = t if isinstance(t, Tensor) else np.asarray(t, dtype=np.float64)
-    args = tuple(a if isinstance(a, Tensor) else np.asarray(a, dtype=np.float64) for a in args)
-    return _odeint(y0, t, *args, func=func, options=options)
+    if not isinstance(args, tuple):
+        args = (args,)               # SciPy's single extra argument
+    leaves, structure = tree_flatten(args)
+    y0 = _as_input(y0, "y0")
+    t = _as_input(t, "t")
+    leaves = [_as_input(a, f"args leaf {i}") for i, a in enumerate(leaves)]
+    rhs = _RHS(func, structure, len(leaves))
+    rhs.check = is_grad_enabled()
+    if rhs.check:                 # closure conversion: the Tensors func reaches on its own
+        t0 = (t.data if isinstance(t, Tensor) else t)[0]
+        y0v = y0.data if isinstance(y0, Tensor) else y0
+        inputs, out = rhs._traced(y0v, t0, [a.data if isinstance(a, Tensor) else a for a in leaves],
+                                    check=False)
+        if isinstance(out, Tensor) and out.requires_grad:
+            rhs.captures = _reached_before(out, inputs[0]._id)
+    return _odeint(y0, t, *leaves, *rhs.captures, rhs=rhs, options=options)
 
 
 __all__ = ["odeint"]
