@@ -108,6 +108,10 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     dtype = _value(flat).dtype
     low = ordered[..., lo]
     result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
+    missing = np.isnan(_value(flat)).any(axis=-1)
+    if missing.any():             # NumPy's: a slice holding a NaN has NaN quantiles (sort puts it last)
+        expand = missing.shape + (1,) * q.ndim
+        result = where(np.reshape(missing, expand), np.reshape(ordered[..., -1], expand), result)
     k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest
     result = np.transpose(result, list(range(k, k + q.ndim)) + list(range(k))) if q.ndim and k else result
     if keepdims:

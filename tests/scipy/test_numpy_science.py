@@ -61,3 +61,28 @@ def test_gradient_with_several_axes_returns_numpys_tuple():
 def test_quantile_refuses_a_q_that_requires_grad():
     with pytest.raises(TypeError, match="not differentiable in q"):
         np.quantile(tt.tensor([1.0, 2.0]), tt.tensor(0.5, requires_grad=True))
+
+
+# ----- issue 30: NaN propagates through order statistics as NumPy's --------------------------------
+NAN_ROWS = np.array([[1.0, np.nan, 3.0, 0.5], [2.0, 1.0, 4.0, 3.0]])
+
+
+@pytest.mark.parametrize("f", [
+    lambda a: np.median(a), lambda a: np.median(a, axis=1), lambda a: np.median(a, axis=0),
+    lambda a: np.percentile(a, [10, 50], axis=1), lambda a: np.quantile(a, 0.3),
+    lambda a: np.quantile(a, [0.3, 0.9], axis=1, keepdims=True),
+    lambda a: np.quantile(a, 0.5, method="lower"), lambda a: np.max(a, axis=1), lambda a: np.min(a),
+    lambda a: np.sort(a, axis=1), lambda a: np.sort(a, axis=None),
+], ids=["median", "median1", "median0", "percentile", "quantile", "quantile_keepdims", "lower", "max", "min",
+        "sort", "sort_flat"])
+def test_nan_propagates_as_numpys(f):
+    ours = f(tt.tensor(NAN_ROWS, requires_grad=True))
+    np.testing.assert_array_equal(ours.data, f(NAN_ROWS))        # NaN where NumPy has NaN
+    assert ours.data.shape == np.shape(f(NAN_ROWS))
+
+
+def test_a_nan_maximum_takes_the_gradient_to_the_nan():
+    g = tt.grad(lambda a: tt.max(a))(np.array([1.0, np.nan, 3.0]))
+    np.testing.assert_array_equal(g, [0.0, 1.0, 0.0])
+    g = tt.grad(lambda a: tt.sum(np.median(a, axis=1)[1:]))(NAN_ROWS)   # the clean row: as before
+    np.testing.assert_array_equal(g, [[0, 0, 0, 0], [0.5, 0, 0, 0.5]])

@@ -222,7 +222,10 @@ def _select(mask, g):
 def _max_share(s, ans, x, axis, keepdims):
     """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
     (ties share evenly), selected there: an exact 0 elsewhere."""
-    hit = x == _keepdims(ans, x.shape, axis, keepdims)
+    kept = _keepdims(ans, x.shape, axis, keepdims)
+    hit = x == kept
+    if np.isnan(kept).any():      # a NaN maximum (NumPy's max propagates it) is where the NaNs are
+        hit = hit | (np.isnan(x) & np.isnan(kept))
     return _select(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype))
 
 
