@@ -116,3 +116,41 @@ def test_dirichlet():
 def test_a_shape_parameter_inside_betainc_is_refused():
     with pytest.raises(TypeError, match="t.cdf: not differentiable in df"):
         ts.t.cdf(0.3, tt.tensor(3.0, requires_grad=True))
+
+
+# ----- issue 30: the closed edges of each support, infinite values, degenerate parameters -------------
+from tinytensor.scipy.specs import STATS_EDGES  # noqa: E402
+
+
+def test_every_distribution_has_an_edge_row():
+    assert set(ts.__all__) <= set(STATS_EDGES), set(ts.__all__) - set(STATS_EDGES)
+
+
+@pytest.mark.parametrize("name", sorted(STATS_EDGES))
+def test_edges_equal_scipys(name):
+    for method, args in STATS_EDGES[name]:
+        with np.errstate(all="ignore"):
+            expected = getattr(getattr(ss, name), method)(*args)
+            ours = getattr(getattr(ts, name), method)(*[tt.tensor(a) for a in args])
+        np.testing.assert_allclose(ours.data if isinstance(ours, tt.Tensor) else ours, expected,
+                                   rtol=1e-12, err_msg=f"{name}.{method}{args}")
+
+
+@pytest.mark.parametrize("name, args, slope", [
+    ("gamma", (0.0, 1.0), -1.0),                 # the exponential's log density -x, at x = 0
+    ("beta", (0.0, 1.0, 2.0), -1.0),             # log 2 + log(1 - x)
+    ("beta", (1.0, 2.0, 1.0), 1.0),              # log 2 + log x
+    ("chi2", (0.0, 2.0), -0.5),
+])
+def test_the_gradient_at_a_closed_edge_is_the_one_sided_slope(name, args, slope):
+    g = tt.grad(lambda x: getattr(ts, name).logpdf(x, *args[1:]))(args[0])
+    np.testing.assert_allclose(g, slope, rtol=1e-12)
+    da = tt.grad(lambda a: getattr(ts, name).logpdf(args[0], a, *args[2:]))(args[1])
+    assert np.isfinite(da)
+
+
+def test_dirichlet_refuses_what_scipy_refuses():
+    with pytest.raises(ValueError, match="greater than zero"):
+        ts.dirichlet.logpdf(np.array([0.0, 0.3, 0.7]), np.array([0.5, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="greater than 0"):
+        ts.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 1.0]))

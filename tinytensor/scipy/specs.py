@@ -80,6 +80,37 @@ def _solve_triangular_reference(a, b, lower, unit_diagonal):
     return scipy.linalg.solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
 
 
+# ----- tt.scipy.stats at the edges (issue 30): per distribution, the closed ends of its support, the
+# points outside it, infinite values and degenerate or invalid parameters, as (method, arguments of
+# SciPy's call). tests/scipy/test_stats.py compares every row with SciPy's value and requires a
+# row for each distribution tt.scipy.stats exports.
+_INF = np.inf
+STATS_EDGES = {
+    "norm": [(m, (x, 0.0, s)) for m in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+             for x in (-_INF, 0.0, _INF, np.nan) for s in (1.0, 0.0, -1.0)],
+    "t": [(m, (x, df, 0.0, 1.0)) for m in ("logpdf", "pdf", "cdf")
+          for x in (-_INF, 0.0, 2.0, _INF) for df in (0.5, 1.0, _INF, 0.0, -1.0)],
+    "gamma": [(m, (x, a, 0.0, 1.0)) for m in ("logpdf", "pdf", "cdf", "sf")
+              for x in (-1.0, 0.0, _INF) for a in (0.5, 1.0, 2.0, 0.0)] + [
+        ("logpdf", (1.0, 1.0, 1.0, 2.0)), ("pdf", (0.0, 1.0, 0.0, 0.0))],
+    "chi2": [(m, (x, df)) for m in ("logpdf", "pdf", "cdf", "sf") for x in (-1.0, 0.0, _INF)
+             for df in (1.0, 2.0, 3.0, 0.0)],
+    "beta": [(m, (x, a, b)) for m in ("logpdf", "pdf", "cdf") for x in (-0.1, 0.0, 1.0, 1.1)
+             for a in (0.5, 1.0, 2.0) for b in (0.5, 1.0, 2.0)] + [
+        (m, (0.5, a, b)) for m in ("logpdf", "cdf") for a, b in ((0.0, 1.0), (1.0, -1.0))] + [
+        ("logpdf", (2.0, 1.0, 2.0, 2.0, 1.0))],
+    "poisson": [(m, (k, mu)) for m in ("logpmf", "pmf", "cdf", "sf") for k in (-1.0, 0.0, 1.0, 2.5)
+                for mu in (0.0, 2.0, -1.0)],
+    "bernoulli": [(m, (k, p)) for m in ("logpmf", "pmf", "cdf") for k in (-1.0, 0.0, 1.0, 0.5)
+                  for p in (0.0, 1.0, 0.3, -0.1, 1.5)],
+    "binom": [(m, (k, n, p)) for m in ("logpmf", "pmf", "cdf") for k in (-1.0, 0.0, 3.0, 4.0)
+              for n in (0.0, 3.0, 2.5) for p in (0.0, 1.0, 0.4, 1.5)],
+    "multivariate_normal": [("logpdf", ([1.0, 1.0], [0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]])),
+                            ("logpdf", ([_INF, 0.0], [0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]))],
+    "dirichlet": [("logpdf", ([0.0, 0.3, 0.7], [1.0, 2.0, 3.0])), ("logpdf", ([0.2, 0.8], [2.0, 1.0]))],
+}
+
+
 def rows():
     """(primitive rows, composite rows, {row: why it runs on the host only})."""
     from ..specs import OpSpec, _positive_definite, distinct, matrices, normal, positive, with_zeros
