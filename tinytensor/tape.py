@@ -63,6 +63,9 @@ class Primitive:
     # made arrays once, when the entry is made. A user primitive (user_primitives.py) keeps its
     # containers: they hold its Tensor inputs.
     lists_are_arrays = True
+    # Whether the rules hold for complex values with JAX's convention (ops/table.py, complex_rules):
+    # recording any other primitive on a complex output raises instead of a wrong gradient.
+    complex_rules = False
 
     def __init__(self, fun, name=None, nargs=None):
         self.fun = fun
@@ -158,6 +161,8 @@ class Primitive:
         out._version = -1
         quiet = SHARED.quiet                 # no thread records, checks or is in no_grad
         if record and (quiet or STATE.grad_enabled):
+            if ans.dtype.kind == "c" and not self.complex_rules:
+                raise _no_complex_rule(self.name, args)
             out.requires_grad = True
             out._prim = self
             out._inputs = args if not converted else tuple(
@@ -198,6 +203,15 @@ class Primitive:
                 else:
                     total = total + d if rec is None else rec.add(total, d, node, "JVP")
         return total
+
+
+def _no_complex_rule(name, args):
+    return TypeError(
+        f"{name}: its result is complex and depends on a Tensor that requires grad (inputs: "
+        f"{_describe(args)}), but {name} has no rule for complex values. Complex intermediates are "
+        f"differentiated (JAX's convention) through + - * / exp abs real imag conj angle matmul dot "
+        f"sum mean, the shape operations and np.fft; take the real part, imaginary part or modulus "
+        f"(tt.real, tt.imag, tt.abs) before {name}")
 
 
 def _arrays_from_lists(values, args):
@@ -511,6 +525,9 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                          else rec.rule(prim.joint_vjp, (g, ans, *args), params, node, "VJP", parts=True))
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
+            # A real input of a complex result gets the real part of its cotangent (JAX's
+            # convention, ops/complex_numbers.py): taken here, as broadcasting is undone here.
+            complex_out = prim.complex_rules and node.data.dtype.kind == "c"
             for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
                 i += 1
                 if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
@@ -523,6 +540,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     ga = rec.rule(rules[i], (g, ans, *args), params, node, "VJP", i)
                 if ga is None:
                     continue
+                if complex_out and a.data.dtype.kind != "c" and ga.dtype.kind == "c":
+                    ga = np.real(ga) if rec is None else rec.apply(np.real, (ga,), {}, a, "VJP")
                 if ga.shape != a.data.shape:
                     ga = (unbroadcast(ga, a.data.shape) if rec is None
                           else rec.apply(unbroadcast, (ga, a.data.shape), {}, a, "VJP"))
@@ -573,6 +592,10 @@ def backward(output, grad=None):
         raise RuntimeError("backward: this tensor does not require grad (no input it depends on "
                            "has requires_grad=True, or it was computed under no_grad)")
     if grad is None:
+        if output.data.dtype.kind == "c":
+            raise TypeError(f"backward: the output is complex ({output.dtype}); a gradient is taken "
+                            f"of a real output only (as PyTorch's and JAX's): call backward() on "
+                            f"its real part, imaginary part or modulus (tt.real, tt.imag, tt.abs)")
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")

@@ -489,13 +489,18 @@ def _select(args, argnums, name):
     return (tuple(args[i] for i in nums) if many else args[nums[0]]), rebuild
 
 
-def value_and_grad(f, argnums=0, allow_unused=False):
-    """A function returning (f(*args), gradient) for scalar-valued f.
+def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
+    """A function returning (f(*args), gradient) for scalar-valued, real-valued f.
 
     The gradient has the structure and shapes of args[argnums], or is a tuple of them when
-    argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
-    ValueError); `allow_unused=True` gives a zero gradient instead.
+    argnums is a tuple. f must return a real Tensor computed from args[argnums] (else TypeError or
+    ValueError); `allow_unused=True` gives a zero gradient instead. With `has_aux` (JAX's), f
+    returns a pair (output, aux) and the result is ((value, aux), gradient); aux is not
+    differentiated (its Tensors come back as arrays at the top level).
     """
+    if has_aux:
+        return _with_aux(f, argnums, allow_unused, pair_first=True)
+
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "grad")
@@ -503,9 +508,44 @@ def value_and_grad(f, argnums=0, allow_unused=False):
             return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
+        _check_real(out)
         return out, vjp_fn(np.ones_like(_value(out)))[0]
 
     return value_and_grad_f
+
+
+def _with_aux(f, argnums, allow_unused, pair_first):
+    """value_and_grad (pair_first) or grad with has_aux=True: f returns (output, aux)."""
+    @functools.wraps(f, updated=())
+    def with_aux(*args, **kwargs):
+        box = []
+
+        def main(*a, **k):
+            out = f(*a, **k)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"grad(..., has_aux=True): f must return a pair (output, aux), got "
+                                f"{type(out).__name__}" + (f" of length {len(out)}"
+                                                           if isinstance(out, (tuple, list)) else ""))
+            box.append(out[1])
+            return out[0]
+
+        value, gradient = value_and_grad(main, argnums, allow_unused)(*args, **kwargs)
+        aux = box[-1]
+        if STATE.depth == 0 and STATE.recorder is None:     # values, cut from the tape
+            leaves, structure = tree_flatten(aux)
+            aux = tree_unflatten(structure, [x.data if isinstance(x, Tensor) else x for x in leaves])
+        return ((value, aux), gradient) if pair_first else (gradient, aux)
+
+    return with_aux
+
+
+def _check_real(out):
+    """grad of a complex-valued f is refused, as JAX's (a complex output has no gradient; take
+    its real part, imaginary part or modulus first)."""
+    if isinstance(out, Tensor) and out.data.dtype.kind == "c":
+        raise TypeError(f"grad requires real-valued outputs (f returned dtype {out.dtype}); take "
+                        f"tt.real(out), tt.imag(out) or tt.abs(out) of it, or use tt.vjp with a "
+                        f"complex cotangent")
 
 
 def _check_scalar(out):
@@ -552,6 +592,8 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
             _refuse_output([out], out, "grad", allow_unused)
             return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
     value = out.data
+    if value.dtype.kind == "c":
+        _check_real(out)
     seed = _seed(value)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
     if not grads:
@@ -572,11 +614,14 @@ def _like(primal, structure, leaves):
             dict(zip(primal, leaves)) if kind is dict else leaves[0])
 
 
-def grad(f, argnums=0, allow_unused=False):
+def grad(f, argnums=0, allow_unused=False, has_aux=False):
     """A function returning the gradient of scalar-valued f with respect to args[argnums]
-    (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
+    (same structure and shapes; a tuple of them for a tuple argnums). f must return a real Tensor
     computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
-    gradient instead. An argument f does not use, among several, gets zeros."""
+    gradient instead. An argument f does not use, among several, gets zeros. With `has_aux`
+    (JAX's), f returns (output, aux) and the result is (gradient, aux)."""
+    if has_aux:
+        return _with_aux(f, argnums, allow_unused, pair_first=False)
     value_and_grad_f = value_and_grad(f, argnums, allow_unused)
 
     @functools.wraps(f, updated=())

@@ -17,7 +17,7 @@ Importing the package registers every row: the families below are imported for t
 # The families, in the order their rows register. `elementwise` is then rebound to the shorthand
 # (table.elementwise), as it was before the package: the family module of that name stays
 # reachable as tinytensor.ops_elementwise.
-from . import core, elementwise, reductions, shape, softmax_xent, table  # noqa: F401
+from . import complex_numbers, core, elementwise, reductions, shape, softmax_xent, table  # noqa: F401
 from .core import (  # noqa: F401
     _index_adjoint,
     _linear,

@@ -46,6 +46,7 @@ from .table import (
     _safe,
     _select,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
     elementwise,
@@ -100,10 +101,18 @@ relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
 def _abs_rule(g, ans, x):
+    if x.dtype.kind == "c":                  # d|z| = Re(conj(z) dz) / |z|; 0 at z = 0
+        return np.where(x != 0, g * (np.conj(x) / _safe(ans)), 0)
     return _select(x != 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
 
 
-abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
+def _abs_tangent(t, ans, x):
+    if x.dtype.kind == "c":
+        return np.real(np.conj(x) * t) / _safe(ans)
+    return _select(x != 0, t * np.sign(x))
+
+
+abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_tangent], numpy=np.absolute, method=True)
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
@@ -401,6 +410,12 @@ def _dot_vjp_b(g, ans, a, b):
 _dot = defprim(np.dot, "dot",
                vjp=[_dot_vjp_a, _dot_vjp_b],
                jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
+
+
+# Rules that hold for complex values (JAX's convention, table.complex_rules): the holomorphic and
+# linear ones, abs (its own complex branch); sum's and the shape primitives' transposes.
+complex_rules(add, sub, mul, div, neg, exp, abs, matmul, _dot, _sum, _mean, _reshape, _transpose,
+              _broadcast_to, getitem, _index_adjoint, _concatenate, _stack)
 
 
 @public(numpy=np.dot, method=True)
