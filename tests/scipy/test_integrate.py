@@ -57,9 +57,33 @@ def test_both_modes_against_differences_including_the_times():
                  np.array([1.0, 2.0]), np.array([0.0, 0.3, 1.0]), np.array([0.5, 1.5]))
 
 
-def test_second_derivatives_are_refused_clearly():
-    with pytest.raises(Exception, match="second derivatives"):
-        tt.hessian(lambda y0: tt.sum(odeint(net, y0, T, args=(W, B))))(Y0)
+def _fd_hessian(f, x, eps=1e-5):
+    g = tt.grad(f)
+    return np.stack([(g(x + eps * e) - g(x - eps * e)) / (2 * eps) for e in np.eye(len(x))])
+
+
+@pytest.mark.parametrize("wrt", ["y0", "b", "t"])
+def test_second_derivatives_against_differences_of_the_gradient(wrt):
+    """hessian through odeint (JAX's recorded adjoint system), in y0, in args and in the times."""
+    def f(x):
+        y0, t, b = (x if wrt == "y0" else Y0), (x if wrt == "t" else T), (x if wrt == "b" else B)
+        return tt.sum(odeint(net, y0, t, args=(W, b), **TIGHT) ** 2)
+    x = {"y0": Y0, "b": B, "t": T}[wrt]
+    H = tt.hessian(f)(x)
+    np.testing.assert_allclose(H, _fd_hessian(f, x), atol=2e-6 * np.abs(H).max())
+    np.testing.assert_allclose(H, H.T, atol=1e-6 * np.abs(H).max())
+
+
+def test_hvp_and_a_closed_over_parameter_to_second_order():
+    def f(a):
+        return tt.sum(odeint(lambda y, t: -a * y + tt.sin(y), np.array([1.0, 0.5]), np.array([0.0, 1.0]),
+                             **TIGHT) ** 2)
+    a = np.float64(0.7)
+    np.testing.assert_allclose(tt.hessian(f)(a), (tt.grad(f)(a + 1e-5) - tt.grad(f)(a - 1e-5)) / 2e-5,
+                               rtol=1e-6)
+    loss = lambda y0: tt.sum(odeint(net, y0, T, args=(W, B), **TIGHT) ** 2)   # noqa: E731
+    v = np.array([1.0, -0.5, 2.0])
+    np.testing.assert_allclose(tt.hvp(loss, (Y0,), (v,)), tt.hessian(loss)(Y0) @ v, rtol=1e-8)
 
 
 # ----- issue 30: closed-over Tensors, stiff systems, options ------------------------------------

@@ -15,7 +15,9 @@ times t[i-1] and t[i] the state is solved forward again from the stored ys[i-1] 
 (solve_ivp's LSODA), and only the adjoint [a, a_params], da/ds = -J^T a, runs backward, reading y
 from that interpolant. The JVP solves the forward sensitivities ds/dt = J s + df/dparams dparams
 alongside y. Every solve's status is checked: a failed one raises, naming the option to change.
-The rules run NumPy solves: first derivatives in both modes.
+Given Tensors (a second derivative: hessian, hvp, grad of grad), the VJP is JAX's instead: the
+adjoint system [y, a, a_params] integrated backward by a recorded odeint call, so it can be
+differentiated again (the state is integrated backward there, as in JAX).
 """
 
 import numpy as np
@@ -250,24 +252,78 @@ def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
     return out.astype(ys.dtype)
 
 
-def _first_order_only(rule):
-    """The rules solve ODEs in NumPy: given Tensors (a second derivative, or tt.compile's
-    trace), they say so instead of failing inside SciPy."""
+def _is_tensor(x):
+    return isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and any(isinstance(v, Tensor) for v in x))
+
+
+def _vjp(g, ys, y0, t, *inputs, rhs, options):
+    """Given arrays, the adjoint on the kept trajectory; given Tensors (a second derivative), the
+    same adjoint system written as a recorded odeint call, so it can be differentiated again."""
+    if any(_is_tensor(x) for x in (g, ys, y0, t, *inputs)):
+        return _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+    return _adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+
+
+def _augmented(rhs, D):
+    """The adjoint system [y, a, a_params] -> [f, -a^T df/dy, -a^T df/dparams] (params: args, then
+    captures), for odeint: on arrays through rhs.pullback, on Tensors recorded (create_graph)."""
+    def aug(state, s, *args):
+        y, a = state[:D], state[D:2 * D]
+        if not any(_is_tensor(x) for x in (state, s, *args)):
+            grads = rhs.pullback(y, s, args, -a)
+            return np.concatenate([rhs.values(y, s, args), grads[0], _flat(grads[2:])])
+        with enable_grad():
+            out = rhs.call(y, s, args)
+        wrt = [w for w in (y, *args, *rhs.captures) if isinstance(w, Tensor) and w.requires_grad]
+        grads = {}
+        if isinstance(out, Tensor) and out.requires_grad and wrt:
+            grads = reverse_sweep([out], [-a], wrt=wrt, create_graph=True, cut=True)
+        pieces = [grads[w] if isinstance(w, Tensor) and w in grads else np.zeros(np.shape(w))
+                  for w in (y, *args, *rhs.captures)]
+        return ops.PUBLIC["concatenate"]([out, *[np.reshape(p, -1) for p in pieces]])
+    return aug
+
+
+def _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs, options):
+    """JAX's odeint VJP: the augmented system integrated backward by odeint itself, on the tape.
+    The state is integrated backward here (as JAX's): second derivatives of stiff systems are as
+    stable as that."""
+    T, D = ys.shape
+    args = list(inputs[:rhs.n_args])
+    params = args + list(rhs.captures)
+    a = g[-1]
+    a_params = np.zeros(sum(int(np.prod(np.shape(p))) for p in params))
+    aug = _augmented(rhs, D)
+    back = _backward_options(options)
+    t_grads = [None] * T
+    for i in range(T - 1, 0, -1):
+        with enable_grad():
+            t_grads[i] = ops.PUBLIC["sum"](rhs.call(ys[i], t[i], args) * g[i])
+        state = ops.PUBLIC["concatenate"]([ys[i], a, a_params])
+        times = ops.PUBLIC["stack"]([t[i], t[i - 1]])
+        out = odeint(aug, state, times, args=tuple(args), **back)[1]
+        a, a_params = out[D:2 * D] + g[i - 1], out[2 * D:]
+    with enable_grad():
+        t_grads[0] = -ops.PUBLIC["sum"](rhs.call(ys[0], t[0], args) * (a - g[0]))
+    return (a, ops.PUBLIC["stack"](t_grads), *_unflat(a_params, params))
+
+
+def _first_order_jvp(rule):
+    """The sensitivity JVP runs NumPy solves; given Tensors (tt.compile's trace) it says so.
+    (Second derivatives never need it: nested forward mode transposes the VJP.)"""
     def checked(c, ans, *inputs, **params):
-        if any(isinstance(x, Tensor) for x in (c, ans, *inputs)) or (
-                isinstance(c, (list, tuple)) and any(isinstance(x, Tensor) for x in c)):
-            raise NotImplementedError("odeint: its rules (adjoint VJP, sensitivity JVP) run NumPy ODE "
-                                      "solves, so second derivatives (hvp, grad of grad, hessian) and "
-                                      "tt.compile are not supported through it")
+        if any(_is_tensor(x) for x in (c, ans, *inputs)):
+            raise NotImplementedError("odeint: its JVP rule (forward sensitivities) runs NumPy ODE solves, "
+                                      "so tt.compile cannot record it; call the function uncompiled")
         return rule(c, ans, *inputs, **params)
     return checked
 
 
-# Not a built-in row of specs.OP_SPECS (the sweeps there take second derivatives and compile every
-# row): checked in tests/scipy/test_integrate.py, and left out of tt.check_rules()'s registry.
+# Not a built-in row of specs.OP_SPECS (the sweeps there compile every row): checked in
+# tests/scipy/test_integrate.py, and left out of tt.check_rules()'s registry.
 _odeint = Primitive(_forward, "odeint", nargs=None)
-_odeint.defvjp(_first_order_only(_adjoint_vjp))
-_odeint.defjvp_joint(_first_order_only(_sensitivity_jvp))
+_odeint.defvjp(_vjp)
+_odeint.defjvp_joint(_first_order_jvp(_sensitivity_jvp))
 REGISTRY.pop("odeint")
 
 
