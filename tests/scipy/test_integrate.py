@@ -182,3 +182,81 @@ def test_a_failed_forward_solve_raises_naming_the_option():
                                    args=(a,), mxstep=5))
     with pytest.warns(scipy.integrate.ODEintWarning), pytest.raises(RuntimeError, match="mxstep"):
         tt.grad(loss)(np.array([1.0]))
+
+
+# ----- solve_ivp: the same guarantees ------------------------------------------------------------------
+from tinytensor.scipy.integrate import solve_ivp  # noqa: E402
+
+
+def _lv(t, y, a, b):
+    return tt.stack([a * y[0] - b * y[0] * y[1], -1.5 * y[1] + 0.075 * y[0] * y[1]])
+
+
+def _lv_numpy(t, y, a, b):
+    return np.array([a * y[0] - b * y[0] * y[1], -1.5 * y[1] + 0.075 * y[0] * y[1]])
+
+
+LV0, LV_T = np.array([10.0, 5.0]), np.linspace(0.0, 2.0, 5)
+
+
+@pytest.mark.parametrize("method", ["RK45", "LSODA", "BDF"])
+def test_solve_ivp_values_are_scipys_and_gradients_match_differences(method):
+    tight = dict(rtol=1e-10, atol=1e-10)
+    ours = solve_ivp(_lv, (0.0, 2.0), tt.tensor(LV0, requires_grad=True), method=method, t_eval=LV_T,
+                     args=(1.0, 0.1), **tight)
+    theirs = scipy.integrate.solve_ivp(_lv_numpy, (0.0, 2.0), LV0, method=method, t_eval=LV_T,
+                                       args=(1.0, 0.1), **tight)
+    np.testing.assert_array_equal(ours.y.data, theirs.y)
+    np.testing.assert_array_equal(ours.t, theirs.t)
+    assert ours.success and ours.y.shape == (2, 5)
+
+    def loss(a, y0):
+        sol = solve_ivp(_lv, (0.0, 2.0), y0, method=method, t_eval=LV_T, args=(a, 0.1), **tight)
+        return tt.sum(sol.y ** 2)
+
+    ours = tt.grad(loss, argnums=(0, 1))(1.0, LV0)
+    for g, n in zip(ours, tt.numerical_grad(loss, np.float64(1.0), LV0, eps=1e-5)):
+        np.testing.assert_allclose(g, n, rtol=1e-5)
+    second = tt.hessian(lambda a: loss(a, LV0))(1.0)
+    fd = (tt.grad(loss)(1.0 + 1e-5, LV0) - tt.grad(loss)(1.0 - 1e-5, LV0)) / 2e-5
+    np.testing.assert_allclose(second, fd, rtol=1e-5)
+
+
+def test_solve_ivp_without_t_eval_and_with_a_closure():
+    a = tt.tensor(1.0, requires_grad=True)
+    sol = solve_ivp(lambda t, y: _lv(t, y, a, 0.1), (0.0, 2.0), LV0, rtol=1e-8, atol=1e-8)
+    reference = scipy.integrate.solve_ivp(_lv_numpy, (0.0, 2.0), LV0, args=(1.0, 0.1), rtol=1e-8, atol=1e-8)
+    np.testing.assert_array_equal(sol.t, reference.t)
+    tt.sum(sol.y[:, -1]).backward()
+    f = lambda a: tt.sum(solve_ivp(lambda t, y: _lv(t, y, a, 0.1), (0.0, 2.0), LV0, rtol=1e-10,  # noqa: E731
+                                   atol=1e-10, t_eval=[2.0]).y)
+    np.testing.assert_allclose(a.grad, tt.numerical_grad(f, np.float64(1.0), eps=1e-5)[0], rtol=1e-5)
+
+
+def test_solve_ivp_in_t_eval():
+    loss = lambda te: tt.sum(solve_ivp(_lv, (0.0, 3.0), LV0, t_eval=te, args=(1.0, 0.1),   # noqa: E731
+                                       rtol=1e-10, atol=1e-10).y ** 2)
+    te = np.array([0.5, 1.0, 2.0])
+    np.testing.assert_allclose(tt.grad(loss)(te), tt.numerical_grad(loss, te, eps=1e-5)[0], rtol=1e-6)
+
+
+def test_solve_ivp_stiff_reverse_equals_forward_mode():
+    k, w = np.array([0.04, 3e7, 1e4]), np.array([1.0, 1e4, 1.0])
+
+    def loss(k):
+        sol = solve_ivp(lambda t, y, k: _robertson(y, t, k), (0.0, 100.0), np.array([1.0, 0.0, 0.0]),
+                        method="BDF", t_eval=[100.0], args=(k,), rtol=1e-10, atol=1e-14)
+        return tt.sum(sol.y[:, -1] * w)
+
+    np.testing.assert_allclose(tt.grad(loss)(k), tt.jacobian(loss, mode="fwd")(k), rtol=1e-6)
+
+
+def test_solve_ivp_refusals_and_failures():
+    with pytest.raises(TypeError, match="events"):
+        solve_ivp(_lv, (0.0, 1.0), LV0, args=(1.0, 0.1), events=lambda t, y, a, b: y[0])
+    with pytest.raises(TypeError, match="t_span"):
+        solve_ivp(_lv, (0.0, tt.tensor(1.0, requires_grad=True)), LV0, args=(1.0, 0.1))
+    with pytest.raises(ValueError, match="method"):
+        solve_ivp(_lv, (0.0, 1.0), LV0, method="Euler", args=(1.0, 0.1))
+    blow_up = solve_ivp(lambda t, y: y * y, (0.0, 2.0), tt.tensor([1.0], requires_grad=True))   # y = 1/(1-t)
+    assert not blow_up.success and not isinstance(blow_up.y, tt.Tensor)

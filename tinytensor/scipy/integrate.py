@@ -338,19 +338,10 @@ def _as_input(x, what):
     return x.astype(np.float64) if x.dtype.kind != "f" else x
 
 
-def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,
-           atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0, mxhnil=0, mxordn=12,
-           mxords=5, printmessg=0, tfirst=False):
-    """scipy.integrate.odeint(func, y0, t, args): y at each time in t, shape (len(t), len(y0)),
-    differentiable in y0, t, every array in `args` (a tuple, or any pytree of arrays) and every
-    Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP).
-    The options apply to the forward solve; a failed solve makes the derivative raise."""
-    if full_output or Dfun is not None or tfirst:
-        raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
+def _prepare(func, y0, t, args, name):
+    """(y0, t, the leaves of args, the right-hand side with its closed-over Tensors found)."""
     if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
-        raise ValueError("odeint: y0 must be 1-D, as SciPy's")
-    options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
-                                     h0=h0).items() if v is not None}
+        raise ValueError(f"{name}: y0 must be 1-D, as SciPy's")
     if not isinstance(args, tuple):
         args = (args,)               # SciPy's single extra argument
     leaves, structure = tree_flatten(args)
@@ -363,10 +354,81 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
         t0 = (t.data if isinstance(t, Tensor) else t)[0]
         y0v = y0.data if isinstance(y0, Tensor) else y0
         inputs, out = rhs._traced(y0v, t0, [a.data if isinstance(a, Tensor) else a for a in leaves],
-                                    check=False)
+                                  check=False)
         if isinstance(out, Tensor) and out.requires_grad:
             rhs.captures = _reached_before(out, inputs[0]._id)
+    return y0, t, leaves, rhs
+
+
+def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,
+           atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0, mxhnil=0, mxordn=12,
+           mxords=5, printmessg=0, tfirst=False):
+    """scipy.integrate.odeint(func, y0, t, args): y at each time in t, shape (len(t), len(y0)),
+    differentiable in y0, t, every array in `args` (a tuple, or any pytree of arrays) and every
+    Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
+    to any order. The options apply to the forward solve; a failed solve makes the derivative raise."""
+    if full_output or Dfun is not None or tfirst:
+        raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
+    options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
+                                     h0=h0).items() if v is not None}
+    y0, t, leaves, rhs = _prepare(func, y0, t, args, "odeint")
     return _odeint(y0, t, *leaves, *rhs.captures, rhs=rhs, options=options)
 
 
-__all__ = ["odeint"]
+# ----- solve_ivp -------------------------------------------------------------------------------------
+def _ivp_forward(y0, t, *inputs, rhs, options, solved):
+    return solved        # solve_ivp's own values at t (the wrapper solved once, with SciPy)
+
+
+_ivp = Primitive(_ivp_forward, "solve_ivp", nargs=None)
+_ivp.defvjp(lambda g, ys, y0, t, *inputs, rhs, options, solved:
+            _vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options))
+_ivp.defjvp_joint(_first_order_jvp(lambda c, ys, y0, t, *inputs, rhs, options, solved:
+                                   _sensitivity_jvp(c, ys, y0, t, *inputs, rhs=rhs, options=options)))
+REGISTRY.pop("solve_ivp")
+
+_IVP_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+
+
+def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
+              vectorized=False, args=None, **options):
+    """scipy.integrate.solve_ivp(fun, t_span, y0, method, t_eval, args, rtol=, atol=, ...): SciPy's
+    result (t, y, status, message, success, nfev, ...), with `y` (shape (len(y0), len(t))) a Tensor
+    differentiable in y0, the arrays of `args`, every Tensor fun closes over and t_eval, to any
+    order, as odeint (the adjoint reads the kept forward trajectory). Without t_eval the times are
+    the solver's steps, taken as constants. A failed solve (success False) gives SciPy's result with
+    `y` an array, so no gradient can be taken from it."""
+    if dense_output or events is not None or vectorized:
+        raise TypeError("solve_ivp: dense_output, events and vectorized are not supported on Tensors "
+                        "(use t_eval for the times you need)")
+    if method not in _IVP_METHODS:
+        raise ValueError(f"solve_ivp: method must be one of {_IVP_METHODS}, got {method!r}")
+    if any(isinstance(x, Tensor) and x.requires_grad for x in t_span):
+        raise TypeError("solve_ivp: not differentiable in t_span; give the times as t_eval (a Tensor) "
+                        "instead")
+    t0, t1 = (float(x.data if isinstance(x, Tensor) else x) for x in t_span)
+    func = lambda y, t, *a: fun(t, y, *a)          # noqa: E731  (odeint's order: y first)
+    start = np.array([t0]) if t_eval is None else _as_input(t_eval, "t_eval")
+    y0, start, leaves, rhs = _prepare(func, y0, start, () if args is None else args, "solve_ivp")
+    values = [a.data if isinstance(a, Tensor) else a for a in leaves]
+    t_values = None if t_eval is None else np.asarray(start.data if isinstance(start, Tensor) else start)
+    sol = scipy.integrate.solve_ivp(lambda s, y: rhs.values(y, s, values, rhs.check), (t0, t1),
+                                    y0.data if isinstance(y0, Tensor) else y0, method=method,
+                                    t_eval=t_values, **options)
+    if not sol.success:
+        return sol
+    times, ys = sol.t, sol.y.T
+    prepend = len(times) == 0 or times[0] != t0
+    if prepend:                                    # the adjoint starts from y0 at t0
+        ys = np.concatenate([np.reshape(y0.data if isinstance(y0, Tensor) else y0, (1, -1)), ys])
+    if t_eval is None:
+        t_in = np.concatenate([[t0], times]) if prepend else times
+    else:
+        t_in = ops.PUBLIC["concatenate"]([np.array([t0]), start]) if prepend else start
+    tolerances = {"rtol": options.get("rtol", 1e-3), "atol": options.get("atol", 1e-6), "mxstep": 100000}
+    out = _ivp(y0, t_in, *leaves, *rhs.captures, rhs=rhs, options=tolerances, solved=ys)
+    sol.y = (out[1:] if prepend else out).T
+    return sol
+
+
+__all__ = ["odeint", "solve_ivp"]
