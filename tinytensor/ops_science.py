@@ -305,3 +305,126 @@ def correlate(a, v, mode="valid"):
     """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable."""
     from .scipy.signal import _as_operand
     return convolve(a, np.flip(_as_operand(v)), mode)
+
+
+# ----- statistics with NaN and weights (issue 30): composites --------------------------------------------
+def _reduce_args(name, dtype, out):
+    _no(name, "out=", out)
+    _no(name, "dtype=", dtype)
+
+
+def _present(a):
+    """(a with NaN replaced by 0, the count of non-NaN values as a 0/1 float array)."""
+    missing = np.isnan(_value(a))
+    return where(missing, 0.0, a), (~missing).astype(_value(a).dtype)
+
+
+@public(numpy=np.nansum)
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nansum: NaN counted as zero (their gradient is 0)."""
+    _reduce_args("nansum", dtype, out)
+    filled, _ = _present(_arg(a))
+    return np.sum(filled, axis=axis, keepdims=keepdims)
+
+
+@public(numpy=np.nanmean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nanmean: the mean of the non-NaN values (NaN, with NumPy's warning, for a slice of NaN only)."""
+    _reduce_args("nanmean", dtype, out)
+    filled, present = _present(_arg(a))
+    count = np.sum(present, axis=axis, keepdims=keepdims)
+    if np.any(count == 0):
+        import warnings
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(filled, axis=axis, keepdims=keepdims) / count
+
+
+@public(numpy=np.nanvar)
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanvar: the variance of the non-NaN values, divided by (count - ddof)."""
+    _reduce_args("nanvar", dtype, out)
+    a = _arg(a)
+    filled, present = _present(a)
+    count = np.sum(present, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = (filled - np.sum(filled, axis=axis, keepdims=True) / count) * present
+        result = np.sum(centred * centred, axis=axis, keepdims=keepdims) / np.maximum(
+            np.sum(present, axis=axis, keepdims=keepdims) - ddof, 0)
+    return result
+
+
+@public(numpy=np.nanstd)
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanstd: sqrt(nanvar)."""
+    return np.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims))
+
+
+@public(numpy=np.average)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average: sum(a * w) / sum(w) along `axis`, differentiable in a and in the weights (1-D
+    weights lie along `axis`, as NumPy's)."""
+    a = _arg(a)
+    if weights is None:
+        result = np.mean(a, axis=axis, keepdims=keepdims)
+        count = np.size(_value(a)) // max(np.size(_value(result)), 1)
+        return (result, np.full(np.shape(_value(result)), float(count))) if returned else result
+    w = _arg(weights)
+    shape, w_shape = np.shape(_value(a)), np.shape(_value(w))
+    if shape != w_shape:
+        if axis is None:
+            raise TypeError("average: axis must be specified when shapes of a and weights differ")
+        if len(w_shape) != 1 or w_shape[0] != shape[axis]:
+            raise ValueError(f"average: 1-D weights must have the length of a along axis {axis} "
+                             f"({shape[axis]}), got shape {w_shape}")
+        w = np.reshape(w, tuple(w_shape[0] if i == axis % len(shape) else 1 for i in range(len(shape))))
+        w = np.broadcast_to(w, shape)
+    total = np.sum(w, axis=axis, keepdims=keepdims)
+    if np.any(_value(total) == 0.0):
+        raise ZeroDivisionError("average: weights sum to zero, can't be normalized")
+    result = np.sum(a * w, axis=axis, keepdims=keepdims) / total
+    return (result, total) if returned else result
+
+
+@public(numpy=np.cov)
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """np.cov: the covariance of the variables (rows, or columns with rowvar=False), with NumPy's
+    bias, ddof, fweights and aweights (the weights are constants); differentiable in m and y."""
+    _no("cov", "dtype=", dtype)
+    X = _arg(m)
+    if np.ndim(_value(X)) > 2:
+        raise ValueError("cov: m has more than 2 dimensions")
+    X = np.reshape(X, (1, -1)) if np.ndim(_value(X)) < 2 else X
+    if not rowvar and np.shape(_value(X))[0] != 1:
+        X = np.transpose(X)
+    if y is not None:
+        Y = _arg(y)
+        Y = np.reshape(Y, (1, -1)) if np.ndim(_value(Y)) < 2 else Y
+        if not rowvar and np.shape(_value(Y))[0] != 1:
+            Y = np.transpose(Y)
+        X = concatenate([X, Y], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = np.shape(_value(X))[1]
+    w = None
+    if fweights is not None:
+        w = _constant("cov", "fweights", fweights).astype(np.float64)
+    if aweights is not None:
+        a_w = _constant("cov", "aweights", aweights).astype(np.float64)
+        w = a_w if w is None else w * a_w
+    if w is None:
+        mean = np.mean(X, axis=1, keepdims=True)
+        fact = n - ddof
+    else:
+        w_sum = w.sum()
+        mean = np.sum(X * w, axis=1, keepdims=True) / w_sum
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            fact = w_sum - ddof * np.sum(w * a_w) / w_sum
+    centred = X - mean
+    weighted = centred if w is None else centred * w
+    c = np.matmul(centred, np.transpose(weighted)) / max(fact, 0)
+    return np.squeeze(c)

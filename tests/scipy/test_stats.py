@@ -154,3 +154,32 @@ def test_dirichlet_refuses_what_scipy_refuses():
         ts.dirichlet.logpdf(np.array([0.0, 0.3, 0.7]), np.array([0.5, 2.0, 3.0]))
     with pytest.raises(ValueError, match="greater than 0"):
         ts.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 1.0]))
+
+
+def test_norm_ppf_is_differentiable_in_q():
+    q = np.array([0.1, 0.5, 0.97])
+    g = tt.grad(lambda q: tt.sum(ts.norm.ppf(q, 1.0, 2.0)))(q)
+    np.testing.assert_allclose(g, 2.0 / ss.norm.pdf(ss.norm.ppf(q)), rtol=1e-12)
+    tt.gradcheck(lambda q, s: ts.norm.ppf(q, 0.3, s), q, np.array([0.5, 1.0, 2.0]))
+
+
+@pytest.mark.parametrize("x, mean, cov", [
+    ([1.0, 1.0], [0.0, 0.0], [[1.0, 1.0], [1.0, 1.0]]),        # on the singular support
+    ([1.0, -1.0], [0.0, 0.0], [[1.0, 1.0], [1.0, 1.0]]),       # off it: -inf
+    ([[0.3, 0.2], [1.0, 1.0]], [0.1, 0.0], [[2.0, 0.0], [0.0, 2.0]]),   # not singular: as cholesky
+    ([1.0, 2.0], [0.0, 0.0], [[0.0, 0.0], [0.0, 0.0]]),
+])
+def test_multivariate_normal_allow_singular_equals_scipy(x, mean, cov):
+    x, mean, cov = (np.asarray(v, dtype=float) for v in (x, mean, cov))
+    expected = ss.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+    close(ts.multivariate_normal.logpdf(x, mean, cov, allow_singular=True), expected, rtol=1e-12)
+    close(ts.multivariate_normal(mean, cov, allow_singular=True).pdf(x),
+          ss.multivariate_normal(mean, cov, allow_singular=True).pdf(x), rtol=1e-12)
+
+
+def test_allow_singular_gradient_along_the_support():
+    cov = np.array([[1.0, 1.0], [1.0, 1.0]])
+    g = tt.grad(lambda x: ts.multivariate_normal.logpdf(x, np.zeros(2), cov, allow_singular=True))(np.ones(2))
+    np.testing.assert_allclose(g, -np.linalg.pinv(cov) @ np.ones(2), rtol=1e-12)
+    with pytest.raises(ValueError, match="semidefinite"):
+        ts.multivariate_normal.logpdf(np.ones(2), np.zeros(2), -np.eye(2), allow_singular=True)

@@ -336,7 +336,7 @@ class _MultivariateNormal(_Distribution):
     name = "multivariate_normal"
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
-        return _Frozen(self, (), dict(mean=mean, cov=cov))
+        return _Frozen(self, (), dict(mean=mean, cov=cov, allow_singular=allow_singular))
 
     @staticmethod
     def _parameters(x, mean, cov):
@@ -365,8 +365,12 @@ class _MultivariateNormal(_Distribution):
         return x, np.reshape(mean, (dim,)), cov, dim
 
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
-        """log N(x; mean, cov), x of shape (..., dim); SciPy's squeezed output shape."""
+        """log N(x; mean, cov), x of shape (..., dim); SciPy's squeezed output shape. With
+        allow_singular, SciPy's reading of a singular cov: the density on its range (pseudo-
+        determinant, pseudo-inverse, from eigh), -inf off it."""
         x, mean, cov, dim = self._parameters(x, mean, cov)
+        if allow_singular:
+            return self._logpdf_singular(x, mean, cov, dim)
         lower = tt_linalg.cholesky(cov)
         residual = x - mean
         batch = np.shape(_value(residual))[:-1]
@@ -375,8 +379,29 @@ class _MultivariateNormal(_Distribution):
         out = -0.5 * (dim * LOG_2PI + logdet + ops.sum(z * z, axis=0))
         return np.squeeze(np.reshape(out, batch))
 
+    @staticmethod
+    def _logpdf_singular(x, mean, cov, dim):
+        s, u = tt_linalg.eigh(cov)
+        values = _value(s)
+        eps = {np.dtype(np.float32): 1e3, np.dtype(np.float64): 1e6}.get(values.dtype, 1e6) * \
+            np.finfo(values.dtype).eps * np.max(np.abs(values))        # SciPy's _eigvalsh_to_eps
+        if np.min(values) < -eps:
+            raise ValueError("multivariate_normal: the covariance matrix must be symmetric positive "
+                             "semidefinite")
+        kept = values > eps
+        whiten = u[:, kept] / np.sqrt(s[kept])                          # (dim, rank)
+        residual = x - mean
+        batch = np.shape(_value(residual))[:-1]
+        flat = np.reshape(residual, (-1, dim))
+        maha = ops.sum((flat @ whiten) ** 2, axis=-1)
+        out = -0.5 * (int(kept.sum()) * LOG_2PI + ops.sum(np.log(s[kept])) + maha)
+        null_space = _value(u)[:, ~kept]
+        off = np.linalg.norm(_value(flat) @ null_space, axis=-1) >= 1e3 * eps   # SciPy's support test
+        out = _where(~off, out, -np.inf)
+        return np.squeeze(np.reshape(out, batch))
+
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
-        return np.exp(self.logpdf(x, mean, cov))
+        return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
     def cdf(self, *args, **kwds):
         raise NotImplementedError("tt.scipy.stats.multivariate_normal.cdf is not differentiable here "
