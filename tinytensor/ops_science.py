@@ -17,6 +17,7 @@ and one primitive, cumprod, whose gradient is exact with zeros in the input.
 """
 
 import numpy as np
+import scipy.signal
 
 from . import ops_shape
 from .ops import concatenate
@@ -284,12 +285,73 @@ def heaviside(x1, x2):
     return where(x1 < 0, 0.0, where(x1 > 0, 1.0, x2 + 0.0 * x1))
 
 
-# ----- convolution ------------------------------------------------------------------------------------------
+# ----- convolution: two bilinear primitives, each the other's transpose (tt.scipy.signal's too) -----------
+def _flip(x):
+    return np.flip(x)              # every axis; a Tensor hands it back to tt.flip (recorded)
+
+
+def _shape(x):
+    return np.shape(x.data if isinstance(x, Tensor) else x)
+
+
+def _full_forward(a, b):
+    return scipy.signal.convolve(a, b, mode="full")
+
+
+def _valid_forward(x, k):
+    return scipy.signal.convolve(x, k, mode="valid")
+
+
+_convolve_full = defprim(_full_forward, "convolve_full",
+                         vjp=[lambda g, ans, a, b: _convolve_valid(g, _flip(b)),
+                              lambda g, ans, a, b: _convolve_valid(g, _flip(a))],
+                         jvp=[lambda t, ans, a, b: _convolve_full(t, b),
+                              lambda t, ans, a, b: _convolve_full(a, t)])
+_convolve_valid = defprim(_valid_forward, "convolve_valid",
+                          vjp=[lambda g, ans, x, k: _convolve_full(g, _flip(k)),
+                               lambda g, ans, x, k: _convolve_valid(_flip(x), g)],
+                          jvp=[lambda t, ans, x, k: _convolve_valid(t, k),
+                               lambda t, ans, x, k: _convolve_valid(x, t)])
+
+
+def _as_operand(x):
+    if isinstance(x, Tensor):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _centred(full, shape):
+    """The slice of `full` of `shape` at its centre (SciPy's "same")."""
+    start = [(n - m) // 2 for n, m in zip(_shape(full), shape)]
+    return full[tuple(slice(s, s + m) for s, m in zip(start, shape))]
+
+
+def nd_convolve(in1, in2, mode="full"):
+    """The N-D convolution of in1 and in2 (same ndim; scipy.signal.convolve's modes), differentiable
+    in both: tt.scipy.signal.convolve, and np.convolve's engine."""
+    in1, in2 = _as_operand(in1), _as_operand(in2)
+    s1, s2 = _shape(in1), _shape(in2)
+    if len(s1) != len(s2) or not s1:
+        raise ValueError(f"convolve: in1 and in2 must have the same number of dimensions (at least "
+                         f"1), got shapes {s1} and {s2}")
+    if mode == "full":
+        return _convolve_full(in1, in2)
+    if mode == "same":
+        return _centred(_convolve_full(in1, in2), s1)
+    if mode == "valid":
+        if all(n >= m for n, m in zip(s1, s2)):
+            return _convolve_valid(in1, in2)
+        if all(m >= n for n, m in zip(s1, s2)):
+            return _convolve_valid(in2, in1)      # convolution commutes
+        raise ValueError(f"convolve: for mode='valid' one input must be at least as large as the "
+                         f"other along every axis; got shapes {s1} and {s2}")
+    raise ValueError(f"convolve: mode must be 'full', 'valid' or 'same', got {mode!r}")
+
+
 @public(numpy=np.convolve)
 def convolve(a, v, mode="full"):
     """np.convolve (1-D; modes full, same, valid), differentiable in both operands."""
-    from .scipy.signal import _as_operand, _centred
-    from .scipy.signal import convolve as nd_convolve
     a, v = _as_operand(a), _as_operand(v)
     for name, x in (("a", a), ("v", v)):
         if np.ndim(_value(x)) != 1 or not np.size(_value(x)):
@@ -303,7 +365,6 @@ def convolve(a, v, mode="full"):
 @public(numpy=np.correlate)
 def correlate(a, v, mode="valid"):
     """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable."""
-    from .scipy.signal import _as_operand
     return convolve(a, np.flip(_as_operand(v)), mode)
 
 

@@ -7,6 +7,7 @@ sampler per input that stays inside the op's domain (positive for log). Adding a
 means adding its row here; the sweep fails for a registered primitive without one.
 """
 
+import sys
 from dataclasses import dataclass, field
 from itertools import product
 
@@ -681,7 +682,7 @@ EXTRA_SPECS["conv2d(dilation, groups)"] = OpSpec(
 # tt.scipy's primitives and composites (issue 24): their rows live next to them
 from .scipy.specs import rows as _scipy_rows  # noqa: E402
 
-_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows()
+_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows(sys.modules[__name__])
 OP_SPECS.update(_scipy_primitives)
 EXTRA_SPECS.update(_scipy_composites)
 

@@ -225,6 +225,45 @@ _logsumexp = defprim(
          np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
 
 
+# logsumexp with weights b and return_sign (scipy.special.logsumexp's; tt.scipy.special uses it)
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
+    """log|sum(b * exp(a))| (signed) or log(sum(b * exp(a))) along axis, shifted by the max."""
+    a = np.where(b != 0, a, -np.inf)           # terms of weight 0 do not count (nor overflow)
+    shift = np.max(a, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0)
+    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):   # a negative sum: NaN, as SciPy
+        out = np.log(np.abs(total) if signed else total) + shift
+    return out if keepdims else np.squeeze(out, axis=tuple(range(out.ndim)) if axis is None else axis)
+
+
+def _lse_weights(ans, a, b, axis, keepdims):
+    """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
+    ans = _keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
+    a_, b_ = _data(a), _data(b)                 # the sign of the sum: a constant
+    sign = np.sign(np.sum(b_ * np.exp(a_ - _data(ans)), axis=axis, keepdims=True))
+    return sign * np.exp(a - ans)
+
+
+def _lse_rule(which, reduce):
+    def rule(c, ans, a, b, axis, keepdims, signed):
+        w = _lse_weights(ans, a, b, axis, keepdims)
+        w = w * b if which == 0 else w
+        if reduce:                               # JVP: sum the tangent's contributions
+            return np.sum(c * w, axis=axis, keepdims=keepdims)
+        return _keepdims(c, np.shape(w), axis, keepdims) * w
+    return rule
+
+
+_logsumexp_b = defprim(_weighted_logsumexp, "logsumexp_b", nargs=2,
+                       vjp=[_lse_rule(0, False), _lse_rule(1, False)],
+                       jvp=[_lse_rule(0, True), _lse_rule(1, True)])
+
+
 # ----- shape -------------------------------------------------------------------------------------
 _reshape = defprim(lambda x, shape: np.reshape(x, shape), "reshape", nargs=1,
                    vjp=[lambda g, ans, x, shape: g.reshape(x.shape)],
@@ -485,12 +524,23 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (weights b= and return_sign=: tt.scipy.special.logsumexp's)."""
-    if b is not None or return_sign:
-        from ..scipy.special import logsumexp as weighted
-        return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    return _logsumexp(a, axis=axis, keepdims=keepdims)
+    """log(sum(b * exp(a))) along `axis`, stable for any finite input (scipy.special.logsumexp,
+    also tt.scipy.special.logsumexp), differentiable in a and b. With return_sign=True:
+    (log|sum|, sign), the sign a plain array; without it a negative sum gives NaN, as SciPy."""
+    if b is None and not return_sign:
+        return _logsumexp(a, axis=axis, keepdims=keepdims)
+    # the weighted form: log|sum(b * exp(a))|, differentiable in a and b; the sign a plain array
+    if b is None:
+        b = np.ones((), dtype=getattr(a, "dtype", np.float64))
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    out = _logsumexp_b(a, b, axis=axis, keepdims=keepdims, signed=bool(return_sign))
+    if not return_sign:
+        return out
+    a_, b_ = _data(a), _data(b)
+    sign = np.sign(np.sum(b_ * np.exp(np.asarray(a_) - _keepdims(
+        _data(out), np.broadcast_shapes(np.shape(a_), np.shape(b_)), axis, keepdims)),
+        axis=axis, keepdims=keepdims))
+    return out, sign
 
 
 @public(numpy=np.reshape)

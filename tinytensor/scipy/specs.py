@@ -2,8 +2,9 @@
 EXTRA_SPECS, so every sweep checks them).
 
 Each row calls SciPy's own function on the inputs (so `scipy.special.gammaln(t)` reaching the
-table is what is tested) and samples inside the function's domain. `rows()` builds them when
-specs.py asks (at its end), so importing this module first does not import specs.py half-way.
+table is what is tested) and samples inside the function's domain. `rows(table)` builds them when
+specs.py asks (at its end), with specs.py's own OpSpec and samplers: this module never imports
+specs.py, so the two no longer import each other.
 """
 
 import numpy as np
@@ -12,6 +13,7 @@ import scipy.signal
 import scipy.special as sp
 
 from .. import ops_science
+from ..ops import core as ops_core
 from . import linalg, signal, special
 
 # Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
@@ -111,9 +113,13 @@ STATS_EDGES = {
 }
 
 
-def rows():
-    """(primitive rows, composite rows, {row: why it runs on the host only})."""
-    from ..specs import OpSpec, _positive_definite, distinct, matrices, normal, positive, with_zeros
+def rows(table):
+    """(primitive rows, composite rows, {row: why it runs on the host only}), built with the
+    OpSpec class and samplers of `table` (tinytensor.specs, which calls this: the import goes one
+    way, from the engine's table up to tt.scipy)."""
+    OpSpec, distinct, matrices = table.OpSpec, table.distinct, table.matrices
+    normal, positive, with_zeros = table.normal, table.positive, table.with_zeros
+    _positive_definite = table._positive_definite
 
     def unary(ufunc, sample=normal):
         """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
@@ -159,7 +165,7 @@ def rows():
         "y0": unary(sp.y0, positive),
         "y1": unary(sp.y1, positive),
         "yn": ordered(sp.yn, "v", [0, 3], sample=positive),
-        "logsumexp_b": OpSpec(special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
+        "logsumexp_b": OpSpec(ops_core._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
                               None, sample=(normal, positive), pairs=LSE_B),
     }
     # ----- tt.scipy.linalg -----
@@ -191,9 +197,10 @@ def rows():
 
     # ----- tt.scipy.signal and NumPy's scientific functions -----
     primitives.update({
-        "convolve_full": OpSpec(signal._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
+        "convolve_full": OpSpec(ops_science._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
                                 [((4,), (3,)), ((3, 4), (2, 2)), ((2,), (5,))]),
-        "convolve_valid": OpSpec(signal._convolve_valid, lambda x, k: scipy.signal.convolve(x, k, "valid"),
+        "convolve_valid": OpSpec(ops_science._convolve_valid,
+                                 lambda x, k: scipy.signal.convolve(x, k, "valid"),
                                  [((5,), (3,)), ((4, 4), (2, 3))]),
         "cumprod": OpSpec(ops_science._cumprod, np.cumprod, None, pairs=[
             (((3, 4),), dict(axis=1)), (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),
