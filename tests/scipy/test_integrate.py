@@ -6,6 +6,7 @@ import pytest
 import scipy.integrate
 
 import tinytensor as tt
+from tinytensor.scipy import integrate
 from tinytensor.scipy.integrate import odeint
 
 TIGHT = dict(rtol=1e-10, atol=1e-10)
@@ -41,7 +42,7 @@ def test_values_are_scipys():
     np.testing.assert_allclose(ys.data, scipy.integrate.odeint(net, Y0, T, args=(W, B)), rtol=1e-12)
 
 
-def test_gradient_matches_a_fine_rk4_on_the_tape():
+def test_gradient_matches_a_fine_rk4_on_the_tape(vjp_path):
     weights = RNG.standard_normal((3, 3))
     loss = lambda y0, W, b: tt.sum(odeint(net, y0, T, args=(W, b), **TIGHT) * weights)   # noqa: E731
     reference = lambda y0, W, b: tt.sum(rk4(y0, T, W, b, steps=100) * weights)            # noqa: E731
@@ -91,7 +92,7 @@ def _lotka(a):
     return lambda y, t: tt.stack([a * y[0] - 0.1 * y[0] * y[1], -1.5 * y[1] + 0.075 * y[0] * y[1]])
 
 
-def test_closed_over_tensors_are_differentiated():
+def test_closed_over_tensors_are_differentiated(vjp_path):
     """The RHS closes over `a` (no args=): its term used to be dropped (grad 2.0, the prior's)."""
     y0, t = np.array([10.0, 5.0]), np.linspace(0, 2, 5)
 
@@ -149,9 +150,18 @@ def _robertson(y, t, k):
                      k[1] * y[1] ** 2])
 
 
-def test_stiff_reverse_mode_equals_forward_mode():
-    """Robertson kinetics to t = 1000: the adjoint reads the kept forward trajectory, so the
-    reverse mode agrees with the forward sensitivities (it was off by 1e16 before)."""
+@pytest.fixture(params=["sensitivities", "adjoint"])
+def vjp_path(request, monkeypatch):
+    """The VJP on arrays either way: forward sensitivities (small problems) or the adjoint on the
+    re-solved forward trajectory (forced with SENSITIVITY_LIMIT = 0)."""
+    if request.param == "adjoint":
+        monkeypatch.setattr(integrate, "SENSITIVITY_LIMIT", 0)
+    return request.param
+
+
+def test_stiff_reverse_mode_equals_forward_mode(vjp_path):
+    """Robertson kinetics to t = 1000: neither path integrates the state backward, so the reverse
+    mode agrees with the forward sensitivities (it was off by 1e16 before)."""
     k, w = np.array([0.04, 3e7, 1e4]), np.array([1.0, 1e4, 1.0])
 
     def loss(k):
@@ -260,3 +270,18 @@ def test_solve_ivp_refusals_and_failures():
         solve_ivp(_lv, (0.0, 1.0), LV0, method="Euler", args=(1.0, 0.1))
     blow_up = solve_ivp(lambda t, y: y * y, (0.0, 2.0), tt.tensor([1.0], requires_grad=True))   # y = 1/(1-t)
     assert not blow_up.success and not isinstance(blow_up.y, tt.Tensor)
+
+
+@pytest.mark.parametrize("path", ["sensitivities", "adjoint"])
+def test_replay_gives_the_eager_numbers(path, monkeypatch):
+    """odeint(..., replay=True): the right-hand side recorded once by tt.compile, replayed."""
+    if path == "adjoint":
+        monkeypatch.setattr(integrate, "SENSITIVITY_LIMIT", 0)
+    loss = lambda W, b, replay: tt.sum(odeint(net, Y0, T, args=(W, b), replay=replay, **TIGHT) ** 2)  # noqa: E731
+    eager = tt.value_and_grad(loss, argnums=(0, 1))(W, B, False)
+    replayed = tt.value_and_grad(loss, argnums=(0, 1))(W, B, True)
+    np.testing.assert_allclose(replayed[0], eager[0], rtol=1e-12)
+    for a, b in zip(replayed[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    second = [tt.hessian(lambda b: loss(W, b, replay))(B) for replay in (True, False)]
+    np.testing.assert_allclose(second[0], second[1], rtol=1e-7, atol=1e-10)
