@@ -57,3 +57,21 @@ def test_the_neural_ode_matches_autograds_numbers():
     for pair, other in zip(ours, reference):
         for g, h in zip(pair, other):       # both adjoints at rtol=0.01: equal to that accuracy
             assert np.abs(g - h).max() <= 5e-3 * np.abs(h).max()
+
+
+def test_a_user_primitive_named_like_a_builtin():
+    """autograd's examples/define_gradient.py declares its own primitive named logsumexp."""
+    def logsumexp(x):
+        m = np.max(x)
+        return m + np.log(np.sum(np.exp(x - m)))
+
+    prim = tt.primitive(logsumexp)
+    prim.defvjp(lambda g, ans, x: g * np.exp(x - ans))
+    prim.defjvp(lambda t, ans, x: np.sum(t * np.exp(x - ans)))
+    assert prim.name.endswith(".logsumexp") and tt.REGISTRY["logsumexp"] is not prim
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(tt.grad(lambda x: prim(x))(x), np.exp(x) / np.exp(x).sum(), rtol=1e-12)
+    tt.gradcheck(prim, x)
+    with pytest.raises(ValueError, match="taken"):
+        tt.primitive(logsumexp, name="logsumexp")        # asked for by name: still refused
+    tt.REGISTRY.pop(prim.name)
