@@ -81,6 +81,7 @@ from .table import (  # noqa: F401
     _keepdims,
     _safe,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
     elementwise,  # noqa: E402,F811  (the shorthand; see above)
