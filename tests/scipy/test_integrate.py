@@ -285,3 +285,11 @@ def test_replay_gives_the_eager_numbers(path, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-12)
     second = [tt.hessian(lambda b: loss(W, b, replay))(B) for replay in (True, False)]
     np.testing.assert_allclose(second[0], second[1], rtol=1e-7, atol=1e-10)
+
+
+def test_decreasing_times_in_both_paths(vjp_path):
+    f = lambda y, t, k: -k * y + tt.sin(t)      # noqa: E731
+    loss = lambda y0, t, k: tt.sum(odeint(f, y0, t, args=(k,), rtol=1e-12, atol=1e-12) ** 2)   # noqa: E731
+    args = (np.array([1.0, 2.0]), np.array([1.0, 0.5, 0.0]), np.array([0.5, 1.5]))
+    for g, n in zip(tt.grad(loss, argnums=(0, 1, 2))(*args), tt.numerical_grad(loss, *args, eps=1e-5)):
+        np.testing.assert_allclose(g, n, rtol=1e-7)
