@@ -12,6 +12,8 @@ An explicit `rng=` (a seed or an np.random.Generator) still gives a private stre
 
 import numpy as np
 
+from .state import refuse_while_recording
+
 _GLOBAL = np.random.default_rng()   # one object for the whole process; seeding rewinds it in place
 
 
@@ -23,12 +25,14 @@ def generator(rng=None):
 
 def manual_seed(seed):
     """Seed the global generator (every random default); returns it, as torch.manual_seed."""
+    refuse_while_recording("tt.manual_seed()")
     _GLOBAL.bit_generator.state = np.random.PCG64(int(seed)).state
     return _GLOBAL
 
 
 def seed():
     """Seed the global generator from the operating system's entropy (as torch.seed)."""
+    refuse_while_recording("tt.seed()")
     _GLOBAL.bit_generator.state = np.random.PCG64().state
 
 
@@ -66,4 +70,5 @@ def get_rng_state():
 
 def set_rng_state(state):
     """Rewind the global generator to a state from `get_rng_state()`."""
+    refuse_while_recording("tt.set_rng_state()")
     set_state_of(_GLOBAL, state)

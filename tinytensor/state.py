@@ -55,6 +55,18 @@ class _State(threading.local):
 STATE = _State()
 
 
+def refuse_while_recording(what):
+    """Raise if tt.compile is recording in this thread: `what` (an optimizer step, a scheduler
+    step, gradient clipping) changes state the compiled program would not change again."""
+    if not SHARED.quiet and STATE.recorder is not None:
+        raise RuntimeError(
+            f"tt.compile: {what} inside a compiled function changes state (parameters, .grad, "
+            f"optimizer or scheduler state) that the compiled program would not change again on "
+            f"later calls. Call it outside: compile the loss and its gradients, "
+            f"step = tt.compile(tt.value_and_grad(loss)), then update in Python (hand the "
+            f"gradients to p.grad and call optimizer.step(), or p.data -= lr * g)")
+
+
 def update_hook(anomaly_check):
     """Set STATE.hook after a change of `anomaly` or `recorder` (the recorder checks anomalies
     itself while it records)."""

@@ -509,7 +509,11 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
         _check_real(out)
-        return out, vjp_fn(np.ones_like(_value(out)))[0]
+        grads = vjp_fn(np.ones_like(_value(out)))[0]
+        if STATE.depth == 0 and isinstance(out, Tensor) and out.requires_grad:
+            out = STATE.recorder.tensor(out.data) if STATE.recorder.var_of(out.data) is not None \
+                else out          # eagerly an array: off the tape in tt.compile's recording too
+        return out, grads
 
     return value_and_grad_f
 

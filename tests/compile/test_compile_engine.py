@@ -77,12 +77,10 @@ def test_recording_patches_nothing_process_wide():
     import tinytensor.tape as tape
     from tinytensor.tensor import Tensor
     before = (tt.Primitive.__call__, tape.backward, Tensor.__lt__, Tensor.__float__, Tensor.__iadd__)
-    seen = []
 
-    def f(x):
-        seen.append((tt.Primitive.__call__, tape.backward, Tensor.__lt__, Tensor.__float__,
-                     Tensor.__iadd__))
+    def f(x):       # checked inside (f may change no state of its own: that is refused)
+        assert (tt.Primitive.__call__, tape.backward, Tensor.__lt__, Tensor.__float__,
+                Tensor.__iadd__) == before
         return tt.sum(x * x)
 
     tt.compile(f)(np.ones(3))
-    assert seen == [before]

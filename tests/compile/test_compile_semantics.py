@@ -406,18 +406,15 @@ def check_batchnorm_running_statistics_update_every_call():
          (b2.running_mean, b2.running_var, b2.num_batches_tracked))
 
 
-@case("tinygrad: value-dependent Python branch", "raises",
-      "warns at trace time; check=True raises on a flip (any call)")
+@case("tinygrad: value-dependent Python branch", "equal",
+      "guarded: the other branch is recorded when the value flips (any call)")
 def check_python_branch_on_a_value():
     def f(x):
-        return x * 2 if float(tt.sum(x)) > 0 else x * 3
-    with pytest.warns(RuntimeWarning, match="check=True"):
-        tt.compile(f)(np.ones(2))
-    c = tt.compile(f, check=True)
-    c(np.ones(2))
-    c(np.ones(2))
-    with pytest.raises(RuntimeError, match="differs from the eager call.*array operations"):
-        c(-np.ones(2))                                   # the third call flips the branch
+        return x * 2 if tt.sum(x) > 0 else x * 3      # bool() of a comparison: a guard
+    c = tt.compile(f)
+    for x in (np.ones(2), np.ones(2), -np.ones(2), np.ones(2), -2 * np.ones(2)):
+        same(c(x), eager(f)(x))
+    assert c.traces == 2
 
 
 @case("tinygrad: write into an argument", "raises", "refused (write x = x + ... instead)")

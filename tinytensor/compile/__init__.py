@@ -23,49 +23,98 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 import builtins
 import functools
 import inspect
-import threading
+import math
+import os
+import random
 import time
-import types
 import warnings
 from collections import OrderedDict
 
 import numpy as np
 
+from .. import draws, transforms
 from .. import tensor as tensor_module
-from .. import transforms
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
-from .codegen import _generate
+from .codegen import Retrace, _generate, _Program
+from .guards import _Reach, describe_change
 from .tracer import _Tracer
 
-__all__ = ["compile", "Compiled", "CACHE_SIZE"]
+__all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
-CACHE_SIZE = 32   # programs kept per compiled function (least recently used dropped first)
+CACHE_SIZE = 32        # programs kept per compiled function (least recently used dropped first)
+RECOMPILE_LIMIT = 8    # recordings of one function before calls that fit no program run eagerly
+DISABLED = [os.environ.get("TINYTENSOR_DISABLE_COMPILE", "") not in ("", "0")]
 
 
 def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
-    """`f` as a define-then-run program: same signature, same results.
+    """`f` as a define-then-run program: same signature, eager's numbers, or a refusal.
 
-    Arguments may be arrays, Tensors (their values are used), Python numbers and nested
-    tuples/lists/dicts of them. Array leaves are the program's inputs: a call with new shapes
-    or dtypes records `f` again (at most `cache_size` programs are kept). Every other leaf
-    (numbers, strings, None) is part of the cache key: a new value records again.
+    The contract: every value the program depends on is an *input*, a *guard*, or a *refusal*.
 
-    Grad mode, the modules' `training` flags and number attributes, and closed-over numbers
-    and arrays select the program too (a change records again); random draws through
-    tinytensor, module buffers and values tinytensor computes off the tape are redone on every
-    call. Limits, as jax.jit's: Python control flow that reads values (`if loss > 1:`,
-    `float(t)`, `np.asarray(t)` followed by NumPy) is frozen at the branch taken while tracing
-    (a warning names the line); side effects that are not tinytensor's (printing, appending to
-    a list) happen at trace time only. With `check=True` the second call, and every call of a
-    program whose recording read values, runs `f` eagerly as well and raises if any result
-    differs.
-    Inside `f`, array arguments are Tensors, and transforms return Tensors.
+    * Inputs: the array leaves of the arguments (arrays, Tensors: their values), and every
+      Tensor f reaches that was made before the call (a model's parameters and buffers, a
+      closed-over Tensor), read through the Tensor object on every call, so `w.data = ...`,
+      `model.to(np.float64)` and in-place updates are seen; their shapes and dtypes are guarded.
+    * Guards, checked on every call (a change records another program): the argument shapes,
+      dtypes and non-array leaves (numbers, strings, None: part of the cache key); grad mode;
+      every Python value the code that ran reads: closure cells, globals (NumPy scalars,
+      lists, tuples, dicts and user objects by value, functions and modules by identity),
+      defaults, bound `self`, partial arguments, class attributes, and each Module's mode,
+      attributes, hooks and submodules (assigning a submodule, Parameter or hook bumps its
+      structure version); and every Python value f reads off a traced value: `bool(t)`
+      (`if loss > 1:`, `while`, `(x > 0).all()`), `float(t)`, `int(t)`, `t.item()`,
+      `t.tolist()`, `np.asarray(t)`, and `t.data` / `t.numpy()` and comparison masks, whose
+      NumPy operations are recorded. The program recomputes such a value and, when it differs
+      from the recorded one, runs the program recorded for the other outcome or records it.
+    * Refusals, at recording, with the value and the fix named: Python state f changes
+      (appending to a list it closes over, rebinding a nonlocal, setting an attribute),
+      writes into arguments or reached Tensors, `.backward()`, `optimizer.step()`,
+      `zero_grad()`, `scheduler.step()`, gradient clipping, draws past tinytensor (NumPy's
+      and Python's global random state, a Generator's own methods), results whose shape
+      depends on values (nonzero, boolean indexing).
+
+    Under grad mode, a call that reaches Tensors requiring grad (a model's parameters) runs f
+    eagerly and returns its Tensors, so `backward()` reaches every parameter (one warning; for
+    compiled speed compile `tt.value_and_grad(loss)` over the parameters, or call it under
+    `tt.no_grad()`). A function recorded more than `RECOMPILE_LIMIT` (8) times runs eagerly for
+    calls no recorded program fits, with one warning; `.recompiles` lists why each program
+    was recorded. `tt.compile.disable()` (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
+    function run eagerly. Random draws through tinytensor and module buffers are lines of the
+    program, repeated on every call. Side effects that are not tinytensor's and do not change
+    state f reads (printing) happen while recording only.
+
+    Arguments may be arrays, Tensors, Python numbers and nested tuples/lists/dicts of them. At
+    most `cache_size` programs are kept. With `check=True` the second call also runs `f`
+    eagerly and raises if any result differs. Inside `f`, array arguments are Tensors; a
+    compiled call returns arrays (Tensors where it ran eagerly for the tape).
+
+    Examples
+    --------
+    >>> import numpy as np, tinytensor as tt
+    >>> f = tt.compile(lambda x: (x * 2).sum() if (x > 0).all() else x.sum())
+    >>> float(f(np.array([1.0, 2.0]))), float(f(np.array([-1.0, 2.0])))
+    (6.0, 1.0)
+    >>> len(f.recompiles), f.recompiles[1].split(" at ")[0]
+    (2, 'bool()')
     """
     if f is None:
         return lambda g: Compiled(g, check=check, cache_size=cache_size)
     return Compiled(f, check=check, cache_size=cache_size)
+
+
+def _disable(flag=True):
+    """tt.compile.disable(): every compiled function runs its Python function eagerly (as
+    torch.compiler.set_stance("force_eager") and MLX's disable_compile) until
+    tt.compile.disable(False); so does the environment variable TINYTENSOR_DISABLE_COMPILE=1.
+    Returns the previous setting."""
+    previous = DISABLED[0]
+    DISABLED[0] = bool(flag)
+    return previous
+
+
+compile.disable = _disable
 
 
 class Compiled:
@@ -81,7 +130,12 @@ class Compiled:
         self.cache_size = cache_size
         self.programs = OrderedDict()   # cache key -> _Program
         self.traces = 0                 # how many times f was recorded
+        self.recompiles = []            # why each program was recorded, in order
+        self.limit = RECOMPILE_LIMIT    # recordings before calls that fit no program run eagerly
         self._checked = False
+        self._why = None
+        self._eager_from = None         # why calls that fit no program run eagerly (past the limit)
+        self._warned_tape = False
         self._bound = IdentityWeakMap()     # instance -> its Compiled (see __get__)
         functools.update_wrapper(self, f, updated=())
         if not hasattr(self, "__name__"):
@@ -127,6 +181,8 @@ class Compiled:
                 _flatten(a, arrays, key, tensors)
         if kwargs:
             _flatten(kwargs, arrays, key, tensors)
+        if DISABLED[0]:
+            return self._eager(args, kwargs)
         if not SHARED.quiet and STATE.hook is not None or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
         key.append(SHARED.quiet or STATE.grad_enabled)
@@ -135,25 +191,97 @@ class Compiled:
         if program is not None and program.guard is not None:   # modes, closed-over numbers
             modes = program.guard()
             if modes != program.modes:
+                self._why = describe_change(program.guard, program.modes, modes)
                 key = (key, modes)
                 program = self.programs.get(key)
         if program is None:
-            program = self._record(args, kwargs, arrays)
-            self.programs[key] = program
-            if len(self.programs) > self.cache_size:
-                self.programs.popitem(last=False)
-            return program.run(arrays)
+            return self._miss(key, args, kwargs, arrays)
         if len(self.programs) > 1:
             self.programs.move_to_end(key)
-        if self.check and (program.reads or not self._checked):
-            # the second call, and every call of a program whose trace read values into Python
-            # (a branch that may flip on any call)
-            self._checked = True
-            return self._compare(program, arrays, args, kwargs)
+        if program.eager is not None:
+            return self._eager_program(program, key, args, kwargs, arrays)
         try:
-            return program.function(*arrays)
+            if self.check and not self._checked:
+                self._checked = True
+                return self._compare(program, arrays, args, kwargs)
+            if program.undo is None:
+                return program.function(*arrays)
+            return program.run_undoable(arrays)
+        except Retrace as why:
+            return self._alternatives(key, program, args, kwargs, arrays, why.why)
         except Exception as err:
             raise program.error(err) from err
+
+    def _alternatives(self, key, program, args, kwargs, arrays, why):
+        """A value guard of `program` failed (a branch went the other way): the programs
+        recorded for the same key with other outcomes are tried, newest first, then f is
+        recorded again."""
+        for i, other in enumerate(program.alternatives):
+            try:
+                out = other.run(arrays)
+            except Retrace:
+                continue
+            rest = program.alternatives[:i] + program.alternatives[i + 1:]
+            other.alternatives, program.alternatives = [program] + rest, []
+            self.programs[key] = other
+            return out
+        self._why = why
+        return self._miss(key, args, kwargs, arrays, replaced=program)
+
+    def _miss(self, key, args, kwargs, arrays, replaced=None):
+        """No program fits this call: record one (or, past the recording limit, run f eagerly)."""
+        why = self._why if self.traces else "the first call"
+        self._why = None
+        if why is None:
+            why = "new argument shapes, dtypes or non-array values: " + _key_text(key)
+        if self._eager_from is not None or self.traces >= self.limit:
+            if self._eager_from is None:
+                self._eager_from = why
+                warnings.warn(
+                    f"tt.compile: {self.__name__} was recorded {self.traces} times (the limit is "
+                    f"{self.limit}); the last reason: {why}. From now on, calls no recorded program "
+                    f"fits run eagerly (the same numbers). Pass values that change on every call "
+                    f"as arrays, not Python numbers or values read off tensors; see .recompiles",
+                    RuntimeWarning, stacklevel=3)
+            return self._eager(args, kwargs, arrays=True)
+        self.recompiles.append(why)
+        program, out = self._record(args, kwargs, arrays)
+        if replaced is not None and program.eager is None:
+            # a value guard failed: the new program takes the key, the old ones stay as its
+            # alternatives, so that alternating branches each keep their program
+            program.alternatives = ([replaced] + replaced.alternatives)[:self.limit]
+            replaced.alternatives = []
+        self.programs[key] = program
+        self.programs.move_to_end(key)
+        while len(self.programs) > self.cache_size:
+            self.programs.popitem(last=False)
+        if program.eager is not None:
+            return out
+        try:
+            return program.run(arrays)
+        except Retrace:            # not the numbers it was recorded on (a value that varies by itself)
+            return self._eager(args, kwargs, arrays=True)
+
+    def _eager_program(self, program, key, args, kwargs, arrays):
+        """A function that reaches Tensors requiring grad under grad mode runs eagerly, so that
+        backward() reaches them; once none requires grad, it is recorded again."""
+        if builtins.any(t.requires_grad for t in program.eager):
+            return self._eager(args, kwargs)
+        self._why = "the Tensors it reaches no longer require grad"
+        del self.programs[key]
+        return self._miss(key, args, kwargs, arrays)
+
+    def _eager(self, args, kwargs, arrays=False):
+        """f itself on Tensors sharing the arguments' arrays (results as f gives them, or, with
+        `arrays`, as a compiled call gives them)."""
+        args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
+        out = self.fun(*args, **kwargs)
+        if not arrays:
+            return out
+        leaves, structure = transforms.tree_flatten(out)
+        return transforms.tree_unflatten(structure, [
+            x if isinstance(x, Tensor) and x.requires_grad else
+            np.asarray(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
     def _uncompiled(self, args, kwargs):
         """f itself, as MLX and JAX do for a transformation of a compiled function: inside
@@ -169,6 +297,7 @@ class Compiled:
             np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
     def _record(self, args, kwargs, arrays):
+        """Record f once on these arguments: (the program, the recording's own results)."""
         start = time.perf_counter()
         tracer = _Tracer()
         names = _argument_names(self.fun, args, kwargs)
@@ -177,25 +306,75 @@ class Compiled:
         inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
         tracer.watch_generators(self.fun, args, kwargs)
+        reach = _Reach(self.fun, tracer)
         stamp = STATE.memory_write           # this thread's writes only
-        with tracer:
-            out = self.fun(*traced_args, **traced_kwargs)
+        python_random = random.getstate()
+        modes = (STATE.grad_enabled, STATE.anomaly)
+        try:
+            with tracer:
+                reach.enter()
+                try:
+                    out = self.fun(*traced_args, **traced_kwargs)
+                finally:
+                    reach.exit()
+        finally:
+            tracer.restore()
+        if tracer.laundered is not None:
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} called {tracer.laundered} in a function that holds "
+                f"NumPy arrays computed from traced values (a comparison's mask, t.data, t.numpy()); "
+                f"NumPy hands such an array on as a plain one whose operations the recording cannot "
+                f"see, so its values would be frozen. Use the array as it is (its NumPy operations "
+                f"are recorded), tinytensor operations, or call the function uncompiled")
+        if (STATE.grad_enabled, STATE.anomaly) != modes:
+            STATE.grad_enabled = modes[0]
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} changed grad mode (tt.set_grad_enabled, torch-style "
+                f"no_grad().__enter__) and left it changed while being recorded; the compiled program "
+                f"would not change it again. Use `with tt.no_grad():` inside, or set the mode outside "
+                f"the compiled function")
         tracer.check_generators(self.__name__)
+        if random.getstate() != python_random:
+            random.setstate(python_random)
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} drew from Python's random module while being "
+                f"recorded; the compiled program would repeat those numbers on every call. Draw "
+                f"with tinytensor (tt.rand, tt.randn, with rng=), or pass the numbers in as an "
+                f"argument, or call the function uncompiled")
+        reach.check_unchanged(self.__name__)
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
-        if tracer.reads and not self.check:
-            warnings.warn(f"tt.compile: {self.__name__} read traced values into Python while being "
-                          f"recorded ({'; '.join(tracer.reads)}); the compiled program keeps what they "
-                          f"were this time (a branch on them is frozen). Use array operations instead, "
-                          f"or tt.compile(f, check=True) to compare with eager calls",
-                          RuntimeWarning, stacklevel=3)
-        program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
-        program.reads = bool(tracer.reads)
-        program.guard = _guard(self.fun, tracer.modules)
-        program.modes = None if program.guard is None else program.guard()
-        program.trace_seconds = time.perf_counter() - start
         self.traces += 1
-        return program
+        # Eagerly, a result that is a Tensor on the tape (it requires grad: it was computed from
+        # Tensors that do) lets backward() reach them: such a call runs eagerly
+        leaves, _ = transforms.tree_flatten(out)
+        needs_tape = [t for _, t in tracer.lives if t.requires_grad] if tracer.grad_mode else []
+        taped = bool(needs_tape) and builtins.any(isinstance(x, Tensor) and x.requires_grad for x in leaves)
+        if taped:
+            program = _Program(None, f"# {self.__name__}: run eagerly (it reaches Tensors that "
+                                     f"require grad under grad mode)\n")
+            program.eager = [t for _, t in tracer.lives]
+            program.guard = reach.guard()
+            program.modes = None if program.guard is None else program.guard()
+            program.trace_seconds = time.perf_counter() - start
+            if not self._warned_tape:
+                self._warned_tape = True
+                warnings.warn(
+                    f"tt.compile: {self.__name__} reaches Tensors that require grad "
+                    f"({', '.join(_name_of(t) for t in needs_tape[:3])}) with grad "
+                    f"mode on, and returns Tensors on the tape, so it "
+                    f"runs eagerly, recording the tape that backward() follows (eager's numbers, "
+                    f"eager's speed). For compiled speed, compile the gradient: "
+                    f"tt.compile(tt.value_and_grad(loss)) over the parameters, or call it under "
+                    f"tt.no_grad()", RuntimeWarning, stacklevel=4)
+            return program, self._eager(args, kwargs)    # the recording's draws and writes were undone
+        program = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+        program.reads = bool(tracer.guards)
+        program.guard = reach.guard()
+        program.modes = None if program.guard is None else program.guard()
+        program.undo = _undo(tracer)
+        program.trace_seconds = time.perf_counter() - start
+        return program, None
 
     def _refuse_writes(self, tracer, stamp):
         """f wrote into arrays in place while being recorded (`x += 1` on an argument, a
@@ -209,11 +388,11 @@ class Compiled:
                                f"value computed from them) in place while being recorded (x += ..., "
                                f"x[i] = ..., out=); the compiled program would not repeat it. Write "
                                f"x = x + ... (or tt.where for x[i] = ...) instead")
-        warnings.warn(f"tt.compile: {self.__name__} changed arrays in place while being recorded "
-                      f"(a BatchNorm's running statistics, an in-place update of a closed-over "
-                      f"Tensor); that happened once, now, and the compiled program will not repeat "
-                      f"it. Compile such a model's step in eval() mode, or leave it uncompiled",
-                      RuntimeWarning, stacklevel=3)
+        raise RuntimeError(f"tt.compile: {self.__name__} changed arrays in place while being recorded "
+                           f"(an in-place update of a closed-over array or Tensor, an optimizer step); "
+                           f"the compiled program would not repeat it. Keep the update outside the "
+                           f"compiled function (return the new values, or the gradients), or call it "
+                           f"uncompiled")
 
     def _compare(self, program, arrays, args, kwargs):
         compiled = program.run(arrays)
@@ -243,75 +422,38 @@ class Compiled:
 _SCALARS = (int, float, bool, str, type(None), complex)
 
 
-def _guard(f, modules):
-    """A function giving what the program depends on besides its arguments, as torch.compile's
-    guards: each module's `training` flag and other number/string attributes (Dropout's p, ...),
-    and the numbers, strings and arrays held by the closure cells and globals of f and of the
-    functions f closes over (`tt.value_and_grad(loss)`: loss's too), arrays by identity (an
-    array rebound to another name is another constant). None when there is nothing."""
-    readers, objects = [], list(modules)
-    functions, visited = [(f, 0)], set()
-    while functions:
-        f, depth = functions.pop()
-        while isinstance(f, functools.partial):   # a compiled method: its instance too
-            objects += [a for a in f.args if _plain_object(a)]
-            f = f.func
-        code = getattr(f, "__code__", None)
-        if code is None or id(f) in visited:
-            continue
-        visited.add(id(f))
-        inner = [getattr(f, "__wrapped__", None)]
-        for cell in f.__closure__ or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if type(value) in _SCALARS:
-                readers.append(("{}.cell_contents", cell))
-            elif isinstance(value, (np.ndarray, Tensor)):
-                readers.append(("id({}.cell_contents)", cell))
-            elif _plain_object(value):
-                objects.append(value)
-            elif isinstance(value, (types.FunctionType, functools.partial)):
-                inner.append(value)
-        glob = getattr(f, "__globals__", {})
-        if not glob.get("__name__", "").startswith("tinytensor"):     # not tinytensor's own
-            for name in code.co_names:
-                value = glob.get(name)
-                if type(value) in _SCALARS:
-                    readers.append((f"{{}}.get({name!r})", glob))
-                elif isinstance(value, (np.ndarray, Tensor)):
-                    readers.append((f"id({{}}.get({name!r}))", glob))
-                elif _plain_object(value):
-                    objects.append(value)
-        if depth < 3:
-            functions += [(g, depth + 1) for g in inner if g is not None]
-    seen = set()
-    for obj in objects:              # their number attributes (a module's training flag, p, ...)
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        attributes = vars(obj)
-        names = tuple(k for k, v in attributes.items() if type(v) in _SCALARS)
-        readers += [(f"{{}}.get({k!r})", attributes) for k in names]
-    if not readers:
+def _key_text(key):
+    text = repr(key)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _name_of(t):
+    return t.name if isinstance(getattr(t, "name", None), str) else f"{type(t).__name__}{t.shape}"
+
+
+def _undo(tracer):
+    """For a program that checks values while it runs (a guard on `if loss > 1:`) and also draws
+    random numbers or writes buffers: the generators and buffer Tensors to put back when a guard
+    fails midway (the call is then recorded again, eagerly, from the state it found)."""
+    if not tracer.guards:
         return None
-    # one generated expression, read on every call: cheaper than a function per guard
-    namespace = {}
-    for i, (_, obj) in enumerate(readers):
-        namespace[f"o{i}"] = obj
-    source = "def guard():\n    return (" + ", ".join(
-        form.format(f"o{i}") for i, (form, _) in enumerate(readers)) + ",)\n"
-    exec(builtins.compile(source, "<tt.compile guard>", "exec"), namespace)
-    return namespace["guard"]
-
-
-def _plain_object(x):
-    """A user's instance with attributes (a model, a config): not a module, class, function,
-    array, or tinytensor's own (its state; the Modules f calls are guarded as they are reached)."""
-    return (hasattr(x, "__dict__") and not type(x).__module__.startswith("tinytensor")
-            and not isinstance(x, (type, types.ModuleType, types.FunctionType, types.MethodType,
-                                   functools.partial, np.ndarray, np.random.Generator, threading.local)))
+    generators, buffers = [], []
+    for e in tracer.entries:
+        if e.kind == "draw":
+            rng = e.args[0]
+            g = rng if isinstance(rng, np.random.Generator) else None
+            if rng is None:
+                g = draws.generator(None)
+            if g is not None and g not in generators:
+                generators.append(g)
+    lives = dict(tracer.lives)
+    for var in tracer.buffers:
+        t = lives.get(var)
+        if t is not None:
+            buffers.append(t)
+    if not generators and not buffers:
+        return None
+    return generators, buffers
 
 
 def _as_tensors(args, kwargs):
@@ -403,7 +545,7 @@ def _flatten(tree, arrays, key, tensors):
             raise TypeError(f"tt.compile: a non-array argument must be hashable (it is part of the "
                             f"cache key); got {type(tree).__name__}. Pass arrays, numbers, strings, or "
                             f"tuples/lists/dicts of them") from None
-        key.append((t, tree))
+        key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 
 def _refill(tree, inputs):

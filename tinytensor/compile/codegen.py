@@ -45,12 +45,35 @@ class _Program:
         self.trace_seconds = None
         self.contexts = contexts    # per statement: what the eager engine says when it fails
         self.reads = False          # whether f read traced values into Python (check=True)
-        self.guard = None           # () -> what else the program depends on (see _guard) ...
+        self.guard = None           # () -> what else the program depends on (guards.py) ...
         self.modes = None           # ... and its value when recorded: another one re-records
+        self.eager = None           # the Tensors f reaches, when it runs eagerly (they need grad)
+        self.undo = None            # (generators, buffer Tensors) to put back when a guard fails
+        self.alternatives = []      # programs of the same key with other guard outcomes
+
+    def run_undoable(self, arrays):
+        """Run a program whose value guards may fail after it drew numbers or wrote buffers:
+        on a failure, the generators and buffers are put back as the call found them."""
+        generators, buffers = self.undo
+        states = [g.bit_generator.state for g in generators]
+        saved = [(t, t.data, t.data.copy()) for t in buffers]
+        try:
+            return self.function(*arrays)
+        except Retrace:
+            for g, state in zip(generators, states):
+                g.bit_generator.state = state
+            for t, array, copy in saved:
+                array[...] = copy
+                t.data = array
+            raise
 
     def run(self, arrays):
         try:
+            if self.undo is not None:
+                return self.run_undoable(arrays)
             return self.function(*arrays)
+        except Retrace:
+            raise
         except Exception as err:
             raise self.error(err) from err
 
@@ -84,7 +107,7 @@ class _Body(list):
 
 def _context_text(e):
     """("prim", name, inputs) or ("rule", "in the VJP rule of tape entry ...") for an entry."""
-    if e is None or e.context is None:
+    if e is None or e.context is None or e.kind == "guard":
         return None
     if e.kind in ("prim", "prim0"):
         name, args = e.context
@@ -315,7 +338,7 @@ def _live_entries(tracer, out_refs):
     producer = {e.out: e for e in tracer.entries}
     needed = set()
     stack = [r.var for r in out_refs if type(r) is _Ref]
-    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store")]   # side effects
+    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store", "guard")]   # side effects
     while stack:
         var = stack.pop()
         if var in needed:
@@ -392,7 +415,7 @@ class _Namer:
         """An entry's label as program text: "@12" stands for the name of variable 12."""
         out, i = [], 0
         while i < len(text):
-            if text[i] == "@":
+            if text[i] == "@" and text[i + 1:i + 2].isdigit():
                 j = i + 1
                 while j < len(text) and text[j].isdigit():
                     j += 1
@@ -410,6 +433,8 @@ def _names(tracer, live):
     n = _Namer(tracer)
     z = itertools.count(1)
     for var in tracer.arguments:
+        n.names[var] = n.fresh(tracer.hints[var])
+    for var, _ in tracer.lives:
         n.names[var] = n.fresh(tracer.hints[var])
     for e in live:
         hint = tracer.hints[e.out]
@@ -482,6 +507,9 @@ def _emit_body(tracer, live, producer, n):
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
             expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+        if e.kind == "guard":
+            body.append((None, _guard_line(n, e, args[0]), n.label(e.label)))
+            continue
         if expr is not None:
             pass
         elif e.kind in ("seed", "state"):
@@ -682,8 +710,10 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     producers = {names[e.out]: e for e in live}
     body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held,
                               n.function, lambda name: _may_alias_elsewhere(tracer, producers.get(name)))
+    prologue = _prologue(tracer, n, live)
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
-    contexts = [_context_text(e) for *_, e in body]     # statement k is on line k + 2
+    statements = prologue + statements
+    contexts = [None] * len(prologue) + [_context_text(e) for *_, e in body]   # statement k: line k + 2
     width = max([len(text) for text, _ in statements] + [0])
     lines = [f"def {n.fresh(fname if fname.isidentifier() else 'f')}({', '.join(params)}):"]
     lines += [f"    {text:<{width}}  # {comment}" for text, comment in statements]
@@ -693,6 +723,71 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     exec(code, namespace)
     run = namespace[lines[0][4:lines[0].index("(")]]
     return _Program(run, source, contexts)
+
+
+# ----- guards: what the program checks before (and while) it runs --------------------------------
+class Retrace(Exception):
+    """A guard of the program failed: the call needs another program (why: the reason)."""
+
+    def __init__(self, why):
+        super().__init__(why)
+        self.why = why
+
+
+def _retrace(why):
+    raise Retrace(why)
+
+
+def _same(a, b):
+    """A guard's comparison: equal (a zero of the same sign), or both NaN."""
+    if type(a) is float and type(b) is float:
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or a != a and b != b
+    return a == b or (a != a and b != b)
+
+
+def _guard_line(n, e, x):
+    """`if conversion(x) differs from what it was when recorded: re-record`, one statement."""
+    value = e.context
+    why = n.constant(n.label(e.label))
+    retrace = n.function(_retrace, "retrace")
+    conv = n.function(e.fun, getattr(e.fun, "__name__", "read").strip("_"))
+    if type(value) is bool:
+        return f"if {conv}({x}) is not {value}: {retrace}({why})"
+    if type(value) in (int, str) or value is None:
+        return f"if {conv}({x}) != {value!r}: {retrace}({why})"
+    return f"if not {n.function(_same, 'same')}({conv}({x}), {n.constant(value)}): {retrace}({why})"
+
+
+def _prologue(tracer, n, live):
+    """The program's first statements: each live input (a Tensor made before the recording:
+    a parameter, a buffer, a closed-over Tensor) read through its object, `W = t_W.data`, and
+    its shape, dtype (and, under grad mode, that it still needs no gradient) checked."""
+    lines = []
+    used = set()
+    for e in live:
+        _refs(e.args, used_list := [])
+        _refs(e.kwargs, used_list)
+        used.update(used_list)
+    lives = [(var, t) for var, t in tracer.lives if var in used]
+    retrace = n.function(_retrace, "retrace") if lives else None
+    for var, t in lives:
+        name = n.names[var]
+        holder = n.fresh(f"{name}_tensor")
+        n.namespace[holder] = t
+        value = tracer.values[var]
+        dtype = n.constant(value.dtype)
+        why = n.constant(f"{name} (a Tensor the function reads) is no longer {value.dtype}{value.shape}"
+                         + (" or now requires grad" if tracer.grad_mode else ""))
+        test = f"{name}.shape != {tuple(value.shape)!r} or {name}.dtype != {dtype}"
+        if tracer.grad_mode:
+            test = f"{holder}.requires_grad or {test}"
+        lines.append((f"{name} = {holder}.data", f"read anew on every call: {_describe_live(t)}"))
+        lines.append((f"if {test}: {retrace}({why})", "its shape and dtype, as recorded"))
+    return lines
+
+
+def _describe_live(t):
+    return f"{type(t).__name__} {t.data.dtype}{t.data.shape}"
 
 
 # ----- memory: free each temporary after its last use, and write into the ones nobody else holds --
@@ -736,7 +831,7 @@ def _may_alias_elsewhere(tracer, e):
     C-contiguous while recording, the recording saw the layout most prone to views; otherwise
     e's function is run again on C- and F-ordered copies of its inputs, and a result sharing
     memory with one of them says yes (as does any error)."""
-    if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part"):
+    if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part", "guard"):
         return False
     refs = _refs(e.args, []) + _refs(e.kwargs, [])
     if all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous for v in refs):

@@ -6,9 +6,11 @@ the engine calls it (see tinytensor/state.py). The Tensors it records become `_T
 comparisons and reads into Python it notes."""
 
 import builtins
+import functools
 import operator
 import os
 import sys
+import sysconfig
 
 import numpy as np
 
@@ -65,6 +67,15 @@ class _Tracer:
         self.legacy_state = np.random.get_state()
         self.buffers = set()         # variables that are module buffers (written in place by f)
         self.saved = {}              # id(buffer array) -> (array, its value before recording)
+        self.lives = []              # (variable, Tensor): Tensors made before the recording that f
+        #                              reached (parameters, buffers, closed-over Tensors), inputs
+        #                              read through the Tensor object on every call
+        self.swapped = []            # (Tensor, its class) put back when the recording ends
+        self.guards = 0              # value guards: Python values f read off traced values
+        self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
+        self.laundered = None        # where such a frame called np.asarray & co (refused)
+        self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
+        self.grad_mode = STATE.grad_enabled
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -100,24 +111,86 @@ class _Tracer:
         if var is not None:
             return _Ref(var)
         if isinstance(x, Tensor):
-            return x.data                  # a constant Tensor (made inside f, or closed over)
+            var = self.live(x)
+            return x.data if var is None else _Ref(var)   # a constant Tensor made inside f
+        if type(x) is _Tainted:
+            raise _untracked(x)
         if type(x) in (tuple, list):
             return type(x)(self.template(v) for v in x)
         if type(x) is dict:
             return {k: self.template(v) for k, v in x.items()}
         return x
 
-    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=(), context=None):
-        """Note `value = fun(*args, **kwargs)` if any argument is recorded; returns its variable
-        (or None, for a computation on constants only, which stays a constant)."""
+    def record(self, fun, name, args, kwargs, value, label, kind, hint=None, objects=(), context=None,
+               constants_too=False):
+        """Note `value = fun(*args, **kwargs)` if any argument is recorded (or `constants_too`);
+        returns its variable (or None, for a computation on constants only, a constant)."""
         args = self.template(tuple(args))
         kwargs = self.template(dict(kwargs))
-        if not (_has_ref(args) or _has_ref(kwargs)):
+        if not (constants_too or _has_ref(args) or _has_ref(kwargs)):
             return None
         known = value if isinstance(value, (np.ndarray, np.inexact)) else None   # not np.True_
         var = self._new(value, hint, known, *objects)
         self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
+
+    def live(self, t, hint=None):
+        """The variable of Tensor t, made before this recording (a parameter, a buffer, a Tensor
+        f closes over): an input of the program read as `t.data` on every call, so rebinding
+        `.data`, `.to(dtype)` and in-place updates are all seen (shape and dtype are guarded).
+        None for a Tensor made during the recording (a constant) or not on the CPU."""
+        var = self.index.get(id(t))
+        if var is not None:
+            return var
+        if t._id >= self.start or type(t.data) is not np.ndarray:
+            return None
+        data = t.data
+        var = self._new(data, hint or _live_hint(t), t, data)
+        self.lives.append((var, t))
+        cls = type(t)
+        if cls is not _Traced and not issubclass(cls, _Traced):
+            self.swapped.append((t, cls))
+            t.__class__ = _live_class(cls)      # its reads into Python are noted, as _Traced's
+        return var
+
+    def restore(self):
+        """Put back the classes of the Tensors made live during the recording."""
+        for t, cls in reversed(self.swapped):
+            t.__class__ = cls
+        self.swapped = []
+
+    def guard(self, conversion, x, value, how):
+        """f turned traced x into the Python value `value` (bool(), float(), .item(), .tolist()):
+        the program recomputes conversion(x) and re-records when it differs (the branch f took
+        on it is part of what the program is)."""
+        var = x.var if type(x) is _Ref else self.var_of(x)
+        if var is None:
+            return value
+        self.guards += 1
+        frame = _user_frame()
+        where = "" if frame is None else f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        out = self._new(value, "guard")
+        self.entries.append(_Entry(conversion, "guard", (_Ref(var),), {}, out,
+                                   f"{how}{where} was {_short(value)} when recorded", "guard",
+                                   context=value))
+        return value
+
+    def guard_var(self, var, value, how):
+        """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
+        return self.guard(_itself, _Ref(var), value, how)
+
+    def tainted(self, array, var):
+        """`array` (a traced value) as the NumPy array f sees: its NumPy operations are recorded
+        and its reads into Python guarded (_Tainted)."""
+        if not isinstance(array, np.ndarray):
+            array = np.asarray(array)
+        view = np.ndarray.view(array, _Tainted)
+        self.index[id(view)] = var
+        self.alive.append(view)
+        frame = _user_frame()
+        if frame is not None:
+            self.tainted_frames.add(id(frame))
+        return view
 
     def wrap(self, value, var):
         """A Tensor holding `value`, known as variable `var`."""
@@ -238,14 +311,21 @@ class _Tracer:
         var = self.record(ufunc, ufunc.__name__, (t, other), {}, mask, ufunc.__name__, "numpy")
         if var is None:
             return value
-        return self.wrap(mask, var) if STATE.depth > 0 else mask
+        if STATE.depth > 0:
+            return self.wrap(mask, var)
+        return self.tainted(mask, var) if _called_from_user(3) else mask
 
     def copied(self, t, value):
         """t holds a copy (maybe cast) of recorded `value`: noted, so t is traced."""
         var = self.var_of(value)
+        if type(value) is _Tainted and var is None:
+            raise _untracked(value)
+        if var is None and type(value) is np.ndarray and value.size and self.var_of(t) is None:
+            var = -1        # a NumPy array f holds (a closed-over data set): copied on every call
         if var is not None and self.var_of(t) is None:
-            new = self.record(np.asarray, "asarray", (value,), {"dtype": t.data.dtype}, t.data,
-                              "a copy", "numpy", objects=(t,))
+            copy = np.array if var == -1 else np.asarray
+            new = self.record(copy, copy.__name__, (value,), {"dtype": t.data.dtype}, t.data,
+                              "a copy", "numpy", objects=(t,), constants_too=var == -1)
             if new is not None:
                 t.__class__ = _Traced
 
@@ -276,18 +356,19 @@ class _Tracer:
             array[...] = value
 
     def module(self, m):
-        """Module.__call__: f reached `m`, whose mode is part of what the program depends on, and
-        whose buffers (running statistics) are state the program reads and writes on every call."""
+        """Module.__call__: f reached `m`, whose mode is part of what the program depends on; its
+        parameters and buffers are live inputs (read through their Tensors on every call), and
+        its buffers (running statistics) state the program also writes on every call."""
         if m not in self.modules:
             self.modules[m] = m.training
             self.watch_generators(m)
             for name, b in m.named_buffers():
-                if isinstance(b, Tensor) and type(b.data) is np.ndarray and self.var_of(b) is None:
-                    var = self._new(b.data, f"{type(m).__name__.lower()}_{name}", b, b.data)
-                    self.entries.append(_Entry(None, "state", (b.data,), {}, var,
-                                               f"{type(m).__name__}.{name}, read on every call", "state"))
-                    self.buffers.add(var)
-                    b.__class__ = _Traced
+                if isinstance(b, Tensor):
+                    var = self.live(b, f"{type(m).__name__.lower()}_{name.replace('.', '_')}")
+                    if var is not None:
+                        self.buffers.add(var)
+            for name, p in m.named_parameters():
+                self.live(p, name.replace(".", "_"))
 
     def numpy(self, target, name, args, kwargs, result, tensor=None):
         """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
@@ -296,6 +377,9 @@ class _Tracer:
                           objects=() if tensor is None else (tensor,))
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
+        if var is not None and tensor is None and _called_from_user(3, further=3):
+            return self.tainted(result, var)     # an argmax, a mask handed to user code
+        return result
 
     def refuse_shape(self, name, args, kwargs):
         """ops.on_values: a function whose result's shape depends on traced values."""
@@ -395,27 +479,412 @@ _COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: n
                 operator.ge: np.greater_equal, operator.eq: np.equal, operator.ne: np.not_equal}
 
 
-_VALUE_READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "item": ".item()",
-                "__array__": "np.asarray()"}
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # tinytensor/
+_NOT_USER = tuple({_PACKAGE, os.path.dirname(os.path.abspath(np.__file__)), "<tt.compile", "<frozen",
+                   *(os.path.abspath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib",
+                                                                       "platlib"))})
 
 
-def _noted_read(name, how):
-    """A method that turns a value into Python (bool, float, an array NumPy then uses): noted
-    when the caller is user code, whose branch on it the program freezes."""
+def _is_user(code):
+    """Code of the user's (not tinytensor's, NumPy's, the standard library's or an installed
+    package's): what the recording guards and whose reads of traced values it notes."""
+    return not code.co_filename.startswith(_NOT_USER)
+
+
+def _user_frame():
+    """The innermost frame of user code (outside tinytensor and NumPy), or None."""
+    frame = sys._getframe(2)
+    while frame is not None and not _is_user(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+def _called_from_user(depth, further=2):
+    """Whether the frame `depth` levels above the caller's caller, or one of the `further` above
+    it reached through tinytensor's own frames, is user code: a value handed to it leaves the
+    engine (a comparison's mask, an argmax), so it is handed over as a _Tainted array."""
+    frame = sys._getframe(depth)
+    for _ in range(further + 1):
+        if frame is None:
+            return False
+        if _is_user(frame.f_code):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _conversion(name):
+    """The Python value a Tensor method gives (bool, float, .item(), .tolist()) as a function of
+    the array, for the program's guard line."""
+    return {"__bool__": bool, "__float__": float, "__int__": int, "__index__": operator.index,
+            "__complex__": complex, "item": _item, "tolist": _tolist}[name]
+
+
+def _item(a):
+    return a.item()
+
+
+def _itself(a):
+    return a
+
+
+def _tolist(a):
+    return a.tolist()
+
+
+_READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "__index__": "an index",
+          "__complex__": "complex()", "item": ".item()", "tolist": ".tolist()"}
+
+
+def _guarded_read(name, how):
+    """A method that turns a traced value into Python (bool(t), float(t), t.item(), ...): the
+    value is a guard of the program, which re-records when it differs on a later call."""
+    base = getattr(Tensor, name, None)
+    conversion = _conversion(name)
+
     def read(self, *args, **kwargs):
+        value = base(self, *args, **kwargs) if base is not None else conversion(self.data)
         rec = STATE.recorder
-        if rec is not None and len(rec.reads) < 5:
-            frame = sys._getframe(1)
-            if not frame.f_code.co_filename.startswith(_PACKAGE) and rec.var_of(self) is not None:
-                rec.reads.append(f"{how} at {frame.f_code.co_filename}:{frame.f_lineno}")
-        return getattr(Tensor, name)(self, *args, **kwargs)
+        if rec is not None and not args and not kwargs:
+            rec.guard(conversion, self, value, how)
+        return value
     read.__name__ = name
     return read
 
 
-for _name, _how in _VALUE_READS.items():
-    setattr(_Traced, _name, _noted_read(_name, _how))
+_SLOT_DATA = Tensor.__dict__["data"]
+
+
+def _data_get(self):
+    """t.data: user code inside a recording gets the value as a _Tainted array (its NumPy
+    operations recorded); tinytensor's own code the plain array."""
+    data = _SLOT_DATA.__get__(self)
+    rec = STATE.recorder
+    if rec is not None and type(data) is np.ndarray and _is_user(sys._getframe(1).f_code):
+        var = rec.var_of(self)
+        if var is not None:
+            return rec.tainted(data, var)
+    return data
+
+
+def _data_set(self, value):
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code) and rec.var_of(self) is not None:
+        raise RuntimeError(
+            "tt.compile: t.data = ... on a Tensor the compiled function reads (a parameter, a "
+            "buffer, an argument) rebinds it as a side effect the program would not repeat; do "
+            "the update outside the compiled function (params are read anew on every call), or "
+            "return the new value")
+    if type(value) is _Tainted:
+        value = _raw(value)
+    _SLOT_DATA.__set__(self, value)
+
+
+def _numpy(self):
+    data = Tensor.numpy(self)
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code):
+        var = rec.var_of(self)
+        if var is not None:
+            return rec.tainted(data, var)
+    return data
+
+
+def _array(self, dtype=None, copy=None):
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code) and rec.var_of(self) is not None:
+        # np.asarray(t) gives NumPy a plain array whose operations nobody can note: the whole
+        # value becomes a guard (the program re-records when it changes)
+        value = Tensor.__array__(self, dtype, copy)
+        rec.guard(_snapshot, self, _snapshot(self.data), "np.asarray()")
+        return value
+    return Tensor.__array__(self, dtype, copy)
+
+
+def _snapshot(a):
+    return _Value(np.array(a))
+
+
+class _Value:
+    """An array compared by value (NaN equal to NaN), for a guard on a whole array."""
+    __slots__ = ("a",)
+
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):
+        return (type(other) is _Value and self.a.shape == other.a.shape and self.a.dtype == other.a.dtype
+                and np.array_equal(self.a, other.a, equal_nan=self.a.dtype.kind in "fc"))
+
+    def __repr__(self):
+        return f"array {self.a.dtype}{self.a.shape}"
+
+
+def _text_read(name):
+    """repr(t), str(t), format(t, spec) by user code: a guard on the text."""
+    base = getattr(Tensor, name)
+
+    def read(self, *args):
+        value = base(self, *args)
+        rec = STATE.recorder
+        if rec is not None and _is_user(sys._getframe(1).f_code):
+            rec.guard(functools.partial(_tensor_text, name=name, args=args), self, value, f"{name}()")
+        return value
+    read.__name__ = name
+    return read
+
+
+def _tensor_text(a, name, args):
+    return getattr(Tensor, name)(_make(a), *args)
+
+
+_OVERRIDES = {name: _guarded_read(name, how) for name, how in _READS.items()}
+_OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
+_OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
+
+for _name, _fun in _OVERRIDES.items():
+    setattr(_Traced, _name, _fun)
+
+
+_LIVE_CLASSES = {}
+
+
+def _live_class(cls):
+    """cls (Tensor, nn.Parameter, ...) with _Traced's noted reads: the class a Tensor made before
+    the recording has while the recording reaches it (put back at its end)."""
+    live = _LIVE_CLASSES.get(cls)
+    if live is None:
+        live = type(cls.__name__, (cls,), {"__slots__": (), "__hash__": cls.__hash__,
+                                           "__module__": cls.__module__, **_OVERRIDES})
+        _LIVE_CLASSES[cls] = live
+    return live
+
+
+def _live_hint(t):
+    name = getattr(t, "name", None)
+    return name if isinstance(name, str) and name.isidentifier() else "p"
+
+
+# ----- NumPy arrays holding traced values -----------------------------------------------------
+class _Tainted(np.ndarray):
+    """A traced value as the NumPy array user code gets (a comparison's mask, t.data, t.numpy(),
+    an argmax): each NumPy operation on it is recorded (ufuncs, NumPy functions, its methods) and
+    gives another _Tainted; each read into Python (bool, int, float, .item(), .tolist()) is a
+    guard of the program. One derived in a way nobody noted (a view NumPy made internally) is
+    refused where it is used."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if builtins.any(isinstance(x, Tensor) for x in inputs):
+            return NotImplemented          # Tensor's own dispatch records it
+        if _internal():                    # tinytensor's own code (a rule): plain NumPy, which the
+            return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))   # entry records
+        if "out" in kwargs:       # an in-place write (a += traced): into a traced value, or into
+            raise _written()      # an array f reaches: the program would not repeat it
+        fun = getattr(ufunc, method)
+        result = fun(*_plain(inputs), **_plain(kwargs))
+        return _noted_numpy(fun, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
+                            inputs, kwargs, result)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if builtins.any(issubclass(t, Tensor) for t in types):
+            return NotImplemented
+        if _internal():
+            return func(*_plain(args), **_plain(kwargs))
+        if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
+            raise _value_shape(func.__name__)
+        result = func(*_plain(args), **_plain(kwargs))
+        return _noted_numpy(func, func.__name__, args, kwargs, result)
+
+    def __getitem__(self, index):
+        if _internal():
+            return np.ndarray.__getitem__(_raw(self), _plain(index))
+        if _has_tainted(index):
+            if builtins.any(getattr(i, "dtype", None) == np.bool_ for i in _leaves(index)):
+                raise _value_shape("boolean indexing")
+        result = np.ndarray.__getitem__(_raw(self), _plain(index))
+        return _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
+
+    def __setitem__(self, index, value):
+        if not _internal():
+            raise _written()
+        np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        if _internal():
+            return iter(_raw(self))
+        return (_element(self, i) for i in range(self.shape[0]))
+
+    def __format__(self, spec):
+        return _guarded_text(self, format(_raw(self), spec), "format()", _internal(), spec)
+
+    def __repr__(self):
+        return _guarded_text(self, repr(_raw(self)), "repr()", _internal())
+
+    def __str__(self):
+        return _guarded_text(self, str(_raw(self)), "str()", _internal())
+
+    def __array_finalize__(self, obj):
+        pass
+
+
+def _internal():
+    """Whether the caller of the caller (a _Tainted method's caller) is tinytensor's own code,
+    which gets plain NumPy behaviour: its work is recorded as the entry it belongs to."""
+    return not _is_user(sys._getframe(2).f_code)
+
+
+def _element(a, i):
+    """a[i] for user code iterating over a: recorded."""
+    result = np.ndarray.__getitem__(_raw(a), i)
+    return _noted_numpy(operator.getitem, "getitem", (a, i), {}, result)
+
+
+def _guarded_text(x, text, how, internal, spec=None):
+    """repr/str/format of a traced value: a guard on the text (a key, a branch on it)."""
+    rec = STATE.recorder
+    if rec is None or internal:
+        return text
+    fun = _TEXT[how] if spec is None else functools.partial(_formatted, spec=spec)
+    return rec.guard(fun, x, text, how)
+
+
+def _formatted(a, spec):
+    return format(a, spec)
+
+
+_TEXT = {"repr()": repr, "str()": str}
+
+
+def _leaves(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _has_tainted(x):
+    return builtins.any(type(i) is _Tainted for i in _leaves(x))
+
+
+def _plain(x):
+    t = type(x)
+    if t is _Tainted:
+        return _raw(x)
+    if t is tuple or t is list:
+        return t(_plain(v) for v in x)
+    if t is dict:
+        return {k: _plain(v) for k, v in x.items()}
+    return x
+
+
+def _noted_numpy(fun, name, args, kwargs, result):
+    """result = fun(*args, **kwargs) on _Tainted values: recorded, handed on as _Tainted."""
+    rec = STATE.recorder
+    if rec is None:
+        return result
+    if isinstance(result, np.generic):
+        result = np.asarray(result)
+    if type(result) is not np.ndarray:
+        if result is None or isinstance(result, tuple):
+            raise _value_shape(name) if isinstance(result, tuple) else _written()
+        var = rec.record(fun, name, args, kwargs, result, name, "numpy")   # a Python value (a
+        return result if var is None else rec.guard_var(var, result, name)  # bool of allclose)
+    var = rec.record(fun, name, args, kwargs, result, name, "numpy")
+    return result if var is None else rec.tainted(result, var)
+
+
+def _tainted_method(name):
+    method = getattr(np.ndarray, name)
+
+    def call(self, *args, **kwargs):
+        result = method(_raw(self), *_plain(args), **_plain(kwargs))
+        if STATE.recorder is None or _internal() and name not in _READ_METHODS:
+            return result
+        return _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
+    call.__name__ = name
+    return call
+
+
+def _refused_method(name):
+    """nonzero (a shape from the values) and the in-place sort, fill, put: refused for user
+    code, plain NumPy for tinytensor's own."""
+    method = getattr(np.ndarray, name)
+
+    def call(self, *args, **kwargs):
+        if not _internal():
+            raise _value_shape(name) if name == "nonzero" else _written()
+        return method(_raw(self), *_plain(args), **_plain(kwargs))
+    call.__name__ = name
+    return call
+
+
+_METHOD_CALLS = {}
+
+
+def _calls(name):
+    """array.name(*args, **kwargs) as a function of the array, for the program."""
+    fun = _METHOD_CALLS.get(name)
+    if fun is None:
+        def fun(a, *args, **kwargs):
+            return getattr(a, name)(*args, **kwargs)
+        fun.__name__ = name
+        _METHOD_CALLS[name] = fun
+    return fun
+
+
+def _scalar_read(conversion, how):
+    def read(self):
+        value = conversion(_raw(self))
+        rec = STATE.recorder
+        return value if rec is None else rec.guard(conversion, self, value, how)
+    read.__name__ = how
+    return read
+
+
+_READ_METHODS = {"item": _item, "tolist": _tolist}
+for _name in ("astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze", "swapaxes",
+              "argmax", "argmin", "argsort", "cumsum", "cumprod", "dot", "round", "clip", "repeat",
+              "take", "diagonal", "trace", "view", "item", "tolist", "tobytes", "all", "any", "sum", "mean",
+              "max", "min", "prod", "std", "var", "conj", "nonzero", "sort", "fill", "put"):
+    if _name in ("nonzero", "sort", "fill", "put"):
+        setattr(_Tainted, _name, _refused_method(_name))
+    else:
+        setattr(_Tainted, _name, _tainted_method(_name))
+_Tainted.T = property(lambda self: self.transpose())
+_Tainted.mT = property(lambda self: self.swapaxes(-1, -2))
+for _name, _conv in (("__bool__", bool), ("__float__", float), ("__int__", int),
+                     ("__index__", operator.index), ("__complex__", complex)):
+    setattr(_Tainted, _name, _scalar_read(_conv, f"{_conv.__name__}()"))
+_Tainted.__len__ = lambda self: self.shape[0] if self.ndim else np.ndarray.__len__(self)
+
+_SHAPE_FROM_VALUES = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.extract, np.compress,
+                      np.trim_zeros}
+
+
+def _untracked(x):
+    return RuntimeError(
+        "tt.compile: a NumPy array computed from traced values in a way the recording could not "
+        "follow (a view NumPy made internally, np.asarray of a mask, ...) reached a tinytensor "
+        "operation; its value would be frozen. Compute it with tinytensor operations (tt.where, "
+        "t.astype, masks as Tensors), or call the function uncompiled")
+
+
+def _written():
+    return RuntimeError(
+        "tt.compile: writing in place into a value computed from traced data (mask[i] = ..., "
+        "out=, .fill(), .sort()) is not recorded; compute a new array instead (np.where, tt.where)")
+
+
+def _value_shape(name):
+    return RuntimeError(
+        f"tt.compile: {name} of a traced value has a shape that depends on the values, so no "
+        f"straight-line program can replay it (jax.jit refuses it too). Use a mask of fixed shape "
+        f"instead (tt.where(condition, x, 0), x * mask, sum over a mask), or compute it outside the "
+        f"compiled function and pass it in")
 
 
 def _is_argument(tracer, t):
@@ -459,3 +928,8 @@ def _undrawn(generator, name="the function"):
         f"compiled program would repeat those numbers on every call. Draw with tinytensor "
         f"(tt.randn(..., rng=rng), tt.rand(..., rng=rng), nn.Dropout(p, rng=rng)), which the "
         f"program repeats from the same generator, or pass the numbers in as an argument")
+
+
+def _raw(x):
+    """A _Tainted array as the plain ndarray it views."""
+    return np.ndarray.view(x, np.ndarray)

@@ -27,6 +27,13 @@ def _array(x):
     return x.data if isinstance(x, Tensor) else backend.asarray(x)
 
 
+def _batch_of_one(mask):
+    """An unbatched mask (S,) as (1, S); a Tensor through the tape's reshape (tt.compile sees it)."""
+    if isinstance(mask, Tensor):
+        return ops.reshape(mask, (1,) + tuple(mask.shape))
+    return _array(mask)[None]
+
+
 def _dropout(p, x, rng):
     """x * mask / (1 - p), the mask drawn from `rng` (None: the global generator) through
     draws.draw, so tt.compile draws a fresh mask on every call as eagerly."""
@@ -36,12 +43,13 @@ def _dropout(p, x, rng):
 def _masked(scores, mask, allowed, name):
     """scores with `mask` applied: a boolean mask (True = `allowed` to attend) puts -inf where
     attending is not allowed; a float mask is added."""
-    m = _array(mask)
-    if m.dtype == np.bool_:
-        return ops.PUBLIC["where"](m if allowed else ~m, scores, np.array(-np.inf, scores.dtype))
+    m = mask if isinstance(mask, Tensor) else backend.asarray(mask)   # a Tensor stays one: tt.compile
+    if m.dtype == np.bool_:                                           # records what is done with it
+        ninf = np.array(-np.inf, scores.dtype)
+        return ops.PUBLIC["where"](m, scores, ninf) if allowed else ops.PUBLIC["where"](m, ninf, scores)
     if m.dtype.kind != "f":
         raise TypeError(f"{name}: a mask must be boolean or floating, got dtype {m.dtype}")
-    return scores + (mask if isinstance(mask, Tensor) else m.astype(scores.dtype, copy=False))
+    return scores + (m if isinstance(m, Tensor) else m.astype(scores.dtype, copy=False))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -123,7 +131,7 @@ class MultiheadAttention(Module):
         if unbatched:
             query, key, value = (ops.reshape(t, (1,) + tuple(t.shape)) for t in (query, key, value))
             if key_padding_mask is not None:
-                key_padding_mask = _array(key_padding_mask)[None]
+                key_padding_mask = _batch_of_one(key_padding_mask)
         elif not self.batch_first:                # (L, N, E) -> (N, L, E)
             query, key, value = (ops.swapaxes(t, 0, 1) for t in (query, key, value))
         n, L, E = query.shape
@@ -143,12 +151,13 @@ class MultiheadAttention(Module):
                     else m.reshape(n, self.num_heads, L, S)
             scores = _masked(scores, m, False, "MultiheadAttention")
         if key_padding_mask is not None:
-            m = _array(key_padding_mask)
-            if m.shape != (n, S):
+            m = key_padding_mask if isinstance(key_padding_mask, Tensor) else _array(key_padding_mask)
+            if tuple(m.shape) != (n, S):
                 raise ValueError(f"MultiheadAttention: key_padding_mask must be (N, S) = {(n, S)}, got "
-                                 f"{m.shape}")
-            scores = _masked(scores, m[:, None, None, :] if m.dtype == np.bool_ else
-                             m[:, None, None, :].astype(dtype), False, "MultiheadAttention")
+                                 f"{tuple(m.shape)}")
+            m = ops.reshape(m, (n, 1, 1, S)) if isinstance(m, Tensor) else m.reshape(n, 1, 1, S)
+            scores = _masked(scores, m if m.dtype == np.bool_ else m.astype(dtype), False,
+                             "MultiheadAttention")
         weights = ops.softmax(scores, axis=-1)
         if self.training and self.dropout > 0.0:
             weights = _dropout(self.dropout, weights, self.rng)

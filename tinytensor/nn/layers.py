@@ -494,10 +494,9 @@ class Embedding(Module):
         out = F.embedding_prim(self.weight, index=index)   # checks the range on every call
         if self.padding_idx is None or not out.requires_grad:
             return out
-        pad = index == self.padding_idx
-        if not pad.any():
-            return out
         # the padding row's value, as a constant: where picks it there, so no gradient reaches it
+        # (the mask through ops.equal, which tt.compile recomputes for every batch's indices)
+        pad = ops.PUBLIC["equal"](index, self.padding_idx)
         return ops.PUBLIC["where"](pad[..., None], self.weight.data[self.padding_idx].copy(), out)
 
     def extra_repr(self):

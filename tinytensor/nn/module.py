@@ -90,6 +90,10 @@ def _remember(t):
         _PARAMETERS[t] = True
 
 
+_NUMBERS = (bool, int, float, str, type(None))
+_STRUCTURE = [0]     # the last structure version handed out (Module.__setattr__)
+
+
 class Module:
     """Base class: subclasses set attributes in `__init__` and define `forward`."""
 
@@ -103,7 +107,15 @@ class Module:
     def __setattr__(self, name, value):
         if isinstance(value, Tensor) and value.requires_grad and value._prim is None:
             _remember(value)                 # a parameter even once frozen (see _is_parameter)
+        if type(value) not in _NUMBERS:      # a submodule, Tensor, array, object: a new structure,
+            _STRUCTURE[0] += 1               # which tt.compile's guards compare (numbers by value)
+            object.__setattr__(self, "_structure", _STRUCTURE[0])
         object.__setattr__(self, name, value)
+
+    def __delattr__(self, name):
+        _STRUCTURE[0] += 1
+        object.__setattr__(self, "_structure", _STRUCTURE[0])
+        object.__delattr__(self, name)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
@@ -245,6 +257,8 @@ class Module:
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"register_buffer: the name must be an identifier, got {name!r}")
         value = None if value is None else Tensor(value.data if isinstance(value, Tensor) else value)
+        _STRUCTURE[0] += 1
+        object.__setattr__(self, "_structure", _STRUCTURE[0])
         object.__setattr__(self, name, value)
         if name not in self._buffer_names():
             self.__dict__["_buffers"] = self._buffer_names() + (name,)

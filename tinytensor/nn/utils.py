@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from ..state import refuse_while_recording
 from ..tensor import Tensor
 
 
@@ -18,6 +19,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """Scale all gradients together so that their joint norm (of `norm_type`, inf allowed) is at
     most max_norm: g *= max_norm / (total + 1e-6) when that factor is below 1. Returns the total
     norm before clipping (a 0-d Tensor)."""
+    refuse_while_recording("clip_grad_norm_()")
     params = _with_grads(parameters)
     norm_type = float(norm_type)
     if not params:
@@ -40,6 +42,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 def clip_grad_value_(parameters, clip_value):
     """Clip every gradient entry into [-clip_value, clip_value]."""
+    refuse_while_recording("clip_grad_value_()")
     clip_value = float(clip_value)
     for p in _with_grads(parameters):
         p.grad = np.clip(p.grad, -clip_value, clip_value)

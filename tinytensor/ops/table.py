@@ -185,7 +185,7 @@ def on_values(fun, args, kwargs, result, name=None):
     if isinstance(result, np.generic):
         result = np.asarray(result)      # argmax's index, a 0-d test: a 0-d array, to be noted
     if type(result) is np.ndarray:
-        recorder.numpy(fun, name, args, kwargs, result)
+        result = recorder.numpy(fun, name, args, kwargs, result)   # user code gets a recorded array
     elif type(result) is tuple and name in _DATA_DEPENDENT_SHAPES:
         recorder.refuse_shape(name, args, kwargs)
     elif isinstance(result, Tensor):

@@ -18,6 +18,7 @@ ChainedScheduler (several at once) follow PyTorch's definitions.
 
 import math
 
+from ..state import refuse_while_recording
 from .optimizer import Optimizer
 
 
@@ -45,6 +46,7 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self):
+        refuse_while_recording("scheduler.step()")
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = float(lr)
@@ -163,6 +165,7 @@ class ReduceLROnPlateau:
         return a > (best * (1 + self.threshold) if rel else best + self.threshold)
 
     def step(self, metrics):
+        refuse_while_recording("scheduler.step()")
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
         self.last_epoch += 1
         if self.is_better(current, self.best):
@@ -375,6 +378,7 @@ class SequentialLR(LRScheduler):
         self._last_lr = schedulers[0].get_last_lr()
 
     def step(self):
+        refuse_while_recording("scheduler.step()")
         from bisect import bisect_right
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -412,6 +416,7 @@ class ChainedScheduler(SequentialLR):
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self):
+        refuse_while_recording("scheduler.step()")
         for s in self._schedulers:
             s.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import backend
 from ..nn.module import _is_parameter
+from ..state import refuse_while_recording
 from ..tensor import Tensor, mark_modified
 
 
@@ -106,12 +107,14 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Set every parameter's `.grad` to None, as PyTorch does by default (or to zeros)."""
+        refuse_while_recording("optimizer.zero_grad()")
         for p in self.params:
             p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. `closure` (optional, as PyTorch)
         re-evaluates the loss and is called first; its result is returned."""
+        refuse_while_recording("optimizer.step()")
         loss = None
         if closure is not None:
             loss = closure()

@@ -1,0 +1,477 @@
+"""What a compiled program depends on besides its array arguments: its guards.
+
+`_Reach` watches a recording and finds every Python value the function's result may depend on
+from the code that actually ran, not from a list of patterns: each user function whose frame
+the recording entered (a profile hook, as torch.compile's Dynamo reads the bytecode it runs),
+with its closure cells, the globals its code names and its defaults; the objects they hold (a
+model, an optimizer's `param_groups`, a config); and every Module the call reached (its
+`training` flag, its other number attributes, and its structure version, which assigning a
+submodule, a Parameter or a hook bumps). The guard is one generated function returning a tuple
+of those values (numbers and strings by value, containers by a fingerprint of their contents,
+arrays, Tensors, functions and other objects by identity): a call whose tuple differs from the
+recorded one needs another program.
+
+Python state the function itself changes while it is recorded (a list it appends to, a
+`nonlocal` it rebinds, an attribute it sets on an object it closes over) cannot be replayed:
+compared before and after the recording, and refused (`check_unchanged`).
+"""
+
+import builtins
+import functools
+import math
+import os
+import sys
+import threading
+import types
+
+import numpy as np
+
+from ..tensor import Tensor
+from .tracer import _is_user
+
+_SCALARS = (int, float, bool, str, type(None), complex, bytes)
+_IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
+                       np.ufunc, type, types.BuiltinMethodType, types.MethodWrapperType})
+_NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "functools", "typing"})
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+_MAX_ITEMS = 64          # a larger container is guarded by identity and length
+_DEPTH = 4
+_OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc, threading.local,
+           np.random.Generator, np.random.RandomState, np.dtype)
+
+
+def _fingerprint(x, depth=0):
+    """x's value as a hashable, comparable key: numbers and strings by (type, value); containers
+    by their items; arrays, Tensors, functions and other objects by identity; objects with
+    attributes (a config, an optimizer) also by their number/string/container attributes."""
+    t = type(x)
+    if t is float:
+        return (t, x, math.copysign(1.0, x))         # -0.0 is not 0.0 (copysign, 1 / x)
+    if t in _SCALARS:
+        return (t, x)
+    if t in _IDENTITY:
+        return (t, id(x))
+    if isinstance(x, np.generic):
+        return (t, x.item() if x.size == 1 else repr(x))
+    if t is float or isinstance(x, float):
+        return (t, float(x))
+    if t in _CONTAINERS or isinstance(x, (list, tuple, dict)):
+        if depth >= _DEPTH or len(x) > _MAX_ITEMS:
+            return (t, id(x), len(x))
+        if isinstance(x, dict):
+            return (t, tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in x.items()))
+        if t in (set, frozenset):
+            return (t, frozenset(_fingerprint(v, depth + 1) for v in x))
+        return (t, tuple(_fingerprint(v, depth + 1) for v in x))
+    if isinstance(x, (np.ndarray, Tensor)) or callable(x) or isinstance(x, _OPAQUE):
+        if isinstance(x, functools.partial):
+            return (t, id(x), _fingerprint(x.args, depth + 1), _fingerprint(x.keywords, depth + 1))
+        if isinstance(x, types.MethodType):
+            return (t, id(x.__func__), id(x.__self__))
+        if isinstance(x, _module_class()):
+            return (t, id(x), _module_state(x))
+        return (t, id(x))
+    if hasattr(t, "__next__"):                        # an iterator, a generator: where it is
+        return (t, id(x), _iterator_state(x))
+    attributes = getattr(x, "__dict__", None)
+    if attributes is not None and depth < _DEPTH - 1:
+        items = tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
+                      if not k.startswith("__"))
+        return (t, id(x), _class_state(t), items)
+    return (t, id(x))
+
+
+def _state_of(obj):
+    """What check_unchanged compares for an object f reaches: a Module's mode and number
+    attributes (its own caches, a Dropout's last mask, are not the user's state); a helper
+    module's number and container attributes (a counter it bumps); anything else's fingerprint."""
+    if isinstance(obj, _module_class()):
+        return (id(obj), obj.training, tuple((k, v) for k, v in vars(obj).items()
+                                             if type(v) in _SCALARS and k != "_structure"))
+    if isinstance(obj, types.ModuleType):
+        if not _user_module(obj):
+            return id(obj)
+        return tuple((k, _fingerprint(v)) for k, v in vars(obj).items()
+                     if not k.startswith("__") and (type(v) in _SCALARS or type(v) in _CONTAINERS))
+    return _fingerprint(obj)
+
+
+_LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortranarray, np.frombuffer,
+                         memoryview})
+
+
+def _iterator_state(it):
+    """Where an iterator or generator stands (so that a draw from it while recording shows)."""
+    frame = getattr(it, "gi_frame", None)
+    if frame is not None or hasattr(it, "gi_code"):
+        return ("generator", None if frame is None else frame.f_lasti)
+    try:
+        return repr(it.__reduce__())
+    except Exception:
+        return None
+
+
+_MODULE = []
+
+
+def _module_class():
+    if not _MODULE:
+        from ..nn.module import Module
+        _MODULE.append(Module)
+    return _MODULE[0]
+
+
+def _class_state(cls):
+    """The number and string attributes of a user's class and its user-defined bases (a class
+    attribute `scale = 2.0` a method reads as self.scale)."""
+    state = []
+    for c in cls.__mro__:
+        if c.__module__ in _NOT_USER_MODULES or c.__module__.startswith("tinytensor"):
+            continue
+        state += [(c.__name__, k, v if type(v) in _SCALARS else id(v)) for k, v in vars(c).items()
+                  if (type(v) in _SCALARS or type(v) is types.FunctionType) and not k.startswith("__")]
+    return tuple(state)
+
+
+class _Structure:
+    """The identity and structure version of every submodule of the Modules a call reached,
+    recomputed only when some Module's structure changed since (Module.__setattr__ bumps the
+    shared counter): a ModuleList appended to, a Sequential's layer replaced."""
+
+    def __init__(self, roots):
+        self.roots = list(roots)
+        self.seen = _counter()
+        self.current = self._deep()
+
+    def _deep(self):
+        return tuple((id(m), vars(m).get("_structure", 0), _class_state(type(m)))
+                     for root in self.roots for _, m in root.named_modules())
+
+    def __call__(self):
+        count = _counter()
+        if count != self.seen:
+            self.seen = count
+            self.current = self._deep()
+        return self.current
+
+
+def _counter():
+    from ..nn.module import _STRUCTURE
+    return _STRUCTURE[0]
+
+
+def _module_state(m):
+    """A Module's mode, number/string attributes and structure version (Module.__setattr__ bumps
+    it when a submodule, Parameter, Tensor or hook is assigned)."""
+    attributes = vars(m)
+    return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
+            tuple((k, v) for k, v in attributes.items() if type(v) in _SCALARS),
+            tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
+
+
+class _Reach:
+    """Finds, while f is recorded, the Python values it depends on (see the module's text)."""
+
+    def __init__(self, f, tracer):
+        self.f = f
+        self.tracer = tracer
+        self.codes = {}           # code object -> a frame's globals (user code that ran)
+        self.functions = {}       # id -> function f can reach statically (closures, methods, partials)
+        self.objects = {}         # id -> object whose attributes are guarded (bound self, partial args)
+        self.partials = {}        # id -> functools.partial (its arguments and keywords, by value)
+        self.walked = {}          # id -> tinytensor's own function walked through (a transform's)
+        self.before = None
+        self._previous = None
+        self._collect(f, 0)
+
+    # ----- the functions and objects f can reach without running -----
+    def _collect(self, f, depth):
+        """Walk f: a user function's closure, globals and defaults are guarded; tinytensor's
+        own wrappers (a transform's closure, a compiled function) are walked for the user
+        functions and objects they hold, and guard nothing of their own."""
+        if depth > 8:
+            return
+        while isinstance(f, functools.partial):
+            self.partials[id(f)] = f
+            for a in (*f.args, *f.keywords.values()):
+                self._value(a, depth)
+            f = f.func
+        if isinstance(f, types.MethodType):
+            self._value(f.__self__, depth)
+            f = f.__func__
+        if not isinstance(f, types.FunctionType):
+            if callable(f) and hasattr(f, "__dict__") and not isinstance(f, type):
+                inner = getattr(f, "fun", None) or getattr(f, "__wrapped__", None)
+                if inner is not None and inner is not f:
+                    self._collect(inner, depth + 1)
+                self._value(f, depth)
+                call = vars(type(f)).get("__call__")
+                if isinstance(call, types.FunctionType) and _is_user(call.__code__):
+                    self._collect(call, depth + 1)
+            return
+        if id(f) in self.functions or id(f) in self.walked:
+            return
+        user = _is_user(f.__code__)
+        (self.functions if user else self.walked)[id(f)] = f
+        wrapped = getattr(f, "__wrapped__", None)
+        if wrapped is not None:
+            self._collect(wrapped, depth + 1)
+        for cell in f.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            self._value(value, depth)
+        if not user:
+            return
+        for name in _names(f.__code__):
+            if name in f.__globals__:
+                self._value(f.__globals__[name], depth)
+        for value in (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).values()):
+            self._value(value, depth)
+
+    def _value(self, value, depth):
+        if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
+            self._collect(value, depth + 1)
+        elif callable(value) and isinstance(getattr(value, "fun", None), types.FunctionType) \
+                and type(value).__module__.startswith("tinytensor"):
+            self._collect(value.fun, depth + 1)       # a compiled function (or a transform) f calls
+        elif isinstance(value, (list, tuple, dict)) and len(value) <= _MAX_ITEMS:
+            for v in value.values() if isinstance(value, dict) else value:
+                if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
+                    self._collect(v, depth + 1)
+        elif isinstance(value, types.ModuleType):
+            if _user_module(value) and id(value) not in self.objects:
+                self.objects[id(value)] = value           # a helper module: its attributes
+        elif hasattr(type(value), "__next__") and not isinstance(value, (Tensor, np.ndarray)):
+            self.objects[id(value)] = value               # an iterator f may draw from
+        elif (hasattr(value, "__dict__") or hasattr(type(value), "__slots__")) \
+                and not isinstance(value, _OPAQUE + (Tensor, np.ndarray)) and not _internal(value):
+            if id(value) not in self.objects:
+                self.objects[id(value)] = value
+                for name in dir(type(value)):            # its methods f may call
+                    attr = getattr(type(value), name, None)
+                    if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
+                        self._collect(attr, depth + 1)
+            inner = getattr(value, "fun", None)
+            if callable(value) and callable(inner):       # a compiled function inside f
+                self._collect(inner, depth + 1)
+
+    # ----- the functions that ran -----
+    def enter(self):
+        self.before = self._state()
+        self._previous = sys.getprofile()
+        codes = self.codes
+        tracer = self.tracer
+
+        def profile(frame, event, arg):
+            if event == "call":
+                code = frame.f_code
+                if code not in codes and _is_user(code):
+                    codes[code] = frame.f_globals
+            elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
+                    and tracer.laundered is None:
+                # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
+                # note: where the calling function holds traced arrays, it is refused
+                tracer.laundered = f"{arg.__name__}(...) at {os.path.basename(frame.f_code.co_filename)}:" \
+                                   f"{frame.f_lineno}"
+        sys.setprofile(profile)
+
+    def exit(self):
+        sys.setprofile(self._previous)
+
+    def _functions(self):
+        """The user functions found without running whose code ran while recording (their
+        closure cells, globals and defaults are guarded); code that ran with no function found
+        (a helper reached through an object made at run time) has its globals guarded. The
+        hooks of the modules the call reached count as found."""
+        for m in self.tracer.modules:
+            for name in ("_forward_hooks", "_forward_pre_hooks"):
+                for hook, _ in vars(m).get(name, {}).values():
+                    self._collect(hook, 0)
+        return [f for f in self.functions.values() if f.__code__ in self.codes]
+
+    def _sources(self):
+        """(reader expression, object, what) triples: each value the result may depend on, read
+        in the cheapest form that still sees every change (see _reader)."""
+        readers, seen = [], set()
+
+        def add(form, holder, what, value):
+            if id(value) in self.objects and form != "{}":
+                expression = f"id({form})"        # its attributes are guarded one by one below
+            else:
+                expression = _reader(form, value)
+            key = (expression, id(holder))
+            if key not in seen:
+                seen.add(key)
+                readers.append((expression, holder, what))
+
+        for f in self._functions():
+            for k, cell in enumerate(f.__closure__ or ()):
+                try:
+                    value = cell.cell_contents
+                except ValueError:
+                    continue
+                what = f"{f.__code__.co_freevars[k]} (closed over by {f.__qualname__})"
+                add("{}.cell_contents", cell, what, value)
+            glob = f.__globals__
+            for name in _names(f.__code__):
+                if name in glob:
+                    add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+            if f.__defaults__:
+                add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
+            if f.__kwdefaults__:
+                add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
+        for code, glob in self.codes.items():         # code that ran without a function found
+            for name in _names(code):
+                if name in glob:
+                    add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+        for code, glob in self.codes.items():           # what code reached at run time names
+            for name in _names(code):
+                if name in glob:
+                    self._value(glob[name], 1)
+        ran = set()                                   # attribute names the code that ran can read
+        for code in list(self.codes) + [f.__code__ for f in self._functions()]:
+            ran.update(_names(code))
+        for code, glob in self.codes.items():           # os.environ read by the code that ran
+            if "environ" in _names(code) and glob.get("os") is os:
+                readers.append(("tuple({}.environ.items())", os, "os.environ"))
+                break
+        for obj in self.objects.values():
+            if isinstance(obj, _module_class()):
+                add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
+                continue
+            if hasattr(type(obj), "__next__"):
+                add("{}", obj, f"the iterator {type(obj).__name__}", obj)
+                continue
+            own = getattr(obj, "__dict__", None)
+            label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
+            classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
+            for name in sorted(ran):
+                where = [c for c in classes if name in vars(c)]
+                if own is not None and (name in own or where):   # an instance attribute (one may
+                    what = f"{label}.{name}"                      # shadow the class's later)
+                    add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))
+                if where:
+                    value = vars(where[0])[name]
+                    if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
+                        add(f"getattr({{}}, {name!r}, None)", obj, f"{label}.{name}",
+                            getattr(obj, name, None))
+                    elif not isinstance(value, property):
+                        add(f"getattr(type({{}}), {name!r}, None)", obj, f"{label}.{name} (its class's)",
+                            value)
+        for p in self.partials.values():
+            add("{}", p, f"the arguments of {p!r}"[:80], p)
+        for m in self.tracer.modules:
+            add("{}", m, f"the mode and attributes of {type(m).__name__}", m)
+        if self.tracer.modules:
+            readers.append(("{}()", _Structure(self.tracer.modules),
+                            "the submodules of the modules it calls"))
+        return readers
+
+    def _state(self):
+        """The fingerprint of everything found without running (compared after the recording)."""
+        values = []
+        for f in self.functions.values():
+            for cell in f.__closure__ or ():
+                try:
+                    values.append(_state_of(cell.cell_contents))
+                except ValueError:
+                    values.append(None)
+            for name in _names(f.__code__):
+                if name in f.__globals__:
+                    values.append((name, _state_of(f.__globals__[name])))
+            values.append(_fingerprint(f.__defaults__))          # a mutable default f appends to
+            values.append(_fingerprint(f.__kwdefaults__))
+        for obj in self.objects.values():
+            values.append(_state_of(obj))
+        for p in self.partials.values():
+            values.append(_fingerprint(p))
+        return values
+
+    def check_unchanged(self, name):
+        """Refuse a function that changed Python state it reads while being recorded: the
+        program would not repeat the change."""
+        if self._state() != self.before:
+            raise RuntimeError(
+                f"tt.compile: {name} changed Python state while being recorded (appended to a list "
+                f"it closes over, rebound a nonlocal or global, set an attribute of an object it "
+                f"reads, stepped an optimizer); the compiled program would not repeat that. Keep "
+                f"such updates outside the compiled function (return the values instead), or "
+                f"call it uncompiled")
+
+    def guard(self):
+        """One generated function returning the tuple of every source's fingerprint (None when
+        there is nothing to guard)."""
+        readers = self._sources()
+        if not readers:
+            return None
+        namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state}
+        parts = []
+        for i, (form, obj, _) in enumerate(readers):
+            namespace[f"o{i}"] = obj
+            parts.append("(" + form.replace("{}", f"o{i}") + ")")
+        source = "def guard():\n    return (" + ", ".join(parts) + ",)\n"
+        exec(builtins.compile(source, "<tt.compile guard>", "exec"), namespace)
+        guard = namespace["guard"]
+        guard.names = [what for *_, what in readers]
+        return guard
+
+
+def _names(code):
+    """The global names a code object (and the lambdas and comprehensions inside it) reads."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _names(c)
+        elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
+            names.append(c)
+    return names
+
+
+def _user_module(m):
+    path = getattr(m, "__file__", None)
+    from .tracer import _NOT_USER
+    return path is not None and not os.path.abspath(path).startswith(_NOT_USER)
+
+
+def _internal(x):
+    """tinytensor's own objects other than Modules, optimizers and schedulers (the engine's
+    registries, hooks, weak maps): never guarded."""
+    module = type(x).__module__
+    return module.startswith("tinytensor") and not module.startswith(("tinytensor.nn", "tinytensor.optim"))
+
+
+def _reader(form, value):
+    """The guard expression reading `value` through `form`, in the cheapest form that sees
+    every change: numbers, strings and None by class and value; functions, Python modules,
+    arrays, Tensors and classes without number attributes by identity; a class with number
+    attributes by those too; a Module by identity, mode, attributes and hooks; containers and
+    other objects by fingerprint (their contents)."""
+    t = type(value)
+    if t is float:
+        return f"fp({form})"                          # the sign of a zero too
+    if t in (int, bool, str, type(None), complex, bytes):
+        return f"{form}.__class__, {form}"
+    if isinstance(value, type):
+        return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
+    if isinstance(value, types.FunctionType):
+        return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
+    if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
+                          Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
+        return f"id({form})"
+    if isinstance(value, _module_class()):
+        return f"id({form}), ms({form})"
+    return f"fp({form})"
+
+
+def describe_change(guard, recorded, now):
+    """Which guarded value changed, in words."""
+    names = getattr(guard, "names", [])
+    for name, a, b in zip(names, recorded or (), now or ()):
+        if a != b:
+            return f"{name} changed"
+    return "a guarded Python value changed"
+
+
+_FILE = os.path.abspath(__file__)
