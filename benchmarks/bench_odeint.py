@@ -4,7 +4,8 @@ The scientist's fit: four rate parameters theta, y(t) = odeint(lv, y0, t, theta)
 [0, 10], the loss sum((y - data)^2); one call computes the loss and its gradient in theta.
   * tinytensor: tt.value_and_grad(loss)(theta) (the forward solve is SciPy's LSODA; the gradient
     one forward sensitivity solve, as the problem is small), with the right-hand side written in
-    tt ops, run eagerly and, with odeint(..., replay=True), recorded once by tt.compile;
+    tt ops, recorded once by tt.compile and replayed (odeint's default) or, with replay=False,
+    run eagerly on every call;
   * JAX (when installed): jax.jit(jax.value_and_grad(loss)) with jax.experimental.ode.odeint
     (Dormand-Prince), timed after its first (compiling) call;
 both at rtol = atol = 1e-8, the gradients checked against each other first. One thread each;
@@ -44,7 +45,7 @@ def lv(y, t, theta):
 DATA = odeint(lv, Y0, T, args=(THETA * np.array([1.05, 0.95, 1.0, 1.02]),), **TOL)
 
 
-def tt_loss(theta, replay=False):
+def tt_loss(theta, replay=True):
     return tt.sum((odeint(lv, Y0, T, args=(theta,), replay=replay, **TOL) - DATA) ** 2)
 
 
@@ -79,8 +80,8 @@ def tt_step(theta):
     return float(value), grad
 
 
-def tt_replayed_step(theta):
-    value, grad = tt.value_and_grad(lambda theta: tt_loss(theta, replay=True))(theta)
+def tt_eager_step(theta):
+    value, grad = tt.value_and_grad(lambda theta: tt_loss(theta, replay=False))(theta)
     return float(value), grad
 
 
@@ -95,7 +96,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    steps = {"tinytensor": tt_step, "tinytensor replay=True": tt_replayed_step}
+    steps = {"tinytensor": tt_step, "tinytensor replay=False": tt_eager_step}
     jax_run = jax_step()
     if jax_run is not None:
         steps["jax (jit, cached)"] = jax_run

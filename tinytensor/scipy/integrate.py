@@ -56,10 +56,10 @@ def _fix_for(message, options):
 class _Replay:
     """f recorded once by tt.compile and replayed as a straight NumPy program (the right-hand side
     is called hundreds of times per solve; replaying cuts ~390 us to ~30 us per VJP of a small
-    system). A call returns None, for good, once a recording warned (a read of a traced value) or
-    failed: the caller then runs f eagerly. Opt-in (odeint(..., replay=True)): tt.compile freezes
-    a branch such as `if t < 0.5` on an argument without a warning today, so a func with Python
-    control flow on values would get a wrong number from a replay."""
+    system). tt.compile guards what f's result depends on (a branch such as `if t < 0.5` records
+    a program per outcome). A call returns None, and the caller runs f eagerly (with its closure
+    check), when it recorded f again (another branch may reach a Tensor the first call did not);
+    for good once a recording warned or failed (a refusal)."""
 
     def __init__(self, f):
         self.compiled, self.usable = tt_compile(f), True
@@ -77,9 +77,12 @@ class _Replay:
                     self.usable = False
                     return None
                 raise
-        if self.compiled.traces != before and caught:
-            self.usable = False
-            return None
+        if self.compiled.traces != before:
+            if caught:
+                self.usable = False
+                return None
+            if before:                        # recorded again: this call runs eagerly, checked
+                return None
         for w in caught:                      # a replay's own warnings (overflow ...) are the user's
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return out
@@ -128,7 +131,7 @@ class _RHS:
     """The right-hand side: func(y, t, *args) with `args` a pytree (given as its leaves), and the
     closed-over Tensors it reaches (`captures`)."""
 
-    def __init__(self, func, structure, n_args, replay=False):
+    def __init__(self, func, structure, n_args, replay=True):
         self.func, self.structure, self.n_args = func, structure, n_args
         self.captures = []
         self.failure = None          # the forward solve's message when it failed
@@ -493,7 +496,7 @@ def _as_input(x, what):
     return x.astype(np.float64) if x.dtype.kind != "f" else x
 
 
-def _prepare(func, y0, t, args, name, replay=False):
+def _prepare(func, y0, t, args, name, replay=True):
     """(y0, t, the leaves of args, the right-hand side with its closed-over Tensors found)."""
     if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
         raise ValueError(f"{name}: y0 must be 1-D, as SciPy's")
@@ -517,13 +520,13 @@ def _prepare(func, y0, t, args, name, replay=False):
 
 def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,
            atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0, mxhnil=0, mxordn=12,
-           mxords=5, printmessg=0, tfirst=False, replay=False):
+           mxords=5, printmessg=0, tfirst=False, replay=True):
     """scipy.integrate.odeint(func, y0, t, args): y at each time in t, shape (len(t), len(y0)),
     differentiable in y0, t, every array in `args` (a tuple, or any pytree of arrays) and every
     Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
     to any order. The options apply to the forward solve; a failed solve makes the derivative raise.
-    `replay=True` (not SciPy's) records func once with tt.compile and replays it on every call,
-    several times cheaper, for a func whose Python control flow reads no values (no `if t < c`)."""
+    func is recorded once with tt.compile and replayed on every call, several times cheaper, when
+    it closes over no Tensor that requires grad; `replay=False` (not SciPy's) runs it eagerly."""
     if full_output or Dfun is not None or tfirst:
         raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
     options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
@@ -548,7 +551,7 @@ _IVP_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
 
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
-              vectorized=False, args=None, replay=False, **options):
+              vectorized=False, args=None, replay=True, **options):
     """scipy.integrate.solve_ivp(fun, t_span, y0, method, t_eval, args, rtol=, atol=, ...): SciPy's
     result (t, y, status, message, success, nfev, ...), with `y` (shape (len(y0), len(t))) a Tensor
     differentiable in y0, the arrays of `args`, every Tensor fun closes over and t_eval, to any
