@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     allocator,
     backend,
     data,
+    fft,
     linalg,
     nn,
     ops,
@@ -70,5 +71,5 @@ __all__ = [
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
     "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "vmap", "save", "load", "compile",
-    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy", "linalg",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy", "linalg", "fft",
 ] + sorted(ops.PUBLIC)

@@ -17,6 +17,7 @@ and one primitive, cumprod, whose gradient is exact with zeros in the input.
 """
 
 import numpy as np
+import scipy.signal
 
 from .ops import concatenate
 from .ops import shape as ops_shape
@@ -120,6 +121,10 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     dtype = flat.dtype if hasattr(flat, "dtype") else _value(flat).dtype
     low = ordered[..., lo]
     result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
+    missing = np.isnan(_value(flat)).any(axis=-1)
+    if missing.any():             # NumPy's: a slice holding a NaN has NaN quantiles (sort puts it last)
+        expand = missing.shape + (1,) * q.ndim
+        result = where(np.reshape(missing, expand), np.reshape(ordered[..., -1], expand), result)
     k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest
     result = np.transpose(result, list(range(k, k + q.ndim)) + list(range(k))) if q.ndim and k else result
     if keepdims:
@@ -346,7 +351,70 @@ def heaviside(x1, x2):
     return where(x1 < 0, 0.0, where(x1 > 0, 1.0, x2 + 0.0 * x1))
 
 
-# ----- convolution ------------------------------------------------------------------------------------------
+# ----- convolution: two bilinear primitives, each the other's transpose (tt.scipy.signal's too) -----------
+def _flip(x):
+    return np.flip(x)              # every axis; a Tensor hands it back to tt.flip (recorded)
+
+
+def _shape(x):
+    return np.shape(x.data if isinstance(x, Tensor) else x)
+
+
+def _full_forward(a, b):
+    return scipy.signal.convolve(a, b, mode="full")
+
+
+def _valid_forward(x, k):
+    return scipy.signal.convolve(x, k, mode="valid")
+
+
+_convolve_full = defprim(_full_forward, "convolve_full",
+                         vjp=[lambda g, ans, a, b: _convolve_valid(g, _flip(b)),
+                              lambda g, ans, a, b: _convolve_valid(g, _flip(a))],
+                         jvp=[lambda t, ans, a, b: _convolve_full(t, b),
+                              lambda t, ans, a, b: _convolve_full(a, t)])
+_convolve_valid = defprim(_valid_forward, "convolve_valid",
+                          vjp=[lambda g, ans, x, k: _convolve_full(g, _flip(k)),
+                               lambda g, ans, x, k: _convolve_valid(_flip(x), g)],
+                          jvp=[lambda t, ans, x, k: _convolve_valid(t, k),
+                               lambda t, ans, x, k: _convolve_valid(x, t)])
+
+
+def _as_operand(x):
+    if isinstance(x, Tensor):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _centred(full, shape):
+    """The slice of `full` of `shape` at its centre (SciPy's "same")."""
+    start = [(n - m) // 2 for n, m in zip(_shape(full), shape)]
+    return full[tuple(slice(s, s + m) for s, m in zip(start, shape))]
+
+
+def nd_convolve(in1, in2, mode="full"):
+    """The N-D convolution of in1 and in2 (same ndim; scipy.signal.convolve's modes), differentiable
+    in both: tt.scipy.signal.convolve, and np.convolve's engine."""
+    in1, in2 = _as_operand(in1), _as_operand(in2)
+    s1, s2 = _shape(in1), _shape(in2)
+    if len(s1) != len(s2) or not s1:
+        raise ValueError(f"convolve: in1 and in2 must have the same number of dimensions (at least "
+                         f"1), got shapes {s1} and {s2}")
+    if mode == "full":
+        return _convolve_full(in1, in2)
+    if mode == "same":
+        return _centred(_convolve_full(in1, in2), s1)
+    if mode == "valid":
+        if all(n >= m for n, m in zip(s1, s2)):
+            return _convolve_valid(in1, in2)
+        if all(m >= n for n, m in zip(s1, s2)):
+            return _convolve_valid(in2, in1)      # convolution commutes
+        raise ValueError(f"convolve: for mode='valid' one input must be at least as large as the "
+                         f"other along every axis; got shapes {s1} and {s2}")
+    raise ValueError(f"convolve: mode must be 'full', 'valid' or 'same', got {mode!r}")
+
+
 @public(numpy=np.convolve)
 def convolve(a, v, mode="full"):
     """np.convolve (1-D; modes full, same, valid), differentiable in both operands.
@@ -356,8 +424,6 @@ def convolve(a, v, mode="full"):
     >>> tt.convolve(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 1.0]))
     tensor([1., 3., 2.])
     """
-    from .scipy.signal import _as_operand, _centred
-    from .scipy.signal import convolve as nd_convolve
     a, v = _as_operand(a), _as_operand(v)
     for name, x in (("a", a), ("v", v)):
         if np.ndim(_value(x)) != 1 or not np.size(_value(x)):
@@ -377,5 +443,127 @@ def correlate(a, v, mode="valid"):
     >>> tt.correlate(tt.tensor([1.0, 2.0, 3.0]), tt.tensor([0.0, 1.0]))
     tensor([2., 3.])
     """
-    from .scipy.signal import _as_operand
     return convolve(a, np.flip(_as_operand(v)), mode)
+
+
+# ----- statistics with NaN and weights (issue 30): composites --------------------------------------------
+def _reduce_args(name, dtype, out):
+    _no(name, "out=", out)
+    _no(name, "dtype=", dtype)
+
+
+def _present(a):
+    """(a with NaN replaced by 0, the count of non-NaN values as a 0/1 float array)."""
+    missing = np.isnan(_value(a))
+    return where(missing, 0.0, a), (~missing).astype(_value(a).dtype)
+
+
+@public(numpy=np.nansum)
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nansum: NaN counted as zero (their gradient is 0)."""
+    _reduce_args("nansum", dtype, out)
+    filled, _ = _present(_arg(a))
+    return np.sum(filled, axis=axis, keepdims=keepdims)
+
+
+@public(numpy=np.nanmean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nanmean: the mean of the non-NaN values (NaN, with NumPy's warning, for a slice of NaN only)."""
+    _reduce_args("nanmean", dtype, out)
+    filled, present = _present(_arg(a))
+    count = np.sum(present, axis=axis, keepdims=keepdims)
+    if np.any(count == 0):
+        import warnings
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(filled, axis=axis, keepdims=keepdims) / count
+
+
+@public(numpy=np.nanvar)
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanvar: the variance of the non-NaN values, divided by (count - ddof)."""
+    _reduce_args("nanvar", dtype, out)
+    a = _arg(a)
+    filled, present = _present(a)
+    count = np.sum(present, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = (filled - np.sum(filled, axis=axis, keepdims=True) / count) * present
+        result = np.sum(centred * centred, axis=axis, keepdims=keepdims) / np.maximum(
+            np.sum(present, axis=axis, keepdims=keepdims) - ddof, 0)
+    return result
+
+
+@public(numpy=np.nanstd)
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanstd: sqrt(nanvar)."""
+    return np.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims))
+
+
+@public(numpy=np.average)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average: sum(a * w) / sum(w) along `axis`, differentiable in a and in the weights (1-D
+    weights lie along `axis`, as NumPy's)."""
+    a = _arg(a)
+    if weights is None:
+        result = np.mean(a, axis=axis, keepdims=keepdims)
+        count = np.size(_value(a)) // max(np.size(_value(result)), 1)
+        return (result, np.full(np.shape(_value(result)), float(count))) if returned else result
+    w = _arg(weights)
+    shape, w_shape = np.shape(_value(a)), np.shape(_value(w))
+    if shape != w_shape:
+        if axis is None:
+            raise TypeError("average: axis must be specified when shapes of a and weights differ")
+        if len(w_shape) != 1 or w_shape[0] != shape[axis]:
+            raise ValueError(f"average: 1-D weights must have the length of a along axis {axis} "
+                             f"({shape[axis]}), got shape {w_shape}")
+        w = np.reshape(w, tuple(w_shape[0] if i == axis % len(shape) else 1 for i in range(len(shape))))
+        w = np.broadcast_to(w, shape)
+    total = np.sum(w, axis=axis, keepdims=keepdims)
+    if np.any(_value(total) == 0.0):
+        raise ZeroDivisionError("average: weights sum to zero, can't be normalized")
+    result = np.sum(a * w, axis=axis, keepdims=keepdims) / total
+    return (result, total) if returned else result
+
+
+@public(numpy=np.cov)
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """np.cov: the covariance of the variables (rows, or columns with rowvar=False), with NumPy's
+    bias, ddof, fweights and aweights (the weights are constants); differentiable in m and y."""
+    _no("cov", "dtype=", dtype)
+    X = _arg(m)
+    if np.ndim(_value(X)) > 2:
+        raise ValueError("cov: m has more than 2 dimensions")
+    X = np.reshape(X, (1, -1)) if np.ndim(_value(X)) < 2 else X
+    if not rowvar and np.shape(_value(X))[0] != 1:
+        X = np.transpose(X)
+    if y is not None:
+        Y = _arg(y)
+        Y = np.reshape(Y, (1, -1)) if np.ndim(_value(Y)) < 2 else Y
+        if not rowvar and np.shape(_value(Y))[0] != 1:
+            Y = np.transpose(Y)
+        X = concatenate([X, Y], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = np.shape(_value(X))[1]
+    w = None
+    if fweights is not None:
+        w = _constant("cov", "fweights", fweights).astype(np.float64)
+    if aweights is not None:
+        a_w = _constant("cov", "aweights", aweights).astype(np.float64)
+        w = a_w if w is None else w * a_w
+    if w is None:
+        mean = np.mean(X, axis=1, keepdims=True)
+        fact = n - ddof
+    else:
+        w_sum = w.sum()
+        mean = np.sum(X * w, axis=1, keepdims=True) / w_sum
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            fact = w_sum - ddof * np.sum(w * a_w) / w_sum
+    centred = X - mean
+    weighted = centred if w is None else centred * w
+    c = np.matmul(centred, np.transpose(weighted)) / max(fact, 0)
+    return np.squeeze(c)

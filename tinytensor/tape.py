@@ -67,6 +67,9 @@ class Primitive:
     # made arrays once, when the entry is made. A user primitive (user_primitives.py) keeps its
     # containers: they hold its Tensor inputs.
     lists_are_arrays = True
+    # Whether the rules hold for complex values with JAX's convention (ops/table.py, complex_rules):
+    # recording any other primitive on a complex output raises instead of a wrong gradient.
+    complex_rules = False
 
     def __init__(self, fun, name=None, nargs=None):
         self.fun = fun
@@ -177,6 +180,8 @@ class Primitive:
         out._id = _next_id()
         out._version = -1
         if record and (quiet or STATE.grad_enabled):
+            if ans.dtype.kind == "c" and not self.complex_rules:
+                raise _no_complex_rule(self.name, args)
             out.requires_grad = True
             out._prim = self
             out._inputs = args if not converted else tuple(
@@ -217,6 +222,15 @@ class Primitive:
                 else:
                     total = total + d if rec is None else rec.add(total, d, node, "JVP")
         return total
+
+
+def _no_complex_rule(name, args):
+    return TypeError(
+        f"{name}: its result is complex and depends on a Tensor that requires grad (inputs: "
+        f"{_describe(args)}), but {name} has no rule for complex values. Complex intermediates are "
+        f"differentiated (JAX's convention) through + - * / exp abs real imag conj angle matmul dot "
+        f"sum mean, the shape operations and np.fft; take the real part, imaginary part or modulus "
+        f"(tt.real, tt.imag, tt.abs) before {name}")
 
 
 def _arrays_from_lists(values, args):
@@ -510,9 +524,11 @@ def run_tensor_hooks(node, g):
     return g
 
 
-def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None, cut=False):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
-    and the recorded nodes in the set `retained`).
+    and the recorded nodes in the set `retained`). With `cut`, a recorded node of `wrt` is not
+    swept through: what it was computed from gets nothing from it (odeint's closed-over Tensors,
+    which the outer sweep passes on itself).
 
     Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
     a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
@@ -555,6 +571,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             continue
         if keep is not None and node in keep:
             results[node] = g
+            if cut:
+                continue
         inputs = node._inputs
         if create_graph:
             ans, args = node, inputs
@@ -575,6 +593,9 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                          else rec.rule(prim.joint_vjp, (g, ans, *args), params, node, "VJP", parts=True))
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
+            # A real input of a complex result gets the real part of its cotangent (JAX's
+            # convention, ops/complex_numbers.py): taken here, as broadcasting is undone here.
+            complex_out = prim.complex_rules and node.data.dtype.kind == "c"
             for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
                 i += 1
                 if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
@@ -587,6 +608,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     ga = rec.rule(rules[i], (g, ans, *args), params, node, "VJP", i)
                 if ga is None:
                     continue
+                if complex_out and a.data.dtype.kind != "c" and ga.dtype.kind == "c":
+                    ga = np.real(ga) if rec is None else rec.apply(np.real, (ga,), {}, a, "VJP")
                 if ga.shape != a.data.shape:
                     ga = (unbroadcast(ga, a.data.shape) if rec is None
                           else rec.apply(unbroadcast, (ga, a.data.shape), {}, a, "VJP"))
@@ -637,6 +660,10 @@ def backward(output, grad=None):
         raise RuntimeError("backward: this tensor does not require grad (no input it depends on "
                            "has requires_grad=True, or it was computed under no_grad)")
     if grad is None:
+        if output.data.dtype.kind == "c":
+            raise TypeError(f"backward: the output is complex ({output.dtype}); a gradient is taken "
+                            f"of a real output only (as PyTorch's and JAX's): call backward() on "
+                            f"its real part, imaginary part or modulus (tt.real, tt.imag, tt.abs)")
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")

@@ -490,7 +490,7 @@ def _consumed(t):
 
 def _scipy_hint():
     """Where a SciPy function made the conversion: the tt.scipy function to use instead (or '')."""
-    from .scipy.guidance import hint
+    from .guidance import hint
     return hint(skip=3)
 
 

@@ -616,10 +616,10 @@ def _select(args, argnums, name):
 
 
 def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
-    """A function returning (f(*args), gradient) for scalar-valued f.
+    """A function returning (f(*args), gradient) for scalar-valued, real-valued f.
 
     The gradient has the structure and shapes of args[argnums], or is a tuple of them when
-    argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
+    argnums is a tuple. f must return a real Tensor computed from args[argnums] (else TypeError or
     ValueError); `allow_unused=True` gives a zero gradient instead. With `has_aux`, f returns
     (value, aux) and the function returns ((value, aux), gradient), as JAX's.
 
@@ -640,6 +640,7 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
             return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
+        _check_real(out)
         grads = vjp_fn(np.ones_like(_value(out)))[0]
         if STATE.depth == 0 and isinstance(out, Tensor) and out.requires_grad:
             out = STATE.recorder.tensor(out.data) if STATE.recorder.var_of(out.data) is not None \
@@ -647,6 +648,15 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
         return out, grads
 
     return value_and_grad_f
+
+
+def _check_real(out):
+    """grad of a complex-valued f is refused, as JAX's (a complex output has no gradient; take
+    its real part, imaginary part or modulus first)."""
+    if isinstance(out, Tensor) and out.data.dtype.kind == "c":
+        raise TypeError(f"grad requires real-valued outputs (f returned dtype {out.dtype}); take "
+                        f"tt.real(out), tt.imag(out) or tt.abs(out) of it, or use tt.vjp with a "
+                        f"complex cotangent")
 
 
 def _check_scalar(out):
@@ -693,6 +703,8 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
             _refuse_output([out], out, "grad", allow_unused)
             return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
     value = out.data
+    if value.dtype.kind == "c":
+        _check_real(out)
     seed = _seed(value)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
     if not grads:
@@ -715,7 +727,7 @@ def _like(primal, structure, leaves):
 
 def grad(f, argnums=0, allow_unused=False, has_aux=False):
     """A function returning the gradient of scalar-valued f with respect to args[argnums]
-    (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
+    (same structure and shapes; a tuple of them for a tuple argnums). f must return a real Tensor
     computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
     gradient instead. An argument f does not use, among several, gets zeros. With `has_aux`, f
     returns (value, aux) and the function returns (gradient, aux), as JAX's.

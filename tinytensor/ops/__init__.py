@@ -19,6 +19,7 @@ Importing the package registers every row: the families below are imported for t
 # shorthand of that name is `tinytensor.ops.table.elementwise` (one path per name).
 from . import (  # noqa: F401
     batching,  # noqa: F401,E402  (after the rows: its rules call them by name)
+    complex_numbers,
     core,
     elementwise,
     reductions,
@@ -89,6 +90,7 @@ from .table import (  # noqa: F401
     _keepdims,
     _safe,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
     nondifferentiable,

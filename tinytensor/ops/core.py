@@ -46,6 +46,7 @@ from .table import (
     _safe,
     _select,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
     elementwise,
@@ -123,10 +124,18 @@ tensor([0., 0., 2.])
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
 def _abs_rule(g, ans, x):
+    if x.dtype.kind == "c":                  # d|z| = Re(conj(z) dz) / |z|; 0 at z = 0
+        return np.where(x != 0, g * (np.conj(x) / _safe(ans)), 0)
     return _select(x != 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
 
 
-abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
+def _abs_tangent(t, ans, x):
+    if x.dtype.kind == "c":
+        return np.real(np.conj(x) * t) / _safe(ans)
+    return _select(x != 0, t * np.sign(x))
+
+
+abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_tangent], numpy=np.absolute, method=True)
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
@@ -237,6 +246,45 @@ _logsumexp = defprim(
          _keepdims(g, x.shape, axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
     jvp=[lambda t, ans, x, axis, keepdims:
          np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+# logsumexp with weights b and return_sign (scipy.special.logsumexp's; tt.scipy.special uses it)
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
+    """log|sum(b * exp(a))| (signed) or log(sum(b * exp(a))) along axis, shifted by the max."""
+    a = np.where(b != 0, a, -np.inf)           # terms of weight 0 do not count (nor overflow)
+    shift = np.max(a, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0)
+    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):   # a negative sum: NaN, as SciPy
+        out = np.log(np.abs(total) if signed else total) + shift
+    return out if keepdims else np.squeeze(out, axis=tuple(range(out.ndim)) if axis is None else axis)
+
+
+def _lse_weights(ans, a, b, axis, keepdims):
+    """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
+    ans = _keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
+    a_, b_ = _data(a), _data(b)                 # the sign of the sum: a constant
+    sign = np.sign(np.sum(b_ * np.exp(a_ - _data(ans)), axis=axis, keepdims=True))
+    return sign * np.exp(a - ans)
+
+
+def _lse_rule(which, reduce):
+    def rule(c, ans, a, b, axis, keepdims, signed):
+        w = _lse_weights(ans, a, b, axis, keepdims)
+        w = w * b if which == 0 else w
+        if reduce:                               # JVP: sum the tangent's contributions
+            return np.sum(c * w, axis=axis, keepdims=keepdims)
+        return _keepdims(c, np.shape(w), axis, keepdims) * w
+    return rule
+
+
+_logsumexp_b = defprim(_weighted_logsumexp, "logsumexp_b", nargs=2,
+                       vjp=[_lse_rule(0, False), _lse_rule(1, False)],
+                       jvp=[_lse_rule(0, True), _lse_rule(1, True)])
 
 
 # ----- shape -------------------------------------------------------------------------------------
@@ -435,6 +483,12 @@ _dot = defprim(np.dot, "dot",
                jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
 
 
+# Rules that hold for complex values (JAX's convention, table.complex_rules): the holomorphic and
+# linear ones, abs (its own complex branch); sum's and the shape primitives' transposes.
+complex_rules(add, sub, mul, div, neg, exp, abs, matmul, _dot, _sum, _mean, _reshape, _transpose,
+              _broadcast_to, getitem, _index_adjoint, _concatenate, _stack)
+
+
 @public(numpy=np.dot, method=True)
 def dot(a, b, out=None):
     """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs).
@@ -558,18 +612,29 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (weights b= and return_sign=: tt.scipy.special.logsumexp's).
+    """log(sum(b * exp(a))) along `axis`, stable for any finite input (scipy.special.logsumexp,
+    also tt.scipy.special.logsumexp), differentiable in a and b. With return_sign=True:
+    (log|sum|, sign), the sign a plain array; without it a negative sum gives NaN, as SciPy.
 
     Examples
     --------
     >>> round(tt.logsumexp(tt.tensor([1000.0, 1000.0])).item() - 1000.0, 6)   # log 2, no overflow
     0.693147
     """
-    if b is not None or return_sign:
-        from ..scipy.special import logsumexp as weighted
-        return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    return _logsumexp(a, axis=axis, keepdims=keepdims)
+    if b is None and not return_sign:
+        return _logsumexp(a, axis=axis, keepdims=keepdims)
+    # the weighted form: log|sum(b * exp(a))|, differentiable in a and b; the sign a plain array
+    if b is None:
+        b = np.ones((), dtype=getattr(a, "dtype", np.float64))
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    out = _logsumexp_b(a, b, axis=axis, keepdims=keepdims, signed=bool(return_sign))
+    if not return_sign:
+        return out
+    a_, b_ = _data(a), _data(b)
+    sign = np.sign(np.sum(b_ * np.exp(np.asarray(a_) - _keepdims(
+        _data(out), np.broadcast_shapes(np.shape(a_), np.shape(b_)), axis, keepdims)),
+        axis=axis, keepdims=keepdims))
+    return out, sign
 
 
 @public(numpy=np.reshape)

@@ -17,7 +17,17 @@ import scipy.special
 
 from .. import backend
 from ..tensor import Tensor
-from .table import _expit, _select, defprim, elementwise, nondifferentiable, on_values, public, publish
+from .table import (
+    _expit,
+    _select,
+    complex_rules,
+    defprim,
+    elementwise,
+    nondifferentiable,
+    on_values,
+    public,
+    publish,
+)
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -277,6 +287,7 @@ _where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
                       lambda g, ans, c, x, y: np.where(c, 0, g)],
                  jvp=[None, lambda t, ans, c, x, y: np.where(c, t, 0),
                       lambda t, ans, c, x, y: np.where(c, 0, t)])
+complex_rules(_where)
 
 
 @public(numpy=np.where)

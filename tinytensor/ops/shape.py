@@ -22,7 +22,7 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor
 from .core import broadcast_to, concatenate, getitem, reshape, transpose
-from .table import METHODS, _joined, deflinear, defprim, nondifferentiable, public
+from .table import METHODS, _joined, complex_rules, deflinear, defprim, nondifferentiable, public
 
 
 # ----- helpers ---------------------------------------------------------------------------------------
@@ -631,6 +631,7 @@ _pad = defprim(_pad_forward, "pad", nargs=1,
                vjp=[lambda g, ans, x, pad_width, constant_values: g[_interior(pad_width, x.shape)]],
                jvp=[lambda t, ans, x, pad_width, constant_values:
                     _pad(t, pad_width=pad_width, constant_values=None)])
+complex_rules(_pad)     # linear: its transpose holds for complex values (np.fft's n= pads with it)
 
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 

@@ -106,6 +106,16 @@ def deflinear(fun, name, vjp, **public):
                    nargs=1, **public)
 
 
+def complex_rules(*prims):
+    """Mark primitives whose rules hold for complex values, with JAX's convention: for a real
+    loss L, the cotangent g of a complex value z satisfies dL = Re(g dz), so a holomorphic op's
+    rules are its real ones (g * f'(z), no conjugate), conj's VJP is conj(g), and the gradient of a
+    real input is the real part of its complex cotangent (taken by tape.reverse_sweep). Recording any other
+    primitive on a complex value that requires grad raises (tape.Primitive.__call__)."""
+    for prim in prims:
+        prim.complex_rules = True
+
+
 def nondifferentiable(*np_funs):
     """Mark NumPy functions as carrying no gradient: given Tensors they compute on the values
     and return plain arrays (comparisons, sign, argmax, ...)."""
@@ -226,7 +236,10 @@ def _select(mask, g):
 def _max_share(s, ans, x, axis, keepdims):
     """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
     (ties share evenly), selected there: an exact 0 elsewhere."""
-    hit = x == _keepdims(ans, x.shape, axis, keepdims)
+    kept = _keepdims(ans, x.shape, axis, keepdims)
+    hit = x == kept
+    if np.isnan(kept).any():      # a NaN maximum (NumPy's max propagates it) is where the NaNs are
+        hit = hit | (np.isnan(x) & np.isnan(kept))
     return _select(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype))
 
 
