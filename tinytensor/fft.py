@@ -16,6 +16,7 @@ The JVP of each is the transform itself, applied to the tangent. norm= ("backwar
 import numpy as np
 
 from . import ops
+from .ops import batching
 from .ops.table import complex_rules, defprim
 from .tensor import Tensor
 
@@ -77,6 +78,8 @@ _ifft = _row(np.fft.ifft, "ifft", _fft_vjp(np.fft.ifft))
 _rfft = _row(np.fft.rfft, "rfft", _rfft_vjp)
 _irfft = _row(np.fft.irfft, "irfft", _irfft_vjp)
 complex_rules(_fft, _ifft, _rfft, _irfft)
+for _prim in (_fft, _ifft, _rfft, _irfft):      # tt.vmap: one transform along the example's axis
+    batching.defbatch(_prim, batching.one_axis)
 
 
 def _one_axis(prim, np_fun):
@@ -84,9 +87,9 @@ def _one_axis(prim, np_fun):
         if out is not None:
             raise TypeError(f"np.fft.{np_fun.__name__}: out= is not supported on Tensors; use the "
                             f"returned value")
-        if not isinstance(a, Tensor):
-            return np_fun(a, n=n, axis=axis, norm=norm)
-        return prim(a, n=n, axis=axis, norm=norm)
+        if not isinstance(a, (np.ndarray, np.generic, list, tuple, int, float, complex)):
+            return prim(a, n=n, axis=axis, norm=norm)      # a Tensor, or tt.vmap's batched value
+        return np_fun(a, n=n, axis=axis, norm=norm)
     transform.__name__ = np_fun.__name__
     transform.__doc__ = f"np.fft.{np_fun.__name__}, recorded (both modes)."
     ops.NUMPY_FUNCTIONS[np_fun] = transform
