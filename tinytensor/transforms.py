@@ -896,8 +896,8 @@ def _device_ref(x):
 def _cut(parts, outs, ins, rows_are_outputs):
     """Blocks out.shape + in.shape from the vmapped sweep's leaves: per input leaf (n_out, *in)
     (rows_are_outputs), or per output leaf (n_in, *out)."""
-    out_shapes = [tuple(o.shape) for o in outs]
-    in_shapes = [tuple(x.shape) for x in ins]
+    out_shapes = [tuple(np.shape(_value(o))) for o in outs]     # a Python number too (a 0-d input)
+    in_shapes = [tuple(np.shape(_value(x))) for x in ins]
     out_at = np.cumsum([0] + [math.prod(s) for s in out_shapes])
     in_at = np.cumsum([0] + [math.prod(s) for s in in_shapes])
     blocks = []
