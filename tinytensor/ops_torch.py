@@ -197,6 +197,32 @@ def _install():
 _install()
 
 
+def _estimator_warning(name, method):
+    """t.std()/t.var() (and t.std(0)) read the same in NumPy and PyTorch but mean NumPy's biased
+    estimate here and PyTorch's unbiased one there: such a call warns (once per line, Python's
+    default filter), naming both spellings. Any keyword that says which (axis=, ddof=, correction=,
+    unbiased=, dim=) silences it."""
+    explicit = ("axis", "ddof", "correction", "unbiased", "dim")
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if not any(k in kwargs for k in explicit):
+            where = f"{args[0]}" if args else ""
+            axis, dim = (f"axis={where}, ", f"dim={where}, ") if args else ("", "")
+            warnings.warn(
+                f"t.{name}({where}) is NumPy's biased estimate (ddof=0); PyTorch's t.{name}({where}) is "
+                f"the unbiased one (correction=1). Say which: t.{name}({axis}ddof=0) for NumPy's, "
+                f"t.{name}({dim}correction=1) for PyTorch's (tt.{name}(t) is NumPy's and does not warn)",
+                UserWarning, stacklevel=2)
+        return method(self, *args, **kwargs)
+    return call
+
+
+for _name in ("std", "var"):
+    METHODS[_name] = _estimator_warning(_name, METHODS[_name])
+    setattr(Tensor, _name, METHODS[_name])
+
+
 # ----- functions -------------------------------------------------------------------------------------
 @public
 def cat(tensors, dim=0, *, axis=None):

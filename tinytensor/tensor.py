@@ -16,6 +16,7 @@ import numpy as np
 from . import backend
 from .hooks import register_hook as _register_hook
 from .state import SHARED, STATE
+from .torch_interop import host_array, is_torch_tensor, numpy_dtype
 from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
@@ -46,6 +47,9 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None, name=None, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        elif is_torch_tensor(data):          # a torch tensor handed over: converted once (a copy)
+            data = host_array(data)
+        dtype = numpy_dtype(dtype)
         if device is None and (type(data) is np.ndarray or not backend.is_array(data)):
             data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
         else:   # on `device`, or where data is (a CuPy array stays on the GPU)
@@ -272,12 +276,13 @@ class Tensor:
     def to(self, device=None, dtype=None):
         """This tensor on `device` ("cpu", "cuda") and/or in `dtype`, as in PyTorch: itself when
         nothing changes, else a copy that stays on the tape (gradients flow back across)."""
-        if dtype is None and not _is_device_name(device):     # t.to(np.float32)
+        if dtype is None and not _is_device_name(device):     # t.to(np.float32), t.to(torch.float32)
             device, dtype = None, device
+        dtype = numpy_dtype(dtype)
         out = self
         if device is not None and backend.get_device(device) is not backend._device(self.data):
             out = ops._to_device(out, device=backend.get_device(device).name)
-        if dtype is not None and np.dtype(dtype) != out.dtype:
+        if dtype is not None and dtype != out.dtype:
             out = ops.astype(out, dtype)
         return out
 
@@ -531,7 +536,7 @@ def _plain_index(index):
         return index.data
     if isinstance(index, list):
         return np.asarray(index)
-    return index
+    return host_array(index)       # a torch tensor of indices: its values
 
 
 # ----- creating tensors ----------------------------------------------------------------------

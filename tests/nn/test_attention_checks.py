@@ -96,8 +96,8 @@ def _sd(m):
     return {n: a for n, a in m.state_dict().items()}
 
 
-@pytest.mark.parametrize("kw", [{}, {"kdim": 6, "vdim": 5}, {"add_bias_kv": True},
-                                {"add_zero_attn": True}, {"kdim": 6, "add_bias_kv": True, "add_zero_attn": True}])
+@pytest.mark.parametrize("kw", [{}, {"kdim": 6, "vdim": 5}, {"add_bias_kv": True}, {"add_zero_attn": True},
+                                {"kdim": 6, "add_bias_kv": True, "add_zero_attn": True}])
 def test_options_equal_pytorchs_algorithm(kw):
     m = _mha(**kw)
     q, k, v = _inputs(kdim=kw.get("kdim", 8), vdim=kw.get("vdim", 8))

@@ -167,16 +167,16 @@ class MultiheadAttention(Module):
         name = "MultiheadAttention"
         q, k, v = (tuple(t.shape) for t in (query, key, value))
         if len(q) not in (2, 3):
-            raise ValueError(f"{name}: query must be (L, N, E) ({'(N, L, E)' if self.batch_first else 'batched'}) "
-                             f"or unbatched (L, E), got shape {q}")
+            layout = "(N, L, E)" if self.batch_first else "(L, N, E)"
+            raise ValueError(f"{name}: query must be batched {layout} or unbatched (L, E), got shape {q}")
         if len(k) != len(q) or len(v) != len(q):
-            raise ValueError(f"{name}: query, key and value must all be batched ({len(q) == 3 and 3 or 2} "
-                             f"axes) or all unbatched, got shapes {q}, {k} and {v}")
+            raise ValueError(f"{name}: query, key and value must all be batched (3 axes) or all "
+                             f"unbatched (2), got shapes {q}, {k} and {v}")
         if q[-1] != self.embed_dim:
             raise ValueError(f"{name}: query's last axis must be embed_dim={self.embed_dim}, got shape {q}")
         if k[-1] != self.kdim or v[-1] != self.vdim:
-            raise ValueError(f"{name}: key's last axis must be kdim={self.kdim} and value's vdim={self.vdim}, "
-                             f"got key {k} and value {v}")
+            raise ValueError(f"{name}: key's last axis must be kdim={self.kdim} and value's "
+                             f"vdim={self.vdim}, got key {k} and value {v}")
         if k[:-1] != v[:-1]:
             raise ValueError(f"{name}: key {k} and value {v} must agree on every axis but the last "
                              f"(the source length and the batch)")

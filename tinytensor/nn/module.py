@@ -28,7 +28,7 @@ from .. import backend, ops, rng
 from ..hooks import HookDict, RemovableHandle
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
-from ..torch_interop import host_array
+from ..torch_interop import host_array, numpy_dtype
 from ..weakid import IdentityWeakMap
 from .parameter import Parameter
 
@@ -300,7 +300,7 @@ class Module:
             move = lambda a: backend.to_device(a, dtype_or_device)   # noqa: E731
             wanted = lambda t: True                                   # noqa: E731
         else:
-            dtype = np.dtype(dtype_or_device)
+            dtype = numpy_dtype(dtype_or_device)
             if dtype.kind != "f":
                 raise TypeError(f"to: only floating dtypes are supported, got {dtype}")
             move = lambda a: a.astype(dtype)                          # noqa: E731

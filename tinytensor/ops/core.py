@@ -36,6 +36,7 @@ from scipy.linalg import blas
 
 from .. import backend
 from ..tensor import Tensor
+from ..torch_interop import numpy_dtype
 from .table import (
     _array,
     _expit,
@@ -49,6 +50,7 @@ from .table import (
     deflinear,
     defprim,
     elementwise,
+    on_values,
     public,
     publish,
 )
@@ -513,9 +515,18 @@ def broadcast_to(array, shape):
     return _broadcast_to(array, shape=tuple(shape))
 
 
+def _cast_values(x, dtype):
+    return x.astype(dtype)
+
+
 @public(method=True)
 def astype(x, dtype):
-    return _astype(x, dtype=np.dtype(dtype))
+    """x in `dtype`: recorded for a floating or complex dtype; an integer or boolean cast carries no
+    gradient (as PyTorch's x.long()), so it is computed on the values (tt.compile recomputes it)."""
+    dtype = numpy_dtype(dtype)
+    if isinstance(x, Tensor) and dtype.kind not in "fc":
+        return on_values(_cast_values, (x,), {"dtype": dtype}, Tensor(x.data.astype(dtype)), "astype")
+    return _astype(x, dtype=dtype)
 
 
 @public(numpy=np.concatenate)

@@ -1,0 +1,135 @@
+"""The silent cases of issue 31: positional std/var, integer casts and gradients, chained
+schedulers. Each failed (gave a wrong number without a word) before its fix."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor import nn
+
+X = np.random.default_rng(0).normal(size=(4, 5))
+
+
+@pytest.mark.parametrize("name", ["std", "var"])
+@pytest.mark.parametrize("call", [lambda t, n: getattr(t, n)(), lambda t, n: getattr(t, n)(0),
+                                  lambda t, n: getattr(t, n)(-1, keepdims=True)])
+def test_ambiguous_std_var_warns_naming_both_spellings(name, call):
+    t = tt.tensor(X)
+    with pytest.warns(UserWarning, match=r"ddof=0.*correction=1"):
+        out = call(t, name)
+    # the documented meaning (tt.* and its methods keep NumPy's): the biased estimate
+    ref = call(X, name)
+    np.testing.assert_allclose(out.data, ref)
+
+
+@pytest.mark.parametrize("name", ["std", "var"])
+def test_explicit_std_var_spellings_are_silent_and_right(name):
+    t = tt.tensor(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(getattr(t, name)(axis=0).data, getattr(X, name)(axis=0))
+        np.testing.assert_allclose(getattr(t, name)(0, ddof=0).data, getattr(X, name)(0))
+        np.testing.assert_allclose(getattr(t, name)(dim=0).data, getattr(X, name)(0, ddof=1))
+        np.testing.assert_allclose(getattr(t, name)(-1, correction=1).data, getattr(X, name)(-1, ddof=1))
+        np.testing.assert_allclose(getattr(t, name)(0, unbiased=False).data, getattr(X, name)(0))
+        np.testing.assert_allclose(getattr(tt, name)(t, 0).data, getattr(X, name)(0))
+        np.testing.assert_allclose(getattr(np, name)(t, 0).data, getattr(X, name)(0))
+
+
+@pytest.mark.parametrize("cast", ["long", "int", "bool"])
+def test_integer_casts_never_require_grad(cast):
+    x = tt.tensor([0.5, 2.0], requires_grad=True)
+    y = getattr(x, cast)()
+    assert not y.requires_grad and y.is_leaf
+    assert y.dtype.kind in "iub"
+    z = x.float()                 # a float cast stays on the tape, as PyTorch's
+    assert z.requires_grad
+
+
+# ----- torch objects handed over (duck-typed stand-ins: torch is not needed) ----------------------
+class _FakeDtype:
+    __module__ = "torch"
+
+    def __init__(self, name):
+        self.name = name
+
+    def __str__(self):
+        return f"torch.{self.name}"
+
+
+_FakeDtype.__module__ = "torch"
+
+
+class FakeTorchTensor:
+    """What tinytensor may use of a torch.Tensor: detach().cpu().numpy(), dtype."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a)
+        self.dtype = _FakeDtype(str(self.a.dtype))
+
+    def detach(self):
+        return self
+
+    def cpu(self):
+        return self
+
+    def numpy(self):
+        return self.a
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("converted through __array__ (torch warns, and may be on the GPU)")
+
+
+FakeTorchTensor.__module__ = "torch"
+
+
+def test_tensor_and_load_state_dict_accept_torch_tensors():
+    t = tt.tensor(FakeTorchTensor(np.arange(3.0)), requires_grad=True)
+    np.testing.assert_array_equal(t.data, [0.0, 1.0, 2.0])
+    lin = nn.Linear(2, 3, rng=0, dtype=np.float64)
+    sd = {k: FakeTorchTensor(np.full(v.shape, 0.5)) for k, v in lin.state_dict().items()}
+    lin.load_state_dict(sd)
+    np.testing.assert_array_equal(lin.weight.data, np.full((3, 2), 0.5))
+
+
+@pytest.mark.parametrize("name,want", [("float32", np.float32), ("float64", np.float64),
+                                       ("int64", np.int64), ("bool", np.bool_), ("float16", np.float16)])
+def test_torch_dtypes_accepted(name, want):
+    d = _FakeDtype(name)
+    assert tt.tensor([1.0, 2.0]).to(d).dtype == want
+    assert tt.tensor([1.0, 2.0], dtype=d).dtype == want
+    assert tt.tensor([1.0], dtype=f"torch.{name}").dtype == want
+    if np.dtype(want).kind == "f":
+        assert next(nn.Linear(2, 2).to(d).parameters()).dtype == want
+
+
+def test_unknown_torch_dtype_is_refused_by_name():
+    with pytest.raises(TypeError, match="torch.bfloat16 has no NumPy"):
+        tt.tensor([1.0]).to(_FakeDtype("bfloat16"))
+
+
+def test_loading_a_torch_file_names_the_conversion(tmp_path):
+    import pickle
+    import zipfile
+    path = tmp_path / "model.pt"
+    with zipfile.ZipFile(path, "w") as z:        # torch.save's layout: archive/data.pkl
+        z.writestr("archive/data.pkl", pickle.dumps({"w": 1}))
+    with pytest.raises(ValueError, match=r"torch.load\(.*\n.*tt.save\("):
+        tt.load(str(path))
+    legacy = tmp_path / "old.pt"
+    legacy.write_bytes(pickle.dumps({"w": 1}))
+    with pytest.raises(ValueError, match="torch.save"):
+        tt.load(str(legacy))
+
+
+def test_torch_tensors_as_labels_and_indices():
+    logits = tt.tensor(np.random.default_rng(0).normal(size=(3, 4)), requires_grad=True)
+    y = FakeTorchTensor(np.array([0, 3, 1]))
+    loss = nn.CrossEntropyLoss()(logits, y)
+    want = nn.CrossEntropyLoss()(logits, np.array([0, 3, 1]))
+    assert loss.item() == want.item()
+    np.testing.assert_array_equal(logits[FakeTorchTensor(np.array([2, 0]))].data, logits.data[[2, 0]])
+    emb = nn.Embedding(5, 2, rng=0)
+    np.testing.assert_array_equal(emb(FakeTorchTensor(np.array([4, 1]))).data, emb.weight.data[[4, 1]])
