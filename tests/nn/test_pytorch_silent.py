@@ -133,3 +133,38 @@ def test_torch_tensors_as_labels_and_indices():
     np.testing.assert_array_equal(logits[FakeTorchTensor(np.array([2, 0]))].data, logits.data[[2, 0]])
     emb = nn.Embedding(5, 2, rng=0)
     np.testing.assert_array_equal(emb(FakeTorchTensor(np.array([4, 1]))).data, emb.weight.data[[4, 1]])
+
+
+# ----- schedulers compose as PyTorch's chainable forms ----------------------------------------------
+def _opt(lr=1.0):
+    return tt.optim.SGD([tt.tensor(np.zeros(2), requires_grad=True)], lr=lr)
+
+
+def _run(make, steps):
+    opt = _opt()
+    scheds = make(opt)
+    lrs = [opt.param_groups[0]["lr"]]
+    for _ in range(steps):
+        for s in scheds:
+            s.step()
+        lrs.append(opt.param_groups[0]["lr"])
+    return np.array(lrs)
+
+
+def test_cosine_chained_with_a_step_decay_keeps_the_decay():
+    S = tt.optim.lr_scheduler
+    alone = _run(lambda o: [S.CosineAnnealingLR(o, T_max=10)], 9)
+    both = _run(lambda o: [S.StepLR(o, step_size=3, gamma=0.1), S.CosineAnnealingLR(o, T_max=10)], 9)
+    # before the decay they agree; after it, PyTorch's chainable forms give 0.1 x the cosine
+    np.testing.assert_allclose(both[:3], alone[:3], rtol=1e-12)
+    np.testing.assert_allclose(both[3:6], 0.1 * alone[3:6], rtol=1e-12)
+    np.testing.assert_allclose(both[6:9], 0.01 * alone[6:9], rtol=1e-12)
+    chained = _run(lambda o: [S.ChainedScheduler([S.ExponentialLR(o, 0.9), S.CosineAnnealingLR(o, T_max=10)])], 9)
+    np.testing.assert_allclose(chained, alone * 0.9 ** np.arange(10), rtol=1e-12)
+
+
+def test_cosine_alone_is_the_closed_form_through_a_restart():
+    S = tt.optim.lr_scheduler
+    lrs = _run(lambda o: [S.CosineAnnealingLR(o, T_max=4, eta_min=0.1)], 12)
+    t = np.arange(13)
+    np.testing.assert_allclose(lrs, 0.1 + 0.9 * (1 + np.cos(np.pi * t / 4)) / 2, atol=1e-12)
