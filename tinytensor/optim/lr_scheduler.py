@@ -110,7 +110,8 @@ class CosineAnnealingLR(LRScheduler):
         if getattr(self, "_step_count", 0) == 1:              # made with last_epoch > 0: the closed form
             return self._closed_form_lr()
         if (t - 1 - T) % (2 * T) == 0:                        # the restart past T_max, as PyTorch's
-            return [lr + (base - eta) * (1 - math.cos(math.pi / T)) / 2 for lr, base in zip(lrs, self.base_lrs)]
+            rise = (1 - math.cos(math.pi / T)) / 2
+            return [lr + (base - eta) * rise for lr, base in zip(lrs, self.base_lrs)]
         ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
         return [ratio * (lr - eta) + eta for lr in lrs]
 
