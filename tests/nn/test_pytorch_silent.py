@@ -159,8 +159,8 @@ def test_cosine_chained_with_a_step_decay_keeps_the_decay():
     np.testing.assert_allclose(both[:3], alone[:3], rtol=1e-12)
     np.testing.assert_allclose(both[3:6], 0.1 * alone[3:6], rtol=1e-12)
     np.testing.assert_allclose(both[6:9], 0.01 * alone[6:9], rtol=1e-12)
-    chained = _run(lambda o: [S.ChainedScheduler([S.ExponentialLR(o, 0.9), S.CosineAnnealingLR(o, T_max=10)])],
-                   9)
+    chain = lambda o: [S.ChainedScheduler([S.ExponentialLR(o, 0.9), S.CosineAnnealingLR(o, T_max=10)])]  # noqa: E731
+    chained = _run(chain, 9)
     np.testing.assert_allclose(chained, alone * 0.9 ** np.arange(10), rtol=1e-12)
 
 
