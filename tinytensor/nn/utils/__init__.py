@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ..tensor import Tensor
+from ...tensor import Tensor
 
 
 def _with_grads(parameters):
@@ -79,3 +79,6 @@ def vector_to_parameters(vec, parameters):
         np.copyto(p.data, backend.to_device(piece, backend.device_of(p.data)), casting="same_kind")
         mark_modified(p)
         start += n
+
+
+from . import rnn as rnn  # noqa: E402  (tt.nn.utils.rnn, as torch.nn.utils.rnn)
