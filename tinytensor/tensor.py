@@ -98,6 +98,19 @@ class Tensor:
     def item(self):
         return self.data.item()
 
+    def __deepcopy__(self, memo):
+        """A new leaf with a copy of the value (and of .grad), as PyTorch's deepcopy of a leaf:
+        copy.deepcopy(module) clones layers (nn.TransformerEncoder). A new identity: the copy is
+        a different node of any later graph."""
+        if self._prim is not None and self.requires_grad:
+            raise RuntimeError("deepcopy: only leaf Tensors (made by the user, or not requiring grad) "
+                               "can be copied; copy t.detach() for the value")
+        out = _make(backend.copy(self.data), requires_grad=self.requires_grad, name=self.name,
+                    cls=type(self))
+        out.grad = None if self.grad is None else backend.copy(self.grad)
+        memo[id(self)] = out
+        return out
+
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
         operator on either one is a write to both, see mark_modified)."""

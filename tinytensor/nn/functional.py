@@ -27,7 +27,7 @@ from .. import backend, draws, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
 from ..ops.core import _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
-from ..ops.table import _swap_last, defprim
+from ..ops.table import _swap_last, defprim, on_values
 from ..rng import generator
 from ..state import STATE
 from ..tensor import Tensor
@@ -782,3 +782,467 @@ def kl_div(input, target, reduction="mean", log_target=False):
         n = input.shape[0] if len(input.shape) else 1
         return ops.sum(loss) / n
     return _reduce(loss, reduction)
+
+
+# ----- PyTorch's functional forms for convolutional decoders, U-Nets and TCNs (issue 31) -------------
+# Each is composed from the primitives above (conv2d, conv2d_grad_input) and the op table's rows
+# (reshape, getitem with index arrays, matmul, pad, ...), so both modes come from their rules. Index
+# arrays and weights are computed from shapes only, never from the input's values.
+def _single(value, name):
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{name} must be a non-negative int (or a 1-tuple), got {value!r}")
+    return int(v)
+
+
+def _shape_of(x):
+    return tuple(np.shape(x.data if isinstance(x, Tensor) else x))
+
+
+def _same_padding(kernel, dilation, stride, name):
+    """PyTorch's padding='same' (stride 1): the total d (k - 1), the extra one on the right."""
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{name}: padding='same' needs stride 1, got stride {stride}")
+    total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    return [(t // 2, t - t // 2) for t in total]
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation, as torch.nn.functional.conv1d: x (N, C, L) or (C, L), weight
+    (out, C / groups, k), bias (out,) -> (N, out, Lo), Lo = (L + 2 padding - dilation (k - 1) - 1)
+    // stride + 1. padding may be "valid" or "same" (stride 1; an even extent pads one more on the
+    right, as PyTorch). Computed as conv2d over a (1, L) image."""
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) not in (2, 3) or len(w_shape) != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (out, C / groups, k), "
+                         f"got {shape} and {w_shape}")
+    if len(shape) == 2:
+        return ops.reshape(conv1d(ops.reshape(x, (1,) + shape), weight, bias, stride, padding, dilation,
+                                  groups), (w_shape[0], -1))
+    stride, dilation = _single(stride, "conv1d: stride"), _single(dilation, "conv1d: dilation")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"conv1d: padding must be a number, 'same' or 'valid', got {padding!r}")
+        if padding == "same":
+            (left, right), = _same_padding((w_shape[2],), (dilation,), (stride,), "conv1d")
+            if left != right:
+                x = ops.PUBLIC["pad"](x, ((0, 0), (0, 0), (left, right)))
+                left = 0
+            padding = left
+        else:
+            padding = 0
+    padding = _single(padding, "conv1d: padding")
+    padded = _shape_of(x)
+    x4 = ops.reshape(x, padded[:2] + (1, padded[2]))
+    w4 = ops.reshape(weight, w_shape[:2] + (1, w_shape[2]))
+    out = conv2d(x4, w4, bias, (1, stride), (0, padding), (1, dilation), groups)
+    return ops.reshape(out, _shape_of(out)[:2] + (_shape_of(out)[3],))
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The transposed convolution, as torch.nn.functional.conv_transpose2d (the gradient of conv2d
+    with respect to its input): x (N, C_in, H, W) or (C_in, H, W), weight (C_in, out / groups, kh,
+    kw) -> (N, out, Ho, Wo), Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding
+    + 1. One `conv2d_grad_input` primitive per group."""
+    name = "conv_transpose2d"
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) == 3:
+        out = conv_transpose2d(ops.reshape(x, (1,) + shape), weight, bias, stride, padding, output_padding,
+                               groups, dilation)
+        return ops.reshape(out, _shape_of(out)[1:])
+    if len(shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"{name}: expected input (N, C_in, H, W) and weight (C_in, out / groups, kh, kw), "
+                         f"got {shape} and {w_shape}")
+    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+    dilation, output_padding = _pair(dilation, "dilation"), _pair(output_padding, "output_padding")
+    groups = int(groups)
+    n, c = shape[:2]
+    if groups < 1 or c % groups or w_shape[0] != c:
+        raise ValueError(f"{name}: the weight (C_in, out / groups, kh, kw) {w_shape} must have the input's "
+                         f"{c} channels first, and groups={groups} must divide them")
+    if 0 in stride or 0 in dilation:
+        raise ValueError(f"{name}: stride and dilation must be positive, got {stride} and {dilation}")
+    for op, s, d in zip(output_padding, stride, dilation):
+        if op >= s and op >= d:
+            raise ValueError(f"{name}: output_padding {output_padding} must be smaller than either stride "
+                             f"{stride} or dilation {dilation}")
+    size = tuple((h - 1) * s - 2 * p + d * (k - 1) + op + 1
+                 for h, s, p, d, k, op in zip(shape[2:], stride, padding, dilation, w_shape[2:], output_padding))
+    if min(size) < 1:
+        raise ValueError(f"{name}: the output size {size} would not be positive (input {shape[2:]}, "
+                         f"kernel {w_shape[2:]}, stride {stride}, padding {padding})")
+    params = dict(stride=stride, padding=padding)
+    if dilation != (1, 1):
+        params["dilation"] = dilation
+    ci, co = c // groups, w_shape[1]
+    parts = [conv2d_grad_input(x if groups == 1 else x[:, k * ci:(k + 1) * ci],
+                               weight if groups == 1 else weight[k * ci:(k + 1) * ci],
+                               shape=(n, co) + size, **params) for k in range(groups)]
+    out = parts[0] if groups == 1 else ops.concatenate(parts, axis=1)
+    return out if bias is None else out + ops.reshape(bias, (1, -1, 1, 1))
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """As torch.nn.functional.conv_transpose1d: x (N, C_in, L) or (C_in, L), weight (C_in, out /
+    groups, k); conv_transpose2d over a (1, L) image."""
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) not in (2, 3) or len(w_shape) != 3:
+        raise ValueError(f"conv_transpose1d: expected input (N, C_in, L) or (C_in, L) and weight "
+                         f"(C_in, out / groups, k), got {shape} and {w_shape}")
+    x4 = ops.reshape(x, shape[:-1] + (1, shape[-1]))
+    w4 = ops.reshape(weight, w_shape[:2] + (1, w_shape[2]))
+    single = lambda v, what: (0 if what != "dilation" else 1, _single(v, what))   # noqa: E731
+    out = conv_transpose2d(x4, w4, bias, (1, _single(stride, "stride")), single(padding, "padding"),
+                           single(output_padding, "output_padding"), groups, single(dilation, "dilation"))
+    out_shape = _shape_of(out)
+    return ops.reshape(out, out_shape[:-2] + (out_shape[-1],))
+
+
+# ----- normalisation -------------------------------------------------------------------------------
+def _normalised(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes`, biased variance (as PyTorch's norms)."""
+    centred = x - ops.mean(x, axis=axes, keepdims=True)
+    var = ops.mean(centred * centred, axis=axes, keepdims=True)
+    return centred / ops.sqrt(var + eps)
+
+
+def _channel_affine(y, weight, bias, ndim):
+    shape = (1, -1) + (1,) * (ndim - 2)
+    if weight is not None:
+        y = y * ops.reshape(weight, shape)
+    if bias is not None:
+        y = y + ops.reshape(bias, shape)
+    return y
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.layer_norm: normalise over the last len(normalized_shape) axes."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    n = len(shape)
+    if _shape_of(x)[len(_shape_of(x)) - n:] != tuple(shape):
+        raise ValueError(f"layer_norm: input of shape {_shape_of(x)} does not end in normalized_shape {shape}")
+    y = _normalised(x, tuple(range(-n, 0)), eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.group_norm: x (N, C, *) normalised over each group of C / num_groups
+    channels (and every position), then weight and bias per channel."""
+    shape = _shape_of(x)
+    if len(shape) < 2 or shape[1] % int(num_groups):
+        raise ValueError(f"group_norm: num_groups={num_groups} must divide the channels on axis 1 of an "
+                         f"(N, C, *) input, got shape {shape}")
+    y = _normalised(ops.reshape(x, (shape[0], int(num_groups), -1)), (-1,), eps)
+    return _channel_affine(ops.reshape(y, shape), weight, bias, len(shape))
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """As torch.nn.functional.instance_norm: x (N, C, *) normalised per sample and channel over
+    the positions (use_input_stats), or with the running statistics; the running buffers (Tensors)
+    are updated in place when given with use_input_stats, as PyTorch's."""
+    shape = _shape_of(x)
+    axes = tuple(range(2, len(shape)))
+    if not axes:
+        raise ValueError(f"instance_norm: expected (N, C, *) input with positions, got shape {shape}")
+    if use_input_stats:
+        y = _normalised(x, axes, eps)
+        if running_mean is not None:
+            from ..tape import no_grad
+            n = math.prod(shape[2:])
+            with no_grad():
+                mean = ops.mean(ops.mean(x, axis=axes), axis=0)
+                centred = x - ops.mean(x, axis=axes, keepdims=True)
+                var = ops.mean(ops.sum(centred * centred, axis=axes) / max(n - 1, 1), axis=0)
+                for buffer, batch in ((running_mean, mean), (running_var, var)):
+                    buffer *= 1 - momentum
+                    buffer += momentum * ops.astype(batch, buffer.dtype)
+    else:
+        bshape = (1, -1) + (1,) * len(axes)
+        y = (x - ops.reshape(running_mean, bshape)) / ops.sqrt(ops.reshape(running_var, bshape) + eps)
+    return _channel_affine(y, weight, bias, len(shape))
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """As torch.nn.functional.rms_norm: x / sqrt(mean(x^2 over the last axes) + eps) * weight;
+    eps=None is the machine epsilon of x's dtype, as PyTorch."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    n = len(shape)
+    x_shape = _shape_of(x)
+    if x_shape[len(x_shape) - n:] != tuple(shape):
+        raise ValueError(f"rms_norm: input of shape {x_shape} does not end in normalized_shape {shape}")
+    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    eps = float(np.finfo(dtype if dtype.kind == "f" else np.float64).eps) if eps is None else float(eps)
+    y = x / ops.sqrt(ops.mean(x * x, axis=tuple(range(-n, 0)), keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """As torch.nn.functional.normalize: x / max(||x||_p along dim, eps)."""
+    if p == 2:
+        norm = ops.sqrt(ops.sum(x * x, axis=dim, keepdims=True))
+    else:
+        norm = ops.sum(ops.abs(x) ** p, axis=dim, keepdims=True) ** (1.0 / p)
+    return x / ops.maximum(norm, eps)
+
+
+# ----- resampling: interpolate, adaptive pooling ------------------------------------------------------
+_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def _source_scale(n_in, n_out, scale_factor, align_corners):
+    """PyTorch's area_pixel_compute_scale."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale_factor if scale_factor is not None else n_in / n_out
+
+
+def _along(x, axis, index):
+    return x[(slice(None),) * axis + (index,)]
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """As torch.nn.functional.interpolate on (N, C, *spatial): mode "nearest" (PyTorch's index
+    floor(dst * scale)), "nearest-exact", "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D), with
+    align_corners False (default: pixel centres) or True (corner pixels aligned), and "area"
+    (adaptive average pooling). Exactly one of size and scale_factor. Each axis is resampled in
+    turn (bilinear = linear along W, then along H, PyTorch's association); gradients scatter back."""
+    name = "interpolate"
+    shape = _shape_of(input)
+    d = len(shape) - 2
+    if d < 1:
+        raise ValueError(f"{name}: expected (N, C, *spatial) input, got shape {shape}")
+    if antialias:
+        raise ValueError(f"{name}: antialias=True is not supported (antialias=False)")
+    if mode in _INTERPOLATING and _INTERPOLATING[mode] != d:
+        raise ValueError(f"{name}: mode {mode!r} needs a {_INTERPOLATING[mode] + 2}-D input, got "
+                         f"{len(shape)}-D (shape {shape})")
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _INTERPOLATING:
+        raise ValueError(f"{name}: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
+                         f"'trilinear' or 'area', got {mode!r} (bicubic is not supported)")
+    if align_corners is not None and mode not in _INTERPOLATING:
+        raise ValueError(f"{name}: align_corners can only be set with the interpolating modes "
+                         f"(linear, bilinear, trilinear), got mode {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{name}: give exactly one of size and scale_factor")
+    if size is not None:
+        out = (size,) * d if isinstance(size, (int, np.integer)) else tuple(size)
+        scales = (None,) * d
+    else:
+        scales = (scale_factor,) * d if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        out = tuple(int(math.floor(n * float(s))) for n, s in zip(shape[2:], scales))
+        if recompute_scale_factor:
+            scales = (None,) * d
+    if len(out) != d or len(scales) != d or min(out) < 1:
+        raise ValueError(f"{name}: size/scale_factor must give {d} positive output sizes for input "
+                         f"{shape}, got {out}")
+    if mode == "area":
+        return adaptive_avg_pool2d(input, out) if d == 2 else _adaptive_avg(input, out)
+    dtype = input.dtype if isinstance(input, Tensor) else np.asarray(input).dtype
+    y = input
+    for axis in reversed(range(d)):               # the last axis first (PyTorch's association)
+        n_in, n_out, ax = shape[2 + axis], out[axis], 2 + axis
+        if n_in == n_out and mode.startswith("nearest") and scales[axis] in (None, 1, 1.0):
+            continue
+        dst = np.arange(n_out)
+        if mode == "nearest":        # PyTorch computes this index in float32
+            scale = np.float32(1.0 / scales[axis] if scales[axis] is not None else n_in / n_out)
+            src = np.minimum(np.floor(dst.astype(np.float32) * scale).astype(np.int64), n_in - 1)
+            y = _along(y, ax, src)
+        elif mode == "nearest-exact":
+            scale = np.float32(1.0 / scales[axis] if scales[axis] is not None else n_in / n_out)
+            src = np.minimum(np.floor((dst.astype(np.float32) + 0.5) * scale).astype(np.int64), n_in - 1)
+            y = _along(y, ax, src)
+        else:
+            scale = _source_scale(n_in, n_out, scales[axis], bool(align_corners))
+            src = dst * scale if align_corners else np.maximum(scale * (dst + 0.5) - 0.5, 0.0)
+            i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            w1 = (src - i0).astype(dtype)
+            w0 = (1 - w1).astype(dtype)
+            bshape = (n_out,) + (1,) * (len(shape) - 1 - ax)
+            data = y.data if isinstance(y, Tensor) else y
+            w0, w1 = (backend.like(w.reshape(bshape), data, dtype) for w in (w0, w1))
+            y = _along(y, ax, i0) * w0 + _along(y, ax, i1) * w1
+    return y
+
+
+def _bins(n_in, n_out):
+    """PyTorch's adaptive pooling bins: [floor(i n_in / n_out), ceil((i + 1) n_in / n_out))."""
+    i = np.arange(n_out)
+    return (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+
+
+def _adaptive_sizes(shape, output_size, d, name):
+    out = (output_size,) * d if isinstance(output_size, (int, np.integer)) or output_size is None \
+        else tuple(output_size)
+    if len(shape) not in (d + 1, d + 2) or len(out) != d:
+        raise ValueError(f"{name}: expected (N, C, *{d} spatial axes) or (C, *spatial) input and {d} output "
+                         f"sizes, got shape {shape} and output_size {output_size!r}")
+    out = tuple(shape[len(shape) - d + k] if o is None else int(o) for k, o in enumerate(out))
+    if min(out) < 1:
+        raise ValueError(f"{name}: output_size must be positive, got {output_size!r}")
+    return out
+
+
+def _adaptive_avg(x, out):
+    """Average pooling into `out` bins per trailing axis: one matmul with a (n_out, n_in) matrix of
+    1 / bin size per axis (the bins overlap where n_in is not a multiple of n_out)."""
+    shape = _shape_of(x)
+    d = len(out)
+    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    data = x.data if isinstance(x, Tensor) else x
+    y = x
+    for k in reversed(range(d)):
+        axis = len(shape) - d + k
+        n_in, n_out = shape[axis], out[k]
+        if n_in == n_out:
+            continue
+        lo, hi = _bins(n_in, n_out)
+        A = np.zeros((n_out, n_in))
+        for i in range(n_out):
+            A[i, lo[i]:hi[i]] = 1.0 / (hi[i] - lo[i])
+        A = backend.like(A.T.astype(dtype), data, dtype)           # (n_in, n_out)
+        y = ops.PUBLIC["moveaxis"](ops.matmul(ops.PUBLIC["moveaxis"](y, axis, -1), A), -1, axis)
+    return y
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """As torch.nn.functional.adaptive_avg_pool2d: (N, C, H, W) or (C, H, W) averaged into
+    output_size bins (an int, a pair, None keeps that axis), PyTorch's bins."""
+    return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 2, "adaptive_avg_pool2d"))
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """As torch.nn.functional.adaptive_avg_pool1d on (N, C, L) or (C, L)."""
+    return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 1, "adaptive_avg_pool1d"))
+
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    """As torch.nn.functional.adaptive_max_pool2d: the maximum of each of PyTorch's bins, rows
+    then columns (the maximum of a rectangle is the maximum of its rows' maxima)."""
+    if return_indices:
+        raise ValueError("adaptive_max_pool2d: return_indices=True is not supported")
+    shape = _shape_of(x)
+    out = _adaptive_sizes(shape, output_size, 2, "adaptive_max_pool2d")
+    y = x
+    for k, axis in ((0, len(shape) - 2), (1, len(shape) - 1)):
+        n_in, n_out = shape[axis], out[k]
+        lo, hi = _bins(n_in, n_out)
+        pieces = [ops.max(_along(y, axis, slice(a, b)), axis=axis, keepdims=True) for a, b in zip(lo, hi)]
+        y = pieces[0] if n_out == 1 else ops.concatenate(pieces, axis=axis)
+    return y
+
+
+# ----- dropout of whole channels, and a few activations with PyTorch's names -------------------------
+def _dropout_mask_shaped(rng, x, shape, p, dtype):
+    keep = generator(rng).random(shape) >= p
+    scale = np.dtype(dtype).type(0.0 if p == 1.0 else 1.0 / (1.0 - p))
+    return backend.like(np.multiply(keep, scale, dtype=dtype), x)
+
+
+def dropout2d(x, p=0.5, training=True, rng=None):
+    """As torch.nn.functional.dropout2d: zero whole channels of (N, C, H, W) (or (C, H, W)) with
+    probability p, scaling the rest by 1 / (1 - p); one draw per (sample, channel)."""
+    p = _check_dropout(p)
+    shape = _shape_of(x)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"dropout2d: expected (N, C, H, W) or (C, H, W) input, got shape {shape}")
+    if not training or p == 0.0:
+        return x
+    keep = shape[:len(shape) - 2] + (1, 1)
+    data = x.data if isinstance(x, Tensor) else backend.asarray(x)
+    dtype = data.dtype if data.dtype.kind == "f" else np.dtype(np.float64)
+    return x * draws.draw(_dropout_mask_shaped, rng, data, keep, p, dtype)
+
+
+def silu(x):
+    """x * sigmoid(x), as torch.nn.functional.silu."""
+    return x * ops.sigmoid(x)
+
+
+def mish(x):
+    """x * tanh(softplus(x)), as torch.nn.functional.mish."""
+    return x * ops.tanh(softplus(x))
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as torch.nn.functional.elu."""
+    return ops.relu(x) + alpha * ops.PUBLIC["expm1"](ops.minimum(x, 0.0))
+
+
+def prelu(x, weight):
+    """max(0, x) + weight * min(0, x), weight per channel (axis 1) or one number."""
+    w = weight
+    n = len(_shape_of(w))
+    if n == 1 and _shape_of(w)[0] > 1 and len(_shape_of(x)) > 1:
+        w = ops.reshape(weight, (-1,) + (1,) * (len(_shape_of(x)) - 2))
+    return ops.relu(x) + w * ops.minimum(x, 0.0)
+
+
+def one_hot(tensor, num_classes=-1):
+    """As torch.nn.functional.one_hot: integer classes (...) -> int64 (..., num_classes);
+    num_classes=-1 means max + 1. Indices outside [0, num_classes) raise."""
+    idx = tensor.data if isinstance(tensor, Tensor) else backend.asarray(tensor)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
+    n = int(idx.max()) + 1 if num_classes == -1 else int(num_classes)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"one_hot: class values must lie in [0, {n}), got {int(idx.min())}..{int(idx.max())}")
+    result = Tensor(_one_hot_values(idx, n))
+    return on_values(_one_hot_values, (tensor, n), {}, result, "one_hot") if isinstance(tensor, Tensor) \
+        else result
+
+
+def _one_hot_values(idx, n):
+    idx = idx.data if isinstance(idx, Tensor) else idx
+    return (idx[..., None] == backend.namespace(idx).arange(n)).astype(np.int64)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """As torch.nn.functional.pad: `pad` lists (left, right) pairs from the LAST axis backwards
+    ((1, 2) pads the last axis; (1, 1, 2, 2) the last two). mode "constant" (value, default 0),
+    "reflect", "replicate" or "circular". (tt.pad keeps NumPy's ((before, after), ...) per axis.)"""
+    shape = _shape_of(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > len(shape):
+        raise ValueError(f"pad: expected an even number of values, at most 2 per axis of the input "
+                         f"(shape {shape}), got {pad}; PyTorch's order: (last_left, last_right, "
+                         f"second_last_left, ...)")
+    widths = [(0, 0)] * len(shape)
+    for k in range(len(pad) // 2):
+        widths[len(shape) - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    # negative padding crops, as PyTorch's
+    crop = tuple(slice(-lo if lo < 0 else 0, (n + hi) if hi < 0 else None) for (lo, hi), n in zip(widths, shape))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        input = input[crop]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    numpy_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+    if mode not in numpy_mode:
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if mode == "constant":
+        return ops.PUBLIC["pad"](input, widths, constant_values=0.0 if value is None else value)
+    if value not in (None, 0, 0.0):
+        raise ValueError(f"pad: value is only used with mode='constant' (got mode {mode!r}, value {value})")
+    return ops.PUBLIC["pad"](input, widths, mode=numpy_mode[mode])
+
+
+def embedding(input, weight, padding_idx=None):
+    """As torch.nn.functional.embedding: rows of weight (num_embeddings, dim) by integer index;
+    with padding_idx that row's gradient is zero."""
+    index = backend.asarray(input.data if isinstance(input, Tensor) else input, like=weight,
+                            what="embedding's indices")
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"embedding: indices must be integers, got dtype {index.dtype}")
+    out = embedding_prim(weight, index=index)
+    if padding_idx is None:
+        return out
+    n = _shape_of(weight)[0]
+    padding_idx = int(padding_idx) % n
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        return out
+    # the padding rows keep their value and get no gradient (their value as a constant there)
+    return ops.PUBLIC["where"](index[..., None] != padding_idx, out, out.detach())

@@ -14,6 +14,7 @@ from ..tape import no_grad
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module, cast_input
+from .parameter import Parameter
 
 
 def _parameter(values, dtype, name):
@@ -672,3 +673,253 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward: pick its modules in your own forward()")
+
+
+# ----- PyTorch's activations, containers and shapes added in issue 31 ------------------------------
+class SiLU(Module):
+    """x * sigmoid(x) (swish), as PyTorch's nn.SiLU."""
+
+    def forward(self, x):
+        return F.silu(x)
+
+
+class Mish(Module):
+    """x * tanh(softplus(x)), as PyTorch's nn.Mish."""
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+class ELU(Module):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as PyTorch's nn.ELU."""
+
+    def __init__(self, alpha=1.0):
+        super().__init__()
+        self.alpha = float(alpha)
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x) with a learned slope: one (num_parameters=1) or one per
+    channel (axis 1), starting at `init` (0.25), as PyTorch's nn.PReLU ("weight")."""
+
+    def __init__(self, num_parameters=1, init=0.25, dtype=np.float32):
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.weight = _parameter(np.full(self.num_parameters, float(init)), dtype, "weight")
+
+    def forward(self, x):
+        x = cast_input(x, self.weight.data.dtype)
+        if self.num_parameters > 1 and (len(x.shape) < 2 or x.shape[1] != self.num_parameters):
+            raise ValueError(f"PReLU: {self.num_parameters} parameters need {self.num_parameters} channels "
+                             f"on axis 1, got input of shape {tuple(x.shape)}")
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class Unflatten(Module):
+    """Split axis `dim` into `unflattened_size`, as PyTorch's nn.Unflatten."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(n) for n in unflattened_size)
+
+    def forward(self, x):
+        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        d = self.dim % len(shape)
+        if math.prod(self.unflattened_size) != shape[d] and -1 not in self.unflattened_size:
+            raise ValueError(f"Unflatten: unflattened_size {self.unflattened_size} does not multiply to "
+                             f"axis {self.dim}'s size {shape[d]} (input shape {shape})")
+        return ops.reshape(x, shape[:d] + self.unflattened_size + shape[d + 1:])
+
+
+class Dropout2d(Module):
+    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p in training mode,
+    scaling the rest by 1 / (1 - p); the identity in eval(). As PyTorch's nn.Dropout2d."""
+
+    def __init__(self, p=0.5, rng=None):
+        super().__init__()
+        self.p = F._check_dropout(p)
+        self.rng = generator(rng)
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.rng)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+def _as_parameter(value, name):
+    if isinstance(value, Tensor):
+        if value._prim is not None:
+            raise ValueError(f"{name}: a parameter must be a leaf Tensor, got one computed on the tape "
+                             f"(detach() it, or wrap it in nn.Parameter)")
+        return value if value.requires_grad or isinstance(value, Parameter) else Parameter(value)
+    return Parameter(backend.asarray(value))
+
+
+class ParameterList(Module):
+    """A list of parameters registered with the module that holds it (named "0", "1", ...), as
+    PyTorch's nn.ParameterList: indexing, len(), iteration, append, extend. Arrays become
+    Parameters."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        object.__setattr__(self, "_size", 0)
+        if values is not None:
+            self.extend(values)
+
+    def append(self, value):
+        setattr(self, str(self._size), _as_parameter(value, "ParameterList"))
+        object.__setattr__(self, "_size", self._size + 1)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList([self[i] for i in range(self._size)[index]])
+        return getattr(self, str(range(self._size)[index]))
+
+    def __setitem__(self, index, value):
+        setattr(self, str(range(self._size)[index]), _as_parameter(value, "ParameterList"))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (getattr(self, str(i)) for i in range(self._size))
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward: use its parameters in your own forward()")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters registered with the module that holds it (named by key), as
+    PyTorch's nn.ParameterDict: indexing, assignment, `in`, len(), keys(), values(), items(),
+    update()."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        object.__setattr__(self, "_keys", ())
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str) or not key or "." in key or (key not in self._keys and key in vars(self)):
+            raise KeyError(f"ParameterDict: {key!r} cannot be a key (a non-empty string without '.', not an "
+                           f"attribute of ParameterDict)")
+        object.__setattr__(self, key, _as_parameter(value, "ParameterDict"))
+        if key not in self._keys:
+            object.__setattr__(self, "_keys", self._keys + (key,))
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self.__dict__[key]
+
+    def __delitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        del self.__dict__[key]
+        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self.__dict__[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self.__dict__[k]) for k in self._keys]
+
+    def update(self, parameters):
+        pairs = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in pairs:
+            self[key] = value
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward: use its parameters in your own forward()")
+
+
+# ----- resampling ---------------------------------------------------------------------------------
+class Upsample(Module):
+    """F.interpolate as a layer, as PyTorch's nn.Upsample(size=None, scale_factor=None,
+    mode="nearest", align_corners=None, recompute_scale_factor=None)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear with align_corners=True, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average (N, C, H, W) or (C, H, W) into output_size bins (int, pair, None keeps an axis), with
+    PyTorch's bins [floor(i H / h), ceil((i + 1) H / h))."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    def forward(self, x):
+        return F.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(AdaptiveAvgPool2d):
+    """The maximum over each of PyTorch's adaptive bins (return_indices is not supported)."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        if return_indices:
+            raise ValueError("AdaptiveMaxPool2d: return_indices=True is not supported")
+
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size)
