@@ -867,7 +867,8 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
             raise ValueError(f"{name}: output_padding {output_padding} must be smaller than either stride "
                              f"{stride} or dilation {dilation}")
     size = tuple((h - 1) * s - 2 * p + d * (k - 1) + op + 1
-                 for h, s, p, d, k, op in zip(shape[2:], stride, padding, dilation, w_shape[2:], output_padding))
+                 for h, s, p, d, k, op in zip(shape[2:], stride, padding, dilation, w_shape[2:],
+                                              output_padding))
     if min(size) < 1:
         raise ValueError(f"{name}: the output size {size} would not be positive (input {shape[2:]}, "
                          f"kernel {w_shape[2:]}, stride {stride}, padding {padding})")
@@ -915,12 +916,19 @@ def _channel_affine(y, weight, bias, ndim):
     return y
 
 
+def _normalized_shape(normalized_shape):
+    if isinstance(normalized_shape, (int, np.integer)):
+        return (int(normalized_shape),)
+    return tuple(int(n) for n in normalized_shape)
+
+
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """As torch.nn.functional.layer_norm: normalise over the last len(normalized_shape) axes."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    shape = _normalized_shape(normalized_shape)
     n = len(shape)
     if _shape_of(x)[len(_shape_of(x)) - n:] != tuple(shape):
-        raise ValueError(f"layer_norm: input of shape {_shape_of(x)} does not end in normalized_shape {shape}")
+        raise ValueError(f"layer_norm: input of shape {_shape_of(x)} does not end in normalized_shape "
+                         f"{shape}")
     y = _normalised(x, tuple(range(-n, 0)), eps)
     if weight is not None:
         y = y * weight
@@ -968,7 +976,7 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """As torch.nn.functional.rms_norm: x / sqrt(mean(x^2 over the last axes) + eps) * weight;
     eps=None is the machine epsilon of x's dtype, as PyTorch."""
-    shape = (normalized_shape,) if isinstance(normalized_shape, (int, np.integer)) else tuple(normalized_shape)
+    shape = _normalized_shape(normalized_shape)
     n = len(shape)
     x_shape = _shape_of(x)
     if x_shape[len(x_shape) - n:] != tuple(shape):
@@ -1191,7 +1199,8 @@ def one_hot(tensor, num_classes=-1):
         raise TypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
     n = int(idx.max()) + 1 if num_classes == -1 else int(num_classes)
     if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise ValueError(f"one_hot: class values must lie in [0, {n}), got {int(idx.min())}..{int(idx.max())}")
+        raise ValueError(f"one_hot: class values must lie in [0, {n}), got "
+                         f"{int(idx.min())}..{int(idx.max())}")
     result = Tensor(_one_hot_values(idx, n))
     return on_values(_one_hot_values, (tensor, n), {}, result, "one_hot") if isinstance(tensor, Tensor) \
         else result
@@ -1216,7 +1225,8 @@ def pad(input, pad, mode="constant", value=None):
     for k in range(len(pad) // 2):
         widths[len(shape) - 1 - k] = (pad[2 * k], pad[2 * k + 1])
     # negative padding crops, as PyTorch's
-    crop = tuple(slice(-lo if lo < 0 else 0, (n + hi) if hi < 0 else None) for (lo, hi), n in zip(widths, shape))
+    crop = tuple(slice(-lo if lo < 0 else 0, (n + hi) if hi < 0 else None)
+                 for (lo, hi), n in zip(widths, shape))
     if any(lo < 0 or hi < 0 for lo, hi in widths):
         input = input[crop]
         widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]

@@ -20,8 +20,9 @@ class GroupNorm(Module):
         super().__init__()
         self.num_groups, self.num_channels, self.eps = int(num_groups), int(num_channels), float(eps)
         if self.num_groups < 1 or self.num_channels % self.num_groups:
-            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
-                             f"({num_groups})")
+            raise ValueError(
+                f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups ({num_groups})"
+            )
         self.affine = bool(affine)
         self.dtype = np.dtype(dtype)
         self.weight = _parameter(np.ones(self.num_channels), dtype, "weight") if affine else None
@@ -30,8 +31,9 @@ class GroupNorm(Module):
     def forward(self, x):
         x = cast_input(x, self.dtype if self.weight is None else self.weight.data.dtype)
         if len(x.shape) < 2 or x.shape[1] != self.num_channels:
-            raise ValueError(f"GroupNorm: expected (N, {self.num_channels}, *) input, got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"GroupNorm: expected (N, {self.num_channels}, *) input, got shape {tuple(x.shape)}"
+            )
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
@@ -41,8 +43,9 @@ class GroupNorm(Module):
 class _InstanceNorm(Module):
     _ndim = 4
 
-    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False,
-                 dtype=np.float32):
+    def __init__(
+        self, num_features, eps=1e-5, momentum=0.1, affine=False, track_running_stats=False, dtype=np.float32
+    ):
         super().__init__()
         self.num_features, self.eps, self.momentum = int(num_features), float(eps), float(momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
@@ -59,25 +62,31 @@ class _InstanceNorm(Module):
         x = cast_input(x, self.dtype if self.weight is None else self.weight.data.dtype)
         n = self._ndim
         if len(x.shape) not in (n - 1, n) or x.shape[-n + 1] != self.num_features:
-            raise ValueError(f"{name}: expected ({'N, ' if n else ''}{self.num_features}, ...) input with "
-                             f"{n} axes (or {n - 1} unbatched), got shape {tuple(x.shape)}")
-        if len(x.shape) == n - 1:                     # unbatched: a batch of one
+            raise ValueError(
+                f"{name}: expected ({'N, ' if n else ''}{self.num_features}, ...) input with "
+                f"{n} axes (or {n - 1} unbatched), got shape {tuple(x.shape)}"
+            )
+        if len(x.shape) == n - 1:  # unbatched: a batch of one
             return ops.reshape(self(ops.reshape(x, (1,) + tuple(x.shape))), tuple(x.shape))
         if self.training and math.prod(x.shape[2:]) <= 1:
-            raise ValueError(f"{name}: expected more than 1 spatial element when training, got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"{name}: expected more than 1 spatial element when training, got shape {tuple(x.shape)}"
+            )
         if self.training or not self.track_running_stats:
             stats = (None, None)
-            if self.training and self.track_running_stats:   # updated in place, as PyTorch's
+            if self.training and self.track_running_stats:  # updated in place, as PyTorch's
                 self.num_batches_tracked += 1
                 stats = (self.running_mean, self.running_var)
             return F.instance_norm(x, *stats, self.weight, self.bias, True, self.momentum, self.eps)
-        return F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias, False,
-                               self.momentum, self.eps)
+        return F.instance_norm(
+            x, self.running_mean, self.running_var, self.weight, self.bias, False, self.momentum, self.eps
+        )
 
     def extra_repr(self):
-        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-                f"track_running_stats={self.track_running_stats}")
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"track_running_stats={self.track_running_stats}"
+        )
 
 
 class InstanceNorm2d(_InstanceNorm):
@@ -103,7 +112,9 @@ class RMSNorm(Module):
         self.normalized_shape = tuple(int(n) for n in shape)
         self.eps = None if eps is None else float(eps)
         self.dtype = np.dtype(dtype)
-        self.weight = _parameter(np.ones(self.normalized_shape), dtype, "weight") if elementwise_affine else None
+        self.weight = (
+            _parameter(np.ones(self.normalized_shape), dtype, "weight") if elementwise_affine else None
+        )
 
     def forward(self, x):
         x = cast_input(x, self.dtype if self.weight is None else self.weight.data.dtype)

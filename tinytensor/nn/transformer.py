@@ -26,9 +26,13 @@ def _activation(activation, name):
 
 
 def _clones(module, n):
-    """n deep copies (PyTorch's _get_clones): every clone starts with the template's values; the
-    global generator (Dropout with rng=None) stays shared, as PyTorch's global RNG."""
-    return ModuleList([copy.deepcopy(module, {id(_rng._GLOBAL): _rng._GLOBAL}) for _ in range(n)])
+    """n deep copies (PyTorch's _get_clones): every clone starts with the template's parameter
+    values; generators are shared, not copied (the global one for rng=None, as PyTorch's global
+    RNG, or the template's seeded one), so the layers' dropout masks differ."""
+    shared = {id(_rng._GLOBAL): _rng._GLOBAL}
+    for m in module.modules():
+        shared.update((id(v), v) for v in vars(m).values() if isinstance(v, np.random.Generator))
+    return ModuleList([copy.deepcopy(module, dict(shared)) for _ in range(n)])
 
 
 class TransformerEncoderLayer(Module):
@@ -36,13 +40,25 @@ class TransformerEncoderLayer(Module):
     x = norm1(x + sa(x)); x = norm2(x + ff(x)) (norm_first: x = x + sa(norm1(x)); x = x + ff(norm2(x))).
     forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, rng=None,
-                 dtype=np.float32):
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        rng=None,
+        dtype=np.float32,
+    ):
         super().__init__()
         rng = _rng.generator(rng)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            rng=rng, dtype=dtype)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, rng=rng, dtype=dtype
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, rng=rng, dtype=dtype)
         self.dropout = Dropout(dropout, rng=rng)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, rng=rng, dtype=dtype)
@@ -55,8 +71,15 @@ class TransformerEncoderLayer(Module):
         self.batch_first = bool(batch_first)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            need_weights=False,
+            is_causal=is_causal,
+        )[0]
         return self.dropout1(x)
 
     def _ff_block(self, x):
@@ -79,8 +102,9 @@ class TransformerEncoder(Module):
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
         if not isinstance(encoder_layer, Module):
-            raise TypeError(f"TransformerEncoder: encoder_layer must be a Module, got "
-                            f"{type(encoder_layer).__name__}")
+            raise TypeError(
+                f"TransformerEncoder: encoder_layer must be a Module, got {type(encoder_layer).__name__}"
+            )
         self.layers = _clones(encoder_layer, int(num_layers))
         self.num_layers = int(num_layers)
         self.norm = norm
@@ -98,15 +122,28 @@ class TransformerDecoderLayer(Module):
     forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
     memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
-                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True, rng=None,
-                 dtype=np.float32):
+    def __init__(
+        self,
+        d_model,
+        nhead,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        rng=None,
+        dtype=np.float32,
+    ):
         super().__init__()
         rng = _rng.generator(rng)
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first,
-                                            rng=rng, dtype=dtype)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                                 batch_first=batch_first, rng=rng, dtype=dtype)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, rng=rng, dtype=dtype
+        )
+        self.multihead_attn = MultiheadAttention(
+            d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, rng=rng, dtype=dtype
+        )
         self.linear1 = Linear(d_model, dim_feedforward, bias=bias, rng=rng, dtype=dtype)
         self.dropout = Dropout(dropout, rng=rng)
         self.linear2 = Linear(dim_feedforward, d_model, bias=bias, rng=rng, dtype=dtype)
@@ -121,25 +158,49 @@ class TransformerDecoderLayer(Module):
         self.batch_first = bool(batch_first)
 
     def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           is_causal=is_causal, need_weights=False)[0]
+        x = self.self_attn(
+            x,
+            x,
+            x,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal,
+            need_weights=False,
+        )[0]
         return self.dropout1(x)
 
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
-        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                                is_causal=is_causal, need_weights=False)[0]
+        x = self.multihead_attn(
+            x,
+            mem,
+            mem,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            is_causal=is_causal,
+            need_weights=False,
+        )[0]
         return self.dropout2(x)
 
     def _ff_block(self, x):
         return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=False,
+        memory_is_causal=False,
+    ):
         x = tgt
         if self.norm_first:
             x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
-            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
-                                    memory_is_causal)
+            x = x + self._mha_block(
+                self.norm2(x), memory, memory_mask, memory_key_padding_mask, memory_is_causal
+            )
             return x + self._ff_block(self.norm3(x))
         x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
         x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask, memory_is_causal))
