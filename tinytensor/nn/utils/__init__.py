@@ -48,7 +48,7 @@ def clip_grad_value_(parameters, clip_value):
 def parameters_to_vector(parameters):
     """One flat Tensor of every parameter, in order (as torch.nn.utils.parameters_to_vector):
     recorded, so a loss of the vector differentiates into the parameters."""
-    from .. import ops
+    from ... import ops
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     if not params:
         raise ValueError("parameters_to_vector: no parameters given")
@@ -62,8 +62,8 @@ def parameters_to_vector(parameters):
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of `vec` (a 1-d Tensor or array) into the parameters' arrays, in
     place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up."""
-    from .. import backend
-    from ..tensor import mark_modified
+    from ... import backend
+    from ...tensor import mark_modified
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     values = vec.data if isinstance(vec, Tensor) else backend.asarray(vec)
     if values.ndim != 1:
