@@ -315,7 +315,54 @@ class Module:
                     mark_modified(t)
         return self
 
+    def float(self):
+        """Cast the floating parameters and buffers to float32 (as PyTorch's); returns self."""
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def half(self):
+        return self.to(np.float16)
+
+    def add_module(self, name, module):
+        """setattr(self, name, module), as PyTorch's (register_module is the same)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module")
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def register_parameter(self, name, param):
+        """setattr(self, name, param) for a Parameter (or None), as PyTorch's."""
+        if param is not None and not (isinstance(param, Tensor) and param._prim is None):
+            raise TypeError(f"register_parameter: {name!r} must be a leaf Tensor (nn.Parameter) or None, "
+                            f"got {type(param).__name__}")
+        setattr(self, name, param)
+
+    def get_submodule(self, target):
+        """The module at the dotted path `target` ("" is self), as PyTorch's."""
+        modules = dict(self.named_modules())
+        if target not in modules:
+            raise AttributeError(f"get_submodule: {type(self).__name__} has no submodule {target!r}")
+        return modules[target]
+
+    def get_parameter(self, target):
+        params = dict(self.named_parameters())
+        if target not in params:
+            raise AttributeError(f"get_parameter: {type(self).__name__} has no parameter {target!r}")
+        return params[target]
+
     # ----- modes and gradients ----------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad on every parameter (False freezes them, for fine-tuning; they stay
+        parameters), as PyTorch's; returns self."""
+        for p in self.parameters():
+            if requires_grad and p.data.dtype.kind != "f":
+                continue
+            p.requires_grad = bool(requires_grad)
+        return self
+
     def train(self, mode=True):
         """Set the `training` flag on this module and every submodule; returns self."""
         for m in self.modules():
