@@ -130,7 +130,8 @@ def main(argv=None):
         out = model(test_in).data
     noisy_mse = float(np.mean((test_in - X_test) ** 2))
     denoised_mse = float(np.mean((out - X_test) ** 2))
-    print(f"{steps} steps in {elapsed:.1f} s ({elapsed / max(steps, 1) * 1e3:.1f} ms/step, batch {args.batch_size})")
+    per_step = elapsed / max(steps, 1) * 1e3
+    print(f"{steps} steps in {elapsed:.1f} s ({per_step:.1f} ms/step, batch {args.batch_size})")
     print(f"test mse at sigma {args.sigma}: noisy {noisy_mse:.5f}, denoised {denoised_mse:.5f}")
     return noisy_mse, denoised_mse
 
