@@ -125,3 +125,15 @@ def test_state_dict_keys_as_pytorchs():
     m.load_state_dict(src.state_dict())
     q, k, v = _inputs(kdim=6, vdim=5)
     np.testing.assert_array_equal(m(q, k, v)[0].data, src(q, k, v)[0].data)
+
+
+def test_compiled_attention_reads_each_calls_masks():
+    m = nn.MultiheadAttention(8, 2, rng=0, dtype=np.float64, add_bias_kv=True)
+    f = lambda q, kpm, am: m(q, q, q, key_padding_mask=kpm, attn_mask=am)[0].sum()   # noqa: E731
+    compiled = tt.compile(f)
+    r = np.random.default_rng(0)
+    for _ in range(3):
+        q, am = r.normal(size=(5, 2, 8)), r.normal(size=(5, 5))
+        kpm = r.uniform(size=(2, 5)) < 0.3
+        kpm[:, 0] = False
+        assert compiled(q, kpm, am).item() == f(q, kpm, am).item()

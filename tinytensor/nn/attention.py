@@ -79,7 +79,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 def _mask(mask, name, what, like):
     """A mask as a Tensor, checked as PyTorch checks it: boolean or floating (an integer 0/1 mask
     is refused: added as a bias it would silently shift the scores); a float mask in `like`'s dtype."""
-    m = mask if isinstance(mask, Tensor) else Tensor(_array(host_array(mask)))
+    # the caller's array itself (never a copy), so tt.compile sees it as the argument it is
+    m = mask if isinstance(mask, Tensor) else _array(host_array(mask))
     kind = m.dtype.kind
     if kind == "b":
         return m
@@ -213,7 +214,7 @@ class MultiheadAttention(Module):
             raise ValueError(f"{name}: key_padding_mask must be (N, S) = {(n, S)}, got "
                              f"{tuple(key_padding_mask.shape)}")
         if is_causal and attn_mask is None:
-            attn_mask = Tensor(~np.tril(np.ones((L, S), dtype=bool)))
+            attn_mask = ~np.tril(np.ones((L, S), dtype=bool))
         if attn_mask is not None:
             shape = tuple(attn_mask.shape)
             if shape != (L, S) and shape != (n * self.num_heads, L, S):
