@@ -105,3 +105,23 @@ def test_non_persistent_buffer_not_in_state_dict():
     assert list(m.state_dict()) == ["a"]
     m.load_state_dict({"a": np.full(2, 3.0)})        # strict: tmp is not expected
     np.testing.assert_array_equal(m.a.data, [3.0, 3.0])
+
+
+def test_a_loaded_torch_adam_state_continues_with_pytorchs_update():
+    # PyTorch's Adam after 3 steps: step a 0-d tensor (here its .numpy()), moments per parameter
+    p = nn.Parameter(np.array([0.5, -1.0, 2.0]))
+    m, v = np.array([0.1, -0.2, 0.3]), np.array([0.01, 0.04, 0.09])
+    sd = {"state": {0: {"step": np.array(3.0, np.float32), "exp_avg": m.copy(), "exp_avg_sq": v.copy()}},
+          "param_groups": [{"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0,
+                            "amsgrad": False, "maximize": False, "foreach": None, "capturable": False,
+                            "differentiable": False, "fused": None, "params": [0]}]}
+    opt = tt.optim.Adam([p], lr=0.1)
+    opt.load_state_dict(sd)
+    g = np.array([0.3, 0.1, -0.2])
+    p.grad = g.copy()
+    opt.step()
+    # torch.optim.Adam's documented update at t = 4
+    m4, v4 = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+    want = np.array([0.5, -1.0, 2.0]) - 0.01 * (m4 / (1 - 0.9 ** 4)) / (np.sqrt(v4 / (1 - 0.999 ** 4)) + 1e-8)
+    np.testing.assert_allclose(p.data, want, rtol=1e-14)
+    assert opt.state[p]["step"] == 4
