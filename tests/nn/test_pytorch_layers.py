@@ -482,3 +482,19 @@ def test_f_one_hot_normalize_layer_norm_embedding():
     np.testing.assert_array_equal(out.data, w.data[[1, 0, 1]])
     out.sum().backward()
     np.testing.assert_array_equal(w.grad[:, 0], [0, 2, 0, 0, 0])
+
+
+def test_compiled_embedding_padding_and_gather_read_each_calls_indices():
+    w = R.normal(size=(5, 2))
+
+    def loss(w_, idx):
+        return (F.embedding(idx, w_, padding_idx=0) ** 2).sum() + w_.gather(0, idx[:2, None]).sum()
+
+    compiled = tt.compile(tt.value_and_grad(loss))
+    for idx in (np.array([0, 1, 2]), np.array([3, 0, 0]), np.array([4, 4, 1])):
+        value, grad = compiled(w, idx)
+        w_eager = _t(w)
+        eager = loss(w_eager, idx)
+        eager.backward()
+        assert float(value) == eager.item()
+        np.testing.assert_array_equal(grad, w_eager.grad)

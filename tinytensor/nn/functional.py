@@ -1056,12 +1056,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if n_in == n_out and mode.startswith("nearest") and scales[axis] in (None, 1, 1.0):
             continue
         dst = np.arange(n_out)
-        if mode == "nearest":        # PyTorch computes this index in float32
-            scale = np.float32(1.0 / scales[axis] if scales[axis] is not None else n_in / n_out)
+        if mode.startswith("nearest"):    # PyTorch computes this index in float32
+            scale = (np.float32(1.0 / scales[axis]) if scales[axis] is not None
+                     else np.float32(n_in) / np.float32(n_out))
+        if mode == "nearest":
             src = np.minimum(np.floor(dst.astype(np.float32) * scale).astype(np.int64), n_in - 1)
             y = _along(y, ax, src)
         elif mode == "nearest-exact":
-            scale = np.float32(1.0 / scales[axis] if scales[axis] is not None else n_in / n_out)
             src = np.minimum(np.floor((dst.astype(np.float32) + 0.5) * scale).astype(np.int64), n_in - 1)
             y = _along(y, ax, src)
         else:
@@ -1254,5 +1255,12 @@ def embedding(input, weight, padding_idx=None):
     padding_idx = int(padding_idx) % n
     if not isinstance(out, Tensor) or not out.requires_grad:
         return out
-    # the padding rows keep their value and get no gradient (their value as a constant there)
-    return ops.PUBLIC["where"](index[..., None] != padding_idx, out, out.detach())
+    # the padding rows keep their value and get no gradient (their value as a constant there);
+    # the mask through on_values, so tt.compile computes it from each call's indices
+    keep = on_values(_not_padding, (input, padding_idx), {}, _not_padding(index, padding_idx), "embedding")
+    return ops.PUBLIC["where"](keep, out, out.detach())
+
+
+def _not_padding(index, padding_idx):
+    index = index.data if isinstance(index, Tensor) else backend.asarray(index)
+    return (index != padding_idx)[..., None]
