@@ -18,7 +18,7 @@ from the same weights.
 
 import os
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")          # small matrices: one BLAS thread
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # small matrices: one BLAS thread
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import argparse  # noqa: E402
@@ -48,22 +48,23 @@ class UNet(nn.Module):
     def __init__(self, rng=None, dtype=np.float32, width=16):
         super().__init__()
         w = width
-        self.enc1 = ConvBlock(1, w, rng, dtype)                     # (w, 8, 8)
-        self.enc2 = ConvBlock(w, 2 * w, rng, dtype, stride=2)       # (2w, 4, 4)
-        self.enc3 = ConvBlock(2 * w, 2 * w, rng, dtype, stride=2)   # (2w, 2, 2)
-        self.dec2 = ConvBlock(4 * w, 2 * w, rng, dtype)             # interpolate(enc3) ++ enc2
-        self.up1 = nn.ConvTranspose2d(2 * w, w, 2, stride=2, rng=rng, dtype=dtype)   # (w, 8, 8)
-        self.dec1 = ConvBlock(2 * w, w, rng, dtype)                 # up1 ++ enc1
+        self.enc1 = ConvBlock(1, w, rng, dtype)  # (w, 8, 8)
+        self.enc2 = ConvBlock(w, 2 * w, rng, dtype, stride=2)  # (2w, 4, 4)
+        self.enc3 = ConvBlock(2 * w, 2 * w, rng, dtype, stride=2)  # (2w, 2, 2)
+        self.dec2 = ConvBlock(4 * w, 2 * w, rng, dtype)  # interpolate(enc3) ++ enc2
+        self.up1 = nn.ConvTranspose2d(2 * w, w, 2, stride=2, rng=rng, dtype=dtype)  # (w, 8, 8)
+        self.dec1 = ConvBlock(2 * w, w, rng, dtype)  # up1 ++ enc1
         self.head = nn.Conv2d(w, 1, 1, rng=rng, dtype=dtype)
 
     def forward(self, x):
         e1 = self.enc1(x)
         e2 = self.enc2(e1)
         e3 = self.enc3(e2)
-        d2 = self.dec2(tt.cat([F.interpolate(e3, scale_factor=2, mode="bilinear", align_corners=False), e2],
-                              dim=1))
+        d2 = self.dec2(
+            tt.cat([F.interpolate(e3, scale_factor=2, mode="bilinear", align_corners=False), e2], dim=1)
+        )
         d1 = self.dec1(tt.cat([self.up1(d2), e1], dim=1))
-        return x - self.head(d1)                                    # the predicted noise removed
+        return x - self.head(d1)  # the predicted noise removed
 
 
 def make_unet(rng=None, dtype=np.float32, width=16):
@@ -73,6 +74,7 @@ def make_unet(rng=None, dtype=np.float32, width=16):
 def load_digits_images(seed, dtype=np.float32):
     """The 1,797 digits as (N, 1, 8, 8) in [0, 1], split 80/20 into train and test."""
     from sklearn.datasets import load_digits
+
     X = (load_digits().data / 16.0).astype(dtype).reshape(-1, 1, 8, 8)
     order = np.random.default_rng(seed).permutation(len(X))
     cut = int(0.8 * len(X))
@@ -86,8 +88,9 @@ def noisy(x, sigma, rng):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--batch-size", type=int, default=64)
@@ -103,7 +106,7 @@ def main(argv=None):
     rng = np.random.default_rng(args.seed)
     X_train, X_test = load_digits_images(args.seed)
     if args.limit:
-        X_train = X_train[:args.limit]
+        X_train = X_train[: args.limit]
     model = make_unet(rng, width=args.width)
     loss_fn = nn.MSELoss()
     opt = tt.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)

@@ -15,7 +15,7 @@ R = np.random.default_rng(0)
 
 def _compare(t_layer, layer, *inputs, call=None, out=lambda o: o, atol=1e-10):
     t_layer = t_layer.double()
-    layer.load_state_dict(t_layer.state_dict())                  # torch tensors, as handed over
+    layer.load_state_dict(t_layer.state_dict())  # torch tensors, as handed over
     t_in = [torch.tensor(a, requires_grad=a.dtype.kind == "f") for a in inputs]
     tt_in = [tt.tensor(a, requires_grad=a.dtype.kind == "f") for a in inputs]
     call = call or (lambda m, *a: m(*a))
@@ -31,15 +31,23 @@ def _compare(t_layer, layer, *inputs, call=None, out=lambda o: o, atol=1e-10):
 
 @pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(dilation=2, groups=2, padding="same")])
 def test_conv1d(kw):
-    _compare(torch.nn.Conv1d(4, 6, 3, **kw), nn.Conv1d(4, 6, 3, dtype=np.float64, **kw), R.normal(size=(2, 4, 9)))
+    _compare(
+        torch.nn.Conv1d(4, 6, 3, **kw), nn.Conv1d(4, 6, 3, dtype=np.float64, **kw), R.normal(size=(2, 4, 9))
+    )
 
 
 @pytest.mark.parametrize("kw", [dict(stride=2, padding=1, output_padding=1), dict(groups=2, dilation=2)])
 def test_conv_transpose(kw):
-    _compare(torch.nn.ConvTranspose2d(4, 6, 3, **kw), nn.ConvTranspose2d(4, 6, 3, dtype=np.float64, **kw),
-             R.normal(size=(2, 4, 5, 5)))
-    _compare(torch.nn.ConvTranspose1d(4, 6, 3, **kw), nn.ConvTranspose1d(4, 6, 3, dtype=np.float64, **kw),
-             R.normal(size=(2, 4, 7)))
+    _compare(
+        torch.nn.ConvTranspose2d(4, 6, 3, **kw),
+        nn.ConvTranspose2d(4, 6, 3, dtype=np.float64, **kw),
+        R.normal(size=(2, 4, 5, 5)),
+    )
+    _compare(
+        torch.nn.ConvTranspose1d(4, 6, 3, **kw),
+        nn.ConvTranspose1d(4, 6, 3, dtype=np.float64, **kw),
+        R.normal(size=(2, 4, 7)),
+    )
 
 
 def test_norms():
@@ -49,9 +57,15 @@ def test_norms():
     _compare(torch.nn.RMSNorm(5), nn.RMSNorm(5, dtype=np.float64), x)
 
 
-@pytest.mark.parametrize("kw", [dict(scale_factor=2, mode="nearest"), dict(size=(7, 3), mode="nearest"),
-                                dict(size=(7, 9), mode="bilinear", align_corners=False),
-                                dict(scale_factor=1.7, mode="bilinear", align_corners=True)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(scale_factor=2, mode="nearest"),
+        dict(size=(7, 3), mode="nearest"),
+        dict(size=(7, 9), mode="bilinear", align_corners=False),
+        dict(scale_factor=1.7, mode="bilinear", align_corners=True),
+    ],
+)
 def test_interpolate(kw):
     x = R.normal(size=(2, 3, 5, 4))
     _compare(torch.nn.Upsample(**kw), nn.Upsample(**kw), x)
@@ -66,8 +80,12 @@ def test_adaptive_pools(size):
 
 def test_activations():
     x = R.normal(size=(3, 4))
-    for t_layer, layer in ((torch.nn.SiLU(), nn.SiLU()), (torch.nn.ELU(0.5), nn.ELU(0.5)),
-                           (torch.nn.Mish(), nn.Mish()), (torch.nn.PReLU(4), nn.PReLU(4, dtype=np.float64))):
+    for t_layer, layer in (
+        (torch.nn.SiLU(), nn.SiLU()),
+        (torch.nn.ELU(0.5), nn.ELU(0.5)),
+        (torch.nn.Mish(), nn.Mish()),
+        (torch.nn.PReLU(4), nn.PReLU(4, dtype=np.float64)),
+    ):
         _compare(t_layer, layer, x)
 
 
@@ -78,8 +96,9 @@ def test_transformer_layers():
         t_layer = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first)
         layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, norm_first=norm_first, dtype=np.float64)
         _compare(t_layer.eval(), layer.eval(), x)
-    t_enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2,
-                                        enable_nested_tensor=False)
+    t_enc = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 2, enable_nested_tensor=False
+    )
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype=np.float64), 2)
     _compare(t_enc.eval(), enc.eval(), x)
     t_dec = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
@@ -107,8 +126,10 @@ def test_lstm_proj_size_and_packing():
             out, _ = module(packed)
             return utils.pad_packed_sequence(out)[0]
         from tinytensor.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
         out, _ = module(pack_padded_sequence(a, lengths, enforce_sorted=False))
         return pad_packed_sequence(out)[0]
+
     _compare(t_lstm, lstm, x, call=run)
 
 
@@ -125,7 +146,7 @@ def test_optimizer_state_from_pytorch_continues_equal():
         t_opt.step()
     model.load_state_dict(t_model.state_dict())
     opt = tt.optim.Adam(model.parameters(), lr=0.01)
-    opt.load_state_dict(t_opt.state_dict())                       # step as a 0-d tensor
+    opt.load_state_dict(t_opt.state_dict())  # step as a 0-d tensor
     for _ in range(5):
         t_opt.zero_grad()
         torch.nn.functional.mse_loss(t_model(torch.tensor(x)), torch.tensor(y)).backward()

@@ -31,8 +31,14 @@ def test_unet_trains_and_is_differentiable():
     U = _example()
     model = U.make_unet(np.random.default_rng(0), dtype=np.float64, width=8)
     keys = list(model.state_dict())
-    assert keys[:6] == ["enc1.conv.weight", "enc1.conv.bias", "enc1.norm.weight", "enc1.norm.bias",
-                        "enc2.conv.weight", "enc2.conv.bias"]
+    assert keys[:6] == [
+        "enc1.conv.weight",
+        "enc1.conv.bias",
+        "enc1.norm.weight",
+        "enc1.norm.bias",
+        "enc2.conv.weight",
+        "enc2.conv.bias",
+    ]
     assert "up1.weight" in keys and model.up1.weight.shape == (16, 8, 2, 2)
     opt = tt.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []
@@ -94,7 +100,7 @@ def test_unet_equals_pytorch_for_20_adamw_steps():
     U = _example()
     model = U.make_unet(np.random.default_rng(0), dtype=np.float64, width=8)
     ref = _torch_unet(torch, 8)
-    assert list(ref.state_dict()) == list(model.state_dict())       # the same keys, the same order
+    assert list(ref.state_dict()) == list(model.state_dict())  # the same keys, the same order
     ref.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()})
     opt = tt.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-2)
     ref_opt = torch.optim.AdamW(ref.parameters(), lr=3e-3, weight_decay=1e-2)
