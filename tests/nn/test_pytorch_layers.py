@@ -498,3 +498,14 @@ def test_compiled_embedding_padding_and_gather_read_each_calls_indices():
         eager.backward()
         assert float(value) == eager.item()
         np.testing.assert_array_equal(grad, w_eager.grad)
+
+
+def test_compiled_embedding_layer_masks_padding_rows_on_every_call():
+    # traced first on indices without the padding index: the mask must still be computed per call
+    emb = nn.Embedding(5, 2, padding_idx=0, rng=0, dtype=np.float64)
+    loss = lambda w, idx: (nn.functional_call(emb, {"weight": w}, idx) * np.array([1.0, 2.0])).sum()  # noqa: E731
+    compiled = tt.compile(tt.grad(loss))
+    for idx in (np.array([1, 2]), np.array([0, 1]), np.array([0, 0])):
+        got = compiled(emb.weight.data, idx)
+        np.testing.assert_array_equal(got, tt.grad(loss)(emb.weight.data, idx))
+        assert not got[0].any()

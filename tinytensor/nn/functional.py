@@ -31,6 +31,7 @@ from ..ops.table import _swap_last, defprim, on_values
 from ..rng import generator
 from ..state import STATE
 from ..tensor import Tensor
+from ..torch_interop import host_array
 
 
 def _pair(value, name):
@@ -1244,10 +1245,10 @@ def pad(input, pad, mode="constant", value=None):
 def embedding(input, weight, padding_idx=None):
     """As torch.nn.functional.embedding: rows of weight (num_embeddings, dim) by integer index;
     with padding_idx that row's gradient is zero."""
-    index = backend.asarray(input.data if isinstance(input, Tensor) else input, like=weight,
+    index = backend.asarray(host_array(input.data if isinstance(input, Tensor) else input), like=weight,
                             what="embedding's indices")
     if index.dtype.kind not in "iu":
-        raise TypeError(f"embedding: indices must be integers, got dtype {index.dtype}")
+        raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
     out = embedding_prim(weight, index=index)
     if padding_idx is None:
         return out

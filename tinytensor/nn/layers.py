@@ -488,18 +488,15 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, index):
+        if self.padding_idx is not None:
+            # the padding rows get no gradient; the mask is computed from each call's indices (a
+            # test of the raw indices here would be a constant to tt.compile: a frozen mask)
+            return F.embedding(index, self.weight, self.padding_idx)
         index = backend.asarray(index.data if isinstance(index, Tensor) else index, like=self.weight,
                                 what="Embedding's indices")
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
-        out = F.embedding_prim(self.weight, index=index)   # checks the range on every call
-        if self.padding_idx is None or not out.requires_grad:
-            return out
-        pad = index == self.padding_idx
-        if not pad.any():
-            return out
-        # the padding row's value, as a constant: where picks it there, so no gradient reaches it
-        return ops.PUBLIC["where"](pad[..., None], self.weight.data[self.padding_idx].copy(), out)
+        return F.embedding_prim(self.weight, index=index)   # checks the range on every call
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
