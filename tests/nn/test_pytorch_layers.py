@@ -509,3 +509,15 @@ def test_compiled_embedding_layer_masks_padding_rows_on_every_call():
         got = compiled(emb.weight.data, idx)
         np.testing.assert_array_equal(got, tt.grad(loss)(emb.weight.data, idx))
         assert not got[0].any()
+
+
+def test_transformer_decoder_stacks_copies_of_the_layer():
+    layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, rng=0, dtype=np.float64)
+    dec = nn.TransformerDecoder(layer, 2, norm=nn.LayerNorm(8, dtype=np.float64))
+    keys = [k for k in dec.state_dict() if not k.endswith("rng")]
+    assert keys[0] == "layers.0.self_attn.in_proj_weight" and keys[-2:] == ["norm.weight", "norm.bias"]
+    tgt, mem = R.normal(size=(4, 2, 8)), R.normal(size=(6, 2, 8))
+    mask = np.triu(np.ones((4, 4), bool), 1)
+    want = dec.norm(dec.layers[1](dec.layers[0](tgt, mem, tgt_mask=mask), mem, tgt_mask=mask))
+    np.testing.assert_array_equal(dec(tgt, mem, tgt_mask=mask).data, want.data)
+    np.testing.assert_array_equal(dec.layers[0].linear1.weight.data, layer.linear1.weight.data)

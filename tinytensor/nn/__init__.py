@@ -64,7 +64,12 @@ from .module import Module, functional_call
 from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
-from .transformer import TransformerDecoderLayer, TransformerEncoder, TransformerEncoderLayer
+from .transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 functional.scaled_dot_product_attention = scaled_dot_product_attention   # F.<name>, as PyTorch
 
@@ -81,5 +86,5 @@ __all__ = [
     "RMSNorm", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "SiLU", "ELU", "Mish", "PReLU", "Unflatten",
     "ParameterList", "ParameterDict", "TransformerEncoderLayer", "TransformerEncoder",
-    "TransformerDecoderLayer",
+    "TransformerDecoderLayer", "TransformerDecoder",
 ]
