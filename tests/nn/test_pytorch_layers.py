@@ -521,3 +521,28 @@ def test_transformer_decoder_stacks_copies_of_the_layer():
     want = dec.norm(dec.layers[1](dec.layers[0](tgt, mem, tgt_mask=mask), mem, tgt_mask=mask))
     np.testing.assert_array_equal(dec(tgt, mem, tgt_mask=mask).data, want.data)
     np.testing.assert_array_equal(dec.layers[0].linear1.weight.data, layer.linear1.weight.data)
+
+
+def test_transformer_is_encoder_then_decoder_with_pytorchs_keys():
+    model = nn.Transformer(
+        8,
+        2,
+        num_encoder_layers=2,
+        num_decoder_layers=1,
+        dim_feedforward=16,
+        dropout=0.0,
+        batch_first=True,
+        rng=0,
+        dtype=np.float64,
+    )
+    keys = [k for k in model.state_dict() if not k.endswith("rng")]
+    assert keys[0] == "encoder.layers.0.self_attn.in_proj_weight"
+    assert "encoder.norm.weight" in keys and "decoder.layers.0.multihead_attn.out_proj.bias" in keys
+    assert keys[-2:] == ["decoder.norm.weight", "decoder.norm.bias"]
+    mask = nn.Transformer.generate_square_subsequent_mask(3, np.float64)
+    np.testing.assert_array_equal(mask, [[0, -np.inf, -np.inf], [0, 0, -np.inf], [0, 0, 0]])
+    src, tgt = R.normal(size=(2, 5, 8)), R.normal(size=(2, 3, 8))
+    out = model(src, tgt, tgt_mask=mask)
+    want = model.decoder(tgt, model.encoder(src), tgt_mask=mask)
+    np.testing.assert_array_equal(out.data, want.data)
+    assert tt.gradcheck(lambda a: model(src[:1], a, tgt_mask=mask).sin().sum(), _t(tgt[:1]))

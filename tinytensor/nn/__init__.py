@@ -65,6 +65,7 @@ from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .transformer import (
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -86,5 +87,5 @@ __all__ = [
     "RMSNorm", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "SiLU", "ELU", "Mish", "PReLU", "Unflatten",
     "ParameterList", "ParameterDict", "TransformerEncoderLayer", "TransformerEncoder",
-    "TransformerDecoderLayer", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
 ]

@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import rng as _rng
 from . import functional as F
+from . import init
 from .attention import MultiheadAttention
 from .layers import Dropout, LayerNorm, Linear, ModuleList
 from .module import Module
@@ -223,12 +224,114 @@ class TransformerDecoder(Module):
         self.num_layers = int(num_layers)
         self.norm = norm
 
-    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-                memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False):
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
         x = tgt
         for layer in self.layers:
-            x = layer(x, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
-                      tgt_key_padding_mask=tgt_key_padding_mask,
-                      memory_key_padding_mask=memory_key_padding_mask,
-                      tgt_is_causal=bool(tgt_is_causal), memory_is_causal=memory_is_causal)
+            x = layer(
+                x,
+                memory,
+                tgt_mask=tgt_mask,
+                memory_mask=memory_mask,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                tgt_is_causal=bool(tgt_is_causal),
+                memory_is_causal=memory_is_causal,
+            )
         return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """PyTorch's nn.Transformer: an encoder (num_encoder_layers layers and a final LayerNorm) and
+    a decoder (num_decoder_layers layers and a final LayerNorm); every matrix parameter starts
+    xavier-uniform, as PyTorch's _reset_parameters. Keys "encoder.layers.0...", "encoder.norm...",
+    "decoder.layers.0...", "decoder.norm...". forward(src, tgt, src_mask=None, tgt_mask=None,
+    memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)."""
+
+    def __init__(
+        self,
+        d_model=512,
+        nhead=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dim_feedforward=2048,
+        dropout=0.1,
+        activation="relu",
+        custom_encoder=None,
+        custom_decoder=None,
+        layer_norm_eps=1e-5,
+        batch_first=False,
+        norm_first=False,
+        bias=True,
+        rng=None,
+        dtype=np.float32,
+    ):
+        super().__init__()
+        rng = _rng.generator(rng)
+        kw = dict(
+            dropout=dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            batch_first=batch_first,
+            norm_first=norm_first,
+            bias=bias,
+            rng=rng,
+            dtype=dtype,
+        )
+        self.encoder = custom_encoder or TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, dim_feedforward, **kw),
+            num_encoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype),
+        )
+        self.decoder = custom_decoder or TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, dim_feedforward, **kw),
+            num_decoder_layers,
+            LayerNorm(d_model, eps=layer_norm_eps, dtype=dtype),
+        )
+        self.d_model, self.nhead, self.batch_first = int(d_model), int(nhead), bool(batch_first)
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p, rng=rng)
+
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal=False,
+    ):
+        memory = self.encoder(
+            src, mask=src_mask, src_key_padding_mask=src_key_padding_mask, is_causal=src_is_causal
+        )
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=tgt_is_causal,
+            memory_is_causal=memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz, dtype=np.float32):
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (as PyTorch's)."""
+        return np.triu(np.full((sz, sz), -np.inf, dtype=dtype), 1)
