@@ -156,3 +156,16 @@ def test_optimizer_state_from_pytorch_continues_equal():
         opt.step()
     for (name, p), q in zip(model.named_parameters(), t_model.parameters()):
         np.testing.assert_allclose(p.data, q.detach().numpy(), atol=1e-12, err_msg=name)
+
+
+def test_whole_transformer():
+    t_model = torch.nn.Transformer(8, 2, 2, 1, 16, dropout=0.0)
+    model = nn.Transformer(8, 2, 2, 1, 16, dropout=0.0, dtype=np.float64)
+    mask = nn.Transformer.generate_square_subsequent_mask(3, np.float64)
+    _compare(
+        t_model.eval(),
+        model.eval(),
+        R.normal(size=(5, 2, 8)),
+        R.normal(size=(3, 2, 8)),
+        call=lambda m, s, t: m(s, t, tgt_mask=torch.tensor(mask) if isinstance(m, torch.nn.Module) else mask),
+    )
