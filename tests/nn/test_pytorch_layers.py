@@ -546,3 +546,23 @@ def test_transformer_is_encoder_then_decoder_with_pytorchs_keys():
     want = model.decoder(tgt, model.encoder(src), tgt_mask=mask)
     np.testing.assert_array_equal(out.data, want.data)
     assert tt.gradcheck(lambda a: model(src[:1], a, tgt_mask=mask).sin().sum(), _t(tgt[:1]))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_padding_modes_pad_first_as_pytorch(mode):
+    numpy_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    m = nn.Conv2d(2, 3, 3, padding=(1, 2), rng=0, dtype=np.float64, padding_mode=mode)
+    x = R.normal(size=(1, 2, 5, 6))
+    plain = nn.Conv2d(2, 3, 3, rng=0, dtype=np.float64)
+    plain.load_state_dict(m.state_dict())
+    want = plain(np.pad(x, ((0, 0), (0, 0), (1, 1), (2, 2)), mode=numpy_mode)).data
+    np.testing.assert_allclose(m(x).data, want, atol=1e-13)
+    c = nn.Conv1d(2, 3, 4, padding="same", padding_mode=mode, rng=0, dtype=np.float64)
+    x1 = R.normal(size=(1, 2, 7))
+    want1 = conv1d_ref(
+        np.pad(x1, ((0, 0), (0, 0), (1, 2)), mode=numpy_mode), c.weight.data, c.bias.data, 1, 0, 1, 1
+    )
+    np.testing.assert_allclose(c(x1).data, want1, atol=1e-13)
+    assert tt.gradcheck(lambda a: m(a).sin().sum(), _t(x))
+    with pytest.raises(ValueError, match="padding_mode"):
+        nn.Conv2d(2, 3, 3, padding_mode="mirror")

@@ -29,7 +29,14 @@ def _compare(t_layer, layer, *inputs, call=None, out=lambda o: o, atol=1e-10):
             np.testing.assert_allclose(b.grad, a.grad.numpy(), atol=atol)
 
 
-@pytest.mark.parametrize("kw", [dict(stride=2, padding=1), dict(dilation=2, groups=2, padding="same")])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(stride=2, padding=1),
+        dict(dilation=2, groups=2, padding="same"),
+        dict(padding=2, padding_mode="reflect"),
+    ],
+)
 def test_conv1d(kw):
     _compare(
         torch.nn.Conv1d(4, 6, 3, **kw), nn.Conv1d(4, 6, 3, dtype=np.float64, **kw), R.normal(size=(2, 4, 9))

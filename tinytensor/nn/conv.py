@@ -9,7 +9,7 @@ import numpy as np
 
 from ..rng import generator
 from . import functional as F
-from .layers import _parameter
+from .layers import _check_padding_mode, _parameter
 from .module import Module, cast_input
 
 
@@ -29,7 +29,8 @@ class Conv1d(Module):
     """1-D convolution (cross-correlation) of (N, in_channels, L) or (in_channels, L) input:
     weight (out_channels, in_channels / groups, kernel_size), bias (out_channels,), both uniform in
     +-1/sqrt(in_channels / groups * kernel_size) as PyTorch's. padding: a number, "valid" or "same"
-    (stride 1). Arguments in PyTorch's order."""
+    (stride 1); padding_mode "zeros", "reflect", "replicate" or "circular". Arguments in PyTorch's
+    order."""
 
     def __init__(
         self,
@@ -41,10 +42,12 @@ class Conv1d(Module):
         dilation=1,
         groups=1,
         bias=True,
+        padding_mode="zeros",
         rng=None,
         dtype=np.float32,
     ):
         super().__init__()
+        self.padding_mode = _check_padding_mode(padding_mode, "Conv1d")
         self.in_channels, self.out_channels, self.groups = int(in_channels), int(out_channels), int(groups)
         _check_channels("Conv1d", self.in_channels, self.out_channels, self.groups)
         self.kernel_size = (F._single(kernel_size, "Conv1d: kernel_size"),)
@@ -84,6 +87,12 @@ class Conv1d(Module):
                 f"({self.in_channels}, L), got {tuple(x.shape)}"
             )
         padding = self.padding if isinstance(self.padding, str) else self.padding[0]
+        if self.padding_mode != "zeros" and padding not in (0, "valid"):  # the borders first, as PyTorch's
+            if padding == "same":
+                ((left, right),) = F._same_padding(self.kernel_size, self.dilation, self.stride, "Conv1d")
+            else:
+                left = right = padding
+            x, padding = F.pad(x, (left, right), mode=self.padding_mode), 0
         return F.conv1d(x, self.weight, self.bias, self.stride[0], padding, self.dilation[0], self.groups)
 
     def extra_repr(self):

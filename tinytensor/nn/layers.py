@@ -233,8 +233,9 @@ class Conv2d(Module):
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
-                 rng=None, dtype=np.float32, dilation=1, groups=1):
+                 rng=None, dtype=np.float32, dilation=1, groups=1, padding_mode="zeros"):
         super().__init__()
+        self.padding_mode = _check_padding_mode(padding_mode, "Conv2d")
         if in_channels < 1 or out_channels < 1:
             raise ValueError(f"Conv2d: in_channels and out_channels must be positive, got "
                              f"{in_channels} and {out_channels}")
@@ -264,15 +265,27 @@ class Conv2d(Module):
         if len(x.shape) != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W) or "
                              f"({self.in_channels}, H, W), got {tuple(x.shape)}")
+        padding = self.padding
+        if self.padding_mode != "zeros" and padding != (0, 0):   # the borders first, as PyTorch's
+            x = F.pad(x, (padding[1], padding[1], padding[0], padding[0]), mode=self.padding_mode)
+            padding = (0, 0)
         if self.dilation == (1, 1) and self.groups == 1:
-            return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=padding)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self):
         extra = "" if self.dilation == (1, 1) else f", dilation={self.dilation}"
         extra += "" if self.groups == 1 else f", groups={self.groups}"
+        extra += "" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}"
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}{extra}, bias={self.bias is not None}")
+
+
+def _check_padding_mode(mode, name):
+    if mode not in ("zeros", "reflect", "replicate", "circular"):
+        raise ValueError(f"{name}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
+                         f"got {mode!r}")
+    return mode
 
 
 def _conv_padding(padding, kernel, stride):
