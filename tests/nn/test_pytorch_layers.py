@@ -566,3 +566,43 @@ def test_padding_modes_pad_first_as_pytorch(mode):
     assert tt.gradcheck(lambda a: m(a).sin().sum(), _t(x))
     with pytest.raises(ValueError, match="padding_mode"):
         nn.Conv2d(2, 3, 3, padding_mode="mirror")
+
+
+def _bicubic_ref(x, out_h, out_w, align):
+    """PyTorch's upsample_bicubic2d, pixel by pixel: 4 x 4 taps (clamped), Keys' kernel with A = -0.75."""
+    A = -0.75
+    near = lambda t: ((A + 2) * t - (A + 3)) * t * t + 1  # noqa: E731
+    far = lambda t: ((A * t - 5 * A) * t + 8 * A) * t - 4 * A  # noqa: E731
+    H, W = x.shape[-2:]
+    sh = ((H - 1) / (out_h - 1) if out_h > 1 else 0) if align else H / out_h
+    sw = ((W - 1) / (out_w - 1) if out_w > 1 else 0) if align else W / out_w
+    out = np.zeros(x.shape[:-2] + (out_h, out_w))
+    for oy in range(out_h):
+        fy = oy * sh if align else (oy + 0.5) * sh - 0.5
+        iy, ty = int(np.floor(fy)), fy - np.floor(fy)
+        wy = [far(ty + 1), near(ty), near(1 - ty), far(2 - ty)]
+        for ox in range(out_w):
+            fx = ox * sw if align else (ox + 0.5) * sw - 0.5
+            ix, tx = int(np.floor(fx)), fx - np.floor(fx)
+            wx = [far(tx + 1), near(tx), near(1 - tx), far(2 - tx)]
+            for a in range(4):
+                for b in range(4):
+                    py, px = min(max(iy - 1 + a, 0), H - 1), min(max(ix - 1 + b, 0), W - 1)
+                    out[..., oy, ox] += wy[a] * wx[b] * x[..., py, px]
+    return out
+
+
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("size", [(8, 8), (7, 3), (3, 9)])
+def test_bicubic_is_pytorchs_cubic_convolution(align, size):
+    x = R.normal(size=(2, 2, 4, 5))
+    got = F.interpolate(tt.tensor(x), size=size, mode="bicubic", align_corners=align).data
+    np.testing.assert_allclose(got, _bicubic_ref(x, *size, align), atol=1e-12)
+    assert tt.gradcheck(
+        lambda a: F.interpolate(a, size=size, mode="bicubic", align_corners=align).sin().sum(), _t(x[:1, :1])
+    )
+
+
+def test_bicubic_keeps_a_constant_image():
+    out = F.interpolate(tt.tensor(np.full((1, 1, 4, 5), 2.5)), size=(9, 7), mode="bicubic").data
+    np.testing.assert_allclose(out, 2.5, atol=1e-14)  # Keys' weights sum to 1 at every fraction

@@ -71,6 +71,8 @@ def test_norms():
         dict(size=(7, 3), mode="nearest"),
         dict(size=(7, 9), mode="bilinear", align_corners=False),
         dict(scale_factor=1.7, mode="bilinear", align_corners=True),
+        dict(size=(7, 9), mode="bicubic", align_corners=False),
+        dict(scale_factor=2, mode="bicubic", align_corners=True),
     ],
 )
 def test_interpolate(kw):

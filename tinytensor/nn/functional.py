@@ -998,7 +998,7 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
 
 
 # ----- resampling: interpolate, adaptive pooling ------------------------------------------------------
-_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3}
+_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
 
 
 def _source_scale(n_in, n_out, scale_factor, align_corners):
@@ -1015,7 +1015,8 @@ def _along(x, axis, index):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     """As torch.nn.functional.interpolate on (N, C, *spatial): mode "nearest" (PyTorch's index
-    floor(dst * scale)), "nearest-exact", "linear" (3-D), "bilinear" (4-D), "trilinear" (5-D), with
+    floor(dst * scale)), "nearest-exact", "linear" (3-D), "bilinear" and "bicubic" (4-D, PyTorch's
+    cubic convolution, A = -0.75), "trilinear" (5-D), with
     align_corners False (default: pixel centres) or True (corner pixels aligned), and "area"
     (adaptive average pooling). Exactly one of size and scale_factor. Each axis is resampled in
     turn (bilinear = linear along W, then along H, PyTorch's association); gradients scatter back."""
@@ -1031,7 +1032,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                          f"{len(shape)}-D (shape {shape})")
     if mode not in ("nearest", "nearest-exact", "area") and mode not in _INTERPOLATING:
         raise ValueError(f"{name}: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
-                         f"'trilinear' or 'area', got {mode!r} (bicubic is not supported)")
+                         f"'bicubic', 'trilinear' or 'area', got {mode!r}")
     if align_corners is not None and mode not in _INTERPOLATING:
         raise ValueError(f"{name}: align_corners can only be set with the interpolating modes "
                          f"(linear, bilinear, trilinear), got mode {mode!r}")
@@ -1066,6 +1067,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         elif mode == "nearest-exact":
             src = np.minimum(np.floor((dst.astype(np.float32) + 0.5) * scale).astype(np.int64), n_in - 1)
             y = _along(y, ax, src)
+        elif mode == "bicubic":
+            scale = _source_scale(n_in, n_out, scales[axis], bool(align_corners))
+            y = _bicubic_along(y, ax, n_in, n_out, scale, bool(align_corners), dtype)
         else:
             scale = _source_scale(n_in, n_out, scales[axis], bool(align_corners))
             src = dst * scale if align_corners else np.maximum(scale * (dst + 0.5) - 0.5, 0.0)
@@ -1078,6 +1082,38 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             w0, w1 = (backend.like(w.reshape(bshape), data, dtype) for w in (w0, w1))
             y = _along(y, ax, i0) * w0 + _along(y, ax, i1) * w1
     return y
+
+
+_CUBIC_A = -0.75     # PyTorch's (and OpenCV's) cubic convolution coefficient
+
+
+def _cubic_weights(t):
+    """The 4 weights of Keys' cubic convolution at fraction t (PyTorch's get_cubic_upsample_coefficients)."""
+    A = _CUBIC_A
+
+    def near(x):            # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):             # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _bicubic_along(y, ax, n_in, n_out, scale, align_corners, dtype):
+    """Cubic convolution along axis `ax`: 4 taps at floor(src) - 1 .. + 2 (clamped to the edges), as
+    PyTorch's upsample_bicubic2d; the source index is not clamped at 0 (its cubic variant)."""
+    dst = np.arange(n_out)
+    src = dst * scale if align_corners else scale * (dst + 0.5) - 0.5
+    i = np.floor(src).astype(np.int64)
+    weights = _cubic_weights(src - i)
+    bshape = (n_out,) + (1,) * (len(_shape_of(y)) - 1 - ax)
+    data = y.data if isinstance(y, Tensor) else y
+    out = None
+    for k, w in zip(range(-1, 3), weights):
+        w = backend.like(np.asarray(w, dtype).reshape(bshape), data, dtype)
+        term = _along(y, ax, np.clip(i + k, 0, n_in - 1)) * w
+        out = term if out is None else out + term
+    return out
 
 
 def _bins(n_in, n_out):
