@@ -606,3 +606,37 @@ def test_bicubic_is_pytorchs_cubic_convolution(align, size):
 def test_bicubic_keeps_a_constant_image():
     out = F.interpolate(tt.tensor(np.full((1, 1, 4, 5), 2.5)), size=(9, 7), mode="bicubic").data
     np.testing.assert_allclose(out, 2.5, atol=1e-14)  # Keys' weights sum to 1 at every fraction
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True)]
+)
+def test_max_pool_indices_and_unpool(kw):
+    x = R.normal(size=(2, 3, 5, 5))
+    pool = nn.MaxPool2d(return_indices=True, **kw)
+    out, index = pool(tt.tensor(x))
+    assert index.dtype == np.int64 and index.shape == out.shape and not index.requires_grad
+    flat = x.reshape(2, 3, -1)
+    np.testing.assert_array_equal(
+        np.take_along_axis(flat, index.data.reshape(2, 3, -1), 2).reshape(out.shape), out.data
+    )  # each index points at its maximum
+    np.testing.assert_array_equal(out.data, nn.MaxPool2d(**kw)(tt.tensor(x)).data)
+    unpool = nn.MaxUnpool2d(kw["kernel_size"], kw.get("stride"), kw.get("padding", 0))
+    back = unpool(out, index, output_size=x.shape)
+    want = np.zeros_like(flat)
+    np.put_along_axis(want, index.data.reshape(2, 3, -1), out.data.reshape(2, 3, -1), 2)
+    np.testing.assert_array_equal(back.data, want.reshape(x.shape))
+    a = _t(out.data)
+    weights = R.normal(size=x.shape)
+    (unpool(a, index, output_size=x.shape) * weights).sum().backward()
+    # PyTorch's backward: each value gets the gradient at its index (repeated indices too)
+    np.testing.assert_array_equal(
+        a.grad,
+        np.take_along_axis(weights.reshape(2, 3, -1), index.data.reshape(2, 3, -1), 2).reshape(out.shape),
+    )
+    if "stride" not in kw:  # windows that do not overlap: no index repeats, the true derivative
+        assert tt.gradcheck(lambda a: unpool(a, index[:1], output_size=x.shape).sin().sum(), _t(out.data[:1]))
+    single, single_index = pool(tt.tensor(x[0]))  # unbatched
+    np.testing.assert_array_equal(single_index.data, index.data[0])
+    with pytest.raises(ValueError, match="indices must lie"):
+        F.max_unpool2d(out, index.data + 100, kw["kernel_size"], kw.get("stride"), output_size=(5, 5))

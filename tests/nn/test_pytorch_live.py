@@ -178,3 +178,13 @@ def test_whole_transformer():
         R.normal(size=(3, 2, 8)),
         call=lambda m, s, t: m(s, t, tgt_mask=torch.tensor(mask) if isinstance(m, torch.nn.Module) else mask),
     )
+
+
+def test_max_pool_indices_and_unpool():
+    x = R.normal(size=(2, 3, 6, 6))
+    t_out, t_idx = torch.nn.MaxPool2d(3, 2, 1, return_indices=True)(torch.tensor(x))
+    out, idx = nn.MaxPool2d(3, 2, 1, return_indices=True)(tt.tensor(x))
+    np.testing.assert_array_equal(idx.data, t_idx.numpy())
+    np.testing.assert_array_equal(out.data, t_out.numpy())
+    t_back = torch.nn.MaxUnpool2d(3, 2, 1)(t_out, t_idx, output_size=x.shape)
+    np.testing.assert_array_equal(nn.MaxUnpool2d(3, 2, 1)(out, idx, output_size=x.shape).data, t_back.numpy())

@@ -31,6 +31,7 @@ from .layers import (
     Linear,
     LogSoftmax,
     MaxPool2d,
+    MaxUnpool2d,
     Mish,
     ModuleDict,
     ModuleList,
@@ -87,5 +88,5 @@ __all__ = [
     "RMSNorm", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "SiLU", "ELU", "Mish", "PReLU", "Unflatten",
     "ParameterList", "ParameterDict", "TransformerEncoderLayer", "TransformerEncoder",
-    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "MaxUnpool2d",
 ]

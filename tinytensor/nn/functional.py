@@ -25,7 +25,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import backend, draws, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
-from ..ops.core import _matmul_forward, _matmul_vjp_b
+from ..ops.core import _index_adjoint, _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim, on_values
 from ..rng import generator
@@ -311,17 +311,86 @@ def _padded(x, padding, extra, value):
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each kernel window of (N, C, H, W); stride defaults to the kernel size.
     The gradient goes to the first maximum of a window (as PyTorch). `padding` (at most half the
-    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's."""
-    if dilation not in (1, (1, 1)) or return_indices:
-        raise ValueError("max_pool2d: dilation and return_indices are not supported (dilation=1, "
-                         "return_indices=False)")
+    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's. With
+    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's,
+    for max_unpool2d)."""
+    if dilation not in (1, (1, 1)):
+        raise ValueError("max_pool2d: dilation is not supported (dilation=1)")
     kernel, stride = _pool_args(kernel_size, stride)
     padding = _pair(padding, "padding")
     if padding == (0, 0) and not ceil_mode:
-        return max_pool2d_prim(x, kernel=kernel, stride=stride)
-    extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
-                          ceil_mode, "max_pool2d")
-    return max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
+        out = max_pool2d_prim(x, kernel=kernel, stride=stride)
+    else:
+        extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
+                              ceil_mode, "max_pool2d")
+        out = max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
+    if not return_indices:
+        return out
+    size = _shape_of(out)[2:]
+    index = _max_pool_indices(x, kernel, stride, padding, size)
+    return out, Tensor(on_values(_max_pool_indices, (x, kernel, stride, padding, size), {}, index,
+                                 "max_pool2d_indices"))
+
+
+def _max_pool_indices(x, kernel, stride, padding, size):
+    """The flat (H, W) index of each window's first maximum (NaN counts as the maximum, as
+    PyTorch's); windows as max_pool2d's, `size` its output's (Ho, Wo)."""
+    x = backend.to_host(x.data if isinstance(x, Tensor) else backend.asarray(x))
+    (kh, kw), (sh, sw), (ph, pw), (ho, wo) = kernel, stride, padding, size
+    h, w = x.shape[2:]
+    rows, cols = (ho - 1) * sh + kh, (wo - 1) * sw + kw
+    xp = np.full(x.shape[:2] + (max(rows, h + 2 * ph), max(cols, w + 2 * pw)), -np.inf, x.dtype)
+    xp[:, :, ph:ph + h, pw:pw + w] = x
+    win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :ho, :wo]
+    local = win.reshape(win.shape[:4] + (-1,)).argmax(-1)
+    a, b = np.divmod(local, kw)
+    ys = np.arange(ho)[:, None] * sh - ph + a
+    xs = np.arange(wo)[None, :] * sw - pw + b
+    return (ys * w + xs).astype(np.int64)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """As torch.nn.functional.max_unpool2d: each value of (N, C, H, W) input put back at its flat
+    index (from max_pool2d(..., return_indices=True)) in zeros of (N, C, Ho, Wo), Ho = (H - 1)
+    stride - 2 padding + kernel (or output_size). On the tape: the gradient picks those entries."""
+    name = "max_unpool2d"
+    kernel, stride = _pool_args(kernel_size, stride)
+    padding = _pair(padding, "padding")
+    shape = _shape_of(input)
+    if len(shape) != 4:
+        raise ValueError(f"{name}: expected (N, C, H, W) input, got shape {shape}")
+    if output_size is None:
+        size = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(shape[2:], stride, padding, kernel))
+    else:
+        size = tuple(int(n) for n in tuple(output_size)[-2:])
+    idx = host_array(indices)
+    idx = idx.data if isinstance(idx, Tensor) else backend.asarray(idx)
+    if idx.dtype.kind not in "iu" or tuple(idx.shape) != shape:
+        raise ValueError(f"{name}: indices must be integers of the input's shape {shape} (from "
+                         f"max_pool2d(..., return_indices=True)), got {idx.dtype} {tuple(idx.shape)}")
+    if idx.size and (idx.min() < 0 or idx.max() >= size[0] * size[1]):
+        raise ValueError(f"{name}: indices must lie in [0, {size[0] * size[1]}) for the output size {size}, "
+                         f"got {int(idx.min())}..{int(idx.max())}")
+    n, c = np.ogrid[:shape[0], :shape[1]]
+    index = (n[..., None, None], c[..., None, None], idx // size[1], idx % size[1])
+    # Written, not added: overlapping windows may name one position twice (with the same value).
+    # The later duplicates add input - input = 0, yet each gets the gradient at its position, as
+    # PyTorch's backward (a gather): input - detach(input * later).
+    later = on_values(_later_duplicates, (indices, size), {}, _later_duplicates(idx, size), "max_unpool2d")
+    if later.any():
+        x = input if isinstance(input, Tensor) else Tensor(backend.asarray(input))
+        input = x - (x * backend.like(later.astype(x.dtype), x.data)).detach()
+    return _index_adjoint(input, index=index, shape=shape[:2] + size)
+
+
+def _later_duplicates(idx, size):
+    """True where a flat index repeats an earlier one of the same (n, c) plane."""
+    idx = backend.to_host(idx.data if isinstance(idx, Tensor) else backend.asarray(idx))
+    planes = np.arange(idx.shape[0] * idx.shape[1]).reshape(idx.shape[:2] + (1, 1))
+    keys = (planes * (size[0] * size[1]) + idx).ravel()
+    later = np.ones(keys.size, bool)
+    later[np.unique(keys, return_index=True)[1]] = False
+    return later.reshape(idx.shape)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,

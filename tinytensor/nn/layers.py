@@ -307,15 +307,16 @@ def _unbatched(layer, x):
 
 class MaxPool2d(Module):
     """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
-    kernel_size. `padding` (at most half the kernel; -inf borders) and `ceil_mode` as PyTorch's
-    (dilation and return_indices are not supported)."""
+    kernel_size. `padding` (at most half the kernel; -inf borders), `ceil_mode` and
+    `return_indices` (the pair (output, flat indices) for MaxUnpool2d) as PyTorch's (dilation is
+    not supported)."""
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        if dilation not in (1, (1, 1)) or return_indices:
-            raise ValueError("MaxPool2d: dilation and return_indices are not supported (dilation=1, "
-                             "return_indices=False)")
+        if dilation not in (1, (1, 1)):
+            raise ValueError("MaxPool2d: dilation is not supported (dilation=1)")
+        self.return_indices = bool(return_indices)
         self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
         self.padding, self.ceil_mode = F._pair(padding, "padding"), bool(ceil_mode)
         F._pool_borders((1, 1) + tuple(max(k, 2 * p + 1) for k, p in zip(self.kernel_size, self.padding)),
@@ -323,7 +324,14 @@ class MaxPool2d(Module):
 
     def forward(self, x):
         if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            if self.return_indices:
+                shape = tuple(np.shape(x.data if isinstance(x, Tensor) else x))
+                out, index = self(ops.reshape(x, (1,) + shape))
+                return out[0], index[0]
             return _unbatched(self, x)
+        if self.return_indices:
+            return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, ceil_mode=self.ceil_mode,
+                                return_indices=True)
         if self.padding == (0, 0) and not self.ceil_mode:
             return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, ceil_mode=self.ceil_mode)
@@ -331,6 +339,22 @@ class MaxPool2d(Module):
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"ceil_mode={self.ceil_mode}")
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of MaxPool2d, as PyTorch's: forward(x, indices, output_size=None) puts
+    each value back at its index in zeros of the unpooled size."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
+        self.padding = F._pair(padding, "padding")
+
+    def forward(self, x, indices, output_size=None):
+        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AvgPool2d(Module):
