@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 import scipy.special
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .. import backend, draws, ops
 from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
@@ -66,11 +66,25 @@ def _im2col(x, kernel, stride, padding, dilation=(1, 1)):
     if xp.shape[1] < extent[0] or xp.shape[2] < extent[1]:
         dilated = "" if extent == tuple(kernel) else f" (kernel {tuple(kernel)} dilated by {dilation})"
         raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {extent}{dilated}")
-    win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
-    if extent != tuple(kernel):
-        win = win[..., ::dilation[0], ::dilation[1]]
+    win = _windows(xp, kernel, stride, dilation, extent)                               # (N, Ho, Wo, C, kh, kw)
     n, ho, wo = win.shape[:3]
     return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
+
+
+def _windows(xp, kernel, stride, dilation, extent):
+    """Every (dilated) kernel window of the padded NHWC image xp, strided: a view (N, Ho, Wo, C, kh,
+    kw). For NumPy arrays one as_strided call: sliding_window_view's checks and its slicings cost
+    tens of microseconds a call (bench_cnn's step at batch 32: 1.30 -> 1.22 ms CPU time, medians of
+    3 alternated runs); other libraries through sliding_window_view."""
+    if type(xp) is not np.ndarray:
+        win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]
+        return win if extent == tuple(kernel) else win[..., ::dilation[0], ::dilation[1]]
+    n, h, w, c = xp.shape
+    sn, sh, sw, sc = xp.strides
+    ho, wo = (h - extent[0]) // stride[0] + 1, (w - extent[1]) // stride[1] + 1
+    return as_strided(xp, (n, ho, wo, c, kernel[0], kernel[1]),
+                      (sn, sh * stride[0], sw * stride[1], sc, sh * dilation[0], sw * dilation[1]),
+                      writeable=False)
 
 
 def _rows(g):
