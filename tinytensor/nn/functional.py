@@ -66,7 +66,7 @@ def _im2col(x, kernel, stride, padding, dilation=(1, 1)):
     if xp.shape[1] < extent[0] or xp.shape[2] < extent[1]:
         dilated = "" if extent == tuple(kernel) else f" (kernel {tuple(kernel)} dilated by {dilation})"
         raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {extent}{dilated}")
-    win = _windows(xp, kernel, stride, dilation, extent)                               # (N, Ho, Wo, C, kh, kw)
+    win = _windows(xp, kernel, stride, dilation, extent)     # (N, Ho, Wo, C, kh, kw)
     n, ho, wo = win.shape[:3]
     return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
 
