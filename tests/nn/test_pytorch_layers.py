@@ -640,3 +640,16 @@ def test_max_pool_indices_and_unpool(kw):
     np.testing.assert_array_equal(single_index.data, index.data[0])
     with pytest.raises(ValueError, match="indices must lie"):
         F.max_unpool2d(out, index.data + 100, kw["kernel_size"], kw.get("stride"), output_size=(5, 5))
+
+
+@pytest.mark.parametrize("out", [(3, 2), (1, 1), (5, 7)])
+def test_adaptive_max_pool_indices_point_at_the_maxima(out):
+    x = R.normal(size=(2, 3, 5, 7))
+    values, index = nn.AdaptiveMaxPool2d(out, return_indices=True)(tt.tensor(x))
+    assert index.dtype == np.int64 and index.shape == values.shape
+    got = np.take_along_axis(x.reshape(2, 3, -1), index.data.reshape(2, 3, -1), 2).reshape(values.shape)
+    np.testing.assert_array_equal(got, values.data)
+    for i, (a, b) in enumerate(_bins(5, out[0])):  # each index inside its own bin
+        for j, (c, d) in enumerate(_bins(7, out[1])):
+            rows, cols = np.divmod(index.data[..., i, j], 7)
+            assert np.all((a <= rows) & (rows < b) & (c <= cols) & (cols < d))

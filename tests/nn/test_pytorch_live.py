@@ -188,3 +188,11 @@ def test_max_pool_indices_and_unpool():
     np.testing.assert_array_equal(out.data, t_out.numpy())
     t_back = torch.nn.MaxUnpool2d(3, 2, 1)(t_out, t_idx, output_size=x.shape)
     np.testing.assert_array_equal(nn.MaxUnpool2d(3, 2, 1)(out, idx, output_size=x.shape).data, t_back.numpy())
+
+
+def test_adaptive_max_pool_indices():
+    x = R.normal(size=(2, 3, 5, 7))
+    t_out, t_idx = torch.nn.AdaptiveMaxPool2d((3, 2), return_indices=True)(torch.tensor(x))
+    out, idx = nn.AdaptiveMaxPool2d((3, 2), return_indices=True)(tt.tensor(x))
+    np.testing.assert_array_equal(idx.data, t_idx.numpy())
+    np.testing.assert_array_equal(out.data, t_out.numpy())

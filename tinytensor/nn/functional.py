@@ -1252,9 +1252,8 @@ def adaptive_avg_pool1d(x, output_size):
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d: the maximum of each of PyTorch's bins, rows
-    then columns (the maximum of a rectangle is the maximum of its rows' maxima)."""
-    if return_indices:
-        raise ValueError("adaptive_max_pool2d: return_indices=True is not supported")
+    then columns (the maximum of a rectangle is the maximum of its rows' maxima). With
+    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's)."""
     shape = _shape_of(x)
     out = _adaptive_sizes(shape, output_size, 2, "adaptive_max_pool2d")
     y = x
@@ -1263,7 +1262,23 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
         lo, hi = _bins(n_in, n_out)
         pieces = [ops.max(_along(y, axis, slice(a, b)), axis=axis, keepdims=True) for a, b in zip(lo, hi)]
         y = pieces[0] if n_out == 1 else ops.concatenate(pieces, axis=axis)
-    return y
+    if not return_indices:
+        return y
+    return y, Tensor(on_values(_adaptive_max_indices, (x, out), {}, _adaptive_max_indices(x, out),
+                               "adaptive_max_pool2d_indices"))
+
+
+def _adaptive_max_indices(x, out):
+    """The flat (H, W) index of the first maximum of each adaptive bin (NaN counts as the maximum)."""
+    x = backend.to_host(x.data if isinstance(x, Tensor) else backend.asarray(x))
+    h, w = x.shape[-2:]
+    (rlo, rhi), (clo, chi) = _bins(h, out[0]), _bins(w, out[1])
+    index = np.empty(x.shape[:-2] + tuple(out), np.int64)
+    for i, (a, b) in enumerate(zip(rlo, rhi)):
+        for j, (c, d) in enumerate(zip(clo, chi)):
+            local = x[..., a:b, c:d].reshape(x.shape[:-2] + (-1,)).argmax(-1)
+            index[..., i, j] = (a + local // (d - c)) * w + c + local % (d - c)
+    return index
 
 
 # ----- dropout of whole channels, and a few activations with PyTorch's names -------------------------

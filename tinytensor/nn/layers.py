@@ -948,12 +948,12 @@ class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
 
 
 class AdaptiveMaxPool2d(AdaptiveAvgPool2d):
-    """The maximum over each of PyTorch's adaptive bins (return_indices is not supported)."""
+    """The maximum over each of PyTorch's adaptive bins; with return_indices the pair (output,
+    flat (H, W) indices), as PyTorch's."""
 
     def __init__(self, output_size, return_indices=False):
         super().__init__(output_size)
-        if return_indices:
-            raise ValueError("AdaptiveMaxPool2d: return_indices=True is not supported")
+        self.return_indices = bool(return_indices)
 
     def forward(self, x):
-        return F.adaptive_max_pool2d(x, self.output_size)
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)
