@@ -20,6 +20,8 @@ import numbers
 import numpy as np
 import scipy.special
 
+from .torch_interop import host_array
+
 __all__ = ["Device", "register_device", "get_device", "device_of", "namespace", "like", "is_array",
            "asarray", "array", "to_device", "to_host", "copy", "expit", "xlogy", "add_at", "erf", "ndtr",
            "describe_devices"]
@@ -195,7 +197,7 @@ def asarray(x, dtype=None, like=None, what="an array"):
         if have is not want and like is not None:
             raise _mixed(what, have.name, want.name)
         return x if dtype is None or x.dtype == dtype else x.astype(dtype)
-    host = np.asarray(x, dtype=dtype)
+    host = np.asarray(host_array(x), dtype=dtype)     # a torch tensor: through .numpy(), once
     return host if want is CPU else want.from_host(host)
 
 

@@ -131,6 +131,25 @@ def _key(key):
     return tuple(_key(k) for k in key) if isinstance(key, list) else key
 
 
+def _refuse_torch_file(path):
+    """A torch.save file (a zip holding data.pkl, or a bare pickle) needs pickle, which tt.load
+    never runs: say how to convert it once, with torch itself."""
+    import zipfile
+    with open(path, "rb") as f:
+        head = f.read(2)
+    torch_zip = False
+    if head == b"PK" and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            torch_zip = any(n.endswith("data.pkl") for n in z.namelist())
+    if torch_zip or head[:1] == b"\x80":
+        raise ValueError(
+            f"tt.load: {path} was written by torch.save (pickle), which tt.load never unpickles (a file "
+            f"must not run code). Convert it once where torch is installed:\n"
+            f"    sd = torch.load({path!r}, map_location='cpu')\n"
+            f"    tt.save({{k: v.numpy() for k, v in sd.items()}}, {os.path.splitext(path)[0] + '.npz'!r})\n"
+            f"(or pass sd itself to model.load_state_dict: torch tensors are accepted there)")
+
+
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
     raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out).
@@ -148,6 +167,7 @@ def load(path):
     path = os.fspath(path)
     if not os.path.exists(path) and os.path.exists(path + ".npz"):   # save("model.pt") wrote model.pt.npz
         path += ".npz"
+    _refuse_torch_file(path)
     with np.load(path, allow_pickle=False) as npz:
         if _STRUCTURE not in npz.files:
             raise ValueError(f"tt.load: {path} is not a tinytensor checkpoint (no {_STRUCTURE} "

@@ -16,6 +16,7 @@ import numpy as np
 from . import backend
 from .hooks import register_hook as _register_hook
 from .state import SHARED, STATE
+from .torch_interop import host_array, is_torch_tensor, numpy_dtype
 from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
@@ -68,6 +69,9 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None, name=None, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        elif is_torch_tensor(data):          # a torch tensor handed over: converted once (a copy)
+            data = host_array(data)
+        dtype = numpy_dtype(dtype)
         source = data
         if device is None and (type(data) is np.ndarray or not backend.is_array(data)):
             data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
@@ -118,6 +122,19 @@ class Tensor:
 
     def item(self):
         return self.data.item()
+
+    def __deepcopy__(self, memo):
+        """A new leaf with a copy of the value (and of .grad), as PyTorch's deepcopy of a leaf:
+        copy.deepcopy(module) clones layers (nn.TransformerEncoder). A new identity: the copy is
+        a different node of any later graph."""
+        if self._prim is not None and self.requires_grad:
+            raise RuntimeError("deepcopy: only leaf Tensors (made by the user, or not requiring grad) "
+                               "can be copied; copy t.detach() for the value")
+        out = _make(backend.copy(self.data), requires_grad=self.requires_grad, name=self.name,
+                    cls=type(self))
+        out.grad = None if self.grad is None else backend.copy(self.grad)
+        memo[id(self)] = out
+        return out
 
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
@@ -336,12 +353,13 @@ class Tensor:
     def to(self, device=None, dtype=None):
         """This tensor on `device` ("cpu", "cuda") and/or in `dtype`, as in PyTorch: itself when
         nothing changes, else a copy that stays on the tape (gradients flow back across)."""
-        if dtype is None and not _is_device_name(device):     # t.to(np.float32)
+        if dtype is None and not _is_device_name(device):     # t.to(np.float32), t.to(torch.float32)
             device, dtype = None, device
+        dtype = numpy_dtype(dtype)
         out = self
         if device is not None and backend.get_device(device) is not backend._device(self.data):
             out = ops._to_device(out, device=backend.get_device(device).name)
-        if dtype is not None and np.dtype(dtype) != out.dtype:
+        if dtype is not None and dtype != out.dtype:
             out = ops.astype(out, dtype)
         return out
 
@@ -595,7 +613,7 @@ def _plain_index(index):
         return index.data
     if isinstance(index, list):
         return np.asarray(index)
-    return index
+    return host_array(index)       # a torch tensor of indices: its values
 
 
 # ----- creating tensors ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from scipy.linalg import blas
 
 from .. import backend
 from ..tensor import Tensor
+from ..torch_interop import numpy_dtype
 from .table import (
     _array,
     _expit,
@@ -50,6 +51,7 @@ from .table import (
     deflinear,
     defprim,
     elementwise,
+    on_values,
     public,
     publish,
 )
@@ -701,16 +703,24 @@ def broadcast_to(array, shape):
     return _broadcast_to(array, shape=tuple(shape))
 
 
+def _cast_values(x, dtype):
+    return x.astype(dtype)
+
+
 @public(method=True)
 def astype(x, dtype):
-    """`x` cast to `dtype` (as `ndarray.astype`); gradients flow back in `x`'s dtype.
+    """x in `dtype`: recorded for a floating or complex dtype; an integer or boolean cast carries no
+    gradient (as PyTorch's x.long()), so it is computed on the values (tt.compile recomputes it).
 
     Examples
     --------
     >>> tt.astype(tt.tensor([1.0, 2.0]), np.float32)
     tensor([1., 2.], dtype=float32)
     """
-    return _astype(x, dtype=np.dtype(dtype))
+    dtype = numpy_dtype(dtype)
+    if isinstance(x, Tensor) and dtype.kind not in "fc":
+        return on_values(_cast_values, (x,), {"dtype": dtype}, Tensor(x.data.astype(dtype)), "astype")
+    return _astype(x, dtype=dtype)
 
 
 @public(numpy=np.concatenate)

@@ -8,9 +8,9 @@ optimizer's parameter groups; call `step()` once per epoch, after the optimizer'
         sched.step()
 
 Construction records each group's `initial_lr` and takes the first step (epoch 0), as PyTorch.
-StepLR, ExponentialLR and LinearLR use PyTorch's recursive (chainable) forms; CosineAnnealingLR
-uses the closed form PyTorch documents, eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2,
-which equals PyTorch's recursive form to rounding. ReduceLROnPlateau steps on a metric.
+StepLR, ExponentialLR, LinearLR and CosineAnnealingLR use PyTorch's recursive (chainable) forms,
+so schedulers stepped together compose as PyTorch's (cosine's alone equals the closed form
+eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2 to rounding). ReduceLROnPlateau steps on a metric.
 LambdaLR (closed form), MultiStepLR (recursive, chainable), OneCycleLR (per batch, cycles the
 momentum or Adam's beta1 too), SequentialLR (one scheduler after another at milestones) and
 ChainedScheduler (several at once) follow PyTorch's definitions.
@@ -53,6 +53,7 @@ class LRScheduler:
 
     def step(self):
         refuse_while_recording("scheduler.step()")
+        self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = float(lr)
@@ -119,8 +120,8 @@ class ExponentialLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 (the closed form;
-    past T_max it rises again, as PyTorch's).
+    """lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 when alone (past
+    T_max it rises again, as PyTorch's); computed in PyTorch's chainable form (see get_lr).
 
     Examples
     --------
@@ -141,6 +142,23 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """PyTorch's recursive (chainable) form: each step scales the distance to eta_min of the
+        CURRENT lr by the ratio of consecutive cosine values, so a decay applied by another
+        scheduler on the same optimizer (ChainedScheduler, or two schedulers stepped in turn)
+        is kept instead of being undone."""
+        t, T, eta = self.last_epoch, self.T_max, self.eta_min
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if t == 0:
+            return lrs
+        if getattr(self, "_step_count", 0) == 1:              # made with last_epoch > 0: the closed form
+            return self._closed_form_lr()
+        if (t - 1 - T) % (2 * T) == 0:                        # the restart past T_max, as PyTorch's
+            rise = (1 - math.cos(math.pi / T)) / 2
+            return [lr + (base - eta) * rise for lr, base in zip(lrs, self.base_lrs)]
+        ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
+        return [ratio * (lr - eta) + eta for lr in lrs]
+
+    def _closed_form_lr(self):
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
 

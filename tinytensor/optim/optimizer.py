@@ -29,6 +29,7 @@ from .. import backend
 from ..nn.module import _is_parameter
 from ..state import refuse_while_recording
 from ..tensor import Tensor, mark_modified
+from ..torch_interop import host_array
 
 
 def _number(name, value, low=0.0, high=math.inf, high_open=False):
@@ -178,7 +179,10 @@ class Optimizer:
             p = params[i]
             entry = {}
             for name, value in saved.items():
-                if isinstance(value, Tensor) or backend.is_array(value):
+                value = host_array(value)                  # a torch tensor, converted once
+                if name == "step" and np.ndim(_plain(value)) == 0:
+                    value = _count(_plain(value))          # PyTorch keeps it as a 0-d tensor
+                elif isinstance(value, Tensor) or backend.is_array(value):
                     value = backend.to_device(backend.copy(value.data if isinstance(value, Tensor) else value,
                                                            p.dtype), backend.device_of(p.data))
                     if value.shape != p.shape:
@@ -186,6 +190,7 @@ class Optimizer:
                                          f"{value.shape}, the parameter {p.shape}")
                 entry[name] = value
             new_state[p] = entry
+        groups = [_without_torch_only(g, type(self).__name__, self.defaults) for g in groups]
         checked = [self._check({**mine, **{k: v for k, v in g.items() if k != "params"}})
                    for g, mine in zip(groups, self.param_groups)]     # all checked before any change
         for mine, group in zip(self.param_groups, checked):
@@ -198,6 +203,35 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in g.items() if k != "params"]
         return "\n".join(lines + [")"])
+
+
+def _plain(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _count(value):
+    """A step count saved as a number or a 0-d array (PyTorch's): a Python int when whole."""
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+# PyTorch's group options that change nothing at their defaults: dropped when a PyTorch optimizer's
+# state_dict() is loaded; any other value is a behaviour tinytensor does not have, so it is refused.
+_TORCH_ONLY = {"foreach": (None, False), "maximize": (False,), "capturable": (False,),
+               "differentiable": (False,), "fused": (None, False),
+               "decoupled_weight_decay": (False,)}
+
+
+def _without_torch_only(group, name, defaults):
+    out = {}
+    for k, v in group.items():
+        if k in _TORCH_ONLY and k not in defaults:
+            if v not in _TORCH_ONLY[k] and not (k == "decoupled_weight_decay" and name == "AdamW"):
+                raise ValueError(f"{name}.load_state_dict: the saved group has {k}={v!r}, a PyTorch "
+                                 f"option tinytensor does not implement (only {_TORCH_ONLY[k]})")
+            continue
+        out[k] = host_array(v) if k != "params" else v
+    return out
 
 
 class SGD(Optimizer):

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from ..state import refuse_while_recording
-from ..tensor import Tensor
+from ...state import refuse_while_recording
+from ...tensor import Tensor
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
     "clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters",
@@ -72,7 +72,7 @@ def parameters_to_vector(parameters):
     >>> tt.nn.utils.parameters_to_vector(layer.parameters()).shape
     (9,)
     """
-    from .. import ops
+    from ... import ops
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     if not params:
         raise ValueError("parameters_to_vector: no parameters given")
@@ -86,8 +86,8 @@ def parameters_to_vector(parameters):
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of `vec` (a 1-d Tensor or array) into the parameters' arrays, in
     place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up."""
-    from .. import backend
-    from ..tensor import mark_modified
+    from ... import backend
+    from ...tensor import mark_modified
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     values = vec.data if isinstance(vec, Tensor) else backend.asarray(vec)
     if values.ndim != 1:
@@ -103,3 +103,6 @@ def vector_to_parameters(vec, parameters):
         np.copyto(p.data, backend.to_device(piece, backend.device_of(p.data)), casting="same_kind")
         mark_modified(p)
         start += n
+
+
+from . import rnn as rnn  # noqa: E402  (tt.nn.utils.rnn, as torch.nn.utils.rnn)
