@@ -6,7 +6,6 @@ from docs_api import ROOT
 
 README = (ROOT / "README.md").read_text()
 # Guides other developers are moving out of the README now; the README links them already.
-PENDING_GUIDES = {"compile.md", "scipy.md", "pytorch.md", "distributed.md", "transforms.md"}
 
 
 def test_fits_on_a_few_screens():
@@ -31,8 +30,6 @@ def test_links_and_launch_lines_lead_somewhere():
         if target.startswith(("http://", "https://")):
             continue
         path = ROOT / target
-        if path.parent == ROOT / "docs" / "guides" and path.name in PENDING_GUIDES and not path.exists():
-            continue
         assert path.exists(), f"README links {target}, which does not exist"
     for script in re.findall(r"python ((?:examples|docs|benchmarks)/[\w/]+\.py)", README):
         assert (ROOT / script).exists(), f"README runs {script}, which does not exist"
