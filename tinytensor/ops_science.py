@@ -21,7 +21,7 @@ import scipy.signal
 
 from .ops import concatenate
 from .ops import shape as ops_shape
-from .ops.elementwise import where
+from .ops.elementwise import isnan, where
 from .ops.reductions import cumsum
 from .ops.table import _reduced_axes, defprim, nondifferentiable, public
 from .tensor import Tensor
@@ -121,10 +121,11 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     dtype = flat.dtype if hasattr(flat, "dtype") else _value(flat).dtype
     low = ordered[..., lo]
     result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
-    missing = np.isnan(_value(flat)).any(axis=-1)
-    if missing.any():             # NumPy's: a slice holding a NaN has NaN quantiles (sort puts it last)
-        expand = missing.shape + (1,) * q.ndim
-        result = where(np.reshape(missing, expand), np.reshape(ordered[..., -1], expand), result)
+    # NumPy's: a slice holding a NaN has NaN quantiles (sort puts it last). Through isnan and where,
+    # with no Python branch: tt.compile recomputes the mask, tt.vmap batches it
+    missing = isnan(flat).any(axis=-1)
+    expand = tuple(np.shape(missing)) + (1,) * q.ndim
+    result = where(np.reshape(missing, expand), np.reshape(ordered[..., -1], expand), result)
     k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest
     result = np.transpose(result, list(range(k, k + q.ndim)) + list(range(k))) if q.ndim and k else result
     if keepdims:
@@ -454,7 +455,7 @@ def _reduce_args(name, dtype, out):
 
 def _present(a):
     """(a with NaN replaced by 0, the count of non-NaN values as a 0/1 float array)."""
-    missing = np.isnan(_value(a))
+    missing = isnan(a)            # through on_values: tt.compile recomputes it
     return where(missing, 0.0, a), (~missing).astype(_value(a).dtype)
 
 

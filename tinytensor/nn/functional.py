@@ -817,7 +817,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
     # whether some label is ignored: through ops.equal, which tt.compile recomputes (a guard)
-    if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](target, ignore_index).any()):
+    labels = target if isinstance(target, Tensor) else t     # (a torch tensor handed over: t)
+    if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](labels, ignore_index).any()):
         if STATE.recorder is not None and t.dtype.kind in "iu":   # tt.compile: checked per call
             target = ops.on_values(_none_ignored, (target, ignore_index), {},
                                    _none_ignored(target, ignore_index))
