@@ -39,6 +39,8 @@ PUBLIC_MODULES = {
     "tinytensor.scipy.integrate": "tt.scipy.integrate",
     "tinytensor.scipy.signal": "tt.scipy.signal",
     "tinytensor.distributed": "tt.distributed: MPI collectives",
+    "tinytensor.fft": "tt.fft: discrete Fourier transforms",
+    "tinytensor.nn.utils.rnn": "tt.nn.utils.rnn: packed sequences",
     "tinytensor.scalar": "tt.scalar: the lecture's scalar engine",
     "tinytensor.backend": "tt.backend: devices and array libraries",
 }

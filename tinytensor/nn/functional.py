@@ -38,6 +38,10 @@ __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_ap
     "softmax", "log_softmax", "dropout", "mse_loss", "l1_loss",
     "huber_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
     "cross_entropy", "nll_loss", "kl_div",
+    # PyTorch's, the second step (issue 31)
+    "conv1d", "conv_transpose1d", "conv_transpose2d", "max_unpool2d", "layer_norm", "group_norm",
+    "instance_norm", "rms_norm", "normalize", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_max_pool2d", "dropout2d", "silu", "mish", "elu", "prelu", "one_hot", "pad", "embedding",
 ]
 
 

@@ -987,6 +987,8 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
+    """Upsample(size, scale_factor, mode="nearest"), PyTorch's older spelling."""
+
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, "nearest")
 
@@ -1014,6 +1016,8 @@ class AdaptiveAvgPool2d(Module):
 
 
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    """The mean over output_size adaptive bins of the last axis of (N, C, L) (PyTorch's bins)."""
+
     def forward(self, x):
         return F.adaptive_avg_pool1d(x, self.output_size)
 

@@ -45,6 +45,7 @@ imag = defprim(np.imag, "imag", vjp=[_imag_rule],
 conj = defprim(np.conj, "conj", vjp=[lambda g, ans, z: np.conj(g)], jvp=[lambda t, ans, z: np.conj(t)],
                numpy=(np.conj, np.conjugate), method=("conj", "conjugate"))
 angle = defprim(lambda z: np.angle(z), "angle", vjp=[_angle_rule], jvp=[_angle_tangent], numpy=np.angle)
+angle.__doc__ = "np.angle(z): the argument of a complex value (radians), differentiable (JAX's convention)."
 complex_rules(real, imag, conj, angle)
 
 # NumPy's attributes z.real and z.imag (properties, not methods: no publish(method=) form).

@@ -20,6 +20,9 @@ from ...tensor import Tensor
 from ...torch_interop import host_array
 
 
+__all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence"]
+
+
 class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorted_indices",
                                                    "unsorted_indices"])):
     """data (sum(lengths), *), batch_sizes (T,) int64, sorted_indices / unsorted_indices (B,) or
