@@ -374,6 +374,11 @@ def _max_pool_indices(x, kernel, stride, padding, size):
     return (ys * w + xs).astype(np.int64)
 
 
+def _rows_and_columns(indices, size):
+    idx = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
+    return np.stack([idx // size[1], idx % size[1]])
+
+
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """As torch.nn.functional.max_unpool2d: each value of (N, C, H, W) input put back at its flat
     index (from max_pool2d(..., return_indices=True)) in zeros of (N, C, Ho, Wo), Ho = (H - 1)
@@ -397,7 +402,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
         raise ValueError(f"{name}: indices must lie in [0, {size[0] * size[1]}) for the output size {size}, "
                          f"got {int(idx.min())}..{int(idx.max())}")
     n, c = np.ogrid[:shape[0], :shape[1]]
-    index = (n[..., None, None], c[..., None, None], idx // size[1], idx % size[1])
+    # the rows and columns through on_values: tt.compile recomputes them from each call's indices
+    rc = on_values(_rows_and_columns, (indices, size), {}, _rows_and_columns(idx, size), "max_unpool2d")
+    index = (n[..., None, None], c[..., None, None], rc[0], rc[1])
     # Written, not added: overlapping windows may name one position twice (with the same value).
     # The later duplicates add input - input = 0, yet each gets the gradient at its position, as
     # PyTorch's backward (a gather): input - detach(input * later).
