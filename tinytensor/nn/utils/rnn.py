@@ -19,7 +19,6 @@ from ... import backend, ops
 from ...tensor import Tensor
 from ...torch_interop import host_array
 
-
 __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad_sequence"]
 
 
