@@ -1,4 +1,7 @@
-"""Binary classification of scikit-learn's breast-cancer data (569 tumours, 30 features) with
+"""Binary classification with early stopping
+=========================================
+
+Binary classification of scikit-learn's breast-cancer data (569 tumours, 30 features) with
 BCEWithLogitsLoss, a learning-rate schedule and early stopping on the validation loss.
 
     python examples/binary_classification.py            # a second or two; 96-98% test accuracy
@@ -28,11 +31,14 @@ from tqdm import tqdm  # noqa: E402
 import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
 
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
+
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--epochs", type=int, default=200, help="at most this many epochs")
+    p.add_argument("--epochs", type=int, default=15 if QUICK else 200,
+                   help="at most this many epochs")
     p.add_argument("--patience", type=int, default=15,
                    help="stop after this many epochs without a better validation loss")
     p.add_argument("--lr", type=float, default=1e-3, help="initial learning rate (Adam)")

@@ -1,4 +1,7 @@
-"""A Gaussian process fitted by SciPy's optimiser, with gradients from tinytensor.
+"""A Gaussian process fitted with SciPy
+====================================
+
+A Gaussian process fitted by SciPy's optimiser, with gradients from tinytensor.
 
 Noisy observations of a function; the model y ~ N(0, K + sn^2 I) with a squared-exponential
 kernel K_ij = sf^2 exp(-(x_i - x_j)^2 / (2 ell^2)), log-normal priors on the three
@@ -50,7 +53,7 @@ def posterior(x, y, xs, theta):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--points", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/gaussian_process.png", help="the figure ('' for none)")

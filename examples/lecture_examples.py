@@ -1,4 +1,7 @@
-"""The lecture's worked examples, with reverse mode, forward mode and numerical differences
+"""The lecture's worked examples
+=============================
+
+The lecture's worked examples, with reverse mode, forward mode and numerical differences
 side by side.
 
     python examples/lecture_examples.py

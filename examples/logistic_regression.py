@@ -1,4 +1,7 @@
-"""The lecture's model: multinomial logistic regression on the digits, loss in the lecture's words.
+"""The lecture's logistic regression
+=================================
+
+The lecture's model: multinomial logistic regression on the digits, loss in the lecture's words.
 
     loss = tt.crossEntropy(tt.softmax(tt.dot(x, W)), y) + lam * tt.frobeniusNorm(W)
 
@@ -21,10 +24,12 @@ from sklearn.model_selection import train_test_split  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
+
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--epochs", type=int, default=30)
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
+    p.add_argument("--epochs", type=int, default=3 if QUICK else 30)
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--lam", type=float, default=1e-3, help="weight of the Frobenius norm penalty")
     p.add_argument("--batch-size", type=int, default=32)

@@ -1,4 +1,7 @@
-"""Logistic regression trained by Newton-CG (Hessian-vector products from tt.hvp) and by SGD.
+"""Newton-CG with Hessian-vector products
+======================================
+
+Logistic regression trained by Newton-CG (Hessian-vector products from tt.hvp) and by SGD.
 
 The lecture's model, on the digits data set (8x8 images, 10 classes; bundled with scikit-learn,
 a synthetic data set otherwise):
@@ -18,13 +21,16 @@ never finite differences), then backtracks along d until the loss decreases enou
     python examples/newton_logreg.py [--lam 1e-3] [--newton-steps 12] [--sgd-epochs 30]
 """
 
-import argparse
+import argparse  # noqa: E402
+import os
 import time
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, cg
 
 import tinytensor as tt
+
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
 
 
 def load_data(seed=0):
@@ -101,11 +107,11 @@ def sgd(x, y, lam, penalty, W, epochs, lr=0.1, batch=64, seed=0):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--lam", type=float, default=1e-3)
     parser.add_argument("--penalty", choices=["squared", "norm"], default="squared")
-    parser.add_argument("--newton-steps", type=int, default=12)
-    parser.add_argument("--sgd-epochs", type=int, default=30)
+    parser.add_argument("--newton-steps", type=int, default=3 if QUICK else 12)
+    parser.add_argument("--sgd-epochs", type=int, default=3 if QUICK else 30)
     parser.add_argument("--lr", type=float, default=0.1)
     args = parser.parse_args()
 

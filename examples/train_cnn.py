@@ -1,4 +1,7 @@
-"""Train a small CNN on scikit-learn's bundled digits (8x8 images as (N, 1, 8, 8), 10 classes).
+"""A CNN on the digits
+===================
+
+Train a small CNN on scikit-learn's bundled digits (8x8 images as (N, 1, 8, 8), 10 classes).
 
     python examples/train_cnn.py                      # a few seconds on one core; >= 98.5% test
     python examples/train_cnn.py --epochs 10          # stop early, checkpointing every epoch ...
@@ -35,16 +38,21 @@ import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
 from tinytensor.backend import to_device  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # examples/curves.py
+# sphinx-gallery runs the examples from examples/, without __file__
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+sys.path.insert(0, HERE)   # examples/curves.py
 from curves import save_curves  # noqa: E402
+
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--epochs", type=int, default=None,
                    help="stop after this epoch (default: all of --total-epochs)")
-    p.add_argument("--total-epochs", type=int, default=40, help="length of the cosine schedule")
+    p.add_argument("--total-epochs", type=int, default=2 if QUICK else 40,
+                   help="length of the cosine schedule")
     p.add_argument("--lr", type=float, default=1e-2, help="peak learning rate (AdamW)")
     p.add_argument("--weight-decay", type=float, default=1e-2, help="AdamW's decoupled weight decay")
     p.add_argument("--dropout", type=float, default=0.25, help="dropout before the last layer")

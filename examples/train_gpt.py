@@ -1,4 +1,7 @@
-"""Train a small character-level GPT on public-domain text shipped with the repository.
+"""A character-level GPT
+=====================
+
+Train a small character-level GPT on public-domain text shipped with the repository.
 
     python examples/train_gpt.py                      # about a minute on one core; prints a sample
     python examples/train_gpt.py --steps 100          # stop early, checkpointing as it goes ...
@@ -34,14 +37,19 @@ import tinytensor as tt  # noqa: E402
 from tinytensor import nn  # noqa: E402
 from tinytensor.nn import functional as F  # noqa: E402
 
-TEXT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "public_domain.txt")
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
+
+# sphinx-gallery runs the examples from examples/, without __file__
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+TEXT = os.path.join(HERE, "data", "public_domain.txt")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--steps", type=int, default=None, help="stop after this step (default: --total-steps)")
-    p.add_argument("--total-steps", type=int, default=600, help="length of the learning-rate schedule")
+    p.add_argument("--total-steps", type=int, default=20 if QUICK else 600,
+                   help="length of the learning-rate schedule")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--block-size", type=int, default=32, help="context length in characters")
     p.add_argument("--n-layer", type=int, default=2)
@@ -49,9 +57,11 @@ def parse_args(argv=None):
     p.add_argument("--n-embd", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (AdamW)")
-    p.add_argument("--warmup", type=int, default=50, help="linear warmup steps")
+    p.add_argument("--warmup", type=int, default=5 if QUICK else 50,
+                   help="linear warmup steps")
     p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--eval-every", type=int, default=100, help="validation loss and checkpoint period")
+    p.add_argument("--eval-every", type=int, default=10 if QUICK else 100,
+                   help="validation loss and checkpoint period")
     p.add_argument("--seed", type=int, default=0, help="tt.manual_seed: init, batches and dropout")
     p.add_argument("--checkpoint", default="runs/train_gpt.npz")
     p.add_argument("--resume", action="store_true", help="continue from --checkpoint")

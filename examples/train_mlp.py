@@ -1,4 +1,7 @@
-"""Train an MLP on scikit-learn's bundled digits (8x8 images, 10 classes) with the SGD loop.
+"""An MLP on the digits (the main job)
+===================================
+
+Train an MLP on scikit-learn's bundled digits (8x8 images, 10 classes) with the SGD loop.
 
     python examples/train_mlp.py                      # ~0.5 s of training on one core; 97.5% test
     python examples/train_mlp.py --optimizer adam --lr 1e-3 --dtype float64
@@ -22,7 +25,7 @@ step returns the loss, the gradients and the logits, and the optimizer updates t
 place, so the next step sees them.
 The numbers are the same as without --compile.
 
-With --distributed (under `mpiexec -n P`, extra [distributed]) the model is wrapped in
+With --distributed (under `mpiexec -n P`, extras [distributed,examples]) the model is wrapped in
 `tt.nn.parallel.DistributedDataParallel`; --batch-size stays the global batch, each rank takes
 its batch_size / P rows of every batch (`minibatches(..., rank=, world_size=)`), and the
 gradients are averaged over the ranks in backward(), so the run follows the one-process run up
@@ -49,14 +52,19 @@ from tqdm import tqdm  # noqa: E402
 
 import tinytensor as tt  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # examples/curves.py
+# sphinx-gallery runs the examples from examples/, without __file__
+HERE = os.path.dirname(os.path.abspath(__file__)) if "__file__" in globals() else os.getcwd()
+sys.path.insert(0, HERE)   # examples/curves.py
 from curves import save_curves  # noqa: E402
+
+QUICK = os.environ.get("TINYTENSOR_DOCS_QUICK") == "1"   # the docs build: fewer steps
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--epochs", type=int, default=30, help="passes over the training set")
+    p.add_argument("--epochs", type=int, default=3 if QUICK else 30,
+                   help="passes over the training set")
     p.add_argument("--lr", type=float, default=0.02, help="learning rate")
     p.add_argument("--momentum", type=float, default=0.9, help="SGD momentum (ignored by adam)")
     p.add_argument("--weight-decay", type=float, default=1e-3, help="L2 penalty added to the gradient")

@@ -13,12 +13,10 @@ from . import (  # noqa: F401
     allocator,
     backend,
     data,
+    fft,
     linalg,
     nn,
     ops,
-    ops_elementwise,
-    ops_reductions,
-    ops_shape,
     optim,
     scalar,
 )
@@ -57,6 +55,9 @@ from .tensor import (
 from .transforms import grad, hessian, hvp, jacobian, jvp, value_and_grad, vjp
 from .user_primitives import primitive
 from .views import draw, evaluation_trace, to_dot, wengert_list
+from .vmap import vmap
+
+ops.batching.install()   # the batching column, once every family has registered its primitives
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.
@@ -69,6 +70,6 @@ __all__ = [
     "detect_anomaly", "primitive", "Primitive", "REGISTRY", "unbroadcast",
     "numerical_grad", "gradcheck", "GradcheckError", "check_rules",
     "wengert_list", "to_dot", "evaluation_trace", "draw", "ops", "data", "nn", "optim", "scalar", "backend",
-    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "save", "load", "compile",
-    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy",
+    "grad", "value_and_grad", "vjp", "jvp", "jacobian", "hvp", "hessian", "vmap", "save", "load", "compile",
+    "manual_seed", "get_rng_state", "set_rng_state", "rng", "distributed", "scipy", "linalg", "fft",
 ] + sorted(ops.PUBLIC)

@@ -20,6 +20,8 @@ import numbers
 import numpy as np
 import scipy.special
 
+from .torch_interop import host_array
+
 __all__ = ["Device", "register_device", "get_device", "device_of", "namespace", "like", "is_array",
            "asarray", "array", "to_device", "to_host", "copy", "expit", "xlogy", "add_at", "erf", "ndtr",
            "describe_devices"]
@@ -91,7 +93,13 @@ def _load_cuda():
 
 
 def get_device(name):
-    """The Device called `name` ("cpu", "cuda"; "cuda:0" reads as "cuda")."""
+    """The Device called `name` ("cpu", "cuda"; "cuda:0" reads as "cuda").
+
+    Examples
+    --------
+    >>> tt.backend.get_device('cpu').name
+    'cpu'
+    """
     if isinstance(name, Device):
         return name
     device = _DEVICES.get(name)
@@ -123,7 +131,13 @@ def _device(a):
 
 
 def device_of(a):
-    """The name of the device holding array `a` ("cpu" for NumPy arrays, scalars and lists)."""
+    """The name of the device holding array `a` ("cpu" for NumPy arrays, scalars and lists).
+
+    Examples
+    --------
+    >>> tt.backend.device_of(np.zeros(2))
+    'cpu'
+    """
     return _device(a).name
 
 
@@ -132,7 +146,13 @@ WRAPPERS = []     # types holding an array in `.data` (tinytensor's Tensor): nam
 
 def namespace(a):
     """The array library of `a` (numpy, cupy, ...): `namespace(g).zeros(...)` makes an array
-    where g lives. For a Tensor (a rule differentiated again), its data's library."""
+    where g lives. For a Tensor (a rule differentiated again), its data's library.
+
+    Examples
+    --------
+    >>> tt.backend.namespace(np.zeros(2)) is np
+    True
+    """
     device = _BY_TYPE.get(type(a))
     if device is None:
         device = _device(a.data if isinstance(a, tuple(WRAPPERS)) else a)
@@ -146,7 +166,13 @@ def like(x, ref, dtype=None):
 
 
 def is_array(x):
-    """An array of some library, as opposed to a number, a NumPy scalar or a list."""
+    """An array of some library, as opposed to a number, a NumPy scalar or a list.
+
+    Examples
+    --------
+    >>> tt.backend.is_array(np.zeros(2)), tt.backend.is_array([1.0])
+    (True, False)
+    """
     return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic)
 
 
@@ -171,7 +197,7 @@ def asarray(x, dtype=None, like=None, what="an array"):
         if have is not want and like is not None:
             raise _mixed(what, have.name, want.name)
         return x if dtype is None or x.dtype == dtype else x.astype(dtype)
-    host = np.asarray(x, dtype=dtype)
+    host = np.asarray(host_array(x), dtype=dtype)     # a torch tensor: through .numpy(), once
     return host if want is CPU else want.from_host(host)
 
 
@@ -186,7 +212,13 @@ def array(data, dtype=None, device=None):
 
 
 def to_device(a, device):
-    """Array `a` on `device`: `a` itself if it is there already, else a copy there."""
+    """Array `a` on `device`: `a` itself if it is there already, else a copy there.
+
+    Examples
+    --------
+    >>> tt.backend.to_device(np.arange(3), 'cpu')
+    array([0, 1, 2])
+    """
     want = get_device(device)
     if not is_array(a):
         a = np.asarray(a)          # numbers and lists: from the host
@@ -195,15 +227,22 @@ def to_device(a, device):
 
 
 def to_host(a):
-    """Array `a` as a NumPy array (a copy from another device; `a` itself from the CPU)."""
+    """Array `a` as a NumPy array (a copy from another device; `a` itself from the CPU).
+
+    Examples
+    --------
+    >>> tt.backend.to_host(np.arange(3))
+    array([0, 1, 2])
+    """
     return to_device(a, CPU)
 
 
-def copy(a, dtype=None):
-    """A fresh array on `a`'s device with `a`'s values (in `dtype`). NumPy scalars give 0-d arrays."""
+def copy(a, dtype=None, order="K"):
+    """A fresh array on `a`'s device with `a`'s values (in `dtype`; `order` as NumPy's: "K" keeps
+    a's layout, "C" makes it row-major). NumPy scalars give 0-d arrays."""
     if type(a) is np.ndarray or not is_array(a):
-        return np.array(a, dtype=dtype)
-    return a.astype(a.dtype if dtype is None else dtype, copy=True)
+        return np.array(a, dtype=dtype, order=order)
+    return a.astype(a.dtype if dtype is None else dtype, order=order, copy=True)
 
 
 # ----- the SciPy-only functions, with a portable formula for libraries that lack them ----------------

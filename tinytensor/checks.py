@@ -16,7 +16,23 @@ from .tensor import Tensor
 
 
 class GradcheckError(AssertionError):
-    """Raised by `gradcheck`; the message names argument, mode, worst element and values."""
+    """Raised by `gradcheck`; the message names argument, mode, worst element and values.
+
+    Examples
+    --------
+    >>> @tt.primitive
+    ... def twice(x):
+    ...     return 2 * x
+    ...
+    >>> _ = twice.defvjp(lambda g, ans, x: 3 * g)   # wrong: the derivative is 2
+    >>> _ = twice.defjvp(lambda t, ans, x: 2 * t)
+    >>> try:
+    ...     tt.gradcheck(lambda x: twice(x).sum(), np.array([1.0]))
+    ... except tt.GradcheckError:
+    ...     print('the VJP rule is wrong')
+    ...
+    the VJP rule is wrong
+    """
 
 
 def _as_array(x):   # arrays stay on their device (NumPy's, CuPy's)
@@ -43,9 +59,27 @@ def _require_a_float(args, who):
 def numerical_grad(f, *args, eps=1e-6):
     """Central differences in float64, one array per argument (a tuple).
 
-    For a scalar f each array has the argument's shape (the gradient); otherwise it is the
-    Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None. Arguments
-    on a device (CuPy arrays) are differentiated there, and the results stay there.
+    Parameters
+    ----------
+    f : callable
+        Takes arrays or Tensors, returns a Tensor or an array.
+    *args : array_like
+        The point. Arguments on a device (CuPy arrays) are differentiated there, and the
+        results stay there.
+    eps : float
+        The step.
+
+    Returns
+    -------
+    tuple of ndarray
+        For a scalar f each array has the argument's shape (the gradient); otherwise it is the
+        Jacobian, of shape f(...).shape + argument.shape. Non-float arguments get None.
+
+    Examples
+    --------
+    >>> a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    >>> tt.numerical_grad(lambda a, b: (a * b).sum(), a, b)
+    (array([3., 4.]), array([1., 2.]))
     """
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
@@ -123,8 +157,35 @@ def _worst(analytic, numerical, atol, rtol):
 def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     """Compare `backward` and `jvp` with central differences; True, or raise GradcheckError.
 
-    `f` takes Tensors and returns a Tensor. The numerical Jacobian is taken in float64 whatever
-    the arguments' dtype; non-float arguments (labels, indices) are passed through unchanged.
+    Parameters
+    ----------
+    f : callable
+        Takes Tensors and returns a Tensor.
+    *args : array_like
+        The point. The numerical Jacobian is taken in float64 whatever their dtype; non-float
+        arguments (labels, indices) are passed through unchanged.
+    eps : float
+        The step of the central differences.
+    atol, rtol : float
+        The tolerances, as `np.allclose`'s.
+    modes : tuple of str
+        "rev" (`backward`), "fwd" (`jvp`) or both.
+
+    Returns
+    -------
+    bool
+        True.
+
+    Raises
+    ------
+    GradcheckError
+        Naming, per argument and mode, the largest absolute and relative error, where it is,
+        and the analytic and numerical values there.
+
+    Examples
+    --------
+    >>> tt.gradcheck(lambda W: (W ** 2).sum(), np.array([1.0, 2.0]))
+    True
     """
     _require_a_float(args, "gradcheck")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
@@ -220,6 +281,49 @@ def _float32_error(f, args, rng):
     return max(_max_rel_error(a, b) for a, b in pairs)
 
 
+def _batching_error(call, cases_of_examples, params, float32=True):
+    """tt.vmap(call) against a loop of call over the examples: the largest relative difference
+    over three ways of mapping (every input along axis 0; along its last axis; the first input
+    not mapped), in float64 and, where the op keeps dtypes, float32 (inf when a float32 result
+    came out in another dtype). `cases_of_examples`: one list of inputs per example."""
+    from .vmap import vmap
+    n_inputs = len(cases_of_examples[0])
+    floats = [_is_float(a) for a in cases_of_examples[0]]
+    worst64 = worst32 = 0.0
+    variants = ["first"]
+    if any(np.ndim(a) > 0 for a in cases_of_examples[0]):
+        variants.append("last")
+    if n_inputs > 1:
+        variants.append("unmapped")
+    for dtype in (np.float64, np.float32) if float32 else (np.float64,):
+        examples = [[np.asarray(a, dtype) if f else a for a, f in zip(ex, floats)]
+                    for ex in cases_of_examples]
+        for variant in variants if dtype == np.float64 else variants[:1]:   # float32: its dtype
+            if variant == "unmapped":
+                examples_v = [[examples[0][0]] + ex[1:] for ex in examples]
+                in_axes = (None,) + (0,) * (n_inputs - 1)
+            else:
+                examples_v = examples
+                in_axes = 0
+            stacked = [np.stack([ex[i] for ex in examples_v]) for i in range(n_inputs)]
+            if variant == "unmapped":
+                stacked[0] = examples_v[0][0]
+            elif variant == "last":
+                stacked = [np.moveaxis(a, 0, -1) for a in stacked]
+                in_axes = -1
+            batched = _as_array(vmap(lambda *xs: call(*xs, **params), in_axes=in_axes)(*stacked))
+            looped = np.stack([_as_array(call(*ex, **params)) for ex in examples_v])
+            if dtype == np.float32 and any(floats) and looped.dtype == np.float32 \
+                    and batched.dtype != np.float32:
+                return worst64, np.inf
+            error = _max_rel_error(batched, looped) if batched.shape == looped.shape else np.inf
+            if dtype == np.float64:
+                worst64 = max(worst64, error)
+            else:
+                worst32 = max(worst32, error)
+    return worst64, worst32
+
+
 def _missing_modes(prim):
     missing = [mode for mode, rules, joint, how in (("VJP", prim.vjps, prim.joint_vjp, "defvjp"),
                                                     ("JVP", prim.jvps, prim.joint_jvp, "defjvp"))
@@ -233,7 +337,7 @@ def _missing_modes(prim):
 
 
 def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_failure=True,
-                examples=None, only=None):
+                examples=None, only=None, batching_tolerance=1e-12):
     """Check every registered primitive (built-in and user) as the test suite does.
 
     Prints a table: op, cases, VJP error, JVP error, adjoint identity error, float32 error,
@@ -245,7 +349,19 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
     (e.g. {"my_arcsin": [(np.array([-0.5, 0.1, 0.7]),)]}), else on positive inputs of shape (3,).
     `only` (a primitive or its name, or a list of them) checks those rows alone: a test of one
     primitive need not sweep every built-in.
+
+    The batching column checks each primitive's tt.vmap rule against a loop of the unbatched
+    call over three examples (in float64 to `batching_tolerance`; in float32 the results stay
+    float32, to `float32_tolerance`); "rule" says "native", or "loop" for a primitive declared
+    to run once per example, and those are listed by name under the table.
+
+    Examples
+    --------
+    >>> rows = tt.check_rules(only=tt.exp, verbose=False)
+    >>> len(rows) > 0
+    True
     """
+    from .ops.batching import rule_kind
     from .specs import OP_SPECS, default_cases
     given = {getattr(k, "name", k): v for k, v in (examples or {}).items()}
     unknown = sorted(set(given) - set(REGISTRY))
@@ -270,9 +386,15 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
                      for args in given[name]]
         else:
             cases = spec.cases() if spec else default_cases(prim)
-        worst = {"forward": 0.0, "vjp": 0.0, "jvp": 0.0, "adjoint": 0.0, "float32": 0.0}
+        worst = {"forward": 0.0, "vjp": 0.0, "jvp": 0.0, "adjoint": 0.0, "float32": 0.0,
+                 "batching": 0.0, "batching32": 0.0}
         failure = _missing_modes(prim)
-        for args, params in ([] if failure else cases):
+        if name in given:
+            example_sets = [[case] for case in cases]
+        else:
+            more = [spec.cases(seed) for seed in (1, 2)] if spec else [cases, cases]
+            example_sets = [[c0, c1, c2] for c0, c1, c2 in zip(cases, *more)]
+        for (args, params), examples_of in zip([] if failure else cases, example_sets):
             try:
                 errors = check_op(spec.call if spec else prim, args, params,
                                   spec.reference if spec else None,
@@ -280,28 +402,45 @@ def check_rules(tolerance=1e-5, float32_tolerance=1e-3, verbose=True, raise_on_f
             except Exception as err:   # noqa: BLE001 - a broken rule is a finding, not a crash
                 failure = f"{type(err).__name__}: {err}"
                 break
+            try:
+                sets = [list(a) for a, _ in examples_of]
+                if len(sets) == 1:      # a user's example: three examples from it, scaled
+                    sets = [[x * s if _is_float(x) else x for x in sets[0]] for s in (1.0, 0.9, 1.1)]
+                errors["batching"], errors["batching32"] = _batching_error(
+                    spec.call if spec else prim, sets, params,
+                    float32=spec.float32 if spec else True)
+            except Exception as err:   # noqa: BLE001 - a broken batching rule is a finding
+                failure = f"batching (tt.vmap): {type(err).__name__}: {err}"
+                break
             for key, value in errors.items():
                 worst[key] = max(worst[key], value)
         ok = (failure is None and max(worst["vjp"], worst["jvp"], worst["adjoint"],
                                       worst["forward"]) <= tolerance
-              and worst["float32"] <= float32_tolerance)
+              and worst["float32"] <= float32_tolerance and worst["batching"] <= batching_tolerance
+              and worst["batching32"] <= float32_tolerance)
         rows.append({"op": name, "cases": len(cases), **worst, "ok": ok, "error": failure,
-                     "default_inputs": not spec and name not in given})
+                     "default_inputs": not spec and name not in given, "rule": rule_kind(name)})
     if verbose:
         print(f"{'op':<24}{'cases':>6}{'VJP error':>12}{'JVP error':>12}{'adjoint':>12}"
-              f"{'float32':>12}  ok")
+              f"{'float32':>12}{'batching':>12}{'rule':>8}  ok")
         for r in rows:
             if r["error"]:
                 print(f"{r['op']:<24}{r['cases']:>6}  FAILED  {r['error'][:70]}")
             else:
                 print(f"{r['op']:<24}{r['cases']:>6}{r['vjp']:>12.2e}{r['jvp']:>12.2e}"
-                      f"{r['adjoint']:>12.2e}{r['float32']:>12.2e}  {'yes' if r['ok'] else 'NO'}")
+                      f"{r['adjoint']:>12.2e}{r['float32']:>12.2e}{r['batching']:>12.2e}"
+                      f"{r['rule']:>8}  {'yes' if r['ok'] else 'NO'}")
+        looped = [r["op"] for r in rows if r["rule"] == "loop"]
+        if looped:
+            print(f"declared loop fallback under tt.vmap (once per example, not batched): "
+                  f"{', '.join(looped)}")
     failed = [r for r in rows if not r["ok"]]
     if failed and raise_on_failure:
         lines = [f"{r['op']}: {r['error']}" if r["error"] else
                  f"{r['op']}: forward {r['forward']:.2e}, VJP {r['vjp']:.2e}, JVP {r['jvp']:.2e}, "
-                 f"adjoint {r['adjoint']:.2e}, float32 {r['float32']:.2e} (tolerance {tolerance:g}, "
-                 f"float32 {float32_tolerance:g})" for r in failed]
+                 f"adjoint {r['adjoint']:.2e}, float32 {r['float32']:.2e}, batching "
+                 f"{r['batching']:.2e} (float32 {r['batching32']:.2e}) (tolerance {tolerance:g}, "
+                 f"float32 {float32_tolerance:g}, batching {batching_tolerance:g})" for r in failed]
         lines = [line + (f"; checked on positive inputs of shape (3,): if its rules are right, give it "
                          f"inputs in its domain, check_rules(examples={{{r['op']!r}: [(x,), ...]}})"
                          if r["default_inputs"] else "") for line, r in zip(lines, failed)]

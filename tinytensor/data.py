@@ -6,13 +6,18 @@
             ...
 """
 
+import hashlib
 import numbers
 
 import numpy as np
 
-from . import backend
+from . import backend, distributed
 from .rng import generator
 from .tensor import Tensor
+
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "minibatches",
+]
 
 
 def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, device=None,
@@ -42,6 +47,17 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     shares that differ by at most one row; if m < world_size, the ranks left without a row take
     rows from the start of the permutation (the only repeats, as PyTorch pads) rather than an
     empty batch. drop_last=True drops a last global batch shorter than batch_size * world_size.
+    When rank and world_size are tt.distributed's own (several MPI ranks), the ranks check, when
+    the first batch is asked for, that they hold as many rows and drew the same permutation (one
+    hash each): a per-rank seed (`rng=seed + rank`) would duplicate some rows and drop others, so
+    every rank raises instead, naming the ranks that differ. (It does not pick one rank's order
+    for you: seed per-rank randomness such as dropout separately.)
+
+    Examples
+    --------
+    >>> X, y = np.arange(10.0).reshape(5, 2), np.arange(5)
+    >>> [yb.tolist() for xb, yb in tt.data.minibatches(X, y, batch_size=2, shuffle=False)]
+    [[0, 1], [2, 3], [4]]
     """
     X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
     if device is not None:
@@ -86,6 +102,9 @@ def _shard(X, y, batch_size, shuffle, drop_last, rng, rank, world_size):
                          "pass rng= the same int seed (or a Generator seeded alike) on every rank")
     n = len(X)
     order = np.random.default_rng(rng).permutation(n) if shuffle else np.arange(n)
+    world = distributed._STATE
+    if world.initialized and world.size == world_size > 1 and world.rank == rank and world.comm is not None:
+        _same_order_everywhere(n, shuffle, order)
     step = batch_size * world_size                # one global batch
     stop = n - n % step if drop_last else n
     on_host = type(X) is np.ndarray
@@ -97,3 +116,22 @@ def _shard(X, y, batch_size, shuffle, drop_last, rng, rank, world_size):
         if not on_host:
             idx = backend.to_device(idx, backend.device_of(X))
         yield X[idx], y[idx]
+
+
+def _same_order_everywhere(n, shuffle, order):
+    """Every rank of tt.distributed's world drew the same permutation of as many rows, else every
+    rank raises (one header with a hash; the summaries travel only when they differ)."""
+    digest = hashlib.blake2b(np.ascontiguousarray(order, np.int64).tobytes(), digest_size=8).hexdigest()
+    text = f"{n} rows, shuffle={shuffle}, permutation {digest}"
+
+    def describe(texts):
+        other = next(r for r in range(1, len(texts)) if texts[r] != texts[0])
+        why = ("hold different numbers of rows" if texts[0].split(",")[0] != texts[other].split(",")[0]
+               else "drew different permutations")
+        return (f"minibatches(rank=, world_size=): rank 0 and rank {other} {why} (rank 0: {texts[0]}; "
+                f"rank {other}: {texts[other]}), so their shares would overlap, repeating some rows and "
+                f"dropping others; pass every rank the same data and the same rng (an int seed such as "
+                f"seed + epoch, not seed + rank, or a Generator seeded alike); seed per-rank randomness "
+                f"(dropout) separately")
+
+    distributed._agree_on_hash("minibatches", text, describe)

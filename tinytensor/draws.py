@@ -18,10 +18,37 @@ from .state import STATE
 
 def draw(fun, rng, *args, **kwargs):
     """fun(rng, *args, **kwargs), noted by tt.compile's recorder as a draw to repeat per call."""
+    if STATE.batch:          # inside tt.vmap: its randomness= decides (vmap.batched_draw)
+        _refuse_inside_vmap(fun)
+    return draw_once(fun, rng, *args, **kwargs)
+
+
+def draw_once(fun, rng, *args, **kwargs):
+    """`draw` without tt.vmap's check (vmap.batched_draw has made it)."""
     recorder = STATE.recorder
     if recorder is not None:
         return recorder.draw(fun, rng, args, kwargs)
     return fun(rng, *args, **kwargs)
+
+
+_NAMES = {"standard_normal": "tt.randn", "uniform": "tt.rand", "_multinomial": "tt.multinomial"}
+
+
+def _refuse_inside_vmap(fun):
+    """A draw made inside tt.vmap outside Dropout: randomness="same" (every vmap around it) draws
+    it once for all examples; "error" raises, and so does "different" (only Dropout's masks are
+    drawn per example: draw the rest outside vmap, one per example, and map over them)."""
+    modes = {frame.randomness for frame in STATE.batch}
+    if modes == {"same"}:
+        return
+    name = _NAMES.get(getattr(fun, "__name__", ""), "a random draw")
+    err = RuntimeError(
+        f"{name} inside tt.vmap with randomness={'error' if 'error' in modes else 'different'!r}: "
+        f"{'say what the examples should get' if 'error' in modes else 'only nn.Dropout draws per example'}"
+        f". Draw it once for all examples with tt.vmap(f, randomness='same'), or draw one per example "
+        f"outside vmap (shape (batch, ...)) and pass it as a mapped argument")
+    err._not_batchable = True
+    raise err
 
 
 def standard_normal(rng, shape):

@@ -6,6 +6,17 @@ from .tape import STATE, _GradMode
 
 
 class inference_mode(_GradMode):
+    """As PyTorch's `torch.inference_mode`: nothing is recorded inside (as `tt.no_grad`); a
+    context manager or a decorator.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tt.inference_mode():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
     def __new__(cls, mode=True):
         if callable(mode):                # used bare as a decorator: @tt.inference_mode
             return cls()(mode)

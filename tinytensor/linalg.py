@@ -30,6 +30,12 @@ from .ops.table import _swap_last as _mT
 from .tape import STATE
 from .tensor import Tensor
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "inv", "solve", "det", "slogdet", "cholesky", "eigh", "eigvalsh", "svd", "svdvals", "norm",
+    "vector_norm", "matrix_norm", "matrix_power", "multi_dot", "vecdot", "matrix_transpose",
+    "diagonal", "trace", "SlogdetResult", "EighResult", "SVDResult",
+]
+
 # namedtuples with NumPy 2's field names: `w, V = tt.linalg.eigh(a)` and `.eigenvalues` both work
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
@@ -195,7 +201,13 @@ def einsum(*args, optimize=False):
     """np.einsum: explicit ('ij,jk->ik') or implicit ('ij,jk') output, repeated indices
     (diagonals 'ii->i', traces 'ii'), '...' broadcasting, any number of operands; also NumPy's
     interleaved form einsum(x, [0, 1], y, [1, 2], [0, 2]). `optimize` is accepted for NumPy's
-    signature; more than two operands are contracted in an optimized order anyway."""
+    signature; more than two operands are contracted in an optimized order anyway.
+
+    Examples
+    --------
+    >>> tt.einsum("ij,j->i", tt.tensor(np.eye(2)), tt.tensor([1.0, 2.0]))
+    tensor([1., 2.])
+    """
     if not args:
         raise TypeError("einsum: no subscripts or operands given")
     if isinstance(args[0], str):
@@ -227,7 +239,13 @@ def _axis_list(axes, ndim):
 def tensordot(a, b, axes=2):
     """np.tensordot: sum over a's axes `axes[0]` and b's `axes[1]`; an int N means a's last N
     axes against b's first N. The result has a's free axes, then b's. As NumPy computes it:
-    transposes and reshapes around one matrix product (BLAS)."""
+    transposes and reshapes around one matrix product (BLAS).
+
+    Examples
+    --------
+    >>> tt.tensordot(tt.ones((2, 3)), tt.ones((3, 4)), axes=1).shape
+    (2, 4)
+    """
     sa, sb = tuple(_shape(a)), tuple(_shape(b))
     if isinstance(axes, (int, np.integer)):
         if axes < 0 or axes > min(len(sa), len(sb)):
@@ -259,13 +277,26 @@ def _transposed(x, axes):
 
 @public(numpy=np.outer)
 def outer(a, b):
-    """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j]."""
+    """np.outer: out[i, j] = a.ravel()[i] * b.ravel()[j].
+
+    Examples
+    --------
+    >>> tt.outer(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor([[3., 4.],
+            [6., 8.]])
+    """
     return ops.mul(ops.reshape(a, (-1, 1)), ops.reshape(b, (1, -1)))
 
 
 @public(numpy=np.inner)
 def inner(a, b):
-    """np.inner: the sum over the last axes (a 0-d operand multiplies)."""
+    """np.inner: the sum over the last axes (a 0-d operand multiplies).
+
+    Examples
+    --------
+    >>> tt.inner(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     if len(_shape(a)) == 0 or len(_shape(b)) == 0:
         return ops.mul(a, b)
     return tensordot(a, b, axes=([-1], [-1]))
@@ -274,7 +305,14 @@ def inner(a, b):
 @public(numpy=np.kron)
 def kron(a, b):
     """np.kron: the Kronecker product, block (i, j, ...) being a[i, j, ...] * b (the operand with
-    fewer axes gets leading ones). Computed as a broadcast product with the axes interleaved."""
+    fewer axes gets leading ones). Computed as a broadcast product with the axes interleaved.
+
+    Examples
+    --------
+    >>> tt.kron(tt.eye(2), tt.tensor([[1.0, 2.0]]))
+    tensor([[1., 2., 0., 0.],
+            [0., 0., 1., 2.]])
+    """
     sa, sb = tuple(_shape(a)), tuple(_shape(b))
     nd = max(len(sa), len(sb))
     sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
@@ -297,7 +335,14 @@ _inv = defprim(_real(np.linalg.inv), "inv",
 
 @_stands_for(np.linalg.inv)
 def inv(a):
-    """np.linalg.inv, also as inv(a=...) (a primitive's keywords are parameters, not inputs)."""
+    """np.linalg.inv, also as inv(a=...) (a primitive's keywords are parameters, not inputs).
+
+    Examples
+    --------
+    >>> tt.linalg.inv(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor([[0.5 , 0.  ],
+            [0.  , 0.25]])
+    """
     return _inv(a)
 
 
@@ -341,7 +386,13 @@ _solve = defprim(_real(_solve_forward), "solve", nargs=2,
 @_stands_for(np.linalg.solve)
 def solve(a, b):
     """np.linalg.solve (NumPy 2): x with a @ x = b; a 1-D b is a vector, otherwise b is a
-    (batch of) matrices (..., n, k); batches broadcast."""
+    (batch of) matrices (..., n, k); batches broadcast.
+
+    Examples
+    --------
+    >>> tt.linalg.solve(tt.tensor([[2.0, 0.0], [0.0, 4.0]]), tt.tensor([2.0, 4.0]))
+    tensor([1., 1.])
+    """
     return _solve(_array(a), _array(b))
 
 
@@ -357,7 +408,13 @@ _det = defprim(_real(np.linalg.det), "det",
 
 @_stands_for(np.linalg.det)
 def det(a):
-    """np.linalg.det, also as det(a=...)."""
+    """np.linalg.det, also as det(a=...).
+
+    Examples
+    --------
+    >>> tt.linalg.det(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    tensor(8.)
+    """
     return _det(a)
 
 
@@ -380,7 +437,13 @@ _slogdet = defprim(_real(_slogdet_forward), "slogdet",
 @_stands_for(np.linalg.slogdet)
 def slogdet(a):
     """np.linalg.slogdet: (sign, logabsdet) with det(a) = sign * exp(logabsdet); the gradient
-    flows through logabsdet (`sign` is a Tensor that carries none)."""
+    flows through logabsdet (`sign` is a Tensor that carries none).
+
+    Examples
+    --------
+    >>> tt.linalg.slogdet(tt.tensor([[2.0, 0.0], [0.0, 4.0]]))
+    SlogdetResult(sign=tensor(1.), logabsdet=tensor(2.07944154))
+    """
     packed = _slogdet(a)
     if isinstance(packed, Tensor):
         return SlogdetResult(packed.detach()[..., 0], packed[..., 1])
@@ -431,7 +494,14 @@ _cholesky = defprim(_real(np.linalg.cholesky), "cholesky", vjp=[_cholesky_vjp], 
 @_stands_for(np.linalg.cholesky)
 def cholesky(a, upper=False):
     """np.linalg.cholesky: L (lower) with a = L L^T, reading a's lower triangle; `upper=True`
-    gives U = L^T from the upper triangle. `a` must be symmetric positive definite."""
+    gives U = L^T from the upper triangle. `a` must be symmetric positive definite.
+
+    Examples
+    --------
+    >>> tt.linalg.cholesky(tt.tensor([[4.0, 0.0], [0.0, 9.0]]))
+    tensor([[2., 0.],
+            [0., 3.]])
+    """
     return _mT(_cholesky(_mT(_array(a)))) if upper else _cholesky(a)
 
 
@@ -462,14 +532,27 @@ def eigh(a, UPLO="L"):
     """np.linalg.eigh: (eigenvalues, eigenvectors) of a symmetric matrix, eigenvalues ascending,
     eigenvectors in the columns; reads a's lower triangle (UPLO="U": the upper one).
     Gradients need distinct eigenvalues (terms 1/(w_j - w_i)); see the module docstring and the
-    README for exactly repeated ones."""
+    README for exactly repeated ones.
+
+    Examples
+    --------
+    >>> w, v = tt.linalg.eigh(tt.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    >>> w
+    tensor([1., 2.])
+    """
     packed = _eigh(a, UPLO=UPLO.upper() if isinstance(UPLO, str) else UPLO)   # NumPy takes "u" too
     return EighResult(packed[..., 0, :], packed[..., 1:, :])
 
 
 @_stands_for(np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):
-    """np.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending."""
+    """np.linalg.eigvalsh: the eigenvalues of a symmetric matrix, ascending.
+
+    Examples
+    --------
+    >>> tt.linalg.eigvalsh(tt.tensor([[2.0, 0.0], [0.0, 1.0]]))
+    tensor([1., 2.])
+    """
     return eigh(a, UPLO=UPLO).eigenvalues
 
 
@@ -543,7 +626,14 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     matrices); a non-square `full_matrices=True` SVD of a Tensor that requires gradients is an
     error, since the extra columns of U (rows of Vh) are not determined by `a`. Singular vectors
     need distinct singular values for a gradient (terms 1/(s_j^2 - s_i^2)). `hermitian` is
-    accepted for NumPy's signature; the general SVD is used."""
+    accepted for NumPy's signature; the general SVD is used.
+
+    Examples
+    --------
+    >>> u, s, vh = tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    >>> s
+    tensor([4., 3.])
+    """
     if len(_shape(a)) < 2:
         raise np.linalg.LinAlgError(f"svd: {len(_shape(a))}-dimensional array given; it must be at "
                                     f"least two-dimensional")
@@ -561,7 +651,13 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
 
 @_stands_for(getattr(np.linalg, "svdvals", None))
 def svdvals(a):
-    """np.linalg.svdvals: the singular values, descending."""
+    """np.linalg.svdvals: the singular values, descending.
+
+    Examples
+    --------
+    >>> tt.linalg.svdvals(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    tensor([4., 3.])
+    """
     return svd(a, full_matrices=False, compute_uv=False)
 
 
@@ -635,7 +731,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
     -inf, 0 (the count of nonzero entries, no gradient), any other p (sum |x|^p)^(1/p).
     Matrices (a 2-D x, or a pair `axis`): None or "fro", "nuc", 1, -1, inf, -inf, 2, -2 (the
     largest and smallest singular values). axis=None with ord=None is the 2-norm of x flattened,
-    whatever its shape. The gradient at x = 0 is 0 (no NaN)."""
+    whatever its shape. The gradient at x = 0 is 0 (no NaN).
+
+    Examples
+    --------
+    >>> tt.linalg.norm(tt.tensor([3.0, 4.0]))
+    tensor(5.)
+    """
     if not isinstance(x, Tensor):
         x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):
@@ -666,7 +768,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
 @_stands_for(getattr(np.linalg, "vector_norm", None))
 def vector_norm(x, axis=None, keepdims=False, ord=2):
     """np.linalg.vector_norm (NumPy 2): the vector `ord`-norm over `axis` (None: every axis,
-    a tuple: those axes taken together as one vector)."""
+    a tuple: those axes taken together as one vector).
+
+    Examples
+    --------
+    >>> tt.linalg.vector_norm(tt.tensor([3.0, 4.0]))
+    tensor(5.)
+    """
     if not isinstance(x, Tensor):
         x = backend.asarray(x)
     if not np.issubdtype(x.dtype, np.inexact):
@@ -686,7 +794,13 @@ def vector_norm(x, axis=None, keepdims=False, ord=2):
 
 @_stands_for(getattr(np.linalg, "matrix_norm", None))
 def matrix_norm(x, keepdims=False, ord="fro"):
-    """np.linalg.matrix_norm (NumPy 2): the matrix `ord`-norm of the last two axes."""
+    """np.linalg.matrix_norm (NumPy 2): the matrix `ord`-norm of the last two axes.
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_norm(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+    tensor(5.)
+    """
     if len(_shape(x)) < 2:
         raise ValueError(f"matrix_norm: x must have at least two axes, got shape {tuple(_shape(x))}")
     return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
@@ -696,7 +810,14 @@ def matrix_norm(x, keepdims=False, ord="fro"):
 @_stands_for(np.linalg.matrix_power)
 def matrix_power(a, n):
     """np.linalg.matrix_power: a @ a @ ... (n factors) by repeated squaring; n = 0 gives the
-    identity (no gradient), n < 0 the powers of inv(a)."""
+    identity (no gradient), n < 0 the powers of inv(a).
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_power(tt.tensor([[1.0, 1.0], [0.0, 1.0]]), 3)
+    tensor([[1., 3.],
+            [0., 1.]])
+    """
     if not isinstance(n, (int, np.integer)):
         raise TypeError(f"matrix_power: the exponent must be an integer, got {type(n).__name__}")
     shape = tuple(_shape(a))
@@ -720,7 +841,13 @@ def matrix_power(a, n):
 @_stands_for(np.linalg.multi_dot)
 def multi_dot(arrays):
     """np.linalg.multi_dot: dot(dot(a, b), c)... of two or more arrays, the first and the last
-    possibly 1-D (taken left to right: the same value as NumPy's cheapest order, to rounding)."""
+    possibly 1-D (taken left to right: the same value as NumPy's cheapest order, to rounding).
+
+    Examples
+    --------
+    >>> tt.linalg.multi_dot([tt.eye(2), tt.ones((2, 3)), tt.ones((3, 1))]).shape
+    (2, 1)
+    """
     if len(arrays) < 2:
         raise ValueError(f"multi_dot: expecting at least two arrays, got {len(arrays)}")
     result = arrays[0]
@@ -731,20 +858,38 @@ def multi_dot(arrays):
 
 @_stands_for(getattr(np.linalg, "vecdot", None), getattr(np, "vecdot", None))
 def vecdot(x1, x2, axis=-1):
-    """np.vecdot (NumPy 2): sum(x1 * x2) over `axis`, broadcasting the other axes (real only)."""
+    """np.vecdot (NumPy 2): sum(x1 * x2) over `axis`, broadcasting the other axes (real only).
+
+    Examples
+    --------
+    >>> tt.linalg.vecdot(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     return ops.sum(ops.mul(x1, x2), axis=axis)
 
 
 @_stands_for(getattr(np.linalg, "matrix_transpose", None))
 def matrix_transpose(x):
-    """np.linalg.matrix_transpose (NumPy 2): the last two axes swapped."""
+    """np.linalg.matrix_transpose (NumPy 2): the last two axes swapped.
+
+    Examples
+    --------
+    >>> tt.linalg.matrix_transpose(tt.zeros((5, 2, 3))).shape
+    (5, 3, 2)
+    """
     return ops.swapaxes(x, -1, -2)
 
 
 @_stands_for(getattr(np.linalg, "diagonal", None))
 def diagonal(x, offset=0):
     """np.linalg.diagonal (NumPy 2): the `offset` diagonal of the last two axes (not np.diagonal,
-    which takes the first two)."""
+    which takes the first two).
+
+    Examples
+    --------
+    >>> tt.linalg.diagonal(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
     n, m = _shape(x)[-2:]
     size = max(0, min(n, m - offset) if offset >= 0 else min(n + offset, m))
     rows, cols = (slice(0, size), slice(offset, offset + size)) if offset >= 0 else \
@@ -754,6 +899,12 @@ def diagonal(x, offset=0):
 
 @_stands_for(getattr(np.linalg, "trace", None))
 def trace(x, offset=0, dtype=None):
-    """np.linalg.trace (NumPy 2): the sum of the `offset` diagonal of the last two axes."""
+    """np.linalg.trace (NumPy 2): the sum of the `offset` diagonal of the last two axes.
+
+    Examples
+    --------
+    >>> tt.linalg.trace(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor(5.)
+    """
     total = ops.sum(diagonal(x, offset=offset), axis=-1)
     return total if dtype is None else ops.astype(total, dtype)

@@ -17,12 +17,13 @@ and one primitive, cumprod, whose gradient is exact with zeros in the input.
 """
 
 import numpy as np
+import scipy.signal
 
-from . import ops_shape
 from .ops import concatenate
+from .ops import shape as ops_shape
+from .ops.elementwise import isnan, where
+from .ops.reductions import cumsum
 from .ops.table import _reduced_axes, defprim, nondifferentiable, public
-from .ops_elementwise import where
-from .ops_reductions import cumsum
 from .tensor import Tensor
 
 
@@ -58,7 +59,13 @@ nondifferentiable(np.searchsorted)   # indices: computed on the values, as np.ar
 # ----- order statistics ------------------------------------------------------------------------------
 @public(numpy=np.sort)
 def sort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """np.sort: the sorted values, recorded as a gather at the argsort indices."""
+    """np.sort: the sorted values, recorded as a gather at the argsort indices.
+
+    Examples
+    --------
+    >>> tt.sort(tt.tensor([3.0, 1.0, 2.0]))
+    tensor([1., 2., 3.])
+    """
     _no("sort", "order=", order)
     if axis is None:
         a, axis = ops_shape.ravel(a), -1
@@ -75,7 +82,13 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
              weights=None, interpolation=None):
     """np.quantile with the methods linear (default), lower, higher, midpoint and nearest:
     the order statistics mixed with constant weights, so the gradient flows to the one or two
-    elements each quantile falls between. q is a constant."""
+    elements each quantile falls between. q is a constant.
+
+    Examples
+    --------
+    >>> tt.quantile(tt.tensor([1.0, 2.0, 3.0, 4.0]), 0.5)
+    tensor(2.5)
+    """
     _no("quantile", "out=", out)
     _no("quantile", "weights=", weights)
     method = interpolation or method
@@ -84,12 +97,12 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     q = _constant("quantile", "q", q).astype(np.float64)
     if np.any((q < 0) | (q > 1)):
         raise ValueError("quantile: q must lie in [0, 1]")
-    shape = np.shape(_value(a))
+    shape = np.shape(a)         # (a Tensor, an array or a vmapped example: its shape)
     axes = _reduced_axes(len(shape), axis) if shape else ()
     rest = [i for i in range(len(shape)) if i not in axes]
     moved = np.transpose(a, rest + list(axes)) if shape else np.reshape(a, (1,))
     flat = np.reshape(moved, tuple(shape[i] for i in rest) + (-1,))
-    n = np.shape(_value(flat))[-1]
+    n = np.shape(flat)[-1]
     if n == 0:
         raise ValueError("quantile: the reduced axes hold no elements")
     ordered = sort(flat, axis=-1)
@@ -105,9 +118,14 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
         weight = np.where(weight > 0, 0.5, 0.0)
     elif method == "nearest":    # NumPy's: the nearer neighbour, halves to the even index
         lo, weight = np.where(np.around(position) == lo, lo, hi), np.zeros_like(weight)
-    dtype = _value(flat).dtype
+    dtype = flat.dtype if hasattr(flat, "dtype") else _value(flat).dtype
     low = ordered[..., lo]
     result = low if not weight.any() else low + (ordered[..., hi] - low) * weight.astype(dtype)
+    # NumPy's: a slice holding a NaN has NaN quantiles (sort puts it last). Through isnan and where,
+    # with no Python branch: tt.compile recomputes the mask, tt.vmap batches it
+    missing = isnan(flat).any(axis=-1)
+    expand = tuple(np.shape(missing)) + (1,) * q.ndim
+    result = where(np.reshape(missing, expand), np.reshape(ordered[..., -1], expand), result)
     k = len(rest)                 # result: rest + q.shape; NumPy's: q.shape + rest
     result = np.transpose(result, list(range(k, k + q.ndim)) + list(range(k))) if q.ndim and k else result
     if keepdims:
@@ -119,14 +137,26 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
 @public(numpy=np.percentile)
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                weights=None, interpolation=None):
-    """np.percentile: quantile(a, q / 100)."""
+    """np.percentile: quantile(a, q / 100).
+
+    Examples
+    --------
+    >>> tt.percentile(tt.tensor([1.0, 2.0, 3.0, 4.0]), 50)
+    tensor(2.5)
+    """
     return quantile(a, _constant("percentile", "q", q) / 100.0, axis, out, overwrite_input, method,
                     keepdims, weights=weights, interpolation=interpolation)
 
 
 @public(numpy=np.median)
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-    """np.median: the mean of the middle order statistics (quantile 0.5, linear)."""
+    """np.median: the mean of the middle order statistics (quantile 0.5, linear).
+
+    Examples
+    --------
+    >>> tt.median(tt.tensor([3.0, 1.0, 2.0]))
+    tensor(2.)
+    """
     return quantile(a, 0.5, axis, out, keepdims=keepdims)
 
 
@@ -171,7 +201,13 @@ _cumprod = defprim(lambda x, axis: np.cumprod(x, axis=axis), "cumprod", nargs=1,
 
 @public(numpy=np.cumprod, method=True)
 def cumprod(a, axis=None, dtype=None, out=None):
-    """np.cumprod; its gradient is exact with zeros in the input."""
+    """np.cumprod; its gradient is exact with zeros in the input.
+
+    Examples
+    --------
+    >>> tt.cumprod(tt.tensor([1.0, 2.0, 3.0]))
+    tensor([1., 2., 6.])
+    """
     _no("cumprod", "out=", out)
     _no("cumprod", "dtype=", dtype)
     if axis is None:
@@ -187,7 +223,13 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
     Written as sum_j hat_j(x) fp[j], the hats min(rising, falling) clipped to [0, 1]: recorded
     operations only (no index computed from x's values), so tt.compile replays it on new x.
-    Memory x.size * len(xp): meant for grids of up to a few thousand knots."""
+    Memory x.size * len(xp): meant for grids of up to a few thousand knots.
+
+    Examples
+    --------
+    >>> tt.interp(1.5, [1.0, 2.0], tt.tensor([10.0, 20.0]))
+    tensor(15.)
+    """
     _no("interp", "period=", period)
     grid = _constant("interp", "xp", xp).astype(np.float64)
     x, fp = _arg(x), _arg(fp)
@@ -216,7 +258,13 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 @public(numpy=np.append)
 def append(arr, values, axis=None):
-    """np.append: a concatenation (flattened first when axis is None)."""
+    """np.append: a concatenation (flattened first when axis is None).
+
+    Examples
+    --------
+    >>> tt.append(tt.tensor([1.0, 2.0]), [3.0])
+    tensor([1., 2., 3.])
+    """
     if axis is None:
         return concatenate([ops_shape.ravel(_arg(arr)), ops_shape.ravel(_arg(values))])
     return concatenate([arr, values], axis=axis)
@@ -224,7 +272,13 @@ def append(arr, values, axis=None):
 
 @public(numpy=np.polyval)
 def polyval(p, x):
-    """np.polyval: p[0] x^(n-1) + ... + p[-1] by Horner's rule, differentiable in p and x."""
+    """np.polyval: p[0] x^(n-1) + ... + p[-1] by Horner's rule, differentiable in p and x.
+
+    Examples
+    --------
+    >>> tt.polyval(tt.tensor([1.0, 0.0, -1.0]), 3.0)   # x**2 - 1 at 3
+    tensor(8.)
+    """
     p, x = _arg(p), _arg(x)
     y = 0.0 * x
     for i in range(np.shape(_value(p))[0]):
@@ -234,7 +288,13 @@ def polyval(p, x):
 
 @public(numpy=np.trapezoid)
 def trapezoid(y, x=None, dx=1.0, axis=-1):
-    """np.trapezoid: the trapezoidal rule along axis, differentiable in y and x (and dx)."""
+    """np.trapezoid: the trapezoidal rule along axis, differentiable in y and x (and dx).
+
+    Examples
+    --------
+    >>> tt.trapezoid(tt.tensor([1.0, 2.0, 3.0]))
+    tensor(4.)
+    """
     y = _last(_arg(y), axis)
     mean = (y[..., 1:] + y[..., :-1]) * 0.5
     if x is None:
@@ -253,7 +313,13 @@ def _stencil(n, spacing, edge_order, dtype):
 def gradient(f, *varargs, axis=None, edge_order=1):
     """np.gradient: central differences inside, one-sided at the edges; spacings (scalars or
     coordinate arrays, constants) as NumPy's. Linear in f: NumPy's own stencil, as a matrix
-    (n x n per axis: meant for the grids of a simulation, not for millions of points)."""
+    (n x n per axis: meant for the grids of a simulation, not for millions of points).
+
+    Examples
+    --------
+    >>> tt.gradient(tt.tensor([1.0, 4.0, 9.0]))
+    tensor([3., 4., 5.])
+    """
     f = _arg(f)
     shape = np.shape(_value(f))
     axes = _reduced_axes(len(shape), axis)
@@ -275,17 +341,90 @@ def gradient(f, *varargs, axis=None, edge_order=1):
 
 @public(numpy=np.heaviside)
 def heaviside(x1, x2):
-    """np.heaviside: 0 below 0, 1 above, x2 at 0. Zero gradient in x1 (as JAX); x2's where x1 == 0."""
+    """np.heaviside: 0 below 0, 1 above, x2 at 0. Zero gradient in x1 (as JAX); x2's where x1 == 0.
+
+    Examples
+    --------
+    >>> tt.heaviside(tt.tensor([-1.0, 0.0, 2.0]), 0.5)
+    tensor([0. , 0.5, 1. ])
+    """
     x1 = _arg(x1)
     return where(x1 < 0, 0.0, where(x1 > 0, 1.0, x2 + 0.0 * x1))
 
 
-# ----- convolution ------------------------------------------------------------------------------------------
+# ----- convolution: two bilinear primitives, each the other's transpose (tt.scipy.signal's too) -----------
+def _flip(x):
+    return np.flip(x)              # every axis; a Tensor hands it back to tt.flip (recorded)
+
+
+def _shape(x):
+    return np.shape(x.data if isinstance(x, Tensor) else x)
+
+
+def _full_forward(a, b):
+    return scipy.signal.convolve(a, b, mode="full")
+
+
+def _valid_forward(x, k):
+    return scipy.signal.convolve(x, k, mode="valid")
+
+
+_convolve_full = defprim(_full_forward, "convolve_full",
+                         vjp=[lambda g, ans, a, b: _convolve_valid(g, _flip(b)),
+                              lambda g, ans, a, b: _convolve_valid(g, _flip(a))],
+                         jvp=[lambda t, ans, a, b: _convolve_full(t, b),
+                              lambda t, ans, a, b: _convolve_full(a, t)])
+_convolve_valid = defprim(_valid_forward, "convolve_valid",
+                          vjp=[lambda g, ans, x, k: _convolve_full(g, _flip(k)),
+                               lambda g, ans, x, k: _convolve_valid(_flip(x), g)],
+                          jvp=[lambda t, ans, x, k: _convolve_valid(t, k),
+                               lambda t, ans, x, k: _convolve_valid(x, t)])
+
+
+def _as_operand(x):
+    if isinstance(x, Tensor):
+        return x
+    x = np.asarray(x)
+    return x if x.dtype.kind == "f" else x.astype(np.float64)
+
+
+def _centred(full, shape):
+    """The slice of `full` of `shape` at its centre (SciPy's "same")."""
+    start = [(n - m) // 2 for n, m in zip(_shape(full), shape)]
+    return full[tuple(slice(s, s + m) for s, m in zip(start, shape))]
+
+
+def nd_convolve(in1, in2, mode="full"):
+    """The N-D convolution of in1 and in2 (same ndim; scipy.signal.convolve's modes), differentiable
+    in both: tt.scipy.signal.convolve, and np.convolve's engine."""
+    in1, in2 = _as_operand(in1), _as_operand(in2)
+    s1, s2 = _shape(in1), _shape(in2)
+    if len(s1) != len(s2) or not s1:
+        raise ValueError(f"convolve: in1 and in2 must have the same number of dimensions (at least "
+                         f"1), got shapes {s1} and {s2}")
+    if mode == "full":
+        return _convolve_full(in1, in2)
+    if mode == "same":
+        return _centred(_convolve_full(in1, in2), s1)
+    if mode == "valid":
+        if all(n >= m for n, m in zip(s1, s2)):
+            return _convolve_valid(in1, in2)
+        if all(m >= n for n, m in zip(s1, s2)):
+            return _convolve_valid(in2, in1)      # convolution commutes
+        raise ValueError(f"convolve: for mode='valid' one input must be at least as large as the "
+                         f"other along every axis; got shapes {s1} and {s2}")
+    raise ValueError(f"convolve: mode must be 'full', 'valid' or 'same', got {mode!r}")
+
+
 @public(numpy=np.convolve)
 def convolve(a, v, mode="full"):
-    """np.convolve (1-D; modes full, same, valid), differentiable in both operands."""
-    from .scipy.signal import _as_operand, _centred
-    from .scipy.signal import convolve as nd_convolve
+    """np.convolve (1-D; modes full, same, valid), differentiable in both operands.
+
+    Examples
+    --------
+    >>> tt.convolve(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 1.0]))
+    tensor([1., 3., 2.])
+    """
     a, v = _as_operand(a), _as_operand(v)
     for name, x in (("a", a), ("v", v)):
         if np.ndim(_value(x)) != 1 or not np.size(_value(x)):
@@ -298,6 +437,134 @@ def convolve(a, v, mode="full"):
 
 @public(numpy=np.correlate)
 def correlate(a, v, mode="valid"):
-    """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable."""
-    from .scipy.signal import _as_operand
+    """np.correlate for real inputs: convolve(a, v reversed), both operands differentiable.
+
+    Examples
+    --------
+    >>> tt.correlate(tt.tensor([1.0, 2.0, 3.0]), tt.tensor([0.0, 1.0]))
+    tensor([2., 3.])
+    """
     return convolve(a, np.flip(_as_operand(v)), mode)
+
+
+# ----- statistics with NaN and weights (issue 30): composites --------------------------------------------
+def _reduce_args(name, dtype, out):
+    _no(name, "out=", out)
+    _no(name, "dtype=", dtype)
+
+
+def _present(a):
+    """(a with NaN replaced by 0, the count of non-NaN values as a 0/1 float array)."""
+    missing = isnan(a)            # through on_values: tt.compile recomputes it
+    return where(missing, 0.0, a), (~missing).astype(_value(a).dtype)
+
+
+@public(numpy=np.nansum)
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nansum: NaN counted as zero (their gradient is 0)."""
+    _reduce_args("nansum", dtype, out)
+    filled, _ = _present(_arg(a))
+    return np.sum(filled, axis=axis, keepdims=keepdims)
+
+
+@public(numpy=np.nanmean)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """np.nanmean: the mean of the non-NaN values (NaN, with NumPy's warning, for a slice of NaN only)."""
+    _reduce_args("nanmean", dtype, out)
+    filled, present = _present(_arg(a))
+    count = np.sum(present, axis=axis, keepdims=keepdims)
+    if np.any(count == 0):
+        import warnings
+        warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sum(filled, axis=axis, keepdims=keepdims) / count
+
+
+@public(numpy=np.nanvar)
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanvar: the variance of the non-NaN values, divided by (count - ddof)."""
+    _reduce_args("nanvar", dtype, out)
+    a = _arg(a)
+    filled, present = _present(a)
+    count = np.sum(present, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centred = (filled - np.sum(filled, axis=axis, keepdims=True) / count) * present
+        result = np.sum(centred * centred, axis=axis, keepdims=keepdims) / np.maximum(
+            np.sum(present, axis=axis, keepdims=keepdims) - ddof, 0)
+    return result
+
+
+@public(numpy=np.nanstd)
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """np.nanstd: sqrt(nanvar)."""
+    return np.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims))
+
+
+@public(numpy=np.average)
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average: sum(a * w) / sum(w) along `axis`, differentiable in a and in the weights (1-D
+    weights lie along `axis`, as NumPy's)."""
+    a = _arg(a)
+    if weights is None:
+        result = np.mean(a, axis=axis, keepdims=keepdims)
+        count = np.size(_value(a)) // max(np.size(_value(result)), 1)
+        return (result, np.full(np.shape(_value(result)), float(count))) if returned else result
+    w = _arg(weights)
+    shape, w_shape = np.shape(_value(a)), np.shape(_value(w))
+    if shape != w_shape:
+        if axis is None:
+            raise TypeError("average: axis must be specified when shapes of a and weights differ")
+        if len(w_shape) != 1 or w_shape[0] != shape[axis]:
+            raise ValueError(f"average: 1-D weights must have the length of a along axis {axis} "
+                             f"({shape[axis]}), got shape {w_shape}")
+        w = np.reshape(w, tuple(w_shape[0] if i == axis % len(shape) else 1 for i in range(len(shape))))
+        w = np.broadcast_to(w, shape)
+    total = np.sum(w, axis=axis, keepdims=keepdims)
+    if np.any(_value(total) == 0.0):
+        raise ZeroDivisionError("average: weights sum to zero, can't be normalized")
+    result = np.sum(a * w, axis=axis, keepdims=keepdims) / total
+    return (result, total) if returned else result
+
+
+@public(numpy=np.cov)
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """np.cov: the covariance of the variables (rows, or columns with rowvar=False), with NumPy's
+    bias, ddof, fweights and aweights (the weights are constants); differentiable in m and y."""
+    _no("cov", "dtype=", dtype)
+    X = _arg(m)
+    if np.ndim(_value(X)) > 2:
+        raise ValueError("cov: m has more than 2 dimensions")
+    X = np.reshape(X, (1, -1)) if np.ndim(_value(X)) < 2 else X
+    if not rowvar and np.shape(_value(X))[0] != 1:
+        X = np.transpose(X)
+    if y is not None:
+        Y = _arg(y)
+        Y = np.reshape(Y, (1, -1)) if np.ndim(_value(Y)) < 2 else Y
+        if not rowvar and np.shape(_value(Y))[0] != 1:
+            Y = np.transpose(Y)
+        X = concatenate([X, Y], axis=0)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = np.shape(_value(X))[1]
+    w = None
+    if fweights is not None:
+        w = _constant("cov", "fweights", fweights).astype(np.float64)
+    if aweights is not None:
+        a_w = _constant("cov", "aweights", aweights).astype(np.float64)
+        w = a_w if w is None else w * a_w
+    if w is None:
+        mean = np.mean(X, axis=1, keepdims=True)
+        fact = n - ddof
+    else:
+        w_sum = w.sum()
+        mean = np.sum(X * w, axis=1, keepdims=True) / w_sum
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            fact = w_sum - ddof * np.sum(w * a_w) / w_sum
+    centred = X - mean
+    weighted = centred if w is None else centred * w
+    c = np.matmul(centred, np.transpose(weighted)) / max(fact, 0)
+    return np.squeeze(c)

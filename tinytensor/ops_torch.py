@@ -10,7 +10,7 @@ sections, `t.max(1)` the maxima); PyTorch's keywords give PyTorch's meaning:
   axis longer than 1 alone.
 * Tensor methods NumPy's arrays lack keep PyTorch's meaning: `split(size, dim=0)` (chunks),
   `chunk`, `permute`, `contiguous`, `masked_fill`, `dim()` (`view`, `unsqueeze`, `numel` are in
-  ops_shape.py),
+  ops/shape.py),
   `size()`/`size(d)` (`t.size` alone stays NumPy's element count), and the casts `float()`
   (float32), `double()`, `half()`, `long()`, `int()` (int32), `bool()`.
 * Where a positional call is a PyTorch habit with another meaning in NumPy, it warns or raises:
@@ -197,10 +197,42 @@ def _install():
 _install()
 
 
+def _estimator_warning(name, method):
+    """t.std()/t.var() (and t.std(0)) read the same in NumPy and PyTorch but mean NumPy's biased
+    estimate here and PyTorch's unbiased one there: such a call warns (once per line, Python's
+    default filter), naming both spellings. Any keyword that says which (axis=, ddof=, correction=,
+    unbiased=, dim=) silences it."""
+    explicit = ("axis", "ddof", "correction", "unbiased", "dim")
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if not any(k in kwargs for k in explicit):
+            where = f"{args[0]}" if args else ""
+            axis, dim = (f"axis={where}, ", f"dim={where}, ") if args else ("", "")
+            warnings.warn(
+                f"t.{name}({where}) is NumPy's biased estimate (ddof=0); PyTorch's t.{name}({where}) is "
+                f"the unbiased one (correction=1). Say which: t.{name}({axis}ddof=0) for NumPy's, "
+                f"t.{name}({dim}correction=1) for PyTorch's (tt.{name}(t) is NumPy's and does not warn)",
+                UserWarning, stacklevel=2)
+        return method(self, *args, **kwargs)
+    return call
+
+
+for _name in ("std", "var"):
+    METHODS[_name] = _estimator_warning(_name, METHODS[_name])
+    setattr(Tensor, _name, METHODS[_name])
+
+
 # ----- functions -------------------------------------------------------------------------------------
 @public
 def cat(tensors, dim=0, *, axis=None):
-    """torch.cat: np.concatenate under PyTorch's name (dim= or axis=)."""
+    """torch.cat: np.concatenate under PyTorch's name (dim= or axis=).
+
+    Examples
+    --------
+    >>> tt.cat([tt.ones(2), tt.zeros(2)], dim=0)
+    tensor([1., 1., 0., 0.])
+    """
     return _RAW["concatenate"](tensors, axis=dim if axis is None else axis)
 
 
@@ -210,7 +242,13 @@ def multinomial(probs, num_samples, replacement=False, generator=None):
     rows; they need not add up to 1), as torch.multinomial: int64, shape (num_samples,) or
     (rows, num_samples). Without replacement each index appears at most once per row.
     `generator`: an np.random.Generator, a seed, or None (the global one, tt.manual_seed).
-    A draw (tinytensor/draws.py): tt.compile draws anew, from `probs`' values, on every call."""
+    A draw (tinytensor/draws.py): tt.compile draws anew, from `probs`' values, on every call.
+
+    Examples
+    --------
+    >>> tt.multinomial(tt.tensor([0.0, 1.0]), 3, replacement=True, generator=0)
+    tensor([1, 1, 1], dtype=int64)
+    """
     values = draws.draw(_multinomial, generator, probs, int(num_samples), bool(replacement))
     return tensor_module._drawn(Tensor(values), values)
 
@@ -249,7 +287,16 @@ def _multinomial(generator, probs, num_samples, replacement):
 
 def manual_seed(seed):
     """Seed the one global generator behind every random default (randn, rand, multinomial,
-    layer init, nn.init, Dropout without rng=, tt.data shuffles)."""
+    layer init, nn.init, Dropout without rng=, tt.data shuffles).
+
+    Examples
+    --------
+    >>> _ = tt.manual_seed(0)
+    >>> a = tt.randn(3)
+    >>> _ = tt.manual_seed(0)
+    >>> bool((tt.randn(3).numpy() == a.numpy()).all())
+    True
+    """
     return rng.manual_seed(seed)
 
 
@@ -336,3 +383,244 @@ def _cast(dtype, name):
 for _name, _dtype in (("float", np.float32), ("double", np.float64), ("half", np.float16),
                       ("long", np.int64), ("int", np.int32), ("bool", np.bool_)):
     _cast(np.dtype(_dtype), _name)
+
+
+# ----- more of PyTorch's Tensor methods (issue 31) -----------------------------------------------------
+# PyTorch's names with PyTorch's meanings; none of them has another meaning in NumPy, so they cannot be
+# misread. Results that carry no gradient (indices, boolean masks) are computed through on_values, so
+# tt.compile recomputes them on every call.
+from .ops.core import _index_adjoint  # noqa: E402
+from .ops.table import on_values  # noqa: E402
+from .tape import STATE as _TAPE_STATE  # noqa: E402
+from .torch_interop import host_array, is_torch_tensor, numpy_dtype  # noqa: E402
+
+TopK = namedtuple("topk", ["values", "indices"])
+
+
+def _axis(self, dim, name):
+    n = self.data.ndim
+    if not -max(n, 1) <= int(dim) < max(n, 1):
+        raise IndexError(f"{name}: dim {dim} is out of range for a tensor of {n} axes (shape {self.shape})")
+    return int(dim) % max(n, 1)
+
+
+def _topk_indices(x, k, axis, largest):
+    order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    return np.take(order, np.arange(k), axis=axis)
+
+
+@_method
+def topk(self, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (largest=False: smallest) entries along dim, in order, as
+    torch.topk; values are on the tape (gradients reach the chosen entries), indices are int64."""
+    axis = _axis(self, dim, "topk")
+    k = int(k)
+    if not 0 <= k <= self.shape[axis]:
+        raise ValueError(f"topk: k={k} is out of range for dim {dim} of size {self.shape[axis]}")
+    index = on_values(_topk_indices, (self, k, axis, bool(largest)), {},
+                      _topk_indices(self.data, k, axis, bool(largest)), "topk")
+    return TopK(PUBLIC["take_along_axis"](self, index, axis=axis), Tensor(index))
+
+
+def _index_array(index, name):
+    index = host_array(index)
+    index = index.data if isinstance(index, Tensor) else backend.asarray(index)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{name}: index must be an integer tensor (int64, as PyTorch), got dtype "
+                        f"{index.dtype}")
+    return index
+
+
+def _scatter_index(self, dim, index, name):
+    """The full NumPy index of torch's scatter/gather along `dim`: index itself on dim, the
+    positions 0..n-1 of index's shape on every other axis."""
+    axis = _axis(self, dim, name)
+    if index.ndim != self.data.ndim:
+        raise ValueError(f"{name}: index must have as many axes as the tensor ({self.data.ndim}), got shape "
+                         f"{index.shape}")
+    for d, (i, n) in enumerate(zip(index.shape, self.shape)):
+        if d != axis and i > n:
+            raise ValueError(f"{name}: index of shape {index.shape} is larger than the tensor {self.shape} "
+                             f"on axis {d}")
+    if index.size and (index.min() < -self.shape[axis] or index.max() >= self.shape[axis]):
+        raise IndexError(f"{name}: index values must lie in [0, {self.shape[axis]}) along dim {dim}, got "
+                         f"{int(index.min())}..{int(index.max())}")
+    grids = np.ogrid[tuple(slice(0, n) for n in index.shape)]
+    return tuple(index if d == axis else g for d, g in enumerate(grids))
+
+
+@_method
+def gather(self, dim, index):
+    """torch.gather: out[i][j] = self[index[i][j]][j] for dim 0 (and so on), out of index's shape."""
+    index = _index_array(index, "gather")
+    return self[_scatter_index(self, dim, index, "gather")]
+
+
+def _source(src, index, like, name):
+    if isinstance(src, Tensor) or backend.is_array(src) or is_torch_tensor(src):
+        src = src if isinstance(src, Tensor) else Tensor(host_array(src))
+        if any(s < i for s, i in zip(src.shape, index.shape)) or src.ndim != index.ndim:
+            raise ValueError(f"{name}: src of shape {src.shape} must be at least index's shape {index.shape}")
+        return src[tuple(slice(0, n) for n in index.shape)]
+    return Tensor(np.full(index.shape, src, like.dtype))      # a number: value=
+
+
+@_method
+def scatter_add(self, dim, index, src):
+    """Out of place torch.scatter_add: self with src added at index along dim (repeated indices
+    add up); on the tape for self and src."""
+    index = _index_array(index, "scatter_add")
+    full = _scatter_index(self, dim, index, "scatter_add")
+    src = _source(src, index, self, "scatter_add")
+    return self + _index_adjoint(src, index=full, shape=tuple(self.shape))
+
+
+@_method
+def scatter(self, dim, index, src=None, value=None, reduce=None):
+    """Out of place torch.scatter: self with src (or the number `value`) written at index along
+    dim; on the tape. reduce="add" is scatter_add; for a repeated index the last write wins."""
+    if reduce is not None:
+        if reduce not in ("add", "sum"):
+            raise ValueError(f"scatter: reduce must be None or 'add', got {reduce!r}")
+        return scatter_add(self, dim, index, value if src is None else src)
+    index = _index_array(index, "scatter")
+    full = _scatter_index(self, dim, index, "scatter")
+    src = _source(value if src is None else src, index, self, "scatter")
+    out = self * 1 if self.requires_grad else Tensor(self.data.copy())   # a new Tensor, then written
+    out[full] = src
+    return out
+
+
+def _write(self, result, name):
+    """t.<name>_(...): t's values replaced by `result` in place, as PyTorch: on the data when
+    nothing records (no grad, or tt.no_grad()); a leaf that requires grad is refused while
+    recording; a recorded Tensor becomes the new tape entry (its earlier uses keep their values)."""
+    if _TAPE_STATE.grad_enabled and self.requires_grad and self._prim is None:
+        raise RuntimeError(f"{name}: a leaf Tensor that requires grad cannot be changed in place while "
+                           f"recording (as PyTorch); do it under tt.no_grad(), or use the out-of-place "
+                           f"t.{name.rstrip('_')}(...)")
+    if tuple(np.shape(result.data if isinstance(result, Tensor) else result)) != tuple(self.shape):
+        raise ValueError(f"{name}: the result has shape {np.shape(result)} but the tensor has shape "
+                         f"{tuple(self.shape)}; an in-place operation cannot change the shape")
+    self[...] = result
+    return self
+
+
+def _def_inplace(name, compute):
+    def method(self, *args, **kwargs):
+        return _write(self, compute(self, *args, **kwargs), name)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"torch's in-place t.{name}: t itself, changed (see _write); returns t."
+    return _method(method, name)
+
+
+_def_inplace("add_", lambda t, other, alpha=1: t + (other if alpha == 1 else alpha * other))
+_def_inplace("sub_", lambda t, other, alpha=1: t - (other if alpha == 1 else alpha * other))
+_def_inplace("mul_", lambda t, other: t * other)
+_def_inplace("div_", lambda t, other: t / other)
+_def_inplace("clamp_", lambda t, min=None, max=None: PUBLIC["clip"](t, min, max))
+_def_inplace("copy_", lambda t, src: PUBLIC["broadcast_to"](
+    src if isinstance(src, Tensor) else Tensor(host_array(src)), t.shape))
+_def_inplace("zero_", lambda t: Tensor(np.zeros_like(t.data)))
+_def_inplace("fill_", lambda t, value: PUBLIC["broadcast_to"](value, t.shape) if isinstance(value, Tensor)
+             else Tensor(np.full_like(t.data, value)))
+_def_inplace("masked_fill_", lambda t, mask, value: t.masked_fill(mask, value))
+_def_inplace("scatter_", lambda t, dim, index, src=None, value=None, reduce=None:
+             scatter(t, dim, index, src, value, reduce))
+_def_inplace("scatter_add_", lambda t, dim, index, src: scatter_add(t, dim, index, src))
+
+
+@_method
+def expand(self, *sizes):
+    """torch's expand: broadcast to `sizes` (-1 keeps that axis), a view on the tape."""
+    sizes = _dims(sizes)
+    shape = tuple(self.shape)
+    if len(sizes) < len(shape):
+        raise ValueError(f"expand: {len(sizes)} sizes for a tensor of {len(shape)} axes (shape {shape})")
+    lead = len(sizes) - len(shape)
+    target = tuple(n if s == -1 and i >= lead else s for i, s in enumerate(sizes)
+                   for n in [shape[i - lead] if i >= lead else None])
+    if any(s == -1 for s in target[:lead]):
+        raise ValueError(f"expand: -1 is not allowed for the new leading axes, got {sizes}")
+    return PUBLIC["broadcast_to"](self, target)
+
+
+@_method
+def expand_as(self, other):
+    return PUBLIC["broadcast_to"](self, tuple(np.shape(other.data if isinstance(other, Tensor) else other)))
+
+
+@_method
+def type_as(self, other):
+    """self in other's dtype (recorded for a float dtype; an integer one carries no gradient)."""
+    dtype = other.dtype if isinstance(other, Tensor) else np.asarray(other).dtype
+    return self if self.dtype == dtype else PUBLIC["astype"](self, dtype)
+
+
+def _new(fill):
+    def new(self, *size, dtype=None, device=None, requires_grad=False):
+        shape = _dims(size)
+        dtype = self.dtype if dtype is None else numpy_dtype(dtype)
+        values = backend.namespace(self.data).full(shape, fill, dtype=dtype)
+        return Tensor(values, requires_grad=requires_grad, device=device)
+    return new
+
+
+_method(_new(0), "new_zeros")
+_method(_new(1), "new_ones")
+
+
+@_method
+def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    return _new(fill_value)(self, size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+@_method
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    dtype = self.dtype if dtype is None else numpy_dtype(dtype)
+    return Tensor(host_array(data), dtype=dtype, requires_grad=requires_grad, device=device)
+
+
+@_method
+def unbind(self, dim=0):
+    """The slices along dim, as a tuple (each on the tape)."""
+    axis = _axis(self, dim, "unbind")
+    return tuple(self[(slice(None),) * axis + (i,)] for i in range(self.shape[axis]))
+
+
+Tensor.mT = property(lambda self: PUBLIC["swapaxes"](self, -1, -2),
+                     doc="The last two axes swapped (torch's t.mT), on the tape.")
+
+
+@_method
+def is_floating_point(self):
+    return self.data.dtype.kind == "f"
+
+
+def _logical(ufunc, symbol):
+    def op(self, other):
+        a = self.data
+        b = other.data if isinstance(other, Tensor) else backend.asarray(host_array(other))
+        for v in (a, np.asarray(b) if not backend.is_array(b) else b):
+            if v.dtype.kind not in "biu":
+                raise TypeError(f"{symbol}: only boolean and integer tensors, got dtype {v.dtype} (for a "
+                                f"condition on floats write (x > 0) {symbol} (x < 1))")
+        return Tensor(on_values(ufunc, (self, other), {}, ufunc(a, b), ufunc.__name__))
+    return op
+
+
+Tensor.__and__ = _logical(np.bitwise_and, "&")
+Tensor.__or__ = _logical(np.bitwise_or, "|")
+Tensor.__xor__ = _logical(np.bitwise_xor, "^")
+Tensor.__rand__ = Tensor.__and__
+Tensor.__ror__ = Tensor.__or__
+Tensor.__rxor__ = Tensor.__xor__
+
+
+def _invert(self):
+    if self.data.dtype.kind not in "biu":
+        raise TypeError(f"~: only boolean and integer tensors, got dtype {self.data.dtype}")
+    return Tensor(on_values(np.invert, (self,), {}, np.invert(self.data), "invert"))
+
+
+Tensor.__invert__ = _invert

@@ -60,17 +60,44 @@ def save(obj, path, metadata=None):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
     when `path` has none). A path ending in ".safetensors" writes the safetensors format instead
     (a flat dict of arrays, as a state dict; `metadata`: an optional dict of strings).
-    In a data-parallel run (tt.distributed with several ranks) only the main rank writes: every
-    rank may call save, and the others return at once (call tt.distributed.barrier() before
-    another rank reads the file)."""
-    if not distributed._writes_files():
+
+    In a data-parallel run (tt.distributed with several ranks), a path that names the rank
+    (`f"ckpt_{rank}.npz"`, `f"rank{rank}/ckpt.npz"`: the rank's number standing alone or after
+    "rank" in the file's or its folder's name) is written by every rank; a path that does not
+    (`"ckpt.npz"`, the same file on every rank) is written by the main rank only: the others
+    return at once, with one warning per process (call tt.distributed.barrier() before another
+    rank reads the file). The file is written under a temporary name and renamed, so a reader
+    never sees half a file.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "checkpoint.npz")
+    >>> tt.save({"epoch": 3, "w": np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'epoch': 3, 'w': array([0., 1., 2.])}
+    """
+    if not distributed._writes_files(path):
         return
     if _is_safetensors(path):
         return save_safetensors(obj, path, metadata)
     arrays = {}
     structure = {"format": _FORMAT, "root": _encode(obj, arrays, "obj")}
     arrays[_STRUCTURE] = np.array(json.dumps(structure))
-    np.savez(os.fspath(path), **arrays)
+    final = os.fspath(path)
+    final = final if final.endswith(".npz") else final + ".npz"      # as np.savez names it
+    partial = f"{final}.{os.getpid()}.partial"
+    try:
+        try:
+            f = open(partial, "wb")
+        except OSError as err:              # named by the file asked for, not the temporary one
+            raise type(err)(err.errno, err.strerror, final) from None
+        with f:
+            np.savez(f, **arrays)
+        os.replace(partial, final)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def _decode(node, arrays):
@@ -104,14 +131,43 @@ def _key(key):
     return tuple(_key(k) for k in key) if isinstance(key, list) else key
 
 
+def _refuse_torch_file(path):
+    """A torch.save file (a zip holding data.pkl, or a bare pickle) needs pickle, which tt.load
+    never runs: say how to convert it once, with torch itself."""
+    import zipfile
+    with open(path, "rb") as f:
+        head = f.read(2)
+    torch_zip = False
+    if head == b"PK" and zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as z:
+            torch_zip = any(n.endswith("data.pkl") for n in z.namelist())
+    if torch_zip or head[:1] == b"\x80":
+        raise ValueError(
+            f"tt.load: {path} was written by torch.save (pickle), which tt.load never unpickles (a file "
+            f"must not run code). Convert it once where torch is installed:\n"
+            f"    sd = torch.load({path!r}, map_location='cpu')\n"
+            f"    tt.save({{k: v.numpy() for k, v in sd.items()}}, {os.path.splitext(path)[0] + '.npz'!r})\n"
+            f"(or pass sd itself to model.load_state_dict: torch tensors are accepted there)")
+
+
 def load(path):
     """Read what `save` wrote. Never unpickles: a file that would need pickle (an object array)
-    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out)."""
+    raises ValueError. `path` is the one given to `save` (its ".npz" suffix may be left out).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), 'model.safetensors')
+    >>> tt.save({'w': np.arange(3.0)}, path)
+    >>> tt.load(path)
+    {'w': array([0., 1., 2.])}
+    """
     if _is_safetensors(path):
         return load_safetensors(path)
     path = os.fspath(path)
     if not os.path.exists(path) and os.path.exists(path + ".npz"):   # save("model.pt") wrote model.pt.npz
         path += ".npz"
+    _refuse_torch_file(path)
     with np.load(path, allow_pickle=False) as npz:
         if _STRUCTURE not in npz.files:
             raise ValueError(f"tt.load: {path} is not a tinytensor checkpoint (no {_STRUCTURE} "

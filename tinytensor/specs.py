@@ -7,15 +7,17 @@ sampler per input that stays inside the op's domain (positive for log). Adding a
 means adding its row here; the sweep fails for a registered primitive without one.
 """
 
+import sys
 from dataclasses import dataclass, field
 from itertools import product
 
 import numpy as np
 import scipy.special
 
-from . import backend, linalg, ops, ops_shape
-from . import ops_elementwise as ew
-from . import ops_reductions as red
+from . import backend, fft, linalg, ops  # noqa: F401  (fft: np.fft on Tensors)
+from .ops import elementwise as ew
+from .ops import reductions as red
+from .ops import shape as ops_shape
 
 
 # ----- samplers: sample(rng, shape) -> array inside the op's domain ----------------------------------
@@ -681,6 +683,84 @@ EXTRA_SPECS["conv2d(dilation, groups)"] = OpSpec(
 # tt.scipy's primitives and composites (issue 24): their rows live next to them
 from .scipy.specs import rows as _scipy_rows  # noqa: E402
 
-_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows()
+_scipy_primitives, _scipy_composites, HOST_ONLY_ROWS = _scipy_rows(sys.modules[__name__])
 OP_SPECS.update(_scipy_primitives)
+# tt.vmap's product of each example's rows by its own matrix (ops/batching.py), on a stack of
+# matrices and on a broadcast of one (its one-BLAS-call path).
+OP_SPECS["vmatmul"] = OpSpec(ops.batching.vmatmul, lambda a, b: np.matmul(a[..., None, :] if a.ndim == 2
+                                                                          else a, b).reshape(
+    a.shape[:-1] + b.shape[-1:]), [((3, 4), (3, 4, 2)), ((3, 2, 4), (3, 4, 5))])
 EXTRA_SPECS.update(_scipy_composites)
+
+
+# ----- complex intermediates (issue 30): real inputs, a complex middle, a real output ------------------
+# Each row builds z = x * C1 + y * C2 from its real inputs (complex64 constants with exact values, so
+# float32 inputs stay single precision), applies the op, and returns real and imaginary parts side by
+# side: the sweeps then check both rules, in complex, against central differences on the real inputs.
+# Written with NumPy's functions, so the same call is the reference on arrays and records on Tensors.
+C1 = np.array([0.5 + 1.25j, -1.0 + 0.5j, 0.75 - 0.25j], np.complex64)
+C2 = np.array([1.5 - 0.5j, 0.25 + 1.0j, -0.5 - 1.5j], np.complex64)
+C3 = np.array([[0.5 - 1.0j, 1.0 + 0.25j], [-0.25 + 0.5j, 0.75 + 0.0j], [1.0 - 0.5j, -0.5 + 1.0j]],
+              np.complex64)
+COMPLEX_PAIR = [((3,), (3,)), ((2, 3), (3,)), ((2, 3), (2, 3))]
+
+
+def _z(x, y):
+    return np.multiply(x, C1) + np.multiply(y, C2)
+
+
+def _parts(w):
+    return np.concatenate([np.ravel(np.real(w)), np.ravel(np.imag(w))])
+
+
+def complex_row(op, shapes=COMPLEX_PAIR, sample=normal, pairs=None):
+    call = lambda x, y, **p: _parts(op(_z(x, y), **p))     # noqa: E731
+    return OpSpec(call, call, None if pairs else shapes, sample=sample, pairs=pairs)
+
+
+def _fft_row(fun, cases):
+    return complex_row(lambda w, **p: fun(w, **p), pairs=cases)
+
+
+_FFT_CASES = [(((2, 3), (3,)), dict(n=None, axis=-1, norm=None)),
+              (((2, 3), (2, 3)), dict(n=5, axis=-1, norm="ortho")),
+              (((2, 3), (3,)), dict(n=2, axis=0, norm="forward")),
+              (((3,), (3,)), dict(n=2, axis=-1, norm=None))]
+_IRFFT_CASES = [(((2, 3), (3,)), dict(n=None, axis=-1, norm=None)),
+                (((2, 3), (3,)), dict(n=5, axis=-1, norm="ortho")),
+                (((2, 3), (3,)), dict(n=3, axis=0, norm="forward")),
+                (((3,), (3,)), dict(n=8, axis=-1, norm=None))]
+OP_SPECS.update({
+    "real": complex_row(lambda w: np.real(w) * np.imag(w)),
+    "imag": complex_row(lambda w: np.imag(w * w)),
+    "conj": complex_row(lambda w: np.conj(w) * C1),
+    "angle": complex_row(np.angle, sample=away_from_zero),
+    "fft": _fft_row(lambda w, **p: np.fft.fft(w, **p), _FFT_CASES),
+    "ifft": _fft_row(lambda w, **p: np.fft.ifft(w, **p), _FFT_CASES),
+    "rfft": OpSpec(lambda x, **p: _parts(np.fft.rfft(x, **p)), lambda x, **p: _parts(np.fft.rfft(x, **p)),
+                   None, pairs=[((s[0],), p) for s, p in _FFT_CASES]),
+    "irfft": _fft_row(lambda w, **p: np.fft.irfft(w, **p), _IRFFT_CASES),
+})
+EXTRA_SPECS.update({
+    "complex mul": complex_row(lambda w: w * w * C1),
+    "complex add, sub, neg": complex_row(lambda w: -(w + C1) - C2 * 0.5),
+    "complex div": complex_row(lambda w: C1 / w + w / C2, sample=away_from_zero),
+    "complex exp": complex_row(np.exp),
+    "complex abs": complex_row(lambda w: np.abs(w) * w, sample=away_from_zero),
+    "complex real * complex": complex_row(lambda w: np.real(w) * C1 + np.imag(w) * w),
+    "complex matmul": complex_row(lambda w: np.matmul(w, C3), shapes=[((3,), (3,)), ((2, 3), (2, 3))]),
+    "complex dot": complex_row(lambda w: np.dot(w, C3), shapes=[((3,), (3,)), ((2, 3), (3,))]),
+    "complex sum, mean": complex_row(lambda w: np.stack([np.sum(w * w, axis=-1), np.mean(w, axis=-1)]),
+                                     shapes=[((2, 3), (3,))]),
+    "complex index, reshape, transpose": complex_row(lambda w: np.reshape(w, (-1,))[::-1][1:] * 2.0,
+                                                     shapes=[((2, 3), (3,))]),
+    "np.fft.fft2": complex_row(lambda w, **p: np.fft.fft2(w, **p), pairs=[
+        (((2, 3), (2, 3)), dict(s=None, norm=None)), (((2, 3), (3,)), dict(s=(3, 2), norm="ortho"))]),
+    "np.fft.ifft2": complex_row(lambda w, **p: np.fft.ifft2(w, **p), pairs=[
+        (((2, 3), (2, 3)), dict(s=None, norm=None)), (((2, 3), (3,)), dict(s=(2, 4), norm="forward"))]),
+})
+# their constants (C1, C2, C3) are NumPy arrays: not moved to a device yet (tests/device_sweep.py;
+# the rfft row has none, and np.fft on a CuPy array is CuPy's: expected to run there)
+HOST_ONLY_ROWS.update({name: "the complex rows' constants are NumPy arrays: not moved to a device yet"
+                       for name in ("real", "imag", "conj", "angle", "fft", "ifft", "irfft",
+                                    *[n for n in EXTRA_SPECS if n.startswith(("complex ", "np.fft."))])})

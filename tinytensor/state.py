@@ -10,6 +10,8 @@ trainer in another and `tt.compile` recording in a third never see each other's 
 * `hook`          what `Primitive.__call__` tells about each new Tensor: the recorder, or the
                   anomaly check, or None (see `update_hook`)
 * `memory_write`  the stamp of the last in-place write this thread made (`tensor.mark_modified`)
+* `batch`         the frames of the `tt.vmap` calls running in this thread, outermost first
+                  (vmap.py); while one runs, `Primitive.__call__` asks it about batched operands
 
 Like JAX's autodidax `bind -> find_top_trace -> process_primitive`: every primitive call,
 NumPy dispatch on Tensors and rule applied by a sweep asks `STATE` whether something is
@@ -39,6 +41,7 @@ class _State(threading.local):
     recorder = None
     hook = None
     memory_write = -1
+    batch = ()
     _grad = True
     _unusual = False
 
@@ -74,9 +77,15 @@ def update_hook(anomaly_check):
     _refresh(STATE)
 
 
+def set_batch(frames):
+    """Set STATE.batch (tt.vmap's frames in this thread); SHARED.quiet follows."""
+    STATE.batch = frames
+    _refresh(STATE)
+
+
 def _refresh(state):
     """Count this thread as quiet or not after a change of its modes; SHARED.quiet follows."""
-    unusual = not state._grad or state.hook is not None
+    unusual = not state._grad or state.hook is not None or bool(state.batch)
     if unusual != state._unusual:
         state._unusual = unusual
         with _LOCK:

@@ -51,6 +51,10 @@ _ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand
 # Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
 REGISTRY = {}
 
+# tt.vmap's dispatch (vmap.bind), set when tinytensor/vmap.py loads: bind(prim, args, params)
+# gives the batched result, or NotImplemented when no operand is batched.
+_BATCHING = [None]
+
 
 class Primitive:
     """An operation on NumPy arrays that records itself on the tape when given Tensors.
@@ -63,6 +67,9 @@ class Primitive:
     # made arrays once, when the entry is made. A user primitive (user_primitives.py) keeps its
     # containers: they hold its Tensor inputs.
     lists_are_arrays = True
+    # Whether the rules hold for complex values with JAX's convention (ops/table.py, complex_rules):
+    # recording any other primitive on a complex output raises instead of a wrong gradient.
+    complex_rules = False
 
     def __init__(self, fun, name=None, nargs=None):
         self.fun = fun
@@ -122,6 +129,11 @@ class Primitive:
 
     # ----- recording -----------------------------------------------------------------------
     def __call__(self, *args, **params):
+        quiet = SHARED.quiet                 # no thread records, checks, is in no_grad or vmap
+        if not quiet and STATE.batch:        # tt.vmap: a batched operand takes its batching rule
+            batched = _BATCHING[0](self, args, params)
+            if batched is not NotImplemented:
+                return batched
         values = []
         any_tensor = record = converted = False
         for a in args:
@@ -167,8 +179,9 @@ class Primitive:
         out.name = None
         out._id = _next_id()
         out._version = -1
-        quiet = SHARED.quiet                 # no thread records, checks or is in no_grad
         if record and (quiet or STATE.grad_enabled):
+            if ans.dtype.kind == "c" and not self.complex_rules:
+                raise _no_complex_rule(self.name, args)
             out.requires_grad = True
             out._prim = self
             out._inputs = args if not converted else tuple(
@@ -209,6 +222,15 @@ class Primitive:
                 else:
                     total = total + d if rec is None else rec.add(total, d, node, "JVP")
         return total
+
+
+def _no_complex_rule(name, args):
+    return TypeError(
+        f"{name}: its result is complex and depends on a Tensor that requires grad (inputs: "
+        f"{_describe(args)}), but {name} has no rule for complex values. Complex intermediates are "
+        f"differentiated (JAX's convention) through + - * / exp abs real imag conj angle matmul dot "
+        f"sum mean, the shape operations and np.fft; take the real part, imaginary part or modulus "
+        f"(tt.real, tt.imag, tt.abs) before {name}")
 
 
 def _arrays_from_lists(values, args):
@@ -334,18 +356,48 @@ class _GradMode:
 
 
 class no_grad(_GradMode):
-    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates)."""
+    """`with tt.no_grad():` or `@tt.no_grad()`: records nothing (evaluation, parameter updates).
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     y = w * 2
+    >>> y.requires_grad
+    False
+    """
     enabled = False
 
 
 class enable_grad(_GradMode):
-    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad."""
+    """`with tt.enable_grad():` or `@tt.enable_grad()`: records again, inside no_grad.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.no_grad():
+    ...     with tt.enable_grad():
+    ...         y = x * 2
+    ...
+    >>> y.requires_grad
+    True
+    """
     enabled = True
 
 
 class set_grad_enabled(_GradMode):
     """`tt.set_grad_enabled(flag)`, as PyTorch: sets the mode at once (so it works as a plain
-    function call), and as a context manager restores the previous mode on exit."""
+    function call), and as a context manager restores the previous mode on exit.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0], requires_grad=True)
+    >>> with tt.set_grad_enabled(False):
+    ...     y = x * 2
+    ...
+    >>> y.requires_grad
+    False
+    """
 
     def __init__(self, mode):
         self.enabled = bool(mode)
@@ -364,7 +416,17 @@ class set_grad_enabled(_GradMode):
 
 
 def is_grad_enabled():
-    """True while operations are recorded (outside no_grad)."""
+    """True while operations are recorded (outside no_grad).
+
+    Examples
+    --------
+    >>> tt.is_grad_enabled()
+    True
+    >>> with tt.no_grad():
+    ...     print(tt.is_grad_enabled())
+    ...
+    False
+    """
     return STATE.grad_enabled
 
 
@@ -373,6 +435,11 @@ def unbroadcast(g, shape):
     """Sum `g` down to `shape`, undoing NumPy broadcasting (missing axes padded on the left).
 
     The adjoint of broadcasting `x` of `shape` up to `g.shape`; the one place it is done.
+
+    Examples
+    --------
+    >>> tt.unbroadcast(np.ones((3, 2)), (2,))   # the gradient of a (2,) input broadcast to (3, 2)
+    array([3., 3.])
     """
     shape = tuple(shape)
     lead = g.ndim - len(shape)
@@ -427,6 +494,9 @@ def _tape_of(roots, oldest=-1):
     return nodes
 
 
+SWEEPS = [0]     # reverse sweeps so far (DistributedDataParallel: did *this* backward pass its output?)
+
+
 def run_tensor_hooks(node, g):
     """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
     hooks = TENSOR_HOOKS.get(node)
@@ -454,9 +524,11 @@ def run_tensor_hooks(node, g):
     return g
 
 
-def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None):
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None, cut=False):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
-    and the recorded nodes in the set `retained`).
+    and the recorded nodes in the set `retained`). With `cut`, a recorded node of `wrt` is not
+    swept through: what it was computed from gets nothing from it (odeint's closed-over Tensors,
+    which the outer sweep passes on itself).
 
     Nodes are taken newest first from a heap keyed on creation order. An unprocessed consumer of
     a node always has a higher id and sits on (or behind) the frontier, so when a node comes off
@@ -464,6 +536,7 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     With `create_graph` the rules are applied to Tensors, so the gradients are themselves
     recorded on the tape and can be differentiated again.
     """
+    SWEEPS[0] += 1                          # a tensor hook can tell which sweep called it
     wanted = None if wrt is None else set(wrt)
     keep = wanted if wrt is not None else retained   # recorded nodes whose cotangent is returned
     oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter
@@ -498,6 +571,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
             continue
         if keep is not None and node in keep:
             results[node] = g
+            if cut:
+                continue
         inputs = node._inputs
         if create_graph:
             ans, args = node, inputs
@@ -518,6 +593,9 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                          else rec.rule(prim.joint_vjp, (g, ans, *args), params, node, "VJP", parts=True))
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
+            # A real input of a complex result gets the real part of its cotangent (JAX's
+            # convention, ops/complex_numbers.py): taken here, as broadcasting is undone here.
+            complex_out = prim.complex_rules and node.data.dtype.kind == "c"
             for a in inputs:                 # a plain loop: this is the hottest code in tinytensor
                 i += 1
                 if not (isinstance(a, Tensor) and a.requires_grad) or a._id < oldest:
@@ -530,6 +608,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     ga = rec.rule(rules[i], (g, ans, *args), params, node, "VJP", i)
                 if ga is None:
                     continue
+                if complex_out and a.data.dtype.kind != "c" and ga.dtype.kind == "c":
+                    ga = np.real(ga) if rec is None else rec.apply(np.real, (ga,), {}, a, "VJP")
                 if ga.shape != a.data.shape:
                     ga = (unbroadcast(ga, a.data.shape) if rec is None
                           else rec.apply(unbroadcast, (ga, a.data.shape), {}, a, "VJP"))
@@ -580,6 +660,10 @@ def backward(output, grad=None):
         raise RuntimeError("backward: this tensor does not require grad (no input it depends on "
                            "has requires_grad=True, or it was computed under no_grad)")
     if grad is None:
+        if output.data.dtype.kind == "c":
+            raise TypeError(f"backward: the output is complex ({output.dtype}); a gradient is taken "
+                            f"of a real output only (as PyTorch's and JAX's): call backward() on "
+                            f"its real part, imaginary part or modulus (tt.real, tt.imag, tt.abs)")
         if output.data.size != 1:
             raise RuntimeError(f"backward: the output has shape {output.shape}; pass grad= (an "
                                f"array of that shape) for a non-scalar output")
@@ -606,7 +690,10 @@ def backward(output, grad=None):
             # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
             # weight matrix per step; anything that may be shared (a view, the seed, an array
             # already given to another leaf) is copied.
-            leaf.grad = g if _is_fresh(g, dtype) and id(g) not in handed else backend.copy(g, dtype)
+            # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
+            # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
+            leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
+                         else backend.copy(g, dtype, order="C"))
             handed.add(id(leaf.grad))
         else:
             prev = leaf.grad
@@ -798,6 +885,15 @@ class detect_anomaly:
 
     The first one raises FloatingPointError naming the tape entry (its op, its inputs' names and
     shapes) and the line of user code that created it.
+
+    Examples
+    --------
+    >>> x = tt.tensor([-1.0], requires_grad=True)
+    >>> with tt.detect_anomaly(), np.errstate(invalid="ignore"):
+    ...     tt.sqrt(x)
+    Traceback (most recent call last):
+    ...
+    FloatingPointError: detect_anomaly: the forward value of sqrt(tensor (1,) float64) is not finite ...
     """
 
     def __enter__(self):

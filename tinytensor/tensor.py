@@ -16,6 +16,7 @@ import numpy as np
 from . import backend
 from .hooks import register_hook as _register_hook
 from .state import SHARED, STATE
+from .torch_interop import host_array, is_torch_tensor, numpy_dtype
 from .weakid import IdentityWeakMap
 
 # Creation order. An entry is always created after its inputs, so sorting by `_id` gives the
@@ -36,6 +37,28 @@ _new_tensor = object.__new__        # a Tensor's slots unfilled: _make fills the
 
 
 class Tensor:
+    """An array on the tape: a NumPy (or CuPy) value, its gradient, and the entry that made it.
+
+    Make one with `tt.tensor` (or `zeros`, `ones`, `randn`, ...). Operators (`+ - * / ** @`,
+    indexing) and NumPy's functions on a Tensor record entries on the tape when it requires grad.
+
+    Attributes
+    ----------
+    data : ndarray
+        The value.
+    grad : ndarray or None
+        The gradient accumulated by `backward()`, of the Tensor's shape and dtype.
+    requires_grad : bool
+        Whether operations on it are recorded.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> y = (x * x).sum()
+    >>> y.backward()
+    >>> x.grad
+    array([2., 4., 6.])
+    """
     __slots__ = ("data", "grad", "requires_grad", "name",
                  "_prim", "_inputs", "_values", "_params", "_id", "_version", "__weakref__")
 
@@ -46,6 +69,9 @@ class Tensor:
     def __init__(self, data, requires_grad=False, dtype=None, name=None, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        elif is_torch_tensor(data):          # a torch tensor handed over: converted once (a copy)
+            data = host_array(data)
+        dtype = numpy_dtype(dtype)
         source = data
         if device is None and (type(data) is np.ndarray or not backend.is_array(data)):
             data = np.array(data, dtype=dtype)   # always a copy, as torch.tensor
@@ -96,6 +122,19 @@ class Tensor:
 
     def item(self):
         return self.data.item()
+
+    def __deepcopy__(self, memo):
+        """A new leaf with a copy of the value (and of .grad), as PyTorch's deepcopy of a leaf:
+        copy.deepcopy(module) clones layers (nn.TransformerEncoder). A new identity: the copy is
+        a different node of any later graph."""
+        if self._prim is not None and self.requires_grad:
+            raise RuntimeError("deepcopy: only leaf Tensors (made by the user, or not requiring grad) "
+                               "can be copied; copy t.detach() for the value")
+        out = _make(backend.copy(self.data), requires_grad=self.requires_grad, name=self.name,
+                    cls=type(self))
+        out.grad = None if self.grad is None else backend.copy(self.grad)
+        memo[id(self)] = out
+        return out
 
     def detach(self):
         """The same value, cut from the tape (shares memory, as in PyTorch: an in-place
@@ -191,10 +230,28 @@ class Tensor:
     def backward(self, grad=None, retain_graph=None, create_graph=False, *, gradient=None):
         """Reverse mode: accumulate d(self)/d(leaf) into `.grad` of every leaf that needs it.
 
-        `grad` is the cotangent, an array of self's shape; it may be left out only when self is
-        a scalar (then it is 1). Calling it twice on the same graph accumulates twice.
-        PyTorch's spellings work: `gradient=` for `grad`, and `retain_graph` (the graph is
-        always kept while `self` is referenced).
+        Calling it twice on the same graph accumulates twice. PyTorch's spellings work:
+        `gradient=` for `grad`, and `retain_graph` (the graph is always kept while `self` is
+        referenced).
+
+        Parameters
+        ----------
+        grad : ndarray, optional
+            The cotangent, an array of self's shape; it may be left out only when self is a
+            scalar (then it is 1).
+
+        Raises
+        ------
+        RuntimeError
+            `grad` left out for a non-scalar, or a value saved on the tape was changed in place
+            since (the message names the tape entry).
+
+        Examples
+        --------
+        >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        array([2., 4.])
         """
         if gradient is not None:
             if grad is not None:
@@ -208,9 +265,24 @@ class Tensor:
         _mark_consumed(self)     # float(loss) after loss.backward() is a number to log
 
     def jvp(self, tangents):
-        """Forward mode along the tape: `tangents` maps input Tensors to arrays of their shapes.
+        """Forward mode along the tape: the derivative of self along the given tangents.
 
-        Returns d(self) (an array of self's shape); inputs not named have zero tangent.
+        Parameters
+        ----------
+        tangents : dict
+            Input Tensor to an array of its shape; inputs not named have zero tangent.
+
+        Returns
+        -------
+        ndarray
+            d(self), of self's shape.
+
+        Examples
+        --------
+        >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * x
+        >>> y.jvp({x: np.array([1.0, 0.0])})
+        array([2., 0.])
         """
         return tape.forward_sweep(self, tangents)
 
@@ -235,6 +307,12 @@ class Tensor:
     def __setitem__(self, index, value):
         """`t[idx] = v`: in place when nothing needs a gradient (or under no_grad); otherwise
         `t` becomes a new tape entry setitem(previous t, v)."""
+        if STATE.batch and hasattr(value, "bdim") and hasattr(value, "frame"):   # tt.vmap's BatchArray
+            err = TypeError("t[index] = v with v batched by tt.vmap and t not: an in-place write "
+                            "cannot make t hold one value per example; build the result from the "
+                            "batched values instead (tt.where, tt.stack, tt.concatenate, tt.pad)")
+            err._not_batchable = True     # tt.jacobian then takes its basis one vector at a time
+            raise err
         index = _plain_index(index)
         if not (tape.STATE.grad_enabled and (self.requires_grad or _needs_grad(value))):
             recorder = STATE.recorder      # tt.compile: a write of a traced value is recorded
@@ -275,12 +353,13 @@ class Tensor:
     def to(self, device=None, dtype=None):
         """This tensor on `device` ("cpu", "cuda") and/or in `dtype`, as in PyTorch: itself when
         nothing changes, else a copy that stays on the tape (gradients flow back across)."""
-        if dtype is None and not _is_device_name(device):     # t.to(np.float32)
+        if dtype is None and not _is_device_name(device):     # t.to(np.float32), t.to(torch.float32)
             device, dtype = None, device
+        dtype = numpy_dtype(dtype)
         out = self
         if device is not None and backend.get_device(device) is not backend._device(self.data):
             out = ops._to_device(out, device=backend.get_device(device).name)
-        if dtype is not None and np.dtype(dtype) != out.dtype:
+        if dtype is not None and dtype != out.dtype:
             out = ops.astype(out, dtype)
         return out
 
@@ -429,7 +508,7 @@ def _consumed(t):
 
 def _scipy_hint():
     """Where a SciPy function made the conversion: the tt.scipy function to use instead (or '')."""
-    from .scipy.guidance import hint
+    from .guidance import hint
     return hint(skip=3)
 
 
@@ -534,7 +613,7 @@ def _plain_index(index):
         return index.data
     if isinstance(index, list):
         return np.asarray(index)
-    return index
+    return host_array(index)       # a torch tensor of indices: its values
 
 
 # ----- creating tensors ----------------------------------------------------------------------
@@ -551,9 +630,37 @@ def _not_float(dtype):
 def tensor(data, requires_grad=False, dtype=None, name=None, device=None):
     """A Tensor from a scalar, nested list, ndarray or Tensor (copied).
 
-    Python floats give float64; a float32 array stays float32; integers stay integers
-    (and cannot require gradients). `device` ("cpu", "cuda"): where the copy goes; by default
-    where `data` is (a CuPy array stays on the GPU; lists and NumPy arrays: the CPU).
+    Parameters
+    ----------
+    data : scalar, nested list, ndarray or Tensor
+        The value. Python floats give float64; a float32 array stays float32; integers stay
+        integers (and cannot require gradients).
+    requires_grad : bool, optional
+        Record the operations on it, so that `backward()` fills its `.grad`.
+    dtype : dtype, optional
+        Cast to this dtype.
+    name : str, optional
+        The label `wengert_list`, `evaluation_trace` and `to_dot` show.
+    device : str, optional
+        "cpu" or "cuda": where the copy goes; by default where `data` is (a CuPy array stays on
+        the GPU; lists and NumPy arrays: the CPU).
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    TypeError
+        `requires_grad=True` with integer or complex data.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> x
+    tensor([1., 2.], requires_grad=True)
+    >>> tt.tensor([[1, 2]]).dtype
+    dtype('int64')
     """
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, name=name, device=device)
 
@@ -569,17 +676,39 @@ def _library(device):
 
 
 def zeros(*shape, dtype=None, requires_grad=False, device=None):
+    """A Tensor of zeros of the given shape (as `np.zeros`; float64 unless `dtype=`).
+
+    Examples
+    --------
+    >>> tt.zeros(2, 3).shape
+    (2, 3)
+    >>> tt.zeros((2,), requires_grad=True)
+    tensor([0., 0.], requires_grad=True)
+    """
     return Tensor(_library(device).zeros(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
 
 def ones(*shape, dtype=None, requires_grad=False, device=None):
+    """A Tensor of ones of the given shape (as `np.ones`; float64 unless `dtype=`).
+
+    Examples
+    --------
+    >>> tt.ones(3, dtype=np.float32)
+    tensor([1., 1., 1.], dtype=float32)
+    """
     return Tensor(_library(device).ones(_shape(shape), dtype=dtype), requires_grad=requires_grad)
 
 
 def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Standard normal samples; `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). They are drawn
-    on the CPU, so a seed gives the same numbers on every device."""
+    on the CPU, so a seed gives the same numbers on every device.
+
+    Examples
+    --------
+    >>> tt.randn(2, 3, rng=0).shape
+    (2, 3)
+    """
     values = draws.draw(draws.standard_normal, rng, _shape(shape))   # tt.compile repeats it
     return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 
@@ -587,18 +716,36 @@ def randn(*shape, rng=None, dtype=None, requires_grad=False, device=None):
 # ----- more creation helpers, as NumPy's (dtype and values follow NumPy) ------------------------
 def zeros_like(x, dtype=None, requires_grad=False, device=None):
     """Zeros of the shape and dtype of `x` (a Tensor, an array or a list), as np.zeros_like,
-    on the device of `x` unless `device` is given."""
+    on the device of `x` unless `device` is given.
+
+    Examples
+    --------
+    >>> tt.zeros_like(tt.tensor([[1.0, 2.0]]))
+    tensor([[0., 0.]])
+    """
     return Tensor(np.zeros_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
 def ones_like(x, dtype=None, requires_grad=False, device=None):
-    """Ones of the shape and dtype of `x`, as np.ones_like, on the device of `x` unless `device`."""
+    """Ones of the shape and dtype of `x`, as np.ones_like, on the device of `x` unless `device`.
+
+    Examples
+    --------
+    >>> tt.ones_like(np.zeros(2, dtype=np.float32))
+    tensor([1., 1.], dtype=float32)
+    """
     return Tensor(np.ones_like(_value(x), dtype=dtype), requires_grad=requires_grad, device=device)
 
 
 def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """`fill_value` everywhere, as np.full (an int fill gives ints, a float fill float64).
-    A fill value that requires grad is recorded: its gradient is the sum of the cotangent."""
+    A fill value that requires grad is recorded: its gradient is the sum of the cotangent.
+
+    Examples
+    --------
+    >>> tt.full((2,), 7.0)
+    tensor([7., 7.])
+    """
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(shape, fill_value, dtype, "full")
     return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
@@ -606,7 +753,13 @@ def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
 
 def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
     """`fill_value` in the shape and dtype of `x`, as np.full_like (a Tensor). A fill value that
-    requires grad is recorded: its gradient is the sum of the cotangent."""
+    requires grad is recorded: its gradient is the sum of the cotangent.
+
+    Examples
+    --------
+    >>> tt.full_like(tt.tensor([1.0, 2.0]), 7.0)
+    tensor([7., 7.])
+    """
     value = _value(x)
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
@@ -639,13 +792,26 @@ def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, 
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):
-    """Evenly spaced values in [start, stop), as np.arange: integers give integers."""
+    """Evenly spaced values in [start, stop), as np.arange: integers give integers.
+
+    Examples
+    --------
+    >>> tt.arange(3)
+    tensor([0, 1, 2], dtype=int64)
+    """
     values = np.arange(start, stop, step, dtype=dtype)
     return Tensor(values, requires_grad=requires_grad, device=device)
 
 
 def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
-    """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye."""
+    """Ones on the k-th diagonal of an N x M matrix (float64 unless `dtype`), as np.eye.
+
+    Examples
+    --------
+    >>> tt.eye(2)
+    tensor([[1., 0.],
+            [0., 1.]])
+    """
     values = _library(device).eye(N, M, k, dtype=float if dtype is None else dtype)
     return Tensor(values, requires_grad=requires_grad)
 
@@ -653,7 +819,14 @@ def eye(N, M=None, k=0, dtype=None, requires_grad=False, device=None):
 def rand(*shape, rng=None, dtype=None, requires_grad=False, device=None):
     """Uniform samples in [0, 1); `rng` is an np.random.Generator, a seed, or None (the global
     generator, tt.manual_seed). Drawn on the
-    CPU, so a seed gives the same numbers on every device."""
+    CPU, so a seed gives the same numbers on every device.
+
+    Examples
+    --------
+    >>> x = tt.rand(2, 3, rng=0)
+    >>> x.shape, bool((x.numpy() >= 0).all() and (x.numpy() < 1).all())
+    ((2, 3), True)
+    """
     values = draws.draw(draws.uniform, rng, _shape(shape))           # tt.compile repeats it
     return _drawn(Tensor(values, requires_grad=requires_grad, dtype=dtype, device=device), values)
 

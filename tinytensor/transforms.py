@@ -29,6 +29,7 @@ from collections import OrderedDict
 import numpy as np
 
 from . import backend, ops
+from .ops.batching import BatchArray
 from .state import STATE
 from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _make
@@ -76,7 +77,11 @@ def tree_flatten(tree):
         leaves.append(node)
         return LEAF
 
-    return leaves, strip(tree)
+    try:
+        return leaves, strip(tree)
+    finally:
+        strip = None    # noqa: F841  the closure refers to itself: a cycle holding the leaves (Tensors,
+        #                 a whole tape) until the garbage collector runs, unless cut here
 
 
 def tree_unflatten(structure, leaves):
@@ -102,7 +107,10 @@ def tree_unflatten(structure, leaves):
             return _rebuild(node, [fill(v) for v in node])
         return node   # None
 
-    return fill(structure)
+    try:
+        return fill(structure)
+    finally:
+        fill = None     # noqa: F841  (as in tree_flatten: no reference cycle)
 
 
 def _rebuild(node, children):
@@ -142,7 +150,10 @@ def _flatten_as(structure, tree, what):
             for i, (n, s) in enumerate(zip(node, sub)):
                 walk(n, s, f"{path}[{i}]")
 
-    walk(structure, tree, "")
+    try:
+        walk(structure, tree, "")
+    finally:
+        walk = None     # noqa: F841  (as in tree_flatten: no reference cycle)
     return leaves
 
 
@@ -325,8 +336,104 @@ def vjp(f, *primals, allow_unused=False):
     can be differentiated again, with respect to the cotangent too.
     f must return Tensors computed from the primals (else TypeError/ValueError);
     `allow_unused=True` gives zero gradients instead.
+
+    Examples
+    --------
+    >>> out, vjp_fn = tt.vjp(lambda x: 3 * x, np.array([1.0, 2.0]))
+    >>> out
+    array([3., 6.])
+    >>> vjp_fn(np.ones(2))
+    (array([3., 3.]),)
     """
+    if STATE.batch:
+        return _batched_vjp(f, primals, allow_unused, "vjp")
     return _vjp(f, primals, allow_unused, "vjp")
+
+
+# ----- the transforms inside tt.vmap: each example's derivative (see vmap.py) -----------------------
+def _stacked(f, structure, levels, outs_structure):
+    """f on the examples stacked along leading axes: a function of stacked inputs (the leaves of
+    `structure`) returning stacked outputs; `outs_structure` receives the output's structure."""
+    from .vmap import materialize, rewrap
+
+    def g(*stacked):
+        leaves = tree_flatten(tuple(stacked))[0]
+        out = f(*tree_unflatten(structure, [rewrap(x, levels) for x in leaves]))
+        outs, out_structure = tree_flatten(out)
+        outs_structure[:] = [out_structure]
+        return tree_unflatten(out_structure, [materialize(o, levels) for o in outs])
+    return g
+
+
+def _materialized(tree, levels):
+    from .vmap import materialize
+    leaves, structure = tree_flatten(tree)
+    return tree_unflatten(structure, [materialize(x, levels) for x in leaves])
+
+
+def _rewrapped(tree, levels):
+    from .vmap import rewrap
+    leaves, structure = tree_flatten(tree)
+    return tree_unflatten(structure, [rewrap(x, levels) for x in leaves])
+
+
+def _new_levels(created, seeds):
+    """The vmap frames batching `seeds` (cotangents, tangents) that were not running when the
+    pullback was made (vmap of a pullback: jacrev), or () when there are none."""
+    if not STATE.batch or STATE.batch is created:
+        return ()
+    if not any(type(c) is BatchArray and c.frame not in created for c in seeds):
+        return ()
+    return tuple(fr for fr in STATE.batch if fr not in created)
+
+
+def _batched_vjp(f, primals, allow_unused, name, levels=None):
+    levels = STATE.batch if levels is None else levels
+    structure = tree_flatten(tuple(primals))[1]
+    out_structure = []
+    g = _stacked(lambda *p: f(*p), structure, levels, out_structure)
+    out, fn = _vjp(g, _materialized(tuple(primals), levels), allow_unused, name)
+
+    def vjp_fn(cotangent):
+        leaves = _flatten_as(out_structure[0], cotangent, "vjp cotangent")
+        return _rewrapped(fn(_materialized(tree_unflatten(out_structure[0], leaves), levels)), levels)
+
+    return _rewrapped(out, levels), vjp_fn
+
+
+def _batched_jvp(f, primals, tangents, allow_unused, name):
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError(f"{name}: primals and tangents must be tuples")
+    out, jvp_fn = _linearized(f, primals, allow_unused, name)
+    return out, jvp_fn(*tangents)
+
+
+def _linearized(f, primals, allow_unused, name, levels=None):
+    """_linearize, inside tt.vmap or not: (out, jvp_fn) for each example."""
+    levels = STATE.batch if levels is None else levels
+    if not levels:
+        return _linearize(f, primals, allow_unused, name)
+    structure = tree_flatten(tuple(primals))[1]
+    g = _stacked(lambda *p: f(*p), structure, levels, [])
+    out, jvp_fn = _linearize(g, _materialized(tuple(primals), levels), allow_unused, name)
+
+    def batched_jvp_fn(*tangents):
+        return _rewrapped(jvp_fn(*_materialized(tuple(tangents), levels)), levels)
+
+    return _rewrapped(out, levels), batched_jvp_fn
+
+
+def _batched_value_and_grad(f, argnums, allow_unused, args, kwargs):
+    levels = STATE.batch
+    primal, rebuild = _select(args, argnums, "grad")
+    structure = tree_flatten((primal,))[1]
+    g = _stacked(lambda p: f(*rebuild(p), **kwargs), structure, levels, [])
+    out, vjp_fn = _vjp(g, (_materialized(primal, levels),), allow_unused, "grad")
+    if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != np.prod(
+            [fr.size for fr in levels]):
+        _check_scalar(_rewrapped(out, levels) if not isinstance(out, (tuple, list, dict)) else out)
+    grads = vjp_fn(np.ones_like(_value(out)))[0]
+    return _rewrapped(out, levels), _rewrapped(grads, levels)
 
 
 def _vjp(f, primals, allow_unused, name):
@@ -336,8 +443,13 @@ def _vjp(f, primals, allow_unused, name):
     if not any(_tracked(o) for o in outs):
         _refuse_output(outs, out, name, allow_unused)
 
+    created = STATE.batch
+
     def vjp_fn(cotangent):
         leaves = _flatten_as(out_structure, cotangent, "vjp cotangent")
+        new = _new_levels(created, leaves) if any(_tracked(o) for o in outs) else ()
+        if new:     # cotangents batched by a vmap around this call: f again, for each example
+            return _batched_vjp(f, primals, allow_unused, name, new)[1](cotangent)
         # Recorded when called inside a transform or on Tensors that require grad (a pullback
         # kept from the top level and used later, as autograd's flatten does): never cut.
         record = nested or (STATE.grad_enabled and any(_tracked(c) for c in leaves))
@@ -374,7 +486,14 @@ def jvp(f, primals, tangents, allow_unused=False):
     `primals` and `tangents` are tuples with the same structure and leaf shapes; tangent_out has
     out's structure. f must return Tensors computed from the primals (else TypeError/ValueError);
     `allow_unused=True` gives zero tangents instead.
+
+    Examples
+    --------
+    >>> tt.jvp(lambda x: x ** 2, (np.array([1.0, 2.0]),), (np.ones(2),))
+    (array([1., 4.]), array([2., 4.]))
     """
+    if STATE.batch:
+        return _batched_jvp(f, primals, tangents, allow_unused, "jvp")
     out, jvp_fn = _linearize(f, primals, allow_unused, "jvp")
     return out, jvp_fn(*tangents)
 
@@ -382,8 +501,8 @@ def jvp(f, primals, tangents, allow_unused=False):
 def _gradient(g, x, nested):
     if g is None:   # the output does not depend on x
         return _zeros(x)
-    if nested:
-        return g if not isinstance(g, Tensor) or g.dtype == x.dtype else ops.astype(g, x.dtype)
+    if nested or type(g) is BatchArray:
+        return g if not isinstance(g, (Tensor, BatchArray)) or g.dtype == x.dtype else ops.astype(g, x.dtype)
     return backend.copy(_value(g), x.dtype)
 
 
@@ -394,6 +513,8 @@ def _handed_out(g, x, handed):
     already handed out for another input) is copied."""
     if g is None:
         return _zeros(x)
+    if type(g) is BatchArray:          # a sweep with batched cotangents (vmap of a pullback)
+        return g if g.dtype == x.data.dtype else g.astype(x.data.dtype)
     if not _is_fresh(g, x.data.dtype) or id(g) in handed:
         g = backend.copy(_value(g), x.data.dtype)
     handed.add(id(g))
@@ -432,8 +553,13 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
     if nested:
         transpose()     # now, while the outer transform traces
 
+    created = STATE.batch
+
     def jvp_fn(*tangents):
         leaves = _flatten_as(structure, tuple(tangents), "jvp tangents")
+        new = _new_levels(created, leaves) if tracked else ()
+        if new:     # tangents batched by a vmap around this call: f again, for each example
+            return _linearized(f, primals, allow_unused, name, new)[1](*tangents)
         # Tangents that require grad (jvp_fn kept and called inside another transform) are
         # recorded through, by transposing the VJP as inside a transform.
         record = nested or (STATE.grad_enabled and any(_tracked(t) for t in leaves))
@@ -489,20 +615,32 @@ def _select(args, argnums, name):
     return (tuple(args[i] for i in nums) if many else args[nums[0]]), rebuild
 
 
-def value_and_grad(f, argnums=0, allow_unused=False):
-    """A function returning (f(*args), gradient) for scalar-valued f.
+def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
+    """A function returning (f(*args), gradient) for scalar-valued, real-valued f.
 
     The gradient has the structure and shapes of args[argnums], or is a tuple of them when
-    argnums is a tuple. f must return a Tensor computed from args[argnums] (else TypeError or
-    ValueError); `allow_unused=True` gives a zero gradient instead.
+    argnums is a tuple. f must return a real Tensor computed from args[argnums] (else TypeError or
+    ValueError); `allow_unused=True` gives a zero gradient instead. With `has_aux`, f returns
+    (value, aux) and the function returns ((value, aux), gradient), as JAX's.
+
+    Examples
+    --------
+    >>> tt.value_and_grad(lambda x: (x ** 2).sum())(np.array([1.0, 2.0]))
+    (array(5.), array([2., 4.]))
     """
+    if has_aux:
+        return _with_aux(value_and_grad, f, argnums, allow_unused)
+
     @functools.wraps(f, updated=())
     def value_and_grad_f(*args, **kwargs):
+        if STATE.batch:
+            return _batched_value_and_grad(f, argnums, allow_unused, args, kwargs)
         primal, rebuild = _select(args, argnums, "grad")
         if STATE.depth == 0 and STATE.recorder is None:
             return _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused)
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
+        _check_real(out)
         grads = vjp_fn(np.ones_like(_value(out)))[0]
         if STATE.depth == 0 and isinstance(out, Tensor) and out.requires_grad:
             out = STATE.recorder.tensor(out.data) if STATE.recorder.var_of(out.data) is not None \
@@ -510,6 +648,15 @@ def value_and_grad(f, argnums=0, allow_unused=False):
         return out, grads
 
     return value_and_grad_f
+
+
+def _check_real(out):
+    """grad of a complex-valued f is refused, as JAX's (a complex output has no gradient; take
+    its real part, imaginary part or modulus first)."""
+    if isinstance(out, Tensor) and out.data.dtype.kind == "c":
+        raise TypeError(f"grad requires real-valued outputs (f returned dtype {out.dtype}); take "
+                        f"tt.real(out), tt.imag(out) or tt.abs(out) of it, or use tt.vjp with a "
+                        f"complex cotangent")
 
 
 def _check_scalar(out):
@@ -556,6 +703,8 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
             _refuse_output([out], out, "grad", allow_unused)
             return _value(out), _like(primal, structure, [_zeros(x) for x in inputs])
     value = out.data
+    if value.dtype.kind == "c":
+        _check_real(out)
     seed = _seed(value)        # read-only, shared: never handed out
     grads = reverse_sweep([out], [seed], wrt=inputs)
     if not grads:
@@ -576,26 +725,74 @@ def _like(primal, structure, leaves):
             dict(zip(primal, leaves)) if kind is dict else leaves[0])
 
 
-def grad(f, argnums=0, allow_unused=False):
+def grad(f, argnums=0, allow_unused=False, has_aux=False):
     """A function returning the gradient of scalar-valued f with respect to args[argnums]
-    (same structure and shapes; a tuple of them for a tuple argnums). f must return a Tensor
+    (same structure and shapes; a tuple of them for a tuple argnums). f must return a real Tensor
     computed from args[argnums] (else TypeError or ValueError); `allow_unused=True` gives a zero
-    gradient instead. An argument f does not use, among several, gets zeros."""
-    value_and_grad_f = value_and_grad(f, argnums, allow_unused)
+    gradient instead. An argument f does not use, among several, gets zeros. With `has_aux`, f
+    returns (value, aux) and the function returns (gradient, aux), as JAX's.
+
+    Examples
+    --------
+    >>> f = lambda x: (x ** 2).sum()
+    >>> tt.grad(f)(np.array([1.0, 2.0]))
+    array([2., 4.])
+    """
+    value_and_grad_f = value_and_grad(f, argnums, allow_unused, has_aux)
 
     @functools.wraps(f, updated=())
     def grad_f(*args, **kwargs):
-        return value_and_grad_f(*args, **kwargs)[1]
+        out = value_and_grad_f(*args, **kwargs)
+        return (out[1], out[0][1]) if has_aux else out[1]
 
     return grad_f
 
 
-def jacobian(f, argnums=0, mode="rev", allow_unused=False):
+def _detached(x):
+    """x's value off the tape: an array for a Tensor; for a vmapped example, its examples'."""
+    if type(x) is BatchArray:
+        return BatchArray(_detached(x.val), x.bdim, x.frame)
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _with_aux(transform, f, argnums, allow_unused):
+    """value_and_grad with has_aux: f's aux set aside while the value is differentiated; returned
+    as arrays at the outermost level (as the value), as it is inside another transform."""
+    @functools.wraps(f, updated=())
+    def with_aux(*args, **kwargs):
+        aux = []
+
+        def value_only(*a, **k):
+            out = f(*a, **k)
+            if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                raise TypeError(f"has_aux=True: f must return a pair (value, aux), got {type(out).__name__}")
+            aux.append(out[1])
+            return out[0]
+
+        value, gradient = transform(value_only, argnums, allow_unused)(*args, **kwargs)
+        extra = aux[0]
+        if STATE.depth == 0 and STATE.recorder is None:     # values, as the gradient's
+            leaves, structure = tree_flatten(extra)
+            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
+        return (value, extra), gradient
+
+    return with_aux
+
+
+def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
     """A function returning the Jacobian of f with respect to args[argnums].
 
     For an output leaf of shape O and an input leaf of shape I the block has shape O + I; blocks
-    nest as out's structure around args[argnums]'s structure. mode="rev": one VJP per output
-    element; mode="fwd": one JVP per input element (cheaper when inputs are fewer).
+    nest as out's structure around args[argnums]'s structure. mode="rev" (JAX's jacrev): one VJP,
+    vmapped over the output's basis; mode="fwd" (jacfwd): one JVP, vmapped over the input's
+    basis (cheaper when inputs are fewer). With `has_aux`, f returns (output, aux) and the
+    function returns (jacobian, aux), as JAX's.
+
+    Examples
+    --------
+    >>> tt.jacobian(lambda x: x ** 2)(np.array([1.0, 2.0]))
+    array([[2., 0.],
+           [0., 4.]])
     """
     if mode not in ("rev", "fwd"):
         raise ValueError(f"jacobian: mode must be 'rev' or 'fwd', got {mode!r}")
@@ -603,47 +800,158 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False):
     @functools.wraps(f, updated=())
     def jacobian_f(*args, **kwargs):
         primal, rebuild = _select(args, argnums, "jacobian")
-        g = lambda p: f(*rebuild(p), **kwargs)
+        aux = []
+
+        def g(p):
+            out = f(*rebuild(p), **kwargs)
+            if has_aux:
+                if not (isinstance(out, (tuple, list)) and len(out) == 2):
+                    raise TypeError(f"jacobian(has_aux=True): f must return a pair (output, aux), got "
+                                    f"{type(out).__name__}")
+                out, extra = out
+                aux.append(extra)
+            return out
+
         ins, in_structure = tree_flatten(primal)
         if mode == "rev":
-            out, vjp_fn = _vjp(g, (primal,), allow_unused, "jacobian")
+            out, vjp_fn = vjp(g, primal, allow_unused=allow_unused)
             outs, out_structure = tree_flatten(out)
-            rows = [_ravel(tree_flatten(vjp_fn(tree_unflatten(out_structure, e))[0])[0])
-                    for e in _basis(outs)]
-            matrix = np.stack(rows) if rows else None
+            basis = _eye_leaves(outs)
+            if basis is None:
+                blocks = _blocks(None, outs, ins)
+            else:
+                rows = _over_basis(lambda *e: vjp_fn(tree_unflatten(out_structure, list(e)))[0], basis)
+                blocks = _cut(tree_flatten(rows)[0], outs, ins, rows_are_outputs=True)
         else:
-            out, jvp_fn = _linearize(g, (primal,), allow_unused, "jacobian")
-            outs, out_structure = tree_flatten(out)
-            columns = [_ravel(tree_flatten(jvp_fn(tree_unflatten(in_structure, e)))[0])
-                       for e in _basis(ins)]
-            matrix = np.stack(columns, axis=1) if columns else None
-        return tree_unflatten(out_structure, [tree_unflatten(in_structure, row)
-                                              for row in _blocks(matrix, outs, ins)])
+            basis = _eye_leaves(ins)
+            if basis is None:
+                out = _linearized(g, (primal,), allow_unused, "jacobian")[0]
+                outs, out_structure = tree_flatten(out)
+                blocks = _blocks(None, outs, ins)
+            else:
+                out, jvp_fn = _linearized(g, (primal,), allow_unused, "jacobian")
+                out_structure = tree_flatten(out)[1]
+                cols = _over_basis(lambda *e: jvp_fn(tree_unflatten(in_structure, list(e))), basis)
+                col_leaves = tree_flatten(cols)[0]
+                outs = [_Shaped(c.shape[1:], c.dtype) for c in col_leaves]
+                blocks = _cut(col_leaves, outs, ins, rows_are_outputs=False)
+        result = tree_unflatten(out_structure, [tree_unflatten(in_structure, row) for row in blocks])
+        if not has_aux:
+            return result
+        extra = aux[0]
+        if STATE.depth == 0 and STATE.recorder is None:     # values at the outermost level
+            leaves, structure = tree_flatten(extra)
+            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
+        return result, extra
 
     return jacobian_f
 
 
-def hessian(f, argnum=0, *, argnums=None, mode="rev"):
+def _over_basis(fn, basis):
+    """vmap(fn)(*basis); for a basis of one vector (a scalar output, say), fn itself."""
+    from .vmap import vmap
+    if basis[0].shape[0] != 1:
+        try:
+            return vmap(fn)(*basis)
+        except Exception as err:
+            if not getattr(err, "_not_batchable", False):
+                raise
+            # f cannot run batched (an in-place write of a batched value, Python control flow
+            # on one, a BatchNorm in train()): one basis vector at a time, as before vmap.
+            results = [tree_flatten(fn(*[b[k] for b in basis])) for k in range(basis[0].shape[0])]
+            return tree_unflatten(results[0][1], [np.stack([r[0][i] for r in results])
+                                                  for i in range(len(results[0][0]))])
+    leaves, structure = tree_flatten(fn(*[b[0] for b in basis]))
+    return tree_unflatten(structure, [x.reshape((1,) + tuple(x.shape)) for x in leaves])
+
+
+class _Shaped:
+    """A stand-in with a shape and a dtype (an output's, for the blocks)."""
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _eye_leaves(leaves):
+    """The identity, cut per leaf: for n elements in all, one (n, *leaf.shape) array per leaf
+    (None when n is 0)."""
+    shapes = [tuple(x.shape) for x in leaves]
+    sizes = [math.prod(s) for s in shapes]
+    n = sum(sizes)
+    if n == 0:
+        return None
+    dtype = np.result_type(*[_float_dtype(np.empty(0, x.dtype)) for x in leaves])
+    eye = np.eye(n, dtype=dtype)
+    at = np.cumsum([0] + sizes)
+    return [backend.like(eye[:, at[i]:at[i + 1]].reshape((n,) + s), _device_ref(x))   # on x's device
+            for i, (s, x) in enumerate(zip(shapes, leaves))]
+
+
+def _device_ref(x):
+    """Something whose array library is x's (a batched value: its stacked examples')."""
+    while type(x) is BatchArray:
+        x = x.val
+    return x
+
+
+def _cut(parts, outs, ins, rows_are_outputs):
+    """Blocks out.shape + in.shape from the vmapped sweep's leaves: per input leaf (n_out, *in)
+    (rows_are_outputs), or per output leaf (n_in, *out)."""
+    out_shapes = [tuple(np.shape(_value(o))) for o in outs]     # a Python number too (a 0-d input)
+    in_shapes = [tuple(np.shape(_value(x))) for x in ins]
+    out_at = np.cumsum([0] + [math.prod(s) for s in out_shapes])
+    in_at = np.cumsum([0] + [math.prod(s) for s in in_shapes])
+    blocks = []
+    for i, so in enumerate(out_shapes):
+        row = []
+        for j, si in enumerate(in_shapes):
+            if rows_are_outputs:
+                block = np.reshape(parts[j][out_at[i]:out_at[i + 1]], so + si)
+            else:
+                block = np.reshape(parts[i][in_at[j]:in_at[j + 1]], (math.prod(si), math.prod(so)))
+                block = np.reshape(np.transpose(block), so + si)
+            row.append(block)
+        blocks.append(row)
+    return blocks
+
+
+def hessian(f, argnum=0, *, argnums=None, mode="rev", has_aux=False):
     """A function returning the Hessian of scalar f with respect to args[argnum] (autograd's
     `argnum`, or JAX's `argnums`): for an input of shape I, shape I + I (JAX's out.shape +
     in.shape, with the gradient as the output); blocks nest as jacobian's for a tuple or a pytree.
+    With `has_aux`, f returns (value, aux) and the function returns (hessian, aux), as JAX's.
 
     Reverse over reverse by default: the gradient is recorded once (create_graph) and swept
     back once per input element. Measured 1.3-1.6x faster than forward over reverse (mode="fwd",
     one forward sweep of the same tape per element) on a GP likelihood and on Rosenbrock with
-    20 and 100 variables (benchmarks/hessian_modes.py)."""
+    20 and 100 variables (benchmarks/hessian_modes.py).
+
+    Examples
+    --------
+    >>> tt.hessian(lambda x: (x ** 3).sum())(np.array([1.0, 2.0]))
+    array([[ 6.,  0.],
+           [ 0., 12.]])
+    """
     argnums = argnum if argnums is None else argnums
-    return jacobian(grad(f, argnums), argnums, mode=mode)
+    return jacobian(grad(f, argnums, has_aux=has_aux), argnums, mode=mode, has_aux=has_aux)
 
 
 def hvp(f, primals, tangents, allow_unused=False):
     """The Hessian of scalar f at `primals` times `tangents`, by forward over reverse mode (the
     gradient recorded with create_graph, then a JVP along it). `primals` and `tangents` are
-    tuples; the result has the structure of `primals[0]`, or is a tuple for several primals."""
+    tuples; the result has the structure of `primals[0]`, or is a tuple for several primals.
+
+    Examples
+    --------
+    >>> tt.hvp(lambda x: (x ** 3).sum(), (np.array([1.0, 2.0]),), (np.ones(2),))
+    array([ 6., 12.])
+    """
     if not (isinstance(primals, (tuple, list)) and isinstance(tangents, (tuple, list))):
         raise TypeError(f"hvp: primals and tangents must be tuples, got {type(primals).__name__} and "
                         f"{type(tangents).__name__}; write tt.hvp(f, (x,), (v,))")
     argnums = 0 if len(primals) == 1 else tuple(range(len(primals)))
+    if STATE.batch:
+        return _batched_jvp(grad(f, argnums, allow_unused), tuple(primals), tuple(tangents),
+                            allow_unused, "hvp")[1]
     _, jvp_fn = _linearize(grad(f, argnums, allow_unused), tuple(primals), allow_unused, "hvp")
     return jvp_fn(*tangents)
 

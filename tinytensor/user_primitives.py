@@ -13,6 +13,8 @@ A user primitive is a `tape.Primitive` with two more promises (README "Guarantee
 Built-in primitives are plain `Primitive`s: the hot path pays nothing for this.
 """
 
+import sys
+
 from . import backend, tape
 from .tape import Primitive
 from .tensor import Tensor
@@ -24,7 +26,22 @@ def primitive(fun=None, *, name=None):
     """Declare a new primitive from a NumPy function; give it rules with defvjp/defjvp.
 
     Use as `@tt.primitive` or `tt.primitive(fun, name="cube")`; it is registered under its name
-    (the function's by default), so `tt.check_rules()` sweeps it.
+    (the function's by default; `module.name` for a function named like a built-in, which an
+    explicit name= may not take), so `tt.check_rules()` sweeps it.
+
+    Examples
+    --------
+    >>> @tt.primitive
+    ... def cube(x):
+    ...     return x ** 3
+    >>> cube.defvjp(lambda g, ans, x: 3 * x ** 2 * g)
+    <primitive cube>
+    >>> cube.defjvp(lambda t, ans, x: 3 * x ** 2 * t)
+    <primitive cube>
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> cube(x).sum().backward()
+    >>> x.grad
+    array([ 3., 12.])
     """
     if fun is None:
         return lambda f: UserPrimitive(f, name)
@@ -38,6 +55,13 @@ class UserPrimitive(Primitive):
 
 
     def __init__(self, fun, name=None, nargs=None, **options):
+        if name is None:
+            name = getattr(fun, "__name__", None)
+            table = sys.modules.get(__package__ + ".ops.table")
+            if table is not None and name in table.BUILTIN:
+                # a function named like a built-in (autograd's define_gradient.py defines its own
+                # logsumexp): registered under its module too, never over the built-in's entry
+                name = f"{getattr(fun, '__module__', None) or 'user'}.{name}"
         super().__init__(fun, name, nargs, **options)
         self.fun = _at_top_level(fun)
 

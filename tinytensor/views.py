@@ -123,9 +123,30 @@ def wengert_list(output, names=None):
     """The recorded computation as (lhs, op, args) tuples in evaluation order,
     e.g. [("z1", "dot", ("x", "W")), ...].
 
-    Labels come from `names` (a mapping label -> Tensor, e.g. dict(model.named_parameters()))
-    or `Tensor.name`, made unique (`W`, `W_2`); unnamed leaves are x1, x2, ..., results z1,
-    z2, ..., constants c1, .... Raises ValueError when nothing was recorded.
+    Parameters
+    ----------
+    output : Tensor
+        The result whose tape is read.
+    names : dict, optional
+        Label to Tensor, e.g. ``dict(model.named_parameters())``. Otherwise labels come from
+        `Tensor.name`, made unique (`W`, `W_2`); unnamed leaves are x1, x2, ..., results z1,
+        z2, ..., constants c1, ....
+
+    Returns
+    -------
+    list of tuple
+
+    Raises
+    ------
+    ValueError
+        When nothing was recorded.
+
+    Examples
+    --------
+    >>> a = tt.tensor([1.0, 2.0], name="a")
+    >>> b = tt.tensor([3.0, 4.0], requires_grad=True, name="b")
+    >>> tt.wengert_list(tt.dot(a, b) + 1)
+    [('z1', 'dot', ('a', 'b')), ('z2', 'add', ('z1', '1'))]
     """
     nodes = _recorded(output, "wengert_list")
     labels = _Labels(nodes, names, "z", "wengert_list")
@@ -242,6 +263,17 @@ def evaluation_trace(output, wrt=None, adjoints=False, names=None):
     crossEntropy(softmax(z), y), whose gradient goes straight to z). Scalars print as numbers
     (3 decimals), arrays as shape and range. Every `.grad` is left as it was. Labels as in
     `wengert_list`, with results named v1, v2, ....
+
+    Examples
+    --------
+    >>> x1 = tt.tensor(2.0, requires_grad=True, name='x1')
+    >>> x2 = tt.tensor(5.0, requires_grad=True, name='x2')
+    >>> rows = tt.evaluation_trace(tt.log(x1) + x1 * x2, wrt=x1)
+    x1 = 2                      dx1/dx1 = 1
+    x2 = 5                      dx2/dx1 = 0
+    v1 = log(x1) = 0.693        dv1/dx1 = 0.5
+    v2 = mul(x1, x2) = 10       dv2/dx1 = 5
+    v3 = add(v1, v2) = 10.693   dv3/dx1 = 5.5
     """
     who = "evaluation_trace"
     nodes = _recorded(output, who)
@@ -301,6 +333,12 @@ def to_dot(output, values=False, grads=False, names=None):
     its gradient dy/d value (y = output, computed by a reverse sweep that leaves .grad alone),
     as micrograd's drawing does. Constants are dashed. Raises ValueError when nothing was
     recorded. Render with `tt.draw(y, "graph.svg")` or `dot -Tsvg`.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True, name='x')
+    >>> tt.to_dot((x * x).sum()).startswith('digraph')
+    True
     """
     nodes = _recorded(output, "to_dot")
     labels = _Labels(nodes, names, "z", "to_dot")

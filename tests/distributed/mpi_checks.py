@@ -2,8 +2,15 @@
 (test_distributed.py launches it). Every check asserts; the last line on rank 0 is "OK <mode>".
 
     collectives   all_reduce / broadcast / all_gather, sharding, equivalence (SGD momentum, Adam),
-                  no_sync, unused parameters, buckets, tt.save writing once
+                  no_sync, unused parameters, buckets, tt.save; then the cases that were silent
+                  or hung: mismatched collectives and models raise on every rank (and the ranks
+                  stay aligned after), placeholders off the root, per-rank seeds, backwards that
+                  bypass the wrapper, join() for uneven inputs
     raise         rank 1 raises while rank 0 waits in a collective: every rank must exit
+    exit          rank 1 calls sys.exit(0) between two steps: rank 0 must abort, naming it
+    uneven        rank 1 has fewer batches and ends normally (no join()): rank 0 must abort
+    timeout       rank 1 sleeps while rank 0 waits in all_reduce: the watchdog (1 s) aborts
+    preinit       rank 1 fails before init(): rank 0 must not stay inside init()
 """
 
 import os
@@ -191,19 +198,239 @@ def check_no_sync_and_buckets():
 
 
 def check_save(directory):
-    r = dist.rank()
+    import warnings
+    r, w = dist.rank(), dist.world_size()
     state = {"w": np.arange(3.0), "rank": r}
-    tt.save(state, os.path.join(directory, "ckpt.npz"))        # every rank calls it; one writes
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tt.save(state, os.path.join(directory, "ckpt.npz"))        # every rank calls it; one writes
+        tt.save(state, os.path.join(directory, "ckpt.npz"))
+    assert len(caught) == (r != 0), [str(c.message) for c in caught]    # once, off the main rank
+    assert r == 0 or "only rank 0 writes it" in str(caught[0].message)
     dist.barrier()
     assert tt.load(os.path.join(directory, "ckpt.npz"))["rank"] == 0
-    tt.save(state, os.path.join(directory, f"by_rank{r}.npz"))
+    tt.save(state, os.path.join(directory, f"by_rank{r}.npz"))       # names the rank: every rank writes
+    tt.save(state, os.path.join(directory, f"ckpt_{r}"))              # .npz added, as np.savez does
     dist.barrier()
     written = sorted(f for f in os.listdir(directory) if f.startswith("by_rank"))
-    assert written == ["by_rank0.npz"], written
+    assert written == [f"by_rank{k}.npz" for k in range(w)], written
+    assert [tt.load(os.path.join(directory, f"ckpt_{k}.npz"))["rank"] for k in range(w)] == list(range(w))
+    assert not [f for f in os.listdir(directory) if "partial" in f]
+
+
+# ----- the cases that were silent or hung: each raises on every rank, and the ranks stay aligned --
+
+def raises_everywhere(fn, *fragments):
+    """fn() must raise a RuntimeError holding every fragment, on this rank (and so on every rank:
+    each calls this); a barrier after it proves the ranks are still aligned."""
+    try:
+        fn()
+    except RuntimeError as err:
+        text = str(err)
+        missing = [f for f in fragments if f not in text]
+        assert not missing, f"rank {dist.rank()}: {missing} not in: {text}"
+    else:
+        raise AssertionError(f"rank {dist.rank()}: {fn} did not raise")
+    dist.barrier()
+    return text
+
+
+def check_mismatched_collectives():
+    r = dist.rank()
+    raises_everywhere(lambda: dist.all_reduce(np.ones((2, 3) if r == 0 else (3, 2))),
+                      "rank 0 calls all_reduce(op='sum') of an array float64 (2, 3)",
+                      "rank 1 calls all_reduce(op='sum') of an array float64 (3, 2)")
+    raises_everywhere(lambda: dist.all_reduce(np.ones(3, np.float32 if r == 0 else np.float64)),
+                      "float32 (3,)", "float64 (3,)")
+    raises_everywhere(lambda: dist.all_reduce(np.ones(3), op="sum" if r == 0 else "max"),
+                      "op='sum'", "op='max'")
+    raises_everywhere(lambda: dist.all_gather(np.ones(2 + r)), "(2,)", "(3,)", "pass each in a tuple")
+    uneven = dist.all_gather((np.ones(2 + r),))                       # the way to gather them
+    assert [len(t[0]) for t in uneven] == [2 + k for k in range(dist.world_size())]
+    raises_everywhere(lambda: dist.all_gather(np.ones(2) if r == 0 else "text"), "an object")
+    raises_everywhere(lambda: dist.all_reduce(np.ones(2)) if r == 0 else dist.broadcast(np.ones(2)),
+                      "rank 0 calls all_reduce", "rank 1 calls broadcast(root=0)")
+    raises_everywhere(lambda: dist.barrier() if r == 0 else dist.all_reduce(1.0),
+                      "rank 0 calls barrier()", "rank 1 calls all_reduce")
+    raises_everywhere(lambda: dist.broadcast(np.zeros(3) if r == 0 else np.zeros(4)),
+                      "(3,)", "(4,)", "pass None")
+    raises_everywhere(lambda: dist.broadcast({"a": 1} if r == 0 else np.zeros(2)), "an object")
+    raises_everywhere(lambda: dist.broadcast(np.ones(2), root=r), "root=0", "root=1")
+    # Python numbers and None off the root: the root's value everywhere
+    three = dist.broadcast(3 if r == 0 else 0.0)
+    assert three == 3 and type(three) is int, (three, type(three))
+    half = dist.broadcast(2.5 if r == 0 else None)
+    assert half == 2.5 and type(half) is float
+    f32 = dist.broadcast(np.float32(1.5) if r == 0 else None)
+    assert f32 == 1.5 and type(f32) is np.float32
+    arr = dist.broadcast(np.arange(6.0).reshape(2, 3) if r == 0 else None)
+    assert type(arr) is np.ndarray and np.array_equal(arr, np.arange(6.0).reshape(2, 3))
+    ten = dist.broadcast(tt.tensor([1.0, 2.0]) if r == 0 else None)
+    assert isinstance(ten, tt.Tensor) and np.array_equal(ten.data, [1.0, 2.0])
+    assert dist.broadcast(None) is None
+    big = dist.broadcast(2**70 if r == 0 else None)               # beyond int64: pickled
+    assert big == 2**70
+    mixed = dist.all_reduce(1 if r == 0 else 2.5)                 # numbers are promoted
+    assert type(mixed) is float and mixed == 1 + 2.5 * (dist.world_size() - 1)
+
+
+class Shaped(tt.nn.Module):
+    def __init__(self, shape, dtype=np.float64, frozen_value=0.0, frozen_grad=False, extra=False):
+        super().__init__()
+        self.w = tt.nn.Parameter(np.ones(shape, dtype))
+        self.frozen = tt.nn.Parameter(np.full(3, frozen_value))
+        self.frozen.requires_grad = frozen_grad
+        self.register_buffer("stat", np.full(2, frozen_value))
+        if extra:
+            self.more = tt.nn.Linear(2, 2, rng=0, dtype=np.float64)
+
+    def forward(self, x):
+        return x @ self.w
+
+
+def check_wrap():
+    r = dist.rank()
+    raises_everywhere(lambda: DDP(Shaped((2, 3) if r == 0 else (3, 2))),
+                      "rank 0 has parameter 'w': shape (2, 3)", "rank 1 has parameter 'w': shape (3, 2)")
+    raises_everywhere(lambda: DDP(Shaped((2, 3), np.float32 if r == 0 else np.float64)),
+                      "dtype float32", "dtype float64")
+    raises_everywhere(lambda: DDP(Shaped((2, 3), extra=r == 1)), "entry 2: rank 0 has buffer 'stat'",
+                      "rank 1 has parameter 'more.weight'")
+    raises_everywhere(lambda: DDP(Shaped((2, 3), frozen_grad=r == 1)), "requires_grad=False",
+                      "requires_grad=True")
+    model = Shaped((2, 3), frozen_value=float(r + 1))          # a frozen parameter and a buffer differ
+    model.w.data[...] = r + 7.0
+    DDP(model)
+    assert np.array_equal(model.frozen.data, np.ones(3)), "a frozen parameter was not broadcast"
+    assert np.array_equal(model.stat, np.ones(2)), "a buffer was not broadcast"
+    assert np.array_equal(model.w.data, np.full((2, 3), 7.0))
+
+
+def check_bypass_and_seeds():
+    """A backward through the bare module on rank 0 only does not wait for rank 1; a wrapped
+    one still averages. Per-rank shuffling seeds raise on every rank."""
+    r, w = dist.rank(), dist.world_size()
+    X, y = data()
+    loss_fn = tt.nn.CrossEntropyLoss()
+    model = make_model(0)
+    ddp = DDP(model)
+    out = ddp(X[:8])                          # a wrapped forward, its backward comes later
+    if r == 0:                                # a saliency map on rank 0 only, through the bare module
+        xs = tt.tensor(X[:4], requires_grad=True)
+        model(xs).sum().backward()
+        assert xs.grad is not None
+        ref = make_model(0)
+        ref(tt.tensor(X[:4], requires_grad=True)).sum().backward()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            assert np.array_equal(p.grad, q.grad), "the bare backward's gradients were averaged"
+    model.zero_grad()
+    loss_fn(out, y[:8] if r == 0 else y[8:16]).backward()      # through the wrapper: averaged
+    grads = dist.all_gather(np.concatenate([p.grad.ravel() for p in model.parameters()]))
+    assert all(np.array_equal(grads[0], g) for g in grads), "the wrapped backward was not averaged"
+    with tt.no_grad():
+        if r == 0:
+            ddp(X[:4])                        # an evaluation on rank 0 only: no collective
+    # tt.grad through the wrapper (a gradient penalty) is a sweep, not a backward: it must not arm
+    # the next backward, here a bare one on rank 0 only
+    tt.grad(lambda x: ddp(x).sum())(X[:4])
+    if r == 0:
+        model(tt.tensor(X[:4], requires_grad=True)).sum().backward()
+    # two wrappers of one shape in one backward (a GAN's generator and discriminator): each is
+    # averaged with its own counterpart (the same order on every rank)
+    gen, disc = make_model(r), make_model(r + 10)
+    ddp_g, ddp_d = DDP(gen), DDP(disc)
+    ddp_d(tt.concatenate([ddp_g(X[8 * r:8 * r + 8]), tt.tensor(X[:8, 4:])], axis=1)).sum().backward()
+    for net in (gen, disc):
+        every = dist.all_gather(np.concatenate([p.grad.ravel() for p in net.parameters()]))
+        assert all(np.array_equal(every[0], e) for e in every), "two wrappers' gradients were mixed"
+    ref_g, ref_d = make_model(0), make_model(10)
+    for k in range(w):
+        ref_d(tt.concatenate([ref_g(X[8 * k:8 * k + 8]), tt.tensor(X[:8, 4:])], axis=1)).sum().backward()
+    for net, ref in ((gen, ref_g), (disc, ref_d)):
+        for p, q in zip(net.parameters(), ref.parameters()):
+            assert np.allclose(p.grad, q.grad / w, rtol=0, atol=1e-12), "two wrappers: wrong mean"
+    raises_everywhere(lambda: next(tt.data.minibatches(X, y, 8, rng=r, rank=r, world_size=w)),
+                      "rank 0 and rank 1 drew different permutations", "not seed + rank")
+    raises_everywhere(lambda: next(tt.data.minibatches(X[:100 + r], y[:100 + r], 8, rng=0, rank=r,
+                                                       world_size=w)),
+                      "hold different numbers of rows", "100 rows", "101 rows")
+
+
+def make_bn_model(seed):
+    rng = np.random.default_rng(seed)
+    return tt.nn.Sequential(tt.nn.Linear(12, 16, rng=rng, dtype=np.float64), tt.nn.BatchNorm1d(16),
+                            tt.nn.Tanh(), tt.nn.Linear(16, 4, rng=rng, dtype=np.float64))
+
+
+def check_join():
+    """Uneven inputs: rank 0 has 5 batches, the others 3. Inside join() the longer rank trains on;
+    the result equals the sum of the active ranks' gradients over world_size (or over the active
+    count), step by step; the replicas stay equal; other collectives and throw_on_early_termination
+    raise on every rank."""
+    r, w = dist.rank(), dist.world_size()
+    X, y = data()
+    loss_fn = tt.nn.CrossEntropyLoss()
+    steps = [5 if j == 0 else 3 for j in range(w)]
+    whole = list(tt.data.minibatches(X, y, 8 * w, rng=3))[:max(steps)]
+    shares = [[(xb[j::w], yb[j::w]) for xb, yb in whole] for j in range(w)]
+    for initial in (True, False):
+        model = make_bn_model(r)
+        ddp = DDP(model)
+        opt = tt.optim.SGD(ddp.parameters(), lr=0.1)
+        with ddp.join(divide_by_initial_world_size=initial):
+            for xb, yb in shares[r][:steps[r]]:
+                loss = loss_fn(ddp(xb), yb)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        final = np.concatenate([p.data.ravel() for p in model.parameters()])
+        every = dist.all_gather(final)
+        assert all(np.array_equal(every[0], e) for e in every), "the replicas drifted apart in join()"
+        ref = make_bn_model(0)
+        refs = {}
+        for divisor_rule in ("initial", "active"):
+            net = make_bn_model(0)
+            for k in range(max(steps)):
+                active = [j for j in range(w) if k < steps[j]]
+                total = [np.zeros_like(p.data) for p in net.parameters()]
+                divisor = w if divisor_rule == "initial" else len(active)
+                for j in active:             # divided before the sum, as the wrapper packs them
+                    net.zero_grad()
+                    loss_fn(net(shares[j][k][0]), shares[j][k][1]).backward()
+                    total = [t + p.grad / divisor for t, p in zip(total, net.parameters())]
+                for p, t in zip(net.parameters(), total):
+                    p.data -= 0.1 * t
+            refs[divisor_rule] = np.concatenate([p.data.ravel() for p in net.parameters()])
+        del ref
+        want, other = (refs["initial"], refs["active"]) if initial else (refs["active"], refs["initial"])
+        err = float(np.max(np.abs(final - want)))
+        assert err < 1e-12, f"join(divide_by_initial_world_size={initial}): off by {err:.3g}"
+        assert float(np.max(np.abs(other - want))) > 1e-6, "the join check cannot fail"
+        if dist.is_main():
+            print(f"join: ranks with 5 and 3 batches equal the reference to {err:.1e} "
+                  f"(divide_by_initial_world_size={initial})")
+
+    def metric_inside_join():
+        ddp = DDP(make_model(0))
+        with ddp.join():
+            for xb, yb in shares[r][:2 if r == 0 else 1]:
+                loss = loss_fn(ddp(xb), yb)
+                loss.backward()
+                dist.all_reduce(loss.item())
+    raises_everywhere(metric_inside_join, "joined", "all_reduce", "move other collectives out")
+
+    def throwing():
+        ddp = DDP(make_model(0))
+        with ddp.join(throw_on_early_termination=True):
+            for xb, yb in shares[r][:3 if r == 0 else 1]:
+                loss_fn(ddp(xb), yb).backward()
+    raises_everywhere(throwing, "throw_on_early_termination=True", "ran out of inputs")
 
 
 def main():
     mode = sys.argv[1]
+    if mode == "preinit" and os.environ.get("PMI_RANK") == "1":
+        raise RuntimeError("deliberate failure on rank 1 before init()")
     dist.init()
     if mode == "collectives":
         check_collectives()
@@ -211,11 +438,31 @@ def main():
         check_equivalence()
         check_no_sync_and_buckets()
         check_save(sys.argv[2])
+        check_mismatched_collectives()
+        check_wrap()
+        check_bypass_and_seeds()
+        check_join()
     elif mode == "raise":
         if dist.rank() == 1:
             raise RuntimeError("deliberate failure on rank 1")
         dist.all_reduce(np.ones(3))          # rank 0 would wait here forever without the abort
         dist.barrier()
+    elif mode in ("exit", "uneven"):
+        X, y = data()
+        ddp = DDP(make_model(0))
+        batches = list(tt.data.minibatches(X, y, 8, rng=0, rank=dist.rank(), world_size=dist.world_size()))
+        for k, (xb, yb) in enumerate(batches[:3 if dist.rank() == 0 else 2]):
+            if mode == "exit" and k == 1 and dist.rank() == 1:
+                sys.exit(0)                  # ends cleanly while rank 0 is in its step
+            tt.nn.CrossEntropyLoss()(ddp(xb), yb).backward()
+        print(f"rank {dist.rank()} done", flush=True)
+        return                               # rank 1 ends its script normally
+    elif mode == "timeout":
+        dist.init(timeout=1)
+        if dist.rank() == 1:
+            import time
+            time.sleep(120)                  # stuck elsewhere: rank 0 must not wait forever
+        dist.all_reduce(np.ones(3))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
     if dist.is_main():

@@ -32,18 +32,20 @@ def find_mpiexec():
     return here or shutil.which("mpiexec")
 
 
-def mpi_env():
+def mpi_env(extra=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env.pop("TT_DIST_TIMEOUT", None)
+    env.update(extra or {})
     return env
 
 
-def launch(n, *args, timeout=TIMEOUT, cwd=None):
+def launch(n, *args, timeout=TIMEOUT, cwd=None, env=None):
     """Run `mpiexec -n n python args...`; a run past the timeout fails the test (a hang)."""
     cmd = [find_mpiexec(), "-n", str(n), sys.executable, *map(str, args)]
     try:
         return subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                              timeout=timeout, env=mpi_env(), cwd=cwd or ROOT)
+                              timeout=timeout, env=mpi_env(env), cwd=cwd or ROOT)
     except subprocess.TimeoutExpired as err:
         pytest.fail(f"{' '.join(cmd)} did not finish in {timeout} s (a hang?)\nstdout:\n{err.stdout}\n"
                     f"stderr:\n{err.stderr}")
@@ -74,11 +76,16 @@ def mpi():
 def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
     """In one launch: the collectives; sharding covers every sample once per epoch; SGD with
     momentum and Adam on 2 ranks with batch B/2 give one process's parameters with batch B to
-    1e-12 after 20 steps (float64); no_sync; buckets; tt.save on every rank writes once."""
+    1e-12 after 20 steps (float64); no_sync; buckets; tt.save per rank and once. Then what used to
+    be silent or hang raises on every rank (mismatched collectives and models, per-rank seeds),
+    off-root placeholders give the root's value, a bare backward on one rank stays local, and
+    join() trains uneven ranks to the reference."""
     run = launch(2, CHECKS, "collectives", tmp_path)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "OK collectives on 2 ranks" in run.stdout
     assert run.stdout.count("equivalence") == 2, run.stdout
+    assert run.stdout.count("join: ranks with 5 and 3 batches") == 2, run.stdout
+    assert "Fatal error" not in run.stderr and "MPIR_" not in run.stderr, run.stderr
     print(run.stdout)
 
 
@@ -91,6 +98,32 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
     assert "rank 1 of 2 raised RuntimeError: deliberate failure on rank 1" in out, out
     assert "aborting all ranks" in out
     assert "OK raise" not in out
+
+
+@pytest.mark.parametrize("mode, fragments", [
+    ("exit", ["rank 0 of 2: waiting in DistributedDataParallel's gradient all-reduce",
+              "for rank(s) 1, which ended", "ddp.join()"]),
+    ("uneven", ["rank 0 of 2: waiting in DistributedDataParallel's gradient all-reduce",
+                "for rank(s) 1, which ended"]),
+    ("timeout", ["the watchdog: waited", "all_reduce(op='sum') of an array float64 (3,)",
+                 "for rank(s) 1, which did not arrive", "timeout="]),
+    ("preinit", ["tt.distributed.init: rank 0 of 2 waited 1 s for MPI to start",
+                 "a rank did not reach init()"]),
+])
+def test_no_hang(mpi, mode, fragments):
+    """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
+    batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
+    1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1). Now the launch ends, non-zero, with
+    rank 0 naming the collective and the rank it waited for."""
+    import time
+    start = time.monotonic()
+    run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "1"} if mode == "preinit" else None)
+    took = time.monotonic() - start
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out
+    missing = [f for f in fragments if f not in out]
+    assert not missing, f"{missing} not in:\n{out}"
+    assert "OK " not in run.stdout and took < 60, (took, out)
 
 
 @pytest.mark.slow
@@ -168,13 +201,70 @@ def test_init_without_mpi4py(monkeypatch):
     assert dist.init() == 1 and dist.world_size() == 1 and dist.is_main()
 
 
-def test_save_writes_on_the_main_rank_only(single, tmp_path):
-    single.size, single.rank = 2, 1                 # as rank 1 of 2 sees it
-    tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
-    assert not (tmp_path / "a.npz").exists()
+def test_save_on_other_ranks(single, tmp_path):
+    """As rank 1 of 2 sees it: a path naming the rank is written; a shared path is left to rank
+    0, with one warning per process; rank 0 writes both."""
+    import warnings
+    single.size, single.rank = 2, 1
+    monkey = dist._SKIP_WARNED
+    monkey.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
+        tt.save({"w": np.ones(2)}, tmp_path / "b.npz")
+    assert not (tmp_path / "a.npz").exists() and not (tmp_path / "b.npz").exists()
+    assert len(caught) == 1 and "only rank 0 writes it" in str(caught[0].message)
+    tt.save({"w": np.ones(2)}, tmp_path / "ckpt_1.npz")
+    (tmp_path / "rank1").mkdir()
+    tt.save({"w": np.ones(2)}, tmp_path / "rank1" / "ckpt")
+    assert (tmp_path / "ckpt_1.npz").exists() and (tmp_path / "rank1" / "ckpt.npz").exists()
     single.rank = 0
     tt.save({"w": np.ones(2)}, tmp_path / "a.npz")
     assert np.array_equal(tt.load(tmp_path / "a.npz")["w"], np.ones(2))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "ckpt_1.npz", "rank1"]
+    with pytest.raises(FileNotFoundError, match="missing"):      # named as asked, not the temporary
+        tt.save({"w": np.ones(2)}, tmp_path / "missing" / "x.npz")
+    monkey.clear()
+
+
+@pytest.mark.parametrize("path, rank, names", [
+    ("ckpt_1.npz", 1, True), ("rank1.npz", 1, True), ("Rank_01.npz", 1, True), ("out/rank1/c.npz", 1, True),
+    ("ckpt-2", 2, True), ("1.npz", 1, True), ("ckpt.npz", 1, False), ("epoch1.npz", 1, False),
+    ("ckpt_11.npz", 1, False), ("/tmp/pytest-1/t/ckpt.npz", 1, False), ("ckpt_1.npz", 2, False)])
+def test_which_paths_name_the_rank(path, rank, names):
+    assert bool(dist._names_rank(path, rank)) is names
+
+
+def test_timeout_setting(monkeypatch):
+    import datetime
+    monkeypatch.delenv("TT_DIST_TIMEOUT", raising=False)
+    assert dist._seconds(None) == dist.DEFAULT_TIMEOUT == 600
+    assert dist._seconds(datetime.timedelta(minutes=2)) == 120
+    assert dist._seconds(1.5) == 1.5
+    monkeypatch.setenv("TT_DIST_TIMEOUT", "7")
+    assert dist._seconds(None) == 7
+    monkeypatch.setenv("TT_DIST_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match="TT_DIST_TIMEOUT must be a number"):
+        dist._seconds(None)
+    for bad in (0, -1, True, "10"):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            dist._seconds(bad)
+
+
+def test_headers_describe_the_call(single):
+    """What the mismatch messages print: a header holds the collective, the value's kind, dtype,
+    shape (more than 16 axes are cut, never wrong) and the op or root."""
+    h = dist._header("all_reduce", dist.ARRAY, np.zeros((2, 3), np.float32), arg=dist._OPS.index("max"))
+    assert dist._describe(h) == "all_reduce(op='max') of an array float32 (2, 3)"
+    h = dist._header("broadcast", dist.PLACEHOLDER, None, arg=1)
+    assert dist._describe(h) == "broadcast(root=1) of a placeholder"
+    many = np.zeros((1,) * 17 + (2,), np.complex128)
+    h = dist._header("all_gather", dist.TENSOR, many)
+    assert dist._describe(h).endswith("complex128 " + str((1,) * 15 + ("... 18 axes",)))
+    other = dist._header("all_gather", dist.TENSOR, np.zeros((1,) * 17 + (3,), np.complex128))
+    assert (h != other).any()                         # the axes past 16 still tell them apart
+    for dtype in (np.bool_, np.int8, np.uint64, np.float16, np.float64, np.complex64):
+        assert dist._dtype_of(dist._header("barrier", dist.ARRAY, np.zeros(1, dtype))) == np.dtype(dtype)
 
 
 def test_ddp_in_one_process_is_the_module(single):
@@ -283,3 +373,31 @@ def test_nccl_collectives_and_ddp_on_two_gpus(mpi, tmp_path):
     script.write_text(NCCL_SCRIPT)
     run = launch(2, script)
     assert run.returncode == 0 and "OK nccl" in run.stdout, run.stdout + run.stderr
+
+
+def test_install_lines_cover_the_distributed_example():
+    """Every code block that launches examples/train_mlp.py --distributed installs extras that
+    hold mpi4py, the MPI wheel and every third-party module the example imports (the README's
+    line lacked [examples]: sklearn was missing)."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")          # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    source = (ROOT / "examples" / "train_mlp.py").read_text() + (ROOT / "examples" / "curves.py").read_text()
+    imported = {m for m in re.findall(r"^\s*(?:from|import) (\w+)", source, re.M)}
+    third_party = {"sklearn": "scikit-learn", "tqdm": "tqdm", "matplotlib": "matplotlib"}
+    needed = {third_party[m] for m in imported if m in third_party} | {"mpi4py", "mpich"}
+    assert {"scikit-learn", "tqdm", "mpi4py"} <= needed
+    pages = [ROOT / "README.md", ROOT / "docs" / "guides" / "distributed.md"]
+    checked = 0
+    for page in pages:
+        for block in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S):
+            if "train_mlp.py --distributed" not in block:
+                continue
+            names = re.search(r'pip install -e "\.\[([\w,-]+)\]"', block)
+            assert names, f"{page.name}: no install line beside the launch line:\n{block}"
+            have = {req.split(">")[0].split("=")[0].split("[")[0]
+                    for extra in names.group(1).split(",") for req in extras[extra]}
+            assert needed <= have, f"{page.name}: {sorted(needed - have)} missing from [{names.group(1)}]"
+            checked += 1
+    assert checked >= 2

@@ -1,4 +1,4 @@
-"""Elementwise operations with NumPy's names (ops_elementwise.py): what the sweep over specs.py
+"""Elementwise operations with NumPy's names (ops/elementwise.py): what the sweep over specs.py
 does not reach. NumPy's spellings on Tensors, bounds and kinks, no-gradient ops, methods, dtypes."""
 
 import math

@@ -1,12 +1,12 @@
-"""Reductions with NumPy's names (ops_reductions.py) and the creation helpers: zeros in prod,
+"""Reductions with NumPy's names (ops/reductions.py) and the creation helpers: zeros in prod,
 zero spread in std, ddof, axes, indices, dtypes, what the sweep over specs.py does not reach."""
 
 import numpy as np
 import pytest
 
 import tinytensor as tt
-from tinytensor import ops_reductions
 from tinytensor.checks import check_op
+from tinytensor.ops import reductions as ops_reductions
 from tinytensor.specs import _prod_others_reference, with_zeros
 
 

@@ -88,7 +88,9 @@ def test_scheduler_state_dict_round_trip():
     lrs_over(sched, 3)
     state = sched.state_dict()
     assert state["last_epoch"] == 3 and "optimizer" not in state
-    other = S.CosineAnnealingLR(optimizer(), T_max=10)
+    opt = optimizer()          # the lr lives in the optimizer (chainable forms read it): load both
+    opt.load_state_dict(sched.optimizer.state_dict())
+    other = S.CosineAnnealingLR(opt, T_max=10)
     other.load_state_dict(state)
     other.step()
     sched.step()

@@ -116,3 +116,70 @@ def test_dirichlet():
 def test_a_shape_parameter_inside_betainc_is_refused():
     with pytest.raises(TypeError, match="t.cdf: not differentiable in df"):
         ts.t.cdf(0.3, tt.tensor(3.0, requires_grad=True))
+
+
+# ----- issue 30: the closed edges of each support, infinite values, degenerate parameters -------------
+from tinytensor.scipy.specs import STATS_EDGES  # noqa: E402
+
+
+def test_every_distribution_has_an_edge_row():
+    assert set(ts.__all__) <= set(STATS_EDGES), set(ts.__all__) - set(STATS_EDGES)
+
+
+@pytest.mark.parametrize("name", sorted(STATS_EDGES))
+def test_edges_equal_scipys(name):
+    for method, args in STATS_EDGES[name]:
+        with np.errstate(all="ignore"):
+            expected = getattr(getattr(ss, name), method)(*args)
+            ours = getattr(getattr(ts, name), method)(*[tt.tensor(a) for a in args])
+        np.testing.assert_allclose(ours.data if isinstance(ours, tt.Tensor) else ours, expected,
+                                   rtol=1e-12, err_msg=f"{name}.{method}{args}")
+
+
+@pytest.mark.parametrize("name, args, slope", [
+    ("gamma", (0.0, 1.0), -1.0),                 # the exponential's log density -x, at x = 0
+    ("beta", (0.0, 1.0, 2.0), -1.0),             # log 2 + log(1 - x)
+    ("beta", (1.0, 2.0, 1.0), 1.0),              # log 2 + log x
+    ("chi2", (0.0, 2.0), -0.5),
+])
+def test_the_gradient_at_a_closed_edge_is_the_one_sided_slope(name, args, slope):
+    g = tt.grad(lambda x: getattr(ts, name).logpdf(x, *args[1:]))(args[0])
+    np.testing.assert_allclose(g, slope, rtol=1e-12)
+    da = tt.grad(lambda a: getattr(ts, name).logpdf(args[0], a, *args[2:]))(args[1])
+    assert np.isfinite(da)
+
+
+def test_dirichlet_refuses_what_scipy_refuses():
+    with pytest.raises(ValueError, match="greater than zero"):
+        ts.dirichlet.logpdf(np.array([0.0, 0.3, 0.7]), np.array([0.5, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="greater than 0"):
+        ts.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), np.array([0.0, 1.0, 1.0]))
+
+
+def test_norm_ppf_is_differentiable_in_q():
+    q = np.array([0.1, 0.5, 0.97])
+    g = tt.grad(lambda q: tt.sum(ts.norm.ppf(q, 1.0, 2.0)))(q)
+    np.testing.assert_allclose(g, 2.0 / ss.norm.pdf(ss.norm.ppf(q)), rtol=1e-12)
+    tt.gradcheck(lambda q, s: ts.norm.ppf(q, 0.3, s), q, np.array([0.5, 1.0, 2.0]))
+
+
+@pytest.mark.parametrize("x, mean, cov", [
+    ([1.0, 1.0], [0.0, 0.0], [[1.0, 1.0], [1.0, 1.0]]),        # on the singular support
+    ([1.0, -1.0], [0.0, 0.0], [[1.0, 1.0], [1.0, 1.0]]),       # off it: -inf
+    ([[0.3, 0.2], [1.0, 1.0]], [0.1, 0.0], [[2.0, 0.0], [0.0, 2.0]]),   # not singular: as cholesky
+    ([1.0, 2.0], [0.0, 0.0], [[0.0, 0.0], [0.0, 0.0]]),
+])
+def test_multivariate_normal_allow_singular_equals_scipy(x, mean, cov):
+    x, mean, cov = (np.asarray(v, dtype=float) for v in (x, mean, cov))
+    expected = ss.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+    close(ts.multivariate_normal.logpdf(x, mean, cov, allow_singular=True), expected, rtol=1e-12)
+    close(ts.multivariate_normal(mean, cov, allow_singular=True).pdf(x),
+          ss.multivariate_normal(mean, cov, allow_singular=True).pdf(x), rtol=1e-12)
+
+
+def test_allow_singular_gradient_along_the_support():
+    cov = np.array([[1.0, 1.0], [1.0, 1.0]])
+    g = tt.grad(lambda x: ts.multivariate_normal.logpdf(x, np.zeros(2), cov, allow_singular=True))(np.ones(2))
+    np.testing.assert_allclose(g, -np.linalg.pinv(cov) @ np.ones(2), rtol=1e-12)
+    with pytest.raises(ValueError, match="semidefinite"):
+        ts.multivariate_normal.logpdf(np.ones(2), np.zeros(2), -np.eye(2), allow_singular=True)

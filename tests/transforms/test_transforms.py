@@ -546,3 +546,23 @@ def test_wrong_tangents_and_arguments():
         tt.grad(lambda x, y: x * y, argnums=(0, 0))(1.0, 2.0)
     with pytest.raises(ValueError, match="mode"):
         tt.jacobian(tt.sin, mode="forward")
+
+
+# ----- has_aux, as JAX (issue 30) -----------------------------------------------------------------------
+def test_has_aux_as_jax():
+    def f(x):
+        y = tt.sum(x ** 2)
+        return y, {"y": y, "twice": 2 * x, "label": "sq"}
+
+    x = np.array([1.0, 2.0])
+    g, aux = tt.grad(f, has_aux=True)(x)
+    np.testing.assert_allclose(g, 2 * x)
+    assert aux["label"] == "sq" and type(aux["twice"]) is np.ndarray and float(aux["y"]) == 5.0
+    (value, aux), g = tt.value_and_grad(f, has_aux=True)(x)
+    assert float(value) == 5.0 and np.array_equal(aux["twice"], 2 * x) and np.array_equal(g, 2 * x)
+    (g0, g1), _ = tt.grad(lambda a, b: (tt.sum(a * b), b), argnums=(0, 1), has_aux=True)(x, 3 * x)
+    np.testing.assert_allclose(g0, 3 * x)
+    hess = tt.jacobian(lambda x: tt.grad(f, has_aux=True)(x)[0])(x)      # nested: aux stays on the tape
+    np.testing.assert_allclose(hess, 2 * np.eye(2))
+    with pytest.raises(TypeError, match="pair"):
+        tt.grad(lambda x: tt.sum(x), has_aux=True)(x)

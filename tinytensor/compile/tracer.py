@@ -206,8 +206,12 @@ class _Tracer:
         view = np.ndarray.view(array, _Tainted)
         self.index[id(view)] = var
         self.alive.append(view)
-        frame = _user_frame()
-        if frame is not None:
+        frame = sys._getframe(2)           # the user frame it is handed to (a comparison, t.data, an
+        for _ in range(4):                 # argmax a user calls), if within a few frames of here:
+            if frame is None or _is_user(frame.f_code):   # one made deep inside a layer stays there
+                break
+            frame = frame.f_back
+        if frame is not None and _is_user(frame.f_code):
             self.tainted_frames.add(id(frame))
         return view
 
@@ -731,7 +735,7 @@ class _Tainted(np.ndarray):
     def __array_function__(self, func, types, args, kwargs):
         if builtins.any(issubclass(t, Tensor) for t in types):
             return NotImplemented
-        if _plain_here():
+        if _plain_here() or func in _STATIC:          # np.shape, np.ndim: no value read
             return func(*_plain(args), **_plain(kwargs))
         if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
             raise _value_shape(func.__name__)
@@ -903,6 +907,7 @@ for _name, _conv in (("__bool__", bool), ("__float__", float), ("__int__", int),
     setattr(_Tainted, _name, _scalar_read(_conv, f"{_conv.__name__}()"))
 _Tainted.__len__ = lambda self: self.shape[0] if self.ndim else np.ndarray.__len__(self)
 
+_STATIC = {np.shape, np.ndim, np.size, np.result_type, np.iscomplexobj, np.isrealobj}
 _SHAPE_FROM_VALUES = {np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.extract, np.compress,
                       np.trim_zeros}
 

@@ -10,13 +10,19 @@ convolution, pooling and the stable activations are in `tt.nn.functional`.
 
 from . import attention, functional, init, parallel, utils
 from .attention import MultiheadAttention, scaled_dot_product_attention
+from .conv import Conv1d, ConvTranspose1d, ConvTranspose2d
 from .layers import (
+    ELU,
     GELU,
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
     AvgPool2d,
     BatchNorm1d,
     BatchNorm2d,
     Conv2d,
     Dropout,
+    Dropout2d,
     Embedding,
     Flatten,
     Identity,
@@ -25,14 +31,24 @@ from .layers import (
     Linear,
     LogSoftmax,
     MaxPool2d,
+    MaxUnpool2d,
+    Mish,
     ModuleDict,
     ModuleList,
+    ParameterDict,
+    ParameterList,
+    PReLU,
     ReLU,
     Sequential,
     Sigmoid,
+    SiLU,
     Softmax,
     Softplus,
     Tanh,
+    Unflatten,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
 )
 from .losses import (
     BCELoss,
@@ -46,8 +62,16 @@ from .losses import (
     SmoothL1Loss,
 )
 from .module import Module, functional_call
+from .normalization import GroupNorm, InstanceNorm1d, InstanceNorm2d, RMSNorm
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 functional.scaled_dot_product_attention = scaled_dot_product_attention   # F.<name>, as PyTorch
 
@@ -60,4 +84,9 @@ __all__ = [
     "MultiheadAttention",
     "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "HuberLoss", "BCELoss", "BCEWithLogitsLoss",
     "SmoothL1Loss", "KLDivLoss",
+    "Conv1d", "ConvTranspose1d", "ConvTranspose2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+    "RMSNorm", "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "AdaptiveAvgPool1d",
+    "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "Dropout2d", "SiLU", "ELU", "Mish", "PReLU", "Unflatten",
+    "ParameterList", "ParameterDict", "TransformerEncoderLayer", "TransformerEncoder",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer", "MaxUnpool2d",
 ]

@@ -18,6 +18,7 @@ from .. import backend, ops
 from ..rng import generator
 from ..state import SHARED, STATE
 from ..tensor import Tensor
+from ..torch_interop import host_array
 from . import functional as F
 from . import init
 from .layers import Linear
@@ -52,12 +53,14 @@ def _dropout(p, x, rng):
 def _masked(scores, mask, allowed, name):
     """scores with `mask` applied: a boolean mask (True = `allowed` to attend) puts -inf where
     attending is not allowed; a float mask is added."""
-    m = mask if isinstance(mask, Tensor) else backend.asarray(mask)   # a Tensor stays one: tt.compile
-    if m.dtype == np.bool_:                                           # records what is done with it
-        ninf = np.array(-np.inf, scores.dtype)
-        return ops.PUBLIC["where"](m, scores, ninf) if allowed else ops.PUBLIC["where"](m, ninf, scores)
+    m = mask if isinstance(mask, Tensor) else _array(mask)    # a Tensor stays one: tt ops see it
+    inf = np.array(-np.inf, scores.dtype)
+    if m.dtype == np.bool_:
+        where = ops.PUBLIC["where"]
+        return where(m, scores, inf) if allowed else where(m, inf, scores)
     if m.dtype.kind != "f":
-        raise TypeError(f"{name}: a mask must be boolean or floating, got dtype {m.dtype}")
+        raise TypeError(f"{name}: a mask must be boolean or floating, got dtype {m.dtype}; for a 0/1 "
+                        f"integer mask pass mask.bool()")
     return scores + (m if isinstance(m, Tensor) else m.astype(scores.dtype, copy=False))
 
 
@@ -89,6 +92,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return ops.matmul(weights, value)
 
 
+def _mask(mask, name, what, like):
+    """A mask as a Tensor, checked as PyTorch checks it: boolean or floating (an integer 0/1 mask
+    is refused: added as a bias it would silently shift the scores); a float mask in `like`'s dtype."""
+    # the caller's array itself (never a copy), so tt.compile sees it as the argument it is
+    m = mask if isinstance(mask, Tensor) else _array(host_array(mask))
+    kind = m.dtype.kind
+    if kind == "b":
+        return m
+    if kind != "f":
+        raise TypeError(f"{name}: {what} must be boolean (True: may not attend) or floating (added to "
+                        f"the scores), got dtype {m.dtype}; for a 0/1 integer mask pass mask.bool()")
+    return m if m.dtype == like else ops.astype(m, like)
+
+
+def _pad_column(m):
+    """m (..., S) with one more column that masks nothing (False, or 0.0): for bias_k/bias_v and
+    add_zero_attn, as PyTorch pads its masks."""
+    return ops.concatenate([m, np.zeros(tuple(m.shape[:-1]) + (1,), m.dtype)], axis=-1)
+
+
 class MultiheadAttention(Module):
     """PyTorch's nn.MultiheadAttention: `num_heads` heads of size embed_dim // num_heads.
 
@@ -96,27 +119,49 @@ class MultiheadAttention(Module):
     average_attn_weights=True, is_causal=False) returns (output, weights): output (L, N, E), or
     (N, L, E) with batch_first=True, or (L, E) unbatched; weights (N, L, S) averaged over the heads
     (or (N, num_heads, L, S)), None with need_weights=False. Masks: True where a query may NOT
-    attend (key_padding_mask (N, S); attn_mask (L, S) or (N * num_heads, L, S)), or floats added.
-    Parameters as PyTorch's: in_proj_weight (3 E, E) (xavier uniform), in_proj_bias (zeros),
-    out_proj (a Linear, its bias zeros). Dropout (p=`dropout`) acts on the attention weights in
-    training mode only.
+    attend (key_padding_mask (N, S); attn_mask (L, S) or (N * num_heads, L, S)), or floats added;
+    integer masks are refused, as PyTorch's. Parameters as PyTorch's: in_proj_weight (3 E, E)
+    (xavier uniform), or q_proj_weight (E, E), k_proj_weight (E, kdim), v_proj_weight (E, vdim)
+    when kdim or vdim differs from embed_dim; in_proj_bias (zeros), bias_k and bias_v (1, 1, E)
+    with add_bias_kv (xavier normal: one more key and value, appended), out_proj (a Linear, its
+    bias zeros). add_zero_attn appends a zero key and value per head. Dropout (p=`dropout`) acts on
+    the attention weights in training mode only.
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, rng=None,
-                 dtype=np.float32):
+                 dtype=np.float32, add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None):
         super().__init__()
         embed_dim, num_heads = int(embed_dim), int(num_heads)
         if embed_dim < 1 or num_heads < 1 or embed_dim % num_heads:
             raise ValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be a positive multiple "
                              f"of num_heads ({num_heads})")
         self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim // num_heads
+        self.kdim = embed_dim if kdim is None else int(kdim)
+        self.vdim = embed_dim if vdim is None else int(vdim)
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.dropout, self.batch_first = float(dropout), bool(batch_first)
+        self.add_zero_attn = bool(add_zero_attn)
         rng = generator(rng)
-        self.in_proj_weight = Tensor(np.zeros((3 * embed_dim, embed_dim)), dtype=dtype,
-                                     requires_grad=True, name="in_proj_weight")
-        init.xavier_uniform_(self.in_proj_weight, rng=rng)
+
+        def weight(shape, name):
+            w = Tensor(np.zeros(shape), dtype=dtype, requires_grad=True, name=name)
+            init.xavier_uniform_(w, rng=rng)
+            return w
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = weight((3 * embed_dim, embed_dim), "in_proj_weight")
+        else:
+            self.in_proj_weight = None
+            self.q_proj_weight = weight((embed_dim, embed_dim), "q_proj_weight")
+            self.k_proj_weight = weight((embed_dim, self.kdim), "k_proj_weight")
+            self.v_proj_weight = weight((embed_dim, self.vdim), "v_proj_weight")
         self.in_proj_bias = (Tensor(np.zeros(3 * embed_dim), dtype=dtype, requires_grad=True,
                                     name="in_proj_bias") if bias else None)
+        self.bias_k = self.bias_v = None
+        if add_bias_kv:
+            self.bias_k = Tensor(np.zeros((1, 1, embed_dim)), dtype=dtype, requires_grad=True, name="bias_k")
+            self.bias_v = Tensor(np.zeros((1, 1, embed_dim)), dtype=dtype, requires_grad=True, name="bias_v")
+            init.xavier_normal_(self.bias_k, rng=rng)
+            init.xavier_normal_(self.bias_v, rng=rng)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, rng=rng, dtype=dtype)
         if bias:
             init.zeros_(self.out_proj.bias)
@@ -124,7 +169,10 @@ class MultiheadAttention(Module):
 
     def _project(self, x, i):
         E = self.embed_dim
-        w = self.in_proj_weight[i * E:(i + 1) * E]
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight[i * E:(i + 1) * E]
+        else:
+            w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
         b = None if self.in_proj_bias is None else self.in_proj_bias[i * E:(i + 1) * E]
         y = ops.matmul(x, ops.transpose(w))
         return y if b is None else y + b
@@ -132,42 +180,85 @@ class MultiheadAttention(Module):
     def _heads(self, x, n):      # (N, L, E) -> (N, H, L, hd)
         return ops.transpose(ops.reshape(x, (n, -1, self.num_heads, self.head_dim)), (0, 2, 1, 3))
 
+    def _check(self, query, key, value, unbatched):
+        name = "MultiheadAttention"
+        q, k, v = (tuple(t.shape) for t in (query, key, value))
+        if len(q) not in (2, 3):
+            layout = "(N, L, E)" if self.batch_first else "(L, N, E)"
+            raise ValueError(f"{name}: query must be batched {layout} or unbatched (L, E), got shape {q}")
+        if len(k) != len(q) or len(v) != len(q):
+            raise ValueError(f"{name}: query, key and value must all be batched (3 axes) or all "
+                             f"unbatched (2), got shapes {q}, {k} and {v}")
+        if q[-1] != self.embed_dim:
+            raise ValueError(f"{name}: query's last axis must be embed_dim={self.embed_dim}, got shape {q}")
+        if k[-1] != self.kdim or v[-1] != self.vdim:
+            raise ValueError(f"{name}: key's last axis must be kdim={self.kdim} and value's "
+                             f"vdim={self.vdim}, got key {k} and value {v}")
+        if k[:-1] != v[:-1]:
+            raise ValueError(f"{name}: key {k} and value {v} must agree on every axis but the last "
+                             f"(the source length and the batch)")
+        if not unbatched:
+            b = 0 if self.batch_first else 1
+            if k[b] != q[b]:
+                raise ValueError(f"{name}: key's batch size {k[b]} differs from query's {q[b]} "
+                                 f"(shapes {k} and {q}, batch on axis {b}"
+                                 f"{'' if self.batch_first else '; pass batch_first=True for (N, L, E)'})")
+
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         key_padding_mask, attn_mask = _recorded(key_padding_mask), _recorded(attn_mask)
-        dtype = self.in_proj_weight.data.dtype
+        name = "MultiheadAttention"
+        dtype = self.out_proj.weight.dtype
         query, key, value = (cast_input(t, dtype) for t in (query, key, value))
         unbatched = len(query.shape) == 2
+        self._check(query, key, value, unbatched)
+        if key_padding_mask is not None:
+            key_padding_mask = _mask(key_padding_mask, name, "key_padding_mask", dtype)
+        if attn_mask is not None:
+            attn_mask = _mask(attn_mask, name, "attn_mask", dtype)
         if unbatched:
             query, key, value = (ops.reshape(t, (1,) + tuple(t.shape)) for t in (query, key, value))
             if key_padding_mask is not None:
-                key_padding_mask = _batch_of_one(key_padding_mask)
+                if len(key_padding_mask.shape) != 1:
+                    raise ValueError(f"{name}: for unbatched input key_padding_mask must be (S,) = "
+                                     f"({key.shape[1]},), got {tuple(key_padding_mask.shape)}")
+                key_padding_mask = ops.reshape(key_padding_mask, (1, -1))
         elif not self.batch_first:                # (L, N, E) -> (N, L, E)
             query, key, value = (ops.swapaxes(t, 0, 1) for t in (query, key, value))
         n, L, E = query.shape
         S = key.shape[1]
-        if E != self.embed_dim or key.shape[-1] != E or value.shape[-1] != E:
-            raise ValueError(f"MultiheadAttention: expected embed_dim {self.embed_dim} on the last axis, "
-                             f"got query {tuple(query.shape)}, key {tuple(key.shape)}, value "
-                             f"{tuple(value.shape)}")
-        q, k, v = (self._heads(self._project(t, i), n) for i, t in enumerate((query, key, value)))
-        scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(self.head_dim))
+        if key_padding_mask is not None and tuple(key_padding_mask.shape) != (n, S):
+            raise ValueError(f"{name}: key_padding_mask must be (N, S) = {(n, S)}, got "
+                             f"{tuple(key_padding_mask.shape)}")
         if is_causal and attn_mask is None:
             attn_mask = ~np.tril(np.ones((L, S), dtype=bool))
         if attn_mask is not None:
-            m = attn_mask if isinstance(attn_mask, Tensor) else _array(attn_mask)
+            shape = tuple(attn_mask.shape)
+            if shape != (L, S) and shape != (n * self.num_heads, L, S):
+                raise ValueError(f"{name}: attn_mask must be (L, S) = {(L, S)} or (N * num_heads, L, S) = "
+                                 f"{(n * self.num_heads, L, S)}, got {shape}")
+        q, k, v = (self._project(t, i) for i, t in enumerate((query, key, value)))
+        if self.bias_k is not None:              # one more key and value, the learned biases
+            k = ops.concatenate([k, ops.broadcast_to(ops.reshape(self.bias_k, (1, 1, E)), (n, 1, E))], axis=1)
+            v = ops.concatenate([v, ops.broadcast_to(ops.reshape(self.bias_v, (1, 1, E)), (n, 1, E))], axis=1)
+            attn_mask = None if attn_mask is None else _pad_column(attn_mask)
+            key_padding_mask = None if key_padding_mask is None else _pad_column(key_padding_mask)
+        q, k, v = (self._heads(t, n) for t in (q, k, v))
+        if self.add_zero_attn:                   # one more key and value, zero, per head
+            zeros = np.zeros((n, self.num_heads, 1, self.head_dim), k.dtype)
+            k = ops.concatenate([k, zeros], axis=2)
+            v = ops.concatenate([v, zeros], axis=2)
+            attn_mask = None if attn_mask is None else _pad_column(attn_mask)
+            key_padding_mask = None if key_padding_mask is None else _pad_column(key_padding_mask)
+        S = k.shape[2]
+        scores = ops.matmul(q, ops.swapaxes(k, -1, -2)) * (1.0 / math.sqrt(self.head_dim))
+        if attn_mask is not None:
+            m = attn_mask
             if len(m.shape) == 3:                 # (N * H, L, S) -> (N, H, L, S)
-                m = ops.reshape(m, (n, self.num_heads, L, S)) if isinstance(m, Tensor) \
-                    else m.reshape(n, self.num_heads, L, S)
-            scores = _masked(scores, m, False, "MultiheadAttention")
+                m = ops.reshape(m, (n, self.num_heads, L, S))
+            scores = _masked(scores, m, False, name)
         if key_padding_mask is not None:
-            m = key_padding_mask if isinstance(key_padding_mask, Tensor) else _array(key_padding_mask)
-            if tuple(m.shape) != (n, S):
-                raise ValueError(f"MultiheadAttention: key_padding_mask must be (N, S) = {(n, S)}, got "
-                                 f"{tuple(m.shape)}")
-            m = ops.reshape(m, (n, 1, 1, S)) if isinstance(m, Tensor) else m.reshape(n, 1, 1, S)
-            scores = _masked(scores, m if m.dtype == np.bool_ else m.astype(dtype), False,
-                             "MultiheadAttention")
+            scores = _masked(scores, ops.reshape(key_padding_mask, (n, 1, 1, S)), False, name)
         weights = ops.softmax(scores, axis=-1)
         if self.training and self.dropout > 0.0:
             weights = _dropout(self.dropout, weights, self.rng)
@@ -187,5 +278,6 @@ class MultiheadAttention(Module):
         return out, weights
 
     def extra_repr(self):
+        extra = "" if self._qkv_same_embed_dim else f", kdim={self.kdim}, vdim={self.vdim}"
         return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, dropout={self.dropout}, "
-                f"batch_first={self.batch_first}")
+                f"batch_first={self.batch_first}{extra}")

@@ -21,16 +21,28 @@ import math
 
 import numpy as np
 import scipy.special
-from numpy.lib.stride_tricks import sliding_window_view
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .. import backend, draws, ops
-from .. import ops_elementwise as ew  # (tinytensor.ops.elementwise: ops.elementwise is the shorthand)
-from ..ops.core import _matmul_forward, _matmul_vjp_b
+from ..ops import elementwise as ew
+from ..ops.core import _index_adjoint, _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
-from ..ops.table import _swap_last, defprim
+from ..ops.table import _swap_last, defprim, on_values
 from ..rng import generator
 from ..state import SHARED, STATE
 from ..tensor import Tensor
+from ..torch_interop import host_array
+
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "conv2d", "max_pool2d", "avg_pool2d", "softplus", "gelu", "leaky_relu", "linear", "relu",
+    "softmax", "log_softmax", "dropout", "mse_loss", "l1_loss",
+    "huber_loss", "smooth_l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "cross_entropy", "nll_loss", "kl_div",
+    # PyTorch's, the second step (issue 31)
+    "conv1d", "conv_transpose1d", "conv_transpose2d", "max_unpool2d", "layer_norm", "group_norm",
+    "instance_norm", "rms_norm", "normalize", "interpolate", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_max_pool2d", "dropout2d", "silu", "mish", "elu", "prelu", "one_hot", "pad", "embedding",
+]
 
 
 def _pair(value, name):
@@ -65,11 +77,25 @@ def _im2col(x, kernel, stride, padding, dilation=(1, 1)):
     if xp.shape[1] < extent[0] or xp.shape[2] < extent[1]:
         dilated = "" if extent == tuple(kernel) else f" (kernel {tuple(kernel)} dilated by {dilation})"
         raise ValueError(f"the (padded) input {xp.shape[1:3]} is smaller than the kernel {extent}{dilated}")
-    win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]  # (N, Ho, Wo, C, kh, kw)
-    if extent != tuple(kernel):
-        win = win[..., ::dilation[0], ::dilation[1]]
+    win = _windows(xp, kernel, stride, dilation, extent)     # (N, Ho, Wo, C, kh, kw)
     n, ho, wo = win.shape[:3]
     return win.transpose(0, 1, 2, 4, 5, 3).reshape(n * ho * wo, -1), (n, ho, wo)
+
+
+def _windows(xp, kernel, stride, dilation, extent):
+    """Every (dilated) kernel window of the padded NHWC image xp, strided: a view (N, Ho, Wo, C, kh,
+    kw). For NumPy arrays one as_strided call: sliding_window_view's checks and its slicings cost
+    tens of microseconds a call (bench_cnn's step at batch 32: 1.30 -> 1.22 ms CPU time, medians of
+    3 alternated runs); other libraries through sliding_window_view."""
+    if type(xp) is not np.ndarray:
+        win = sliding_window_view(xp, extent, axis=(1, 2))[:, ::stride[0], ::stride[1]]
+        return win if extent == tuple(kernel) else win[..., ::dilation[0], ::dilation[1]]
+    n, h, w, c = xp.shape
+    sn, sh, sw, sc = xp.strides
+    ho, wo = (h - extent[0]) // stride[0] + 1, (w - extent[1]) // stride[1] + 1
+    return as_strided(xp, (n, ho, wo, c, kernel[0], kernel[1]),
+                      (sn, sh * stride[0], sw * stride[1], sc, sh * dilation[0], sw * dilation[1]),
+                      writeable=False)
 
 
 def _rows(g):
@@ -310,17 +336,93 @@ def _padded(x, padding, extra, value):
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """The maximum of each kernel window of (N, C, H, W); stride defaults to the kernel size.
     The gradient goes to the first maximum of a window (as PyTorch). `padding` (at most half the
-    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's."""
-    if dilation not in (1, (1, 1)) or return_indices:
-        raise ValueError("max_pool2d: dilation and return_indices are not supported (dilation=1, "
-                         "return_indices=False)")
+    kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's. With
+    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's,
+    for max_unpool2d)."""
+    if dilation not in (1, (1, 1)):
+        raise ValueError("max_pool2d: dilation is not supported (dilation=1)")
     kernel, stride = _pool_args(kernel_size, stride)
     padding = _pair(padding, "padding")
     if padding == (0, 0) and not ceil_mode:
-        return max_pool2d_prim(x, kernel=kernel, stride=stride)
-    extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
-                          ceil_mode, "max_pool2d")
-    return max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
+        out = max_pool2d_prim(x, kernel=kernel, stride=stride)
+    else:
+        extra = _pool_borders(np.shape(x.data if isinstance(x, Tensor) else x), kernel, stride, padding,
+                              ceil_mode, "max_pool2d")
+        out = max_pool2d_prim(_padded(x, padding, extra, -np.inf), kernel=kernel, stride=stride)
+    if not return_indices:
+        return out
+    size = _shape_of(out)[2:]
+    index = _max_pool_indices(x, kernel, stride, padding, size)
+    return out, Tensor(on_values(_max_pool_indices, (x, kernel, stride, padding, size), {}, index,
+                                 "max_pool2d_indices"))
+
+
+def _max_pool_indices(x, kernel, stride, padding, size):
+    """The flat (H, W) index of each window's first maximum (NaN counts as the maximum, as
+    PyTorch's); windows as max_pool2d's, `size` its output's (Ho, Wo)."""
+    x = backend.to_host(x.data if isinstance(x, Tensor) else backend.asarray(x))
+    (kh, kw), (sh, sw), (ph, pw), (ho, wo) = kernel, stride, padding, size
+    h, w = x.shape[2:]
+    rows, cols = (ho - 1) * sh + kh, (wo - 1) * sw + kw
+    xp = np.full(x.shape[:2] + (max(rows, h + 2 * ph), max(cols, w + 2 * pw)), -np.inf, x.dtype)
+    xp[:, :, ph:ph + h, pw:pw + w] = x
+    win = sliding_window_view(xp, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw][:, :, :ho, :wo]
+    local = win.reshape(win.shape[:4] + (-1,)).argmax(-1)
+    a, b = np.divmod(local, kw)
+    ys = np.arange(ho)[:, None] * sh - ph + a
+    xs = np.arange(wo)[None, :] * sw - pw + b
+    return (ys * w + xs).astype(np.int64)
+
+
+def _rows_and_columns(indices, size):
+    idx = indices.data if isinstance(indices, Tensor) else np.asarray(indices)
+    return np.stack([idx // size[1], idx % size[1]])
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """As torch.nn.functional.max_unpool2d: each value of (N, C, H, W) input put back at its flat
+    index (from max_pool2d(..., return_indices=True)) in zeros of (N, C, Ho, Wo), Ho = (H - 1)
+    stride - 2 padding + kernel (or output_size). On the tape: the gradient picks those entries."""
+    name = "max_unpool2d"
+    kernel, stride = _pool_args(kernel_size, stride)
+    padding = _pair(padding, "padding")
+    shape = _shape_of(input)
+    if len(shape) != 4:
+        raise ValueError(f"{name}: expected (N, C, H, W) input, got shape {shape}")
+    if output_size is None:
+        size = tuple((n - 1) * s - 2 * p + k for n, s, p, k in zip(shape[2:], stride, padding, kernel))
+    else:
+        size = tuple(int(n) for n in tuple(output_size)[-2:])
+    idx = host_array(indices)
+    idx = idx.data if isinstance(idx, Tensor) else backend.asarray(idx)
+    if idx.dtype.kind not in "iu" or tuple(idx.shape) != shape:
+        raise ValueError(f"{name}: indices must be integers of the input's shape {shape} (from "
+                         f"max_pool2d(..., return_indices=True)), got {idx.dtype} {tuple(idx.shape)}")
+    if idx.size and (idx.min() < 0 or idx.max() >= size[0] * size[1]):
+        raise ValueError(f"{name}: indices must lie in [0, {size[0] * size[1]}) for the output size {size}, "
+                         f"got {int(idx.min())}..{int(idx.max())}")
+    n, c = np.ogrid[:shape[0], :shape[1]]
+    # the rows and columns through on_values: tt.compile recomputes them from each call's indices
+    rc = on_values(_rows_and_columns, (indices, size), {}, _rows_and_columns(idx, size), "max_unpool2d")
+    index = (n[..., None, None], c[..., None, None], rc[0], rc[1])
+    # Written, not added: overlapping windows may name one position twice (with the same value).
+    # The later duplicates add input - input = 0, yet each gets the gradient at its position, as
+    # PyTorch's backward (a gather): input - detach(input * later).
+    later = on_values(_later_duplicates, (indices, size), {}, _later_duplicates(idx, size), "max_unpool2d")
+    if later.any():
+        x = input if isinstance(input, Tensor) else Tensor(backend.asarray(input))
+        input = x - (x * backend.like(later.astype(x.dtype), x.data)).detach()
+    return _index_adjoint(input, index=index, shape=shape[:2] + size)
+
+
+def _later_duplicates(idx, size):
+    """True where a flat index repeats an earlier one of the same (n, c) plane."""
+    idx = backend.to_host(idx.data if isinstance(idx, Tensor) else backend.asarray(idx))
+    planes = np.arange(idx.shape[0] * idx.shape[1]).reshape(idx.shape[:2] + (1, 1))
+    keys = (planes * (size[0] * size[1]) + idx).ravel()
+    later = np.ones(keys.size, bool)
+    later[np.unique(keys, return_index=True)[1]] = False
+    return later.reshape(idx.shape)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
@@ -382,7 +484,8 @@ def softplus(x, beta=1.0, threshold=20.0):
         return smooth
     linear = ops.on_values(_above, (x, beta, threshold), {},
                            _above(x.data if isinstance(x, Tensor) else backend.asarray(x), beta, threshold))
-    if STATE.recorder is None and not linear.any():   # (tt.compile: the branch is per call)
+    if STATE.recorder is None and not STATE.batch and not linear.any():   # (tt.compile, tt.vmap:
+        # the branch is per call, per example)
         return smooth
     return ew.where(linear, x, smooth)
 
@@ -429,12 +532,21 @@ def _linear_forward(x, weight, bias):
     return out
 
 
+def _linear_t_vjp_weight(g, ans, x, w, b):
+    """d weight = g^T x over all batch rows, computed as (out, in) directly: C-ordered like the
+    weight (the transpose of x^T g would be Fortran-ordered, and every in-place optimizer update
+    would then walk the weight's memory across the grain, 5-7x slower)."""
+    if w.ndim == 2 and g.ndim >= 1 and x.ndim >= 1:
+        return g.reshape(-1, g.shape[-1]).T @ x.reshape(-1, x.shape[-1])
+    return _swap_last(_matmul_vjp_b(g, ans, x, w))
+
+
 # x @ weight.T + bias as one tape entry (nn.Linear); the rules are matmul's with the weight's
 # transpose, the bias gradient is g itself (summed over the batch axes by the engine).
 linear_prim = defprim(
     _linear_forward, "linear_t",
     vjp=[lambda g, ans, x, w, b: _matmul_forward(g, w),
-         lambda g, ans, x, w, b: _swap_last(_matmul_vjp_b(g, ans, x, w)),
+         _linear_t_vjp_weight,
          lambda g, ans, x, w, b: g],
     jvp=[lambda t, ans, x, w, b: t @ _swap_last(w), lambda t, ans, x, w, b: x @ _swap_last(t),
          lambda t, ans, x, w, b: t])
@@ -456,14 +568,17 @@ def linear(x, weight, bias=None):
 
 # ----- PyTorch's functional spellings of a few layers ------------------------------------------------
 def relu(x):
+    """`max(x, 0)`, elementwise (as `torch.nn.functional.relu`)."""
     return ops.relu(x)
 
 
 def softmax(x, dim=-1):
+    """Softmax along `dim` (as `torch.nn.functional.softmax`)."""
     return ops.softmax(x, axis=dim)
 
 
 def log_softmax(x, dim=-1):
+    """Log-softmax along `dim` (as `torch.nn.functional.log_softmax`)."""
     return ops.log_softmax(x, axis=dim)
 
 
@@ -487,6 +602,11 @@ def _dropout(x, p, rng):
     the forward's mask."""
     x = x if isinstance(x, Tensor) else backend.asarray(x)
     dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    if STATE.batch:          # inside tt.vmap: as its randomness= says (vmap.batched_draw)
+        from ..vmap import batched_draw
+        mask = batched_draw("Dropout", x.shape, lambda shape: draws.draw_once(
+            _dropout_mask, rng, np.broadcast_to(np.zeros((), dtype), shape), p, dtype))
+        return x * mask, mask
     mask = draws.draw(_dropout_mask, rng, x, p, dtype)
     return x * mask, mask
 
@@ -708,7 +828,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
     # whether some label is ignored: through ops.equal, which tt.compile recomputes (a guard)
-    if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](target, ignore_index).any()):
+    labels = target if isinstance(target, Tensor) else t     # (a torch tensor handed over: t)
+    if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](labels, ignore_index).any()):
         if STATE.recorder is not None and t.dtype.kind in "iu":   # tt.compile: checked per call
             target = ops.on_values(_none_ignored, (target, ignore_index), {},
                                    _none_ignored(target, ignore_index))
@@ -789,3 +910,536 @@ def kl_div(input, target, reduction="mean", log_target=False):
         n = input.shape[0] if len(input.shape) else 1
         return ops.sum(loss) / n
     return _reduce(loss, reduction)
+
+
+# ----- PyTorch's functional forms for convolutional decoders, U-Nets and TCNs (issue 31) -------------
+# Each is composed from the primitives above (conv2d, conv2d_grad_input) and the op table's rows
+# (reshape, getitem with index arrays, matmul, pad, ...), so both modes come from their rules. Index
+# arrays and weights are computed from shapes only, never from the input's values.
+def _single(value, name):
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(v, (int, np.integer)) or v < 0:
+        raise ValueError(f"{name} must be a non-negative int (or a 1-tuple), got {value!r}")
+    return int(v)
+
+
+def _shape_of(x):
+    return tuple(np.shape(x.data if isinstance(x, Tensor) else x))
+
+
+def _same_padding(kernel, dilation, stride, name):
+    """PyTorch's padding='same' (stride 1): the total d (k - 1), the extra one on the right."""
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{name}: padding='same' needs stride 1, got stride {stride}")
+    total = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    return [(t // 2, t - t // 2) for t in total]
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D cross-correlation, as torch.nn.functional.conv1d: x (N, C, L) or (C, L), weight
+    (out, C / groups, k), bias (out,) -> (N, out, Lo), Lo = (L + 2 padding - dilation (k - 1) - 1)
+    // stride + 1. padding may be "valid" or "same" (stride 1; an even extent pads one more on the
+    right, as PyTorch). Computed as conv2d over a (1, L) image."""
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) not in (2, 3) or len(w_shape) != 3:
+        raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (out, C / groups, k), "
+                         f"got {shape} and {w_shape}")
+    if len(shape) == 2:
+        return ops.reshape(conv1d(ops.reshape(x, (1,) + shape), weight, bias, stride, padding, dilation,
+                                  groups), (w_shape[0], -1))
+    stride, dilation = _single(stride, "conv1d: stride"), _single(dilation, "conv1d: dilation")
+    if isinstance(padding, str):
+        if padding not in ("same", "valid"):
+            raise ValueError(f"conv1d: padding must be a number, 'same' or 'valid', got {padding!r}")
+        if padding == "same":
+            (left, right), = _same_padding((w_shape[2],), (dilation,), (stride,), "conv1d")
+            if left != right:
+                x = ops.PUBLIC["pad"](x, ((0, 0), (0, 0), (left, right)))
+                left = 0
+            padding = left
+        else:
+            padding = 0
+    padding = _single(padding, "conv1d: padding")
+    padded = _shape_of(x)
+    x4 = ops.reshape(x, padded[:2] + (1, padded[2]))
+    w4 = ops.reshape(weight, w_shape[:2] + (1, w_shape[2]))
+    out = conv2d(x4, w4, bias, (1, stride), (0, padding), (1, dilation), groups)
+    return ops.reshape(out, _shape_of(out)[:2] + (_shape_of(out)[3],))
+
+
+def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """The transposed convolution, as torch.nn.functional.conv_transpose2d (the gradient of conv2d
+    with respect to its input): x (N, C_in, H, W) or (C_in, H, W), weight (C_in, out / groups, kh,
+    kw) -> (N, out, Ho, Wo), Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding
+    + 1. One `conv2d_grad_input` primitive per group."""
+    name = "conv_transpose2d"
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) == 3:
+        out = conv_transpose2d(ops.reshape(x, (1,) + shape), weight, bias, stride, padding, output_padding,
+                               groups, dilation)
+        return ops.reshape(out, _shape_of(out)[1:])
+    if len(shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"{name}: expected input (N, C_in, H, W) and weight (C_in, out / groups, kh, kw), "
+                         f"got {shape} and {w_shape}")
+    stride, padding = _pair(stride, "stride"), _pair(padding, "padding")
+    dilation, output_padding = _pair(dilation, "dilation"), _pair(output_padding, "output_padding")
+    groups = int(groups)
+    n, c = shape[:2]
+    if groups < 1 or c % groups or w_shape[0] != c:
+        raise ValueError(f"{name}: the weight (C_in, out / groups, kh, kw) {w_shape} must have the input's "
+                         f"{c} channels first, and groups={groups} must divide them")
+    if 0 in stride or 0 in dilation:
+        raise ValueError(f"{name}: stride and dilation must be positive, got {stride} and {dilation}")
+    for op, s, d in zip(output_padding, stride, dilation):
+        if op >= s and op >= d:
+            raise ValueError(f"{name}: output_padding {output_padding} must be smaller than either stride "
+                             f"{stride} or dilation {dilation}")
+    size = tuple((h - 1) * s - 2 * p + d * (k - 1) + op + 1
+                 for h, s, p, d, k, op in zip(shape[2:], stride, padding, dilation, w_shape[2:],
+                                              output_padding))
+    if min(size) < 1:
+        raise ValueError(f"{name}: the output size {size} would not be positive (input {shape[2:]}, "
+                         f"kernel {w_shape[2:]}, stride {stride}, padding {padding})")
+    params = dict(stride=stride, padding=padding)
+    if dilation != (1, 1):
+        params["dilation"] = dilation
+    ci, co = c // groups, w_shape[1]
+    parts = [conv2d_grad_input(x if groups == 1 else x[:, k * ci:(k + 1) * ci],
+                               weight if groups == 1 else weight[k * ci:(k + 1) * ci],
+                               shape=(n, co) + size, **params) for k in range(groups)]
+    out = parts[0] if groups == 1 else ops.concatenate(parts, axis=1)
+    return out if bias is None else out + ops.reshape(bias, (1, -1, 1, 1))
+
+
+def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """As torch.nn.functional.conv_transpose1d: x (N, C_in, L) or (C_in, L), weight (C_in, out /
+    groups, k); conv_transpose2d over a (1, L) image."""
+    shape, w_shape = _shape_of(x), _shape_of(weight)
+    if len(shape) not in (2, 3) or len(w_shape) != 3:
+        raise ValueError(f"conv_transpose1d: expected input (N, C_in, L) or (C_in, L) and weight "
+                         f"(C_in, out / groups, k), got {shape} and {w_shape}")
+    x4 = ops.reshape(x, shape[:-1] + (1, shape[-1]))
+    w4 = ops.reshape(weight, w_shape[:2] + (1, w_shape[2]))
+    single = lambda v, what: (0 if what != "dilation" else 1, _single(v, what))   # noqa: E731
+    out = conv_transpose2d(x4, w4, bias, (1, _single(stride, "stride")), single(padding, "padding"),
+                           single(output_padding, "output_padding"), groups, single(dilation, "dilation"))
+    out_shape = _shape_of(out)
+    return ops.reshape(out, out_shape[:-2] + (out_shape[-1],))
+
+
+# ----- normalisation -------------------------------------------------------------------------------
+def _normalised(x, axes, eps):
+    """(x - mean) / sqrt(var + eps) over `axes`, biased variance (as PyTorch's norms)."""
+    centred = x - ops.mean(x, axis=axes, keepdims=True)
+    var = ops.mean(centred * centred, axis=axes, keepdims=True)
+    return centred / ops.sqrt(var + eps)
+
+
+def _channel_affine(y, weight, bias, ndim):
+    shape = (1, -1) + (1,) * (ndim - 2)
+    if weight is not None:
+        y = y * ops.reshape(weight, shape)
+    if bias is not None:
+        y = y + ops.reshape(bias, shape)
+    return y
+
+
+def _normalized_shape(normalized_shape):
+    if isinstance(normalized_shape, (int, np.integer)):
+        return (int(normalized_shape),)
+    return tuple(int(n) for n in normalized_shape)
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.layer_norm: normalise over the last len(normalized_shape) axes."""
+    shape = _normalized_shape(normalized_shape)
+    n = len(shape)
+    if _shape_of(x)[len(_shape_of(x)) - n:] != tuple(shape):
+        raise ValueError(f"layer_norm: input of shape {_shape_of(x)} does not end in normalized_shape "
+                         f"{shape}")
+    y = _normalised(x, tuple(range(-n, 0)), eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """As torch.nn.functional.group_norm: x (N, C, *) normalised over each group of C / num_groups
+    channels (and every position), then weight and bias per channel."""
+    shape = _shape_of(x)
+    if len(shape) < 2 or shape[1] % int(num_groups):
+        raise ValueError(f"group_norm: num_groups={num_groups} must divide the channels on axis 1 of an "
+                         f"(N, C, *) input, got shape {shape}")
+    y = _normalised(ops.reshape(x, (shape[0], int(num_groups), -1)), (-1,), eps)
+    return _channel_affine(ops.reshape(y, shape), weight, bias, len(shape))
+
+
+def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    """As torch.nn.functional.instance_norm: x (N, C, *) normalised per sample and channel over
+    the positions (use_input_stats), or with the running statistics; the running buffers (Tensors)
+    are updated in place when given with use_input_stats, as PyTorch's."""
+    shape = _shape_of(x)
+    axes = tuple(range(2, len(shape)))
+    if not axes:
+        raise ValueError(f"instance_norm: expected (N, C, *) input with positions, got shape {shape}")
+    if use_input_stats:
+        y = _normalised(x, axes, eps)
+        if running_mean is not None:
+            from ..tape import no_grad
+            n = math.prod(shape[2:])
+            with no_grad():
+                mean = ops.mean(ops.mean(x, axis=axes), axis=0)
+                centred = x - ops.mean(x, axis=axes, keepdims=True)
+                var = ops.mean(ops.sum(centred * centred, axis=axes) / max(n - 1, 1), axis=0)
+                for buffer, batch in ((running_mean, mean), (running_var, var)):
+                    buffer *= 1 - momentum
+                    buffer += momentum * ops.astype(batch, buffer.dtype)
+    else:
+        bshape = (1, -1) + (1,) * len(axes)
+        y = (x - ops.reshape(running_mean, bshape)) / ops.sqrt(ops.reshape(running_var, bshape) + eps)
+    return _channel_affine(y, weight, bias, len(shape))
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """As torch.nn.functional.rms_norm: x / sqrt(mean(x^2 over the last axes) + eps) * weight;
+    eps=None is the machine epsilon of x's dtype, as PyTorch."""
+    shape = _normalized_shape(normalized_shape)
+    n = len(shape)
+    x_shape = _shape_of(x)
+    if x_shape[len(x_shape) - n:] != tuple(shape):
+        raise ValueError(f"rms_norm: input of shape {x_shape} does not end in normalized_shape {shape}")
+    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    eps = float(np.finfo(dtype if dtype.kind == "f" else np.float64).eps) if eps is None else float(eps)
+    y = x / ops.sqrt(ops.mean(x * x, axis=tuple(range(-n, 0)), keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """As torch.nn.functional.normalize: x / max(||x||_p along dim, eps)."""
+    if p == 2:
+        norm = ops.sqrt(ops.sum(x * x, axis=dim, keepdims=True))
+    else:
+        norm = ops.sum(ops.abs(x) ** p, axis=dim, keepdims=True) ** (1.0 / p)
+    return x / ops.maximum(norm, eps)
+
+
+# ----- resampling: interpolate, adaptive pooling ------------------------------------------------------
+_INTERPOLATING = {"linear": 1, "bilinear": 2, "trilinear": 3, "bicubic": 2}
+
+
+def _source_scale(n_in, n_out, scale_factor, align_corners):
+    """PyTorch's area_pixel_compute_scale."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale_factor if scale_factor is not None else n_in / n_out
+
+
+def _along(x, axis, index):
+    return x[(slice(None),) * axis + (index,)]
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """As torch.nn.functional.interpolate on (N, C, *spatial): mode "nearest" (PyTorch's index
+    floor(dst * scale)), "nearest-exact", "linear" (3-D), "bilinear" and "bicubic" (4-D, PyTorch's
+    cubic convolution, A = -0.75), "trilinear" (5-D), with
+    align_corners False (default: pixel centres) or True (corner pixels aligned), and "area"
+    (adaptive average pooling). Exactly one of size and scale_factor. Each axis is resampled in
+    turn (bilinear = linear along W, then along H, PyTorch's association); gradients scatter back."""
+    name = "interpolate"
+    shape = _shape_of(input)
+    d = len(shape) - 2
+    if d < 1:
+        raise ValueError(f"{name}: expected (N, C, *spatial) input, got shape {shape}")
+    if antialias:
+        raise ValueError(f"{name}: antialias=True is not supported (antialias=False)")
+    if mode in _INTERPOLATING and _INTERPOLATING[mode] != d:
+        raise ValueError(f"{name}: mode {mode!r} needs a {_INTERPOLATING[mode] + 2}-D input, got "
+                         f"{len(shape)}-D (shape {shape})")
+    if mode not in ("nearest", "nearest-exact", "area") and mode not in _INTERPOLATING:
+        raise ValueError(f"{name}: mode must be 'nearest', 'nearest-exact', 'linear', 'bilinear', "
+                         f"'bicubic', 'trilinear' or 'area', got {mode!r}")
+    if align_corners is not None and mode not in _INTERPOLATING:
+        raise ValueError(f"{name}: align_corners can only be set with the interpolating modes "
+                         f"(linear, bilinear, trilinear), got mode {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{name}: give exactly one of size and scale_factor")
+    if size is not None:
+        out = (size,) * d if isinstance(size, (int, np.integer)) else tuple(size)
+        scales = (None,) * d
+    else:
+        scales = (scale_factor,) * d if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        out = tuple(int(math.floor(n * float(s))) for n, s in zip(shape[2:], scales))
+        if recompute_scale_factor:
+            scales = (None,) * d
+    if len(out) != d or len(scales) != d or min(out) < 1:
+        raise ValueError(f"{name}: size/scale_factor must give {d} positive output sizes for input "
+                         f"{shape}, got {out}")
+    if mode == "area":
+        return adaptive_avg_pool2d(input, out) if d == 2 else _adaptive_avg(input, out)
+    dtype = input.dtype if isinstance(input, Tensor) else np.asarray(input).dtype
+    y = input
+    for axis in reversed(range(d)):               # the last axis first (PyTorch's association)
+        n_in, n_out, ax = shape[2 + axis], out[axis], 2 + axis
+        if n_in == n_out and mode.startswith("nearest") and scales[axis] in (None, 1, 1.0):
+            continue
+        dst = np.arange(n_out)
+        if mode.startswith("nearest"):    # PyTorch computes this index in float32
+            scale = (np.float32(1.0 / scales[axis]) if scales[axis] is not None
+                     else np.float32(n_in) / np.float32(n_out))
+        if mode == "nearest":
+            src = np.minimum(np.floor(dst.astype(np.float32) * scale).astype(np.int64), n_in - 1)
+            y = _along(y, ax, src)
+        elif mode == "nearest-exact":
+            src = np.minimum(np.floor((dst.astype(np.float32) + 0.5) * scale).astype(np.int64), n_in - 1)
+            y = _along(y, ax, src)
+        elif mode == "bicubic":
+            scale = _source_scale(n_in, n_out, scales[axis], bool(align_corners))
+            y = _bicubic_along(y, ax, n_in, n_out, scale, bool(align_corners), dtype)
+        else:
+            scale = _source_scale(n_in, n_out, scales[axis], bool(align_corners))
+            src = dst * scale if align_corners else np.maximum(scale * (dst + 0.5) - 0.5, 0.0)
+            i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+            i1 = np.minimum(i0 + 1, n_in - 1)
+            w1 = (src - i0).astype(dtype)
+            w0 = (1 - w1).astype(dtype)
+            bshape = (n_out,) + (1,) * (len(shape) - 1 - ax)
+            data = y.data if isinstance(y, Tensor) else y
+            w0, w1 = (backend.like(w.reshape(bshape), data, dtype) for w in (w0, w1))
+            y = _along(y, ax, i0) * w0 + _along(y, ax, i1) * w1
+    return y
+
+
+_CUBIC_A = -0.75     # PyTorch's (and OpenCV's) cubic convolution coefficient
+
+
+def _cubic_weights(t):
+    """The 4 weights of Keys' cubic convolution at fraction t (PyTorch's get_cubic_upsample_coefficients)."""
+    A = _CUBIC_A
+
+    def near(x):            # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def far(x):             # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+    return far(t + 1), near(t), near(1 - t), far(2 - t)
+
+
+def _bicubic_along(y, ax, n_in, n_out, scale, align_corners, dtype):
+    """Cubic convolution along axis `ax`: 4 taps at floor(src) - 1 .. + 2 (clamped to the edges), as
+    PyTorch's upsample_bicubic2d; the source index is not clamped at 0 (its cubic variant)."""
+    dst = np.arange(n_out)
+    src = dst * scale if align_corners else scale * (dst + 0.5) - 0.5
+    i = np.floor(src).astype(np.int64)
+    weights = _cubic_weights(src - i)
+    bshape = (n_out,) + (1,) * (len(_shape_of(y)) - 1 - ax)
+    data = y.data if isinstance(y, Tensor) else y
+    out = None
+    for k, w in zip(range(-1, 3), weights):
+        w = backend.like(np.asarray(w, dtype).reshape(bshape), data, dtype)
+        term = _along(y, ax, np.clip(i + k, 0, n_in - 1)) * w
+        out = term if out is None else out + term
+    return out
+
+
+def _bins(n_in, n_out):
+    """PyTorch's adaptive pooling bins: [floor(i n_in / n_out), ceil((i + 1) n_in / n_out))."""
+    i = np.arange(n_out)
+    return (i * n_in) // n_out, -((-(i + 1) * n_in) // n_out)
+
+
+def _adaptive_sizes(shape, output_size, d, name):
+    out = (output_size,) * d if isinstance(output_size, (int, np.integer)) or output_size is None \
+        else tuple(output_size)
+    if len(shape) not in (d + 1, d + 2) or len(out) != d:
+        raise ValueError(f"{name}: expected (N, C, *{d} spatial axes) or (C, *spatial) input and {d} output "
+                         f"sizes, got shape {shape} and output_size {output_size!r}")
+    out = tuple(shape[len(shape) - d + k] if o is None else int(o) for k, o in enumerate(out))
+    if min(out) < 1:
+        raise ValueError(f"{name}: output_size must be positive, got {output_size!r}")
+    return out
+
+
+def _adaptive_avg(x, out):
+    """Average pooling into `out` bins per trailing axis: one matmul with a (n_out, n_in) matrix of
+    1 / bin size per axis (the bins overlap where n_in is not a multiple of n_out)."""
+    shape = _shape_of(x)
+    d = len(out)
+    dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+    data = x.data if isinstance(x, Tensor) else x
+    y = x
+    for k in reversed(range(d)):
+        axis = len(shape) - d + k
+        n_in, n_out = shape[axis], out[k]
+        if n_in == n_out:
+            continue
+        lo, hi = _bins(n_in, n_out)
+        A = np.zeros((n_out, n_in))
+        for i in range(n_out):
+            A[i, lo[i]:hi[i]] = 1.0 / (hi[i] - lo[i])
+        A = backend.like(A.T.astype(dtype), data, dtype)           # (n_in, n_out)
+        y = ops.PUBLIC["moveaxis"](ops.matmul(ops.PUBLIC["moveaxis"](y, axis, -1), A), -1, axis)
+    return y
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """As torch.nn.functional.adaptive_avg_pool2d: (N, C, H, W) or (C, H, W) averaged into
+    output_size bins (an int, a pair, None keeps that axis), PyTorch's bins."""
+    return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 2, "adaptive_avg_pool2d"))
+
+
+def adaptive_avg_pool1d(x, output_size):
+    """As torch.nn.functional.adaptive_avg_pool1d on (N, C, L) or (C, L)."""
+    return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 1, "adaptive_avg_pool1d"))
+
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    """As torch.nn.functional.adaptive_max_pool2d: the maximum of each of PyTorch's bins, rows
+    then columns (the maximum of a rectangle is the maximum of its rows' maxima). With
+    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's)."""
+    shape = _shape_of(x)
+    out = _adaptive_sizes(shape, output_size, 2, "adaptive_max_pool2d")
+    y = x
+    for k, axis in ((0, len(shape) - 2), (1, len(shape) - 1)):
+        n_in, n_out = shape[axis], out[k]
+        lo, hi = _bins(n_in, n_out)
+        pieces = [ops.max(_along(y, axis, slice(a, b)), axis=axis, keepdims=True) for a, b in zip(lo, hi)]
+        y = pieces[0] if n_out == 1 else ops.concatenate(pieces, axis=axis)
+    if not return_indices:
+        return y
+    return y, Tensor(on_values(_adaptive_max_indices, (x, out), {}, _adaptive_max_indices(x, out),
+                               "adaptive_max_pool2d_indices"))
+
+
+def _adaptive_max_indices(x, out):
+    """The flat (H, W) index of the first maximum of each adaptive bin (NaN counts as the maximum)."""
+    x = backend.to_host(x.data if isinstance(x, Tensor) else backend.asarray(x))
+    h, w = x.shape[-2:]
+    (rlo, rhi), (clo, chi) = _bins(h, out[0]), _bins(w, out[1])
+    index = np.empty(x.shape[:-2] + tuple(out), np.int64)
+    for i, (a, b) in enumerate(zip(rlo, rhi)):
+        for j, (c, d) in enumerate(zip(clo, chi)):
+            local = x[..., a:b, c:d].reshape(x.shape[:-2] + (-1,)).argmax(-1)
+            index[..., i, j] = (a + local // (d - c)) * w + c + local % (d - c)
+    return index
+
+
+# ----- dropout of whole channels, and a few activations with PyTorch's names -------------------------
+def _dropout_mask_shaped(rng, x, shape, p, dtype):
+    keep = generator(rng).random(shape) >= p
+    scale = np.dtype(dtype).type(0.0 if p == 1.0 else 1.0 / (1.0 - p))
+    return backend.like(np.multiply(keep, scale, dtype=dtype), x)
+
+
+def dropout2d(x, p=0.5, training=True, rng=None):
+    """As torch.nn.functional.dropout2d: zero whole channels of (N, C, H, W) (or (C, H, W)) with
+    probability p, scaling the rest by 1 / (1 - p); one draw per (sample, channel)."""
+    p = _check_dropout(p)
+    shape = _shape_of(x)
+    if len(shape) not in (3, 4):
+        raise ValueError(f"dropout2d: expected (N, C, H, W) or (C, H, W) input, got shape {shape}")
+    if not training or p == 0.0:
+        return x
+    keep = shape[:len(shape) - 2] + (1, 1)
+    data = x.data if isinstance(x, Tensor) else backend.asarray(x)
+    dtype = data.dtype if data.dtype.kind == "f" else np.dtype(np.float64)
+    return x * draws.draw(_dropout_mask_shaped, rng, data, keep, p, dtype)
+
+
+def silu(x):
+    """x * sigmoid(x), as torch.nn.functional.silu."""
+    return x * ops.sigmoid(x)
+
+
+def mish(x):
+    """x * tanh(softplus(x)), as torch.nn.functional.mish."""
+    return x * ops.tanh(softplus(x))
+
+
+def elu(x, alpha=1.0):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as torch.nn.functional.elu."""
+    return ops.relu(x) + alpha * ops.PUBLIC["expm1"](ops.minimum(x, 0.0))
+
+
+def prelu(x, weight):
+    """max(0, x) + weight * min(0, x), weight per channel (axis 1) or one number."""
+    w = weight
+    n = len(_shape_of(w))
+    if n == 1 and _shape_of(w)[0] > 1 and len(_shape_of(x)) > 1:
+        w = ops.reshape(weight, (-1,) + (1,) * (len(_shape_of(x)) - 2))
+    return ops.relu(x) + w * ops.minimum(x, 0.0)
+
+
+def one_hot(tensor, num_classes=-1):
+    """As torch.nn.functional.one_hot: integer classes (...) -> int64 (..., num_classes);
+    num_classes=-1 means max + 1. Indices outside [0, num_classes) raise."""
+    idx = tensor.data if isinstance(tensor, Tensor) else backend.asarray(tensor)
+    if idx.dtype.kind not in "iu":
+        raise TypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
+    n = int(idx.max()) + 1 if num_classes == -1 else int(num_classes)
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"one_hot: class values must lie in [0, {n}), got "
+                         f"{int(idx.min())}..{int(idx.max())}")
+    result = Tensor(_one_hot_values(idx, n))
+    return on_values(_one_hot_values, (tensor, n), {}, result, "one_hot") if isinstance(tensor, Tensor) \
+        else result
+
+
+def _one_hot_values(idx, n):
+    idx = idx.data if isinstance(idx, Tensor) else idx
+    return (idx[..., None] == backend.namespace(idx).arange(n)).astype(np.int64)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """As torch.nn.functional.pad: `pad` lists (left, right) pairs from the LAST axis backwards
+    ((1, 2) pads the last axis; (1, 1, 2, 2) the last two). mode "constant" (value, default 0),
+    "reflect", "replicate" or "circular". (tt.pad keeps NumPy's ((before, after), ...) per axis.)"""
+    shape = _shape_of(input)
+    pad = tuple(int(p) for p in pad)
+    if len(pad) % 2 or len(pad) // 2 > len(shape):
+        raise ValueError(f"pad: expected an even number of values, at most 2 per axis of the input "
+                         f"(shape {shape}), got {pad}; PyTorch's order: (last_left, last_right, "
+                         f"second_last_left, ...)")
+    widths = [(0, 0)] * len(shape)
+    for k in range(len(pad) // 2):
+        widths[len(shape) - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    # negative padding crops, as PyTorch's
+    crop = tuple(slice(-lo if lo < 0 else 0, (n + hi) if hi < 0 else None)
+                 for (lo, hi), n in zip(widths, shape))
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        input = input[crop]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    numpy_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+    if mode not in numpy_mode:
+        raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+    if mode == "constant":
+        return ops.PUBLIC["pad"](input, widths, constant_values=0.0 if value is None else value)
+    if value not in (None, 0, 0.0):
+        raise ValueError(f"pad: value is only used with mode='constant' (got mode {mode!r}, value {value})")
+    return ops.PUBLIC["pad"](input, widths, mode=numpy_mode[mode])
+
+
+def embedding(input, weight, padding_idx=None):
+    """As torch.nn.functional.embedding: rows of weight (num_embeddings, dim) by integer index;
+    with padding_idx that row's gradient is zero."""
+    index = backend.asarray(host_array(input.data if isinstance(input, Tensor) else input), like=weight,
+                            what="embedding's indices")
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
+    out = embedding_prim(weight, index=index)
+    if padding_idx is None:
+        return out
+    n = _shape_of(weight)[0]
+    padding_idx = int(padding_idx) % n
+    if not isinstance(out, Tensor) or not out.requires_grad:
+        return out
+    # the padding rows keep their value and get no gradient (their value as a constant there);
+    # the mask through on_values, so tt.compile computes it from each call's indices
+    keep = on_values(_not_padding, (input, padding_idx), {}, _not_padding(index, padding_idx), "embedding")
+    return ops.PUBLIC["where"](keep, out, out.detach())
+
+
+def _not_padding(index, padding_idx):
+    index = index.data if isinstance(index, Tensor) else backend.asarray(index)
+    return (index != padding_idx)[..., None]

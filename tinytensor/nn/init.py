@@ -13,6 +13,11 @@ import math
 from ..rng import generator
 from ..tensor import Tensor, mark_modified
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "xavier_uniform_",
+    "xavier_normal_", "kaiming_uniform_", "kaiming_normal_",
+]
+
 _GAINS = {"linear": 1.0, "identity": 1.0, "sigmoid": 1.0, "tanh": 5.0 / 3, "relu": math.sqrt(2.0),
           "selu": 3.0 / 4, "conv1d": 1.0, "conv2d": 1.0, "conv3d": 1.0}
 
@@ -47,27 +52,39 @@ def _fill(t, values):
 
 
 def uniform_(t, a=0.0, b=1.0, rng=None):
+    """Fill `t` in place with draws from U(a, b) and return it (as `torch.nn.init.uniform_`)."""
     return _fill(t, generator(rng).uniform(a, b, t.shape))
 
 
 def normal_(t, mean=0.0, std=1.0, rng=None):
+    """Fill `t` in place with draws from N(mean, std**2) and return it (as `torch.nn.init.normal_`)."""
     return _fill(t, generator(rng).normal(mean, std, t.shape))
 
 
 def constant_(t, val):
+    """Fill `t` in place with `val` and return it (as `torch.nn.init.constant_`)."""
     return _fill(t, val)
 
 
 def zeros_(t):
+    """Fill `t` in place with zeros and return it (as `torch.nn.init.zeros_`)."""
     return _fill(t, 0)
 
 
 def ones_(t):
+    """Fill `t` in place with ones and return it (as `torch.nn.init.ones_`)."""
     return _fill(t, 1)
 
 
 def xavier_uniform_(t, gain=1.0, rng=None):
-    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot)."""
+    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot).
+
+    Examples
+    --------
+    >>> w = tt.nn.init.xavier_uniform_(tt.zeros((3, 4)), rng=0)
+    >>> bool((abs(w.numpy()) <= np.sqrt(6 / 7)).all())
+    True
+    """
     fan_in, fan_out = _fans(t)
     bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
     return uniform_(t, -bound, bound, rng)

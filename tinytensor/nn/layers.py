@@ -8,12 +8,14 @@ from numbers import Integral
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import not_batchable
 from ..rng import generator
 from ..state import STATE
 from ..tape import no_grad
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module, cast_input
+from .parameter import Parameter
 
 
 def _parameter(values, dtype, name):
@@ -30,6 +32,14 @@ class Linear(Module):
     None (the global generator, tt.manual_seed). `dtype` defaults to float32, as in PyTorch; pass
     np.float64 for gradient checks. The lecture's layout is still readable as `layer.W`
     (= weight.T, on the tape) and `layer.b` (= bias); state dicts saved with "W"/"b" keys load.
+
+    Examples
+    --------
+    >>> layer = tt.nn.Linear(3, 2, rng=0)
+    >>> layer.weight.shape, layer.bias.shape
+    ((2, 3), (2,))
+    >>> layer(np.ones((4, 3))).shape
+    (4, 2)
     """
 
     def __init__(self, in_features, out_features, bias=True, rng=None, dtype=np.float32):
@@ -69,7 +79,7 @@ class Linear(Module):
         self.bias = value
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype)
+        x = cast_input(x, self.weight.dtype)
         if self.bias is None:
             return ops.matmul(x, ops.transpose(self.weight))
         return F.linear_prim(x, self.weight, self.bias)   # one tape entry
@@ -90,13 +100,20 @@ class Linear(Module):
 
 
 class ReLU(Module):
-    """max(x, 0), elementwise."""
+    """max(x, 0), elementwise.
+
+    Examples
+    --------
+    >>> tt.nn.ReLU()(tt.tensor([-1.0, 2.0]))
+    tensor([0., 2.])
+    """
 
     def forward(self, x):
         return ops.relu(x)
 
 
 class Tanh(Module):
+    """`tanh`, elementwise, as a module (as `torch.nn.Tanh`)."""
     def forward(self, x):
         return ops.tanh(x)
 
@@ -174,7 +191,13 @@ class Identity(Module):
 
 
 class Flatten(Module):
-    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default."""
+    """Merge the axes start_dim..end_dim into one: (N, C, H, W) -> (N, C*H*W) by default.
+
+    Examples
+    --------
+    >>> tt.nn.Flatten()(tt.ones((2, 3, 4))).shape
+    (2, 12)
+    """
 
     def __init__(self, start_dim=1, end_dim=-1):
         super().__init__()
@@ -198,7 +221,14 @@ class Dropout(Module):
     the identity in eval() mode. `rng` is a seed or an np.random.Generator (it advances: each
     call draws a new mask; its state is in state_dict() as "rng"), or None: the global generator
     (tt.manual_seed; save tt.get_rng_state() for an exact resume). The mask is a constant of the
-    product x * mask, so the backward pass uses exactly the forward's mask."""
+    product x * mask, so the backward pass uses exactly the forward's mask.
+
+    Examples
+    --------
+    >>> drop = tt.nn.Dropout(p=0.5, rng=0)
+    >>> drop.eval()(tt.ones(4))   # the identity in eval mode
+    tensor([1., 1., 1., 1.])
+    """
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
@@ -229,11 +259,18 @@ class Conv2d(Module):
     (`nn.functional.conv2d`), one per group with `groups`. padding may be "valid" (0) or "same"
     (stride 1 and an odd dilated extent); an unbatched (C, H, W) image gives an unbatched
     result, as in PyTorch. `dilation` and `groups` are keywords here (after `dtype`).
+
+    Examples
+    --------
+    >>> conv = tt.nn.Conv2d(1, 4, kernel_size=3, rng=0)
+    >>> conv(np.ones((2, 1, 8, 8))).shape
+    (2, 4, 6, 6)
     """
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, bias=True,
-                 rng=None, dtype=np.float32, dilation=1, groups=1):
+                 rng=None, dtype=np.float32, dilation=1, groups=1, padding_mode="zeros"):
         super().__init__()
+        self.padding_mode = _check_padding_mode(padding_mode, "Conv2d")
         if in_channels < 1 or out_channels < 1:
             raise ValueError(f"Conv2d: in_channels and out_channels must be positive, got "
                              f"{in_channels} and {out_channels}")
@@ -257,21 +294,33 @@ class Conv2d(Module):
         self.bias = _parameter(rng.uniform(-bound, bound, (out_channels,)), dtype, "bias") if bias else None
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype)
+        x = cast_input(x, self.weight.dtype)
         if len(x.shape) == 3:                       # one unbatched image
             return _unbatched(self, x)
         if len(x.shape) != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Conv2d: expected input of shape (N, {self.in_channels}, H, W) or "
                              f"({self.in_channels}, H, W), got {tuple(x.shape)}")
+        padding = self.padding
+        if self.padding_mode != "zeros" and padding != (0, 0):   # the borders first, as PyTorch's
+            x = F.pad(x, (padding[1], padding[1], padding[0], padding[0]), mode=self.padding_mode)
+            padding = (0, 0)
         if self.dilation == (1, 1) and self.groups == 1:
-            return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=self.padding)
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return F.conv2d_prim(x, self.weight, self.bias, stride=self.stride, padding=padding)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self):
         extra = "" if self.dilation == (1, 1) else f", dilation={self.dilation}"
         extra += "" if self.groups == 1 else f", groups={self.groups}"
+        extra += "" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}"
         return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
                 f"stride={self.stride}, padding={self.padding}{extra}, bias={self.bias is not None}")
+
+
+def _check_padding_mode(mode, name):
+    if mode not in ("zeros", "reflect", "replicate", "circular"):
+        raise ValueError(f"{name}: padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', "
+                         f"got {mode!r}")
+    return mode
 
 
 def _conv_padding(padding, kernel, stride):
@@ -293,15 +342,22 @@ def _unbatched(layer, x):
 
 class MaxPool2d(Module):
     """The maximum over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
-    kernel_size. `padding` (at most half the kernel; -inf borders) and `ceil_mode` as PyTorch's
-    (dilation and return_indices are not supported)."""
+    kernel_size. `padding` (at most half the kernel; -inf borders), `ceil_mode` and
+    `return_indices` (the pair (output, flat indices) for MaxUnpool2d) as PyTorch's (dilation is
+    not supported).
+
+    Examples
+    --------
+    >>> tt.nn.MaxPool2d(2)(tt.ones((1, 1, 4, 4))).shape
+    (1, 1, 2, 2)
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, dilation=1, return_indices=False,
                  ceil_mode=False):
         super().__init__()
-        if dilation not in (1, (1, 1)) or return_indices:
-            raise ValueError("MaxPool2d: dilation and return_indices are not supported (dilation=1, "
-                             "return_indices=False)")
+        if dilation not in (1, (1, 1)):
+            raise ValueError("MaxPool2d: dilation is not supported (dilation=1)")
+        self.return_indices = bool(return_indices)
         self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
         self.padding, self.ceil_mode = F._pair(padding, "padding"), bool(ceil_mode)
         F._pool_borders((1, 1) + tuple(max(k, 2 * p + 1) for k, p in zip(self.kernel_size, self.padding)),
@@ -309,7 +365,14 @@ class MaxPool2d(Module):
 
     def forward(self, x):
         if len(np.shape(x.data if isinstance(x, Tensor) else x)) == 3:
+            if self.return_indices:
+                shape = tuple(np.shape(x.data if isinstance(x, Tensor) else x))
+                out, index = self(ops.reshape(x, (1,) + shape))
+                return out[0], index[0]
             return _unbatched(self, x)
+        if self.return_indices:
+            return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, ceil_mode=self.ceil_mode,
+                                return_indices=True)
         if self.padding == (0, 0) and not self.ceil_mode:
             return F.max_pool2d_prim(x, kernel=self.kernel_size, stride=self.stride)
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, ceil_mode=self.ceil_mode)
@@ -317,6 +380,22 @@ class MaxPool2d(Module):
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
                 f"ceil_mode={self.ceil_mode}")
+
+
+class MaxUnpool2d(Module):
+    """The partial inverse of MaxPool2d, as PyTorch's: forward(x, indices, output_size=None) puts
+    each value back at its index in zeros of the unpooled size."""
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride = F._pool_args(kernel_size, stride)
+        self.padding = F._pair(padding, "padding")
+
+    def forward(self, x, indices, output_size=None):
+        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class AvgPool2d(Module):
@@ -349,7 +428,14 @@ class AvgPool2d(Module):
 
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the last len(normalized_shape) axes
-    (biased variance, as PyTorch); weight starts at 1, bias at 0."""
+    (biased variance, as PyTorch); weight starts at 1, bias at 0.
+
+    Examples
+    --------
+    >>> norm = tt.nn.LayerNorm(2)
+    >>> norm(tt.tensor([[1.0, 3.0]])).numpy().round(4)
+    array([[-1.,  1.]], dtype=float32)
+    """
 
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, dtype=np.float32):
         super().__init__()
@@ -362,7 +448,7 @@ class LayerNorm(Module):
             self.bias = _parameter(np.zeros(shape), dtype, "bias")
 
     def forward(self, x):
-        dtype = self.weight.data.dtype if self.weight is not None else self.dtype
+        dtype = self.weight.dtype if self.weight is not None else self.dtype
         x = cast_input(x, dtype)
         n = len(self.normalized_shape)
         if tuple(x.shape[len(x.shape) - n:]) != self.normalized_shape:
@@ -403,12 +489,20 @@ class _BatchNorm(Module):
             self.register_buffer("num_batches_tracked", np.array(0, np.int64))
 
     def forward(self, x):
-        x = cast_input(x, self.weight.data.dtype if self.weight is not None else self.dtype)
+        x = cast_input(x, self.weight.dtype if self.weight is not None else self.dtype)
         if len(x.shape) not in self._ndims or x.shape[1] != self.num_features:
             raise ValueError(f"{type(self).__name__}: expected input with {self._ndims} axes and "
                              f"{self.num_features} channels on axis 1, got shape {tuple(x.shape)}")
         axes = (0,) + tuple(range(2, len(x.shape)))
         shape = (1, -1) + (1,) * (len(x.shape) - 2)          # a (C,) vector against axis 1
+        if STATE.batch and (self.training or not self.track_running_stats):
+            raise not_batchable(RuntimeError(
+                f"{type(self).__name__} in training mode (or without running statistics) inside "
+                f"tt.vmap: each example would be normalised by its own statistics, not the batch's, "
+                f"and the running statistics would be updated once per vmap call. Choose one: "
+                f"model.eval() (the running statistics, exactly: per-example gradients are then "
+                f"exact), run the module on the whole batch outside vmap, or use a per-example "
+                f"normalisation (LayerNorm)"))
         if self.training or not self.track_running_stats:
             n = math.prod(x.shape) // self.num_features
             if self.training and n <= 1:
@@ -468,7 +562,14 @@ class Embedding(Module):
     """Rows of weight (num_embeddings, embedding_dim), N(0, 1) at start as PyTorch, by integer
     index: an index array of shape s gives s + (embedding_dim,). Repeated indices accumulate
     their gradients. With `padding_idx` (negative counts from the end) that row starts at zero
-    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training."""
+    and gets no gradient (a zero one), as PyTorch's: it stays what it is through training.
+
+    Examples
+    --------
+    >>> emb = tt.nn.Embedding(10, 3, rng=0)
+    >>> emb(np.array([[1, 2], [3, 1]])).shape
+    (2, 2, 3)
+    """
 
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, rng=None, dtype=np.float32):
         super().__init__()
@@ -487,19 +588,15 @@ class Embedding(Module):
             self.weight.data[padding_idx] = 0
 
     def forward(self, index):
+        if self.padding_idx is not None:
+            # the padding rows get no gradient; the mask is computed from each call's indices (a
+            # test of the raw indices here would be a constant to tt.compile: a frozen mask)
+            return F.embedding(index, self.weight, self.padding_idx)
         index = backend.asarray(index.data if isinstance(index, Tensor) else index, like=self.weight,
                                 what="Embedding's indices")
         if index.dtype.kind not in "iu":
             raise TypeError(f"Embedding: indices must be integers, got dtype {index.dtype}")
-        out = F.embedding_prim(self.weight, index=index)   # checks the range on every call
-        if self.padding_idx is None or not out.requires_grad:
-            return out
-        # the padding row's value, as a constant: where picks it there, so no gradient reaches it
-        # (the mask through ops.equal, which tt.compile recomputes for every batch's indices)
-        pad = ops.PUBLIC["equal"](index, self.padding_idx)
-        pad = ops.reshape(pad, tuple(pad.shape) + (1,))
-        row = self.weight.detach()[self.padding_idx]      # its value, no gradient (recorded: read
-        return ops.PUBLIC["where"](pad, row, out)         # anew by tt.compile on every call)
+        return F.embedding_prim(self.weight, index=index)   # checks the range on every call
 
     def extra_repr(self):
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
@@ -512,6 +609,14 @@ class Sequential(Module):
     The layers are attributes named "0", "1", ... (as in PyTorch), so parameter names read
     "0.weight", "2.bias". Indexable (an int gives a layer, a slice a Sequential of the same layers),
     with len() and iteration.
+
+    Examples
+    --------
+    >>> model = tt.nn.Sequential(tt.nn.Linear(4, 8, rng=0), tt.nn.ReLU(), tt.nn.Linear(8, 3, rng=1))
+    >>> model(np.ones((2, 4))).shape
+    (2, 3)
+    >>> list(model.state_dict())
+    ['0.weight', '0.bias', '2.weight', '2.bias']
     """
 
     def __init__(self, *layers):
@@ -673,3 +778,257 @@ class ModuleDict(Module):
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward: pick its modules in your own forward()")
+
+
+# ----- PyTorch's activations, containers and shapes added in issue 31 ------------------------------
+class SiLU(Module):
+    """x * sigmoid(x) (swish), as PyTorch's nn.SiLU."""
+
+    def forward(self, x):
+        return F.silu(x)
+
+
+class Mish(Module):
+    """x * tanh(softplus(x)), as PyTorch's nn.Mish."""
+
+    def forward(self, x):
+        return F.mish(x)
+
+
+class ELU(Module):
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as PyTorch's nn.ELU."""
+
+    def __init__(self, alpha=1.0):
+        super().__init__()
+        self.alpha = float(alpha)
+
+    def forward(self, x):
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}"
+
+
+class PReLU(Module):
+    """max(0, x) + weight * min(0, x) with a learned slope: one (num_parameters=1) or one per
+    channel (axis 1), starting at `init` (0.25), as PyTorch's nn.PReLU ("weight")."""
+
+    def __init__(self, num_parameters=1, init=0.25, dtype=np.float32):
+        super().__init__()
+        self.num_parameters = int(num_parameters)
+        self.weight = _parameter(np.full(self.num_parameters, float(init)), dtype, "weight")
+
+    def forward(self, x):
+        x = cast_input(x, self.weight.data.dtype)
+        if self.num_parameters > 1 and (len(x.shape) < 2 or x.shape[1] != self.num_parameters):
+            raise ValueError(f"PReLU: {self.num_parameters} parameters need {self.num_parameters} channels "
+                             f"on axis 1, got input of shape {tuple(x.shape)}")
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+class Unflatten(Module):
+    """Split axis `dim` into `unflattened_size`, as PyTorch's nn.Unflatten."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(n) for n in unflattened_size)
+
+    def forward(self, x):
+        shape = tuple(x.shape) if isinstance(x, Tensor) else np.shape(x)
+        d = self.dim % len(shape)
+        if math.prod(self.unflattened_size) != shape[d] and -1 not in self.unflattened_size:
+            raise ValueError(f"Unflatten: unflattened_size {self.unflattened_size} does not multiply to "
+                             f"axis {self.dim}'s size {shape[d]} (input shape {shape})")
+        return ops.reshape(x, shape[:d] + self.unflattened_size + shape[d + 1:])
+
+
+class Dropout2d(Module):
+    """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p in training mode,
+    scaling the rest by 1 / (1 - p); the identity in eval(). As PyTorch's nn.Dropout2d."""
+
+    def __init__(self, p=0.5, rng=None):
+        super().__init__()
+        self.p = F._check_dropout(p)
+        self.rng = generator(rng)
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training, self.rng)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+def _as_parameter(value, name):
+    if isinstance(value, Tensor):
+        if value._prim is not None:
+            raise ValueError(f"{name}: a parameter must be a leaf Tensor, got one computed on the tape "
+                             f"(detach() it, or wrap it in nn.Parameter)")
+        return value if value.requires_grad or isinstance(value, Parameter) else Parameter(value)
+    return Parameter(backend.asarray(value))
+
+
+class ParameterList(Module):
+    """A list of parameters registered with the module that holds it (named "0", "1", ...), as
+    PyTorch's nn.ParameterList: indexing, len(), iteration, append, extend. Arrays become
+    Parameters."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        object.__setattr__(self, "_size", 0)
+        if values is not None:
+            self.extend(values)
+
+    def append(self, value):
+        setattr(self, str(self._size), _as_parameter(value, "ParameterList"))
+        object.__setattr__(self, "_size", self._size + 1)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList([self[i] for i in range(self._size)[index]])
+        return getattr(self, str(range(self._size)[index]))
+
+    def __setitem__(self, index, value):
+        setattr(self, str(range(self._size)[index]), _as_parameter(value, "ParameterList"))
+
+    def __len__(self):
+        return self._size
+
+    def __iter__(self):
+        return (getattr(self, str(i)) for i in range(self._size))
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList has no forward: use its parameters in your own forward()")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters registered with the module that holds it (named by key), as
+    PyTorch's nn.ParameterDict: indexing, assignment, `in`, len(), keys(), values(), items(),
+    update()."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        object.__setattr__(self, "_keys", ())
+        if parameters is not None:
+            self.update(parameters)
+
+    def __setitem__(self, key, value):
+        if not isinstance(key, str) or not key or "." in key or (key not in self._keys and key in vars(self)):
+            raise KeyError(f"ParameterDict: {key!r} cannot be a key (a non-empty string without '.', not an "
+                           f"attribute of ParameterDict)")
+        object.__setattr__(self, key, _as_parameter(value, "ParameterDict"))
+        if key not in self._keys:
+            object.__setattr__(self, "_keys", self._keys + (key,))
+
+    def __getitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        return self.__dict__[key]
+
+    def __delitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        del self.__dict__[key]
+        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self.__dict__[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self.__dict__[k]) for k in self._keys]
+
+    def update(self, parameters):
+        pairs = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in pairs:
+            self[key] = value
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict has no forward: use its parameters in your own forward()")
+
+
+# ----- resampling ---------------------------------------------------------------------------------
+class Upsample(Module):
+    """F.interpolate as a layer, as PyTorch's nn.Upsample(size=None, scale_factor=None,
+    mode="nearest", align_corners=None, recompute_scale_factor=None)."""
+
+    def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                 recompute_scale_factor=None):
+        super().__init__()
+        self.size, self.scale_factor, self.mode = size, scale_factor, mode
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
+
+    def forward(self, x):
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners,
+                             self.recompute_scale_factor)
+
+    def extra_repr(self):
+        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Upsample(size, scale_factor, mode="nearest"), PyTorch's older spelling."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear with align_corners=True, as PyTorch's."""
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)
+
+
+class AdaptiveAvgPool2d(Module):
+    """Average (N, C, H, W) or (C, H, W) into output_size bins (int, pair, None keeps an axis), with
+    PyTorch's bins [floor(i H / h), ceil((i + 1) H / h))."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    """The mean over output_size adaptive bins of the last axis of (N, C, L) (PyTorch's bins)."""
+
+    def forward(self, x):
+        return F.adaptive_avg_pool1d(x, self.output_size)
+
+
+class AdaptiveMaxPool2d(AdaptiveAvgPool2d):
+    """The maximum over each of PyTorch's adaptive bins; with return_indices the pair (output,
+    flat (H, W) indices), as PyTorch's."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__(output_size)
+        self.return_indices = bool(return_indices)
+
+    def forward(self, x):
+        return F.adaptive_max_pool2d(x, self.output_size, self.return_indices)

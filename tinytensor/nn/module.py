@@ -26,8 +26,10 @@ import numpy as np
 
 from .. import backend, ops, rng
 from ..hooks import HookDict, RemovableHandle
+from ..ops.batching import BatchArray
 from ..state import SHARED, STATE
 from ..tensor import Tensor, _is_device_name, mark_modified
+from ..torch_interop import host_array, numpy_dtype
 from ..weakid import IdentityWeakMap
 from .parameter import Parameter
 
@@ -67,8 +69,9 @@ def _refuse_complex(got, dtype):
 
 
 def _array(value):
-    """A state-dict entry as an array (a Tensor's own array: never through __array__)."""
-    return value.data if isinstance(value, Tensor) else backend.asarray(value)
+    """A state-dict entry as an array (a Tensor's own array: never through __array__; a torch
+    tensor converted once)."""
+    return value.data if isinstance(value, Tensor) else backend.asarray(host_array(value))
 
 
 def _is_parameter(value):
@@ -95,7 +98,24 @@ _STRUCTURE = [0]     # the last structure version handed out (Module.__setattr__
 
 
 class Module:
-    """Base class: subclasses set attributes in `__init__` and define `forward`."""
+    """Base class: subclasses set attributes in `__init__` and define `forward`.
+
+    Examples
+    --------
+    >>> class Affine(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.w = tt.nn.Parameter(np.ones(2))
+    ...         self.b = tt.nn.Parameter(np.zeros(2))
+    ...     def forward(self, x):
+    ...         return x * self.w + self.b
+    ...
+    >>> m = Affine()
+    >>> [name for name, _ in m.named_parameters()]
+    ['w', 'b']
+    >>> m(np.array([1.0, 2.0]))
+    tensor([1., 2.], requires_grad=True)
+    """
 
     # A class attribute, so a subclass that forgets `super().__init__()` still works.
     training = True
@@ -180,33 +200,52 @@ class Module:
         return self._register("_forward_hooks", hook, with_kwargs, prepend)
 
     # ----- finding parameters and submodules ----------------------------------------------------
-    def _walk(self, prefix, seen, aliases=False):
-        """Yield (name, value) for every parameter and Module reachable from self's attributes,
-        depth first in attribute order. `seen` holds the ids already yielded: a parameter or a
-        module shared between two places is yielded once, under its first name (a parameter under
-        every name with `aliases`, as PyTorch's state_dict lists tied weights)."""
-        stack = [(f"{prefix}{key}", value) for key, value in vars(self).items()]
-        stack.reverse()
+    def _walk(self, prefix, seen, aliases=False, buffers=False):
+        """Yield (name, value) for every parameter and Module under self in PyTorch's order: a
+        module's own parameters (its Tensor attributes, in assignment order), then (with
+        `buffers`) its own buffers, then each child in turn, a child Module before its contents
+        (pre-order). A list, tuple or dict is a child as PyTorch's ModuleList/ParameterList would
+        be: its own parameters, then its modules. `seen` holds the ids already yielded: a
+        parameter or a module shared between two places is yielded once, under its first name (a
+        parameter under every name with `aliases`, as PyTorch's state_dict lists tied weights)."""
+        stack = [(prefix[:-1] if prefix.endswith(".") else prefix, self, True)]
         while stack:           # a stack, not recursion: containers may nest arbitrarily deep
-            name, value = stack.pop()
-            if _is_parameter(value) or isinstance(value, Module):
+            name, value, expand = stack.pop()
+            if not expand:     # a parameter, buffer or Module reached from its parent: yield it
                 if id(value) in seen and not (aliases and isinstance(value, Tensor)):
                     continue
                 seen.add(id(value))
                 if isinstance(value, Tensor):
-                    _remember(value)
+                    if _is_parameter(value):
+                        _remember(value)
+                    yield name, value
+                    continue
                 yield name, value
                 if isinstance(value, Module):
-                    children = list(vars(value).items())
-                else:
-                    continue
-            elif isinstance(value, (list, tuple)):
-                children = list(enumerate(value))
-            elif isinstance(value, dict):
-                children = list(value.items())
-            else:
+                    stack.append((name, value, True))
                 continue
-            stack.extend((f"{name}.{key}", child) for key, child in reversed(children))
+            if isinstance(value, Module):
+                items = list(vars(value).items())
+            elif isinstance(value, (list, tuple)):
+                items = list(enumerate(value))
+            else:
+                items = list(value.items())
+            own, kids = [], []
+            for key, item in items:
+                full = f"{name}.{key}" if name else f"{key}"
+                if _is_parameter(item):
+                    own.append((full, item, False))
+                elif isinstance(item, Module):
+                    kids.append((full, item, False))
+                elif isinstance(item, (list, tuple, dict)):
+                    kids.append((full, item, True))
+            if buffers and isinstance(value, Module):
+                for key in value._buffer_names():
+                    b = getattr(value, key)
+                    if b is not None and value._persistent(key):
+                        own.append((f"{name}.{key}" if name else key, b, False))
+            stack.extend(reversed(kids))
+            stack.extend(reversed(own))
 
     def named_parameters(self):
         """(name, parameter) pairs, names as in PyTorch ("0.weight", "encoder.layers.1.bias")."""
@@ -251,20 +290,27 @@ class Module:
         return self
 
     # ----- buffers: arrays that are state but not parameters (batch norm's running statistics) --
-    def register_buffer(self, name, value):
+    def register_buffer(self, name, value, persistent=True):
         """Keep `value` (an array, copied into a Tensor that needs no gradient) as the attribute
-        `name`; it is in `state_dict()` and `buffers()`, and the optimizer never sees it."""
+        `name`; it is in `buffers()` and, unless `persistent=False` (as PyTorch's), in
+        `state_dict()`; the optimizer never sees it."""
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"register_buffer: the name must be an identifier, got {name!r}")
-        value = None if value is None else Tensor(value.data if isinstance(value, Tensor) else value)
+        value = None if value is None else Tensor(value.data if isinstance(value, Tensor)
+                                                  else host_array(value))
         _STRUCTURE[0] += 1
         object.__setattr__(self, "_structure", _STRUCTURE[0])
         object.__setattr__(self, name, value)
         if name not in self._buffer_names():
             self.__dict__["_buffers"] = self._buffer_names() + (name,)
+        skipped = self.__dict__.get("_non_persistent", frozenset())
+        self.__dict__["_non_persistent"] = skipped - {name} if persistent else skipped | {name}
 
     def _buffer_names(self):
         return self.__dict__.get("_buffers", ())
+
+    def _persistent(self, name):
+        return name not in self.__dict__.get("_non_persistent", ())
 
     def named_buffers(self):
         for prefix, m in self.named_modules():
@@ -286,7 +332,7 @@ class Module:
             move = lambda a: backend.to_device(a, dtype_or_device)   # noqa: E731
             wanted = lambda t: True                                   # noqa: E731
         else:
-            dtype = np.dtype(dtype_or_device)
+            dtype = numpy_dtype(dtype_or_device)
             if dtype.kind != "f":
                 raise TypeError(f"to: only floating dtypes are supported, got {dtype}")
             move = lambda a: a.astype(dtype)                          # noqa: E731
@@ -301,7 +347,54 @@ class Module:
                     mark_modified(t)
         return self
 
+    def float(self):
+        """Cast the floating parameters and buffers to float32 (as PyTorch's); returns self."""
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def half(self):
+        return self.to(np.float16)
+
+    def add_module(self, name, module):
+        """setattr(self, name, module), as PyTorch's (register_module is the same)."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {type(module).__name__} is not a Module")
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def register_parameter(self, name, param):
+        """setattr(self, name, param) for a Parameter (or None), as PyTorch's."""
+        if param is not None and not (isinstance(param, Tensor) and param._prim is None):
+            raise TypeError(f"register_parameter: {name!r} must be a leaf Tensor (nn.Parameter) or None, "
+                            f"got {type(param).__name__}")
+        setattr(self, name, param)
+
+    def get_submodule(self, target):
+        """The module at the dotted path `target` ("" is self), as PyTorch's."""
+        modules = dict(self.named_modules())
+        if target not in modules:
+            raise AttributeError(f"get_submodule: {type(self).__name__} has no submodule {target!r}")
+        return modules[target]
+
+    def get_parameter(self, target):
+        params = dict(self.named_parameters())
+        if target not in params:
+            raise AttributeError(f"get_parameter: {type(self).__name__} has no parameter {target!r}")
+        return params[target]
+
     # ----- modes and gradients ----------------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        """Set requires_grad on every parameter (False freezes them, for fine-tuning; they stay
+        parameters), as PyTorch's; returns self."""
+        for p in self.parameters():
+            if requires_grad and p.data.dtype.kind != "f":
+                continue
+            p.requires_grad = bool(requires_grad)
+        return self
+
     def train(self, mode=True):
         """Set the `training` flag on this module and every submodule; returns self."""
         for m in self.modules():
@@ -319,12 +412,17 @@ class Module:
 
     # ----- saving and loading -------------------------------------------------------------------
     def state_dict(self):
-        """{name: copy of the array} for every parameter, then every buffer."""
-        state = {name: p.data.copy() for name, p in self._walk("", {id(self)}, aliases=True)
-                 if isinstance(p, Tensor)}           # a tied weight under each of its names, as PyTorch
-        state.update((name, b.data.copy()) for name, b in self.named_buffers())
+        """{name: copy of the array} in PyTorch's order: each module's own parameters, its own
+        (persistent) buffers, then its children's state (pre-order); then the generators."""
+        state = {name: t.data.copy() for name, t in self._state_tensors()}
         state.update((name, rng.state_of(g)) for name, g in self._named_generators())
         return state
+
+    def _state_tensors(self):
+        """(name, Tensor) of every parameter and persistent buffer, in state_dict's order; a tied
+        weight under each of its names, as PyTorch's."""
+        return [(name, t) for name, t in self._walk("", {id(self)}, aliases=True, buffers=True)
+                if isinstance(t, Tensor)]
 
     def _named_generators(self):
         """(name, generator) for every np.random.Generator a module under this one owns (a Dropout
@@ -344,8 +442,7 @@ class Module:
         generators = dict(self._named_generators())   # optional: a PyTorch state dict has none
         states = {name: state[name] for name in generators if name in state}
         state = {name: v for name, v in state.items() if name not in states}
-        params = {name: p for name, p in self._walk("", {id(self)}, aliases=True) if isinstance(p, Tensor)}
-        params.update(self.named_buffers())
+        params = dict(self._state_tensors())
         given = {id(p) for name, p in params.items() if name in state}
         missing = [name for name, p in params.items() if name not in state and id(p) not in given]
         unexpected = [name for name in state if name not in params]
@@ -409,6 +506,13 @@ def functional_call(module, params, *args, **kwargs):
 
         loss = lambda p: loss_fn(tt.nn.functional_call(model, p, x), y)
         grads = tt.grad(loss)(dict(model.named_parameters()))     # {name: array}
+
+    Examples
+    --------
+    >>> model = tt.nn.Linear(4, 3, rng=0)
+    >>> params = dict(model.named_parameters())
+    >>> tt.nn.functional_call(model, params, np.ones((2, 4))).shape
+    (2, 3)
     """
     own = dict(module.named_parameters())
     own.update(module.named_buffers())
@@ -416,7 +520,7 @@ def functional_call(module, params, *args, **kwargs):
     if unknown:
         raise KeyError(f"functional_call: {unknown} are not parameters or buffers of this "
                        f"{type(module).__name__}; it has {list(own)}")
-    swap = {id(own[name]): value if isinstance(value, Tensor) else Tensor(value)
+    swap = {id(own[name]): value if isinstance(value, (Tensor, BatchArray)) else Tensor(value)
             for name, value in params.items() if value is not own[name]}
     undo = []                  # (owner, key, old value), restored in reverse order
     try:

@@ -4,18 +4,26 @@
     dist.init()
     model = tt.nn.parallel.DistributedDataParallel(make_model())   # rank 0's parameters everywhere
     opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    for xb, yb in tt.data.minibatches(X, y, 32, rng=seed, rank=dist.rank(),
-                                      world_size=dist.world_size()):   # a disjoint shard per rank
-        loss = loss_fn(model(xb), yb)
-        opt.zero_grad()
-        loss.backward()            # ... and the gradients are averaged over the ranks here
-        opt.step()                 # the same update on every rank: the replicas stay equal
+    with model.join():                 # ranks with uneven numbers of batches (else not needed)
+        for xb, yb in tt.data.minibatches(X, y, 32, rng=seed, rank=dist.rank(),
+                                          world_size=dist.world_size()):   # a disjoint shard per rank
+            loss = loss_fn(model(xb), yb)
+            opt.zero_grad()
+            loss.backward()            # ... and the gradients are averaged over the ranks here
+            opt.step()                 # the same update on every rank: the replicas stay equal
 
 As PyTorch's: `forward` is the wrapped module's (`ddp.module` is the module; parameter names get a
-"module." prefix); the parameters and buffers are broadcast from rank 0 when the wrapper is made;
-each `backward()` that reaches the parameters ends with their gradients replaced by the mean over
-the ranks; `with ddp.no_sync():` skips that (gradients accumulate locally, and the first backward
-outside it averages the sum: gradient accumulation costs one all-reduce).
+"module." prefix). When the wrapper is made, every rank checks that all ranks' models agree in
+the names, shapes, dtypes, requires_grad and order of every parameter and buffer (one hash per
+rank; the full lists travel only when they differ, and every rank then raises naming the first
+difference), then every parameter and buffer, frozen ones included, is broadcast from rank 0.
+Each `backward()` that went through this wrapper's forward ends with the gradients replaced by
+the mean over the ranks (a backward through the bare module, `ddp.module(x)`, stays local);
+`with ddp.no_sync():` skips that (gradients accumulate locally, and the first backward outside it
+averages the sum: gradient accumulation costs one all-reduce). broadcast_buffers: at each forward
+with gradients enabled and outside no_sync, the buffers (batch norm's running statistics) are
+broadcast from rank 0, as PyTorch does (PyTorch decides by the previous forward's state, this by
+the current one's: an evaluation under no_grad on one rank needs no other rank).
 
 The gradients travel in a few large messages: the parameters, last layer first, are cut into
 buckets of at most `bucket_cap_mb` megabytes of one dtype; each bucket is packed into one flat
@@ -24,23 +32,46 @@ bucket k + 1 is packed. A parameter whose gradient is None on every rank keeps N
 parameter rides in its bucket); None on some ranks counts as zeros there.
 """
 
+import itertools
 import weakref
 from contextlib import contextmanager
 
 import numpy as np
 
 from .. import backend, distributed, tape
-from ..tensor import mark_modified
+from ..distributed import _ARG, _CODE, _EXTRA, _OP, _SHAPE
+from ..state import STATE
+from ..tensor import Tensor, mark_modified
 from .module import Module
 
 __all__ = ["DistributedDataParallel"]
 
-_LIVE = weakref.WeakSet()        # the wrappers whose parameters the backward hook looks for
+_OWN = (_CODE["ddp_sync"], _CODE["ddp_buffers"], _CODE["join"])   # the wrapper's collectives
+# The live wrappers, by creation: a backward through several (a GAN's generator and
+# discriminator) averages them in the same order on every rank.
+_LIVE = weakref.WeakValueDictionary()
+_MADE = itertools.count()
 
 
 def _after_backward(grads):
-    for ddp in list(_LIVE):
-        ddp._after_backward(grads)
+    for key in sorted(_LIVE.keys()):
+        ddp = _LIVE.get(key)
+        if ddp is not None and ddp._through_forward == tape.SWEEPS[0]:   # this backward's sweep
+            ddp._through_forward = None
+            ddp._after_backward(grads)
+
+
+def _tensors(out):
+    """The Tensors in a forward's output (a Tensor, or tuples, lists and dicts of them)."""
+    stack = [out]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
 
 
 class _Bucket:
@@ -78,24 +109,28 @@ class _Reducer:
         self.buckets = [_Bucket(chunk, len(chunk)) for chunk in chunks]
         self.params = params
         self.cap_bytes = cap_bytes
-        self.ids = {id(p) for p in params}
+        # the layout, the same on every rank of one model: checked in each gradient round's header
+        self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]))
 
 
 class DistributedDataParallel(Module):
     """Wrap `module` for data-parallel training over `tt.distributed`'s ranks (PyTorch's name).
 
-    module: the model, the same architecture on every rank (its parameters are overwritten by
-        rank 0's, so the ranks start equal whatever their seeds).
+    module: the model, the same architecture on every rank (checked: else every rank raises
+        naming the first difference); its parameters and buffers are overwritten by rank 0's, so
+        the ranks start equal whatever their seeds.
     bucket_cap_mb: the largest message, in megabytes (PyTorch's default, 25).
     broadcast_buffers: send rank 0's buffers (batch norm's running statistics) to every rank at
-        each forward in training mode, as PyTorch does.
+        each forward with gradients enabled (outside `tt.no_grad()` and `no_sync()`), as PyTorch.
+        An evaluation under `tt.no_grad()` on one rank alone needs no other rank.
     gradient_as_bucket_view: hand out the averaged gradients as views of the bucket buffers
         (PyTorch's option of that name): saves writing a fresh copy of every gradient each step,
         but a `.grad` kept from one step to the next changes with the next all-reduce. Default
         False: each step's gradients are new arrays.
 
-    Averaging happens at the end of `loss.backward()`; call `sync_gradients()` yourself when the
-    gradients come from elsewhere (`tt.grad`, a compiled step, gradients set by hand).
+    Averaging happens at the end of a `loss.backward()` that went through this wrapper's forward;
+    call `sync_gradients()` yourself when the gradients come from elsewhere (`tt.grad`, a compiled
+    step, gradients set by hand) -- on every rank.
     """
 
     def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):
@@ -103,7 +138,8 @@ class DistributedDataParallel(Module):
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: module must be a tt.nn.Module, got "
                             f"{type(module).__name__}")
-        if not (isinstance(bucket_cap_mb, (int, float)) and bucket_cap_mb > 0):
+        if isinstance(bucket_cap_mb, bool) or not (isinstance(bucket_cap_mb, (int, float))
+                                                   and bucket_cap_mb > 0):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a positive number, got "
                              f"{bucket_cap_mb!r}")
         distributed.init()
@@ -111,17 +147,30 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = bool(broadcast_buffers)
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.require_backward_grad_sync = True
+        self._through_forward = None           # the sweep that last passed this wrapper's output
+        self._join_flags = 0                   # inside join(): 1 throw on early end, 2 divide by active
         params = [p for p in module.parameters() if p.requires_grad]
         self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20))
-        self._broadcast_parameters()
+        if distributed.world_size() > 1:
+            self._check_replicas()
+            self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
-        _LIVE.add(self)
+        _LIVE[next(_MADE)] = self
 
     def forward(self, *args, **kwargs):
-        if self.broadcast_buffers and self.training and distributed.world_size() > 1:
-            self._broadcast_buffers()
-        return self.module(*args, **kwargs)
+        syncing = STATE.grad_enabled and self.require_backward_grad_sync and distributed.world_size() > 1
+        if syncing and self.broadcast_buffers and any(b.data.size for b in self.module.buffers()):
+            self._sync_buffers()
+        out = self.module(*args, **kwargs)
+        if STATE.grad_enabled and distributed.world_size() > 1:
+            for t in _tensors(out):        # a backward through these averages the gradients
+                if t.requires_grad and not t.is_leaf:
+                    t.register_hook(self._passed)
+        return out
+
+    def _passed(self, g):
+        self._through_forward = tape.SWEEPS[0]     # a tt.grad sweep is never mistaken for a backward
 
     @property
     def world_size(self):
@@ -138,32 +187,136 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = before
 
-    # ----- the collectives ---------------------------------------------------------------------
-    def _broadcast_parameters(self):
-        """Every rank takes rank 0's parameters and buffers, one message per bucket."""
-        if distributed.world_size() == 1:
-            return
-        for bucket in self._reducer.buckets:
-            flat = bucket.buffer
-            for p, (lo, hi) in zip(bucket.params, bucket.slices):
-                flat[lo:hi] = p.data.reshape(-1)
-            flat[bucket.size:] = 0
-            flat[:] = distributed.broadcast(flat, root=0)
-            for p, (lo, hi) in zip(bucket.params, bucket.slices):
-                p.data[...] = flat[lo:hi].reshape(p.data.shape)
-                mark_modified(p)
-        self._broadcast_buffers()
+    @contextmanager
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        """For ranks with uneven numbers of batches (PyTorch's `ddp.join()` / `Join`): wrap the
+        training loop in `with ddp.join():` on every rank. A rank whose loop ends first stays in
+        the block's exit and stands in for the wrapper's collectives of the ranks still training
+        (zeros in the gradient all-reduce, a receiver of the buffer broadcast, rooted at the lowest
+        rank still training) until every rank has ended its loop; then every rank takes the
+        parameters and buffers of the rank that joined last, so the replicas end equal (as
+        PyTorch's; an optimizer's state, momentum, stays each rank's own).
 
-    def _broadcast_buffers(self):
-        for b in self.module.buffers():
-            if b.data.size:
-                b.data[...] = distributed.broadcast(b.data, root=0)
-                mark_modified(b)
+        divide_by_initial_world_size: the averaged gradient is the sum over the ranks still
+            training divided by world_size() (True, PyTorch's default: each sample keeps its
+            weight) or by the number of ranks still training (False).
+        throw_on_early_termination: raise on every rank as soon as one rank runs out of inputs.
+        Other collectives (a `dist.all_reduce` of a metric) cannot be stood in for: inside the
+        block, while a rank has joined, every rank raises naming them.
+        """
+        if not enable or distributed.world_size() == 1:
+            yield
+            return
+        before = self._join_flags
+        self._join_flags = int(bool(throw_on_early_termination)) | (0 if divide_by_initial_world_size else 2)
+        try:
+            yield
+            self._shadow()
+        finally:
+            self._join_flags = before
+
+    # ----- the collectives ---------------------------------------------------------------------
+    def _check_replicas(self):
+        """Every rank's parameters and buffers: names, shapes, dtypes, requires_grad, order."""
+        lines = [f"parameter {n!r}: shape {tuple(p.shape)}, dtype {p.dtype}, requires_grad="
+                 f"{p.requires_grad}, device {backend.device_of(p.data)}"
+                 for n, p in self.module.named_parameters()]
+        lines += [f"buffer {n!r}: shape {tuple(b.shape)}, dtype {b.dtype}"
+                  for n, b in self.module.named_buffers()]
+
+        def describe(texts):
+            other = next(r for r in range(1, len(texts)) if texts[r] != texts[0])
+            mine, theirs = texts[0].split("\n"), texts[other].split("\n")
+            for i, (x, y) in enumerate(zip(mine, theirs)):
+                if x != y:
+                    diff = f"entry {i}: rank 0 has {x}, rank {other} has {y}"
+                    break
+            else:
+                longer, r = (mine, 0) if len(mine) > len(theirs) else (theirs, other)
+                diff = (f"rank 0 has {len(mine)} parameters and buffers, rank {other} has {len(theirs)} "
+                        f"(rank {r} also has {longer[min(len(mine), len(theirs))]})")
+            return (f"DistributedDataParallel: the ranks' models differ, {diff}; every rank must build "
+                    f"the same model (the same layers, shapes, dtypes, requires_grad and order) "
+                    f"before wrapping it")
+
+        distributed._agree_on_hash("wrap_check", "\n".join(lines), describe)
+
+    def _broadcast(self, tensors, root):
+        """Rank root's values of `tensors` on every rank, one message per dtype (the caller has
+        made sure every rank is here with the same tensors)."""
+        groups = {}
+        for t in tensors:
+            if t.data.size:
+                groups.setdefault((type(t.data), t.data.dtype), []).append(t)
+        for group in groups.values():
+            xp = backend.namespace(group[0].data)
+            flat = xp.concatenate([t.data.reshape(-1) for t in group])
+            distributed._raw_broadcast(flat, root)
+            offset = 0
+            for t in group:
+                t.data[...] = flat[offset:offset + t.data.size].reshape(t.data.shape)
+                offset += t.data.size
+                mark_modified(t)
+
+    def _round(self, every):
+        """A round of the wrapper's collectives, from every rank's header: (the ranks still
+        training, their collective, the divisor of the gradient sum). Raises on every rank when
+        the ranks disagree (the same verdict everywhere: every rank reads the same headers)."""
+        joined = distributed._joined(every)
+        active = [r for r in range(len(every)) if r not in joined]
+        if any(h[_OP] not in _OWN for h in every):
+            distributed._agree(every)          # raises what the rank in another collective raises
+        for r in range(len(every)):
+            if every[r][_EXTRA] != every[0][_EXTRA]:
+                raise RuntimeError(f"DistributedDataParallel: rank 0 and rank {r} bucket their gradients "
+                                   f"differently (a model cast or moved after wrapping on one rank only?)")
+        if not active:
+            return active, None, len(every)
+        first = every[active[0]]
+        for r in active[1:]:
+            if every[r][_OP] != first[_OP]:
+                distributed._mismatch(every, active[0], r)
+        if joined and first[_OP] not in (_CODE["ddp_sync"], _CODE["ddp_buffers"]):
+            distributed._join_mismatch(every, joined)
+        flags = {int(h[_ARG]) for h in every}
+        if len(flags) > 1:
+            raise RuntimeError("DistributedDataParallel.join: the ranks passed different options to "
+                               "join() (or some ranks are outside a join() block); pass the same on "
+                               "every rank")
+        flag = flags.pop()
+        if joined and flag & 1:
+            raise RuntimeError(f"DistributedDataParallel.join(throw_on_early_termination=True): rank(s) "
+                               f"{', '.join(map(str, joined))} ran out of inputs; stopping every rank")
+        return active, int(first[_OP]), len(active) if flag & 2 else len(every)
+
+    def _sync_buffers(self):
+        every = distributed._exchange("ddp_buffers", arg=self._join_flags, extra=self._reducer.fingerprint)
+        active, _, _ = self._round(every)
+        self._broadcast(list(self.module.buffers()), root=active[0])
+
+    def _shadow(self):
+        """join()'s exit: stand in for the collectives of the ranks still training; when every
+        rank has joined, take the parameters and buffers of the rank that joined last (it trained
+        longest: the others only stood in), as PyTorch's join does."""
+        rounds = 0
+        while True:
+            every = distributed._exchange("join", arg=self._join_flags, extra=self._reducer.fingerprint,
+                                          count=rounds)
+            active, op, divisor = self._round(every)
+            rounds += 1
+            if not active:
+                counts = [int(h[_SHAPE]) for h in every]
+                last = max(r for r in range(len(every)) if counts[r] == min(counts))
+                if max(counts):                    # someone stood in: bring it up to date
+                    self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), last)
+                return
+            if op == _CODE["ddp_sync"]:
+                self._reduce(divisor, contribute=False)
+            else:
+                self._broadcast(list(self.module.buffers()), root=active[0])
 
     def _after_backward(self, grads):
-        if not self.require_backward_grad_sync or distributed._STATE.size == 1:
-            return
-        if any(id(leaf) in self._reducer.ids for leaf in grads):
+        if self.require_backward_grad_sync and distributed._STATE.size > 1:
             self.sync_gradients()
 
     def sync_gradients(self):
@@ -171,26 +324,36 @@ class DistributedDataParallel(Module):
         each gradient is divided by the world size as it is packed (exact for 2, 4, 8 ... ranks),
         one non-blocking all-reduce per bucket sums them, then the unpacking. Called by
         backward()."""
-        size = distributed.world_size()
-        if size == 1:
+        if distributed.world_size() == 1:
             return
         if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
                for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
             self._reducer = _Reducer(self._reducer.params, self._reducer.cap_bytes)
+        every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=self._reducer.fingerprint)
+        _, _, divisor = self._round(every)
+        self._reduce(divisor)
+
+    def _reduce(self, divisor, contribute=True):
         buckets = self._reducer.buckets
         requests = []
         for bucket in buckets:                     # pack bucket k + 1 while bucket k travels
             flat = bucket.buffer
             xp = backend.namespace(flat)
+            if not contribute:                     # a joined rank: zeros, and no presence flags
+                flat[:] = 0
+                requests.append(distributed._start_sum(flat))
+                continue
             for p, (lo, hi) in zip(bucket.params, bucket.slices):
                 g = p.grad
                 if g is None:
                     flat[lo:hi] = 0
                 else:              # divided while packed (one pass): the sum is then the mean
-                    xp.divide(g.reshape(-1), size, out=flat[lo:hi])
+                    xp.divide(g.reshape(-1), divisor, out=flat[lo:hi])
             flat[bucket.size:] = xp.asarray(np.array([p.grad is not None for p in bucket.params]))
             requests.append(distributed._start_sum(flat))
         distributed._wait_all(requests)
+        if not contribute:
+            return
         for bucket in buckets:
             flat = bucket.buffer
             # a fresh array each step (a user may keep last step's .grad), or views of the bucket
@@ -205,4 +368,3 @@ class DistributedDataParallel(Module):
     def extra_repr(self):
         sizes = ", ".join(f"{b.buffer.nbytes / 2**20:.2f}" for b in self._reducer.buckets)
         return f"world_size={distributed.world_size()}, buckets (MB)=[{sizes}]"
-

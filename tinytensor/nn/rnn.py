@@ -20,12 +20,14 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import BatchArray
 from ..ops.table import _expit, defprim
 from ..rng import generator
 from ..tensor import Tensor
 from . import functional as F
 from .module import Module, cast_input
 from .parameter import Parameter
+from .utils.rnn import PackedSequence, _pack, pad_packed_sequence
 
 
 def _sigmoid(z):
@@ -51,7 +53,7 @@ def _lstm_forward(xp, h0, c0, whh):
     H = h0.shape[-1]
     ns = backend.namespace(xp)
     Y = ns.empty((T, B, 6 * H), dtype=np.result_type(xp, h0, c0, whh))
-    whh_t = whh.T
+    whh_t = ns.ascontiguousarray(whh.T)   # C order: OpenBLAS runs the (B, H) @ (H, gH) products 1.5x faster
     h, c = h0, c0
     for t in range(T):
         z = xp[t] + h @ whh_t
@@ -128,7 +130,7 @@ def _gru_forward(xp, h0, whh, bhh):
     H = h0.shape[-1]
     ns = backend.namespace(xp)
     Y = ns.empty((T, B, 5 * H), dtype=np.result_type(xp, h0, whh, bhh))
-    whh_t = whh.T
+    whh_t = ns.ascontiguousarray(whh.T)   # C order: OpenBLAS runs the (B, H) @ (H, gH) products 1.5x faster
     h = h0
     for t in range(T):
         x, out = xp[t], Y[t]
@@ -195,7 +197,7 @@ def _rnn_forward(xp, h0, whh, nonlinearity="tanh"):
     T, B = xp.shape[:2]
     ns = backend.namespace(xp)
     Y = ns.empty((T, B, h0.shape[-1]), dtype=np.result_type(xp, h0, whh))
-    whh_t = whh.T
+    whh_t = ns.ascontiguousarray(whh.T)   # C order: OpenBLAS runs the (B, H) @ (H, gH) products 1.5x faster
     h = h0
     for t in range(T):
         pre = xp[t] + h @ whh_t
@@ -246,14 +248,16 @@ def _uniform(rng, bound, shape, dtype):
     return Parameter(rng.uniform(-bound, bound, shape).astype(dtype))
 
 
-def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H):
+def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H, w_hr=None):
     """One layer and direction over time-major input (T, B, I) (a Tensor or an array) from h0
-    (and c0): returns (outputs (T, B, H), h_n, c_n or None)."""
+    (and c0): returns (outputs (T, B, H), the cell states (T, B, H) or None)."""
+    if w_hr is not None:
+        return _run_projected(xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, H)
     if mode == "GRU":
         xp = ops.matmul(xp_in, w_ih.T)
         if b_ih is not None:
             xp = xp + b_ih
-        bhh = b_hh if b_hh is not None else backend.namespace(w_hh.data).zeros(3 * H, w_hh.dtype)
+        bhh = b_hh if b_hh is not None else backend.namespace(w_hh).zeros(3 * H, w_hh.dtype)
         Y = gru_seq(xp, h0, w_hh, bhh)
     else:
         bias = None if b_ih is None else b_ih + b_hh
@@ -264,11 +268,35 @@ def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H):
             Y = lstm_seq(xp, h0, c0, w_hh)
         else:
             Y = rnn_seq(xp, h0, w_hh, nonlinearity="tanh" if mode == "RNN_TANH" else "relu")
-    if not isinstance(Y, Tensor):
+    if not isinstance(Y, (Tensor, BatchArray)):      # (a BatchArray: inside tt.vmap)
         Y = Tensor(Y)
     out = Y if mode.startswith("RNN") else Y[:, :, :H]
-    c_n = Y[-1, :, H:2 * H] if mode == "LSTM" else None
-    return out, out[-1], c_n
+    return out, (Y[:, :, H:2 * H] if mode == "LSTM" else None)
+
+
+def _run_projected(xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, H):
+    """An LSTM with proj_size (PyTorch's LSTMP): h_t = (o_t * tanh(c_t)) @ W_hr^T, of size
+    proj_size. Composed step by step from primitives (both rules from theirs)."""
+    xp = ops.matmul(xp_in, w_ih.T)
+    if b_ih is not None:
+        xp = xp + (b_ih + b_hh)
+    h, c, hs, cs = h0, c0, [], []
+    for t in range(xp.shape[0]):
+        z = xp[t] + ops.matmul(h, w_hh.T)
+        i, f = ops.sigmoid(z[:, :H]), ops.sigmoid(z[:, H:2 * H])
+        g, o = ops.tanh(z[:, 2 * H:3 * H]), ops.sigmoid(z[:, 3 * H:])
+        c = f * c + i * g
+        h = ops.matmul(o * ops.tanh(c), w_hr.T)
+        hs.append(h)
+        cs.append(c)
+    return ops.stack(hs), ops.stack(cs)
+
+
+def _last(seq, lengths):
+    """seq (T, B, *) at each sequence's last step: seq[-1], or seq[lengths - 1, b] (packed)."""
+    if lengths is None:
+        return seq[-1]
+    return seq[lengths - 1, np.arange(len(lengths))]
 
 
 def _state(value, shape, like, name, what):
@@ -286,9 +314,14 @@ class RNNBase(Module):
     """The shared machinery of RNN, LSTM and GRU (PyTorch's RNNBase)."""
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, rng=None, dtype=np.float32):
+                 dropout=0.0, bidirectional=False, rng=None, dtype=np.float32, proj_size=0):
         super().__init__()
         name = type(self).__name__
+        proj_size = int(proj_size)
+        if proj_size < 0 or (proj_size and mode != "LSTM") or (proj_size and proj_size >= int(hidden_size)):
+            raise ValueError(f"{name}: proj_size must be 0, or (LSTM only) between 1 and hidden_size - 1 "
+                             f"({int(hidden_size) - 1}), got {proj_size}")
+        self.proj_size = proj_size
         if int(input_size) < 1 or int(hidden_size) < 1 or int(num_layers) < 1:
             raise ValueError(f"{name}: input_size, hidden_size and num_layers must be positive, got "
                              f"{input_size}, {hidden_size}, {num_layers}")
@@ -304,15 +337,18 @@ class RNNBase(Module):
         H = self.hidden_size
         gates = _GATES[mode] * H
         bound = 1 / math.sqrt(H)
+        P = proj_size or H                   # the size of h (and of each direction's output)
         for layer in range(self.num_layers):
-            width = self.input_size if layer == 0 else self.hidden_size * self._directions
+            width = self.input_size if layer == 0 else P * self._directions
             for suffix in self._suffixes:
                 key = f"l{layer}{suffix}"
                 setattr(self, f"weight_ih_{key}", _uniform(self.rng, bound, (gates, width), dtype))
-                setattr(self, f"weight_hh_{key}", _uniform(self.rng, bound, (gates, H), dtype))
+                setattr(self, f"weight_hh_{key}", _uniform(self.rng, bound, (gates, P), dtype))
                 if self.bias:
                     setattr(self, f"bias_ih_{key}", _uniform(self.rng, bound, (gates,), dtype))
                     setattr(self, f"bias_hh_{key}", _uniform(self.rng, bound, (gates,), dtype))
+                if proj_size:
+                    setattr(self, f"weight_hr_{key}", _uniform(self.rng, bound, (proj_size, H), dtype))
 
     _directions = property(lambda self: 2 if self.bidirectional else 1)
     _suffixes = property(lambda self: ("", "_reverse") if self.bidirectional else ("",))
@@ -322,8 +358,19 @@ class RNNBase(Module):
                 getattr(self, f"bias_ih_{key}", None), getattr(self, f"bias_hh_{key}", None))
 
     def forward(self, input, hx=None):
+        """(output, h_n) ((output, (h_n, c_n)) for LSTM). `input` may be a PackedSequence
+        (nn.utils.rnn.pack_padded_sequence): each sequence then runs over its own length only (the
+        reverse direction starts at its last element), h_n holds each one's last state, in the
+        batch's original order, and the output is packed the same way."""
+        if isinstance(input, PackedSequence):
+            padded, lengths = pad_packed_sequence(input)
+            output, state = self._forward(padded, hx, lengths)
+            return _pack(output, lengths, input.sorted_indices), state
+        return self._forward(input, hx, None)
+
+    def _forward(self, input, hx, lengths):
         name = type(self).__name__
-        dtype = self.weight_ih_l0.data.dtype
+        dtype = self.weight_ih_l0.dtype
         x = cast_input(input, dtype)
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             raise ValueError(f"{name}: expected input of shape (seq_len, batch, {self.input_size}) "
@@ -332,32 +379,38 @@ class RNNBase(Module):
         unbatched = x.ndim == 2
         if unbatched:
             x = x[:, None]
-        elif self.batch_first:
+        elif self.batch_first and lengths is None:       # a packed batch is time-major already
             x = ops.swapaxes(x, 0, 1) if isinstance(x, Tensor) else x.swapaxes(0, 1)
         if x.shape[0] == 0:
             raise ValueError(f"{name}: the input has no time steps (shape {tuple(input.shape)})")
         lstm = self.mode == "LSTM"
         if hx is not None and lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
             raise TypeError(f"{name}: the initial state is a tuple (h_0, c_0), got {type(hx).__name__}")
-        shape = (self.num_layers * self._directions, x.shape[1], self.hidden_size)
+        P = self.proj_size or self.hidden_size
+        shape = (self.num_layers * self._directions, x.shape[1], P)
         h0, c0 = (hx if lstm else (hx, None)) if hx is not None else (None, None)
         if unbatched:
             h0, c0 = (None if s is None else (s if isinstance(s, Tensor) else backend.asarray(s))[:, None]
                       for s in (h0, c0))
-        weights = self.weight_ih_l0.data
+        weights = self.weight_ih_l0
         h0 = _state(h0, shape, weights, name, "hidden state h_0")
-        c0 = _state(c0, shape, weights, name, "cell state c_0") if lstm else None
+        c0 = _state(c0, shape[:2] + (self.hidden_size,), weights, name, "cell state c_0") if lstm else None
+        if lengths is not None:            # each sequence reversed within its own length
+            t = np.arange(x.shape[0])[:, None]
+            reverse = (np.where(t < lengths, lengths - 1 - t, t), np.arange(len(lengths)))
         h_n, c_n = [], []
         for layer in range(self.num_layers):
             outs = []
             for d, suffix in enumerate(self._suffixes):
                 k = layer * self._directions + d
-                seq = x if d == 0 else x[::-1]
-                out, h, c = _run(self.mode, seq, h0[k], None if c0 is None else c0[k],
-                                 *self._weights(f"l{layer}{suffix}"), self.hidden_size)
-                outs.append(out if d == 0 else out[::-1])
-                h_n.append(h)
-                c_n.append(c)
+                flip = (slice(None, None, -1),) if lengths is None else reverse
+                seq = x if d == 0 else x[flip]
+                out, cs = _run(self.mode, seq, h0[k], None if c0 is None else c0[k],
+                               *self._weights(f"l{layer}{suffix}"), self.hidden_size,
+                               getattr(self, f"weight_hr_l{layer}{suffix}", None))
+                outs.append(out if d == 0 else out[flip])
+                h_n.append(_last(out, lengths))
+                c_n.append(None if cs is None else _last(cs, lengths))
             x = outs[0] if len(outs) == 1 else ops.concatenate(outs, axis=-1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True, self.rng)
@@ -367,7 +420,7 @@ class RNNBase(Module):
         if unbatched:
             output, h_n = output[:, 0], h_n[:, 0]
             c_n = c_n[:, 0] if lstm else None
-        elif self.batch_first:
+        elif self.batch_first and lengths is None:
             output = ops.swapaxes(output, 0, 1)
         return (output, (h_n, c_n)) if lstm else (output, h_n)
 
@@ -376,7 +429,7 @@ class RNNBase(Module):
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         for key, default in (("bias", True), ("batch_first", False), ("dropout", 0.0),
-                             ("bidirectional", False)):
+                             ("bidirectional", False), ("proj_size", 0)):
             if getattr(self, key) != default:
                 s += f", {key}={getattr(self, key)}"
         return s
@@ -397,12 +450,13 @@ class RNN(RNNBase):
 
 class LSTM(RNNBase):
     """PyTorch's nn.LSTM (gates i, f, g, o): forward(input, (h_0, c_0)=None) ->
-    (output, (h_n, c_n))."""
+    (output, (h_n, c_n)). With proj_size > 0, h_t = W_hr (o_t * tanh(c_t)) of size proj_size
+    (weight_hr_l{k} (proj_size, hidden_size); h_0 and the output have proj_size features)."""
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, rng=None, dtype=np.float32):
+                 dropout=0.0, bidirectional=False, rng=None, dtype=np.float32, proj_size=0):
         super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, rng, dtype)
+                         bidirectional, rng, dtype, proj_size)
 
 
 class GRU(RNNBase):
@@ -435,7 +489,7 @@ class RNNCellBase(Module):
 
     def _step(self, input, hx):
         name = type(self).__name__
-        dtype = self.weight_ih.data.dtype
+        dtype = self.weight_ih.dtype
         x = cast_input(input, dtype)
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
             raise ValueError(f"{name}: expected input of shape (batch, {self.input_size}) or "
@@ -449,15 +503,16 @@ class RNNCellBase(Module):
         states = []
         for s, what in ((h0, "hidden state"), (c0, "cell state")):
             if s is None:
-                states.append(backend.namespace(self.weight_ih.data).zeros((batch, self.hidden_size), dtype))
+                states.append(backend.namespace(self.weight_ih).zeros((batch, self.hidden_size), dtype))
                 continue
             s = cast_input(s, dtype)
             if tuple(s.shape) != ((self.hidden_size,) if unbatched else (batch, self.hidden_size)):
                 raise ValueError(f"{name}: the {what} has shape {tuple(s.shape)}; expected "
                                  f"{(batch, self.hidden_size) if not unbatched else (self.hidden_size,)}")
             states.append(s[None] if unbatched else s)
-        _, h, c = _run(self.mode, x, states[0], states[1] if lstm else None, self.weight_ih,
+        out, cs = _run(self.mode, x, states[0], states[1] if lstm else None, self.weight_ih,
                        self.weight_hh, self.bias_ih, self.bias_hh, self.hidden_size)
+        h, c = out[-1], (cs[-1] if lstm else None)
         if unbatched:
             h, c = h[0], (c[0] if lstm else None)
         return (h, c) if lstm else h

@@ -1,5 +1,5 @@
-"""The op table, as a package: `tt.ops.<name>`, `from tinytensor.ops import <name>` and the old
-module's names keep working (re-exported here).
+"""The op table, as a package: the rows themselves (`tt.ops.<name>`), which the library calls
+internally; users call the public entries `tt.<name>`.
 
     table.py          the registry (PUBLIC, NUMPY_FUNCTIONS, METHODS, BUILTIN), the shorthands
                       (defprim, elementwise, deflinear, nondifferentiable, public/publish) and
@@ -7,17 +7,26 @@ module's names keep working (re-exported here).
     core.py           arithmetic, exp/log/trig, sum/mean/max/logsumexp, the shape primitives,
                       matmul/dot/linear, frobenius_norm, setitem
     softmax_xent.py   softmax, log_softmax, cross-entropy and the fused softmax-cross-entropy
-    elementwise.py    NumPy's other elementwise functions (old path: tinytensor.ops_elementwise)
-    reductions.py     min, prod, var, std, cumsum, argmax, ... (tinytensor.ops_reductions)
-    shape.py          NumPy's functions that move, copy or pick entries (tinytensor.ops_shape)
+    elementwise.py    NumPy's other elementwise functions
+    reductions.py     min, prod, var, std, cumsum, argmax, ...
+    shape.py          NumPy's functions that move, copy or pick entries
+    batching.py       tt.vmap's batching rules, keyed by primitive name (table.BATCHING)
 
 Importing the package registers every row: the families below are imported for that.
 """
 
-# The families, in the order their rows register. `elementwise` is then rebound to the shorthand
-# (table.elementwise), as it was before the package: the family module of that name stays
-# reachable as tinytensor.ops_elementwise.
-from . import core, elementwise, reductions, shape, softmax_xent, table  # noqa: F401
+# The families, in the order their rows register. `tt.ops.elementwise` is the family module; the
+# shorthand of that name is `tinytensor.ops.table.elementwise` (one path per name).
+from . import (  # noqa: F401
+    batching,  # noqa: F401,E402  (after the rows: its rules call them by name)
+    complex_numbers,
+    core,
+    elementwise,
+    reductions,
+    shape,
+    softmax_xent,
+    table,
+)
 from .core import (  # noqa: F401
     _index_adjoint,
     _linear,
@@ -81,9 +90,9 @@ from .table import (  # noqa: F401
     _keepdims,
     _safe,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
-    elementwise,  # noqa: E402,F811  (the shorthand; see above)
     nondifferentiable,
     numpy_dispatch,
     on_values,

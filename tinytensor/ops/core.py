@@ -36,6 +36,7 @@ from scipy.linalg import blas
 
 from .. import backend
 from ..tensor import Tensor
+from ..torch_interop import numpy_dtype
 from .table import (
     _array,
     _expit,
@@ -46,9 +47,11 @@ from .table import (
     _safe,
     _select,
     _swap_last,
+    complex_rules,
     deflinear,
     defprim,
     elementwise,
+    on_values,
     public,
     publish,
 )
@@ -85,6 +88,15 @@ def _sqrt_deriv(ans, x):
 
 
 log = elementwise(_log_forward, "log", _log_deriv, numpy=np.log, method=True)
+log.__doc__ = """Natural logarithm, elementwise (as `np.log`).
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+>>> tt.log(x).sum().backward()
+>>> x.grad
+array([1. , 0.5])
+"""
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
@@ -92,18 +104,40 @@ tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh,
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
                       numpy=scipy.special.expit, method=True)
+sigmoid.__doc__ = """The logistic function `1 / (1 + exp(-x))`, elementwise (as `scipy.special.expit`).
+
+Examples
+--------
+>>> tt.sigmoid(tt.tensor([0.0]))
+tensor([0.5])
+"""
 def _relu_rule(g, ans, x):
     return _select(x > 0, g)            # relu'(0) = 0
 
 
 relu = defprim(lambda x: np.maximum(x, 0), "relu", vjp=[_relu_rule], jvp=[_relu_rule], method=True)
+relu.__doc__ = """`max(x, 0)`, elementwise; its derivative at 0 is 0 (as PyTorch's).
+
+Examples
+--------
+>>> tt.relu(tt.tensor([-1.0, 0.0, 2.0]))
+tensor([0., 0., 2.])
+"""
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
 def _abs_rule(g, ans, x):
+    if x.dtype.kind == "c":                  # d|z| = Re(conj(z) dz) / |z|; 0 at z = 0
+        return np.where(x != 0, g * (np.conj(x) / _safe(ans)), 0)
     return _select(x != 0, g * np.sign(x))   # abs'(0) = 0, selected (not inf * 0)
 
 
-abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_rule], numpy=np.absolute, method=True)
+def _abs_tangent(t, ans, x):
+    if x.dtype.kind == "c":
+        return np.real(np.conj(x) * t) / _safe(ans)
+    return _select(x != 0, t * np.sign(x))
+
+
+abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_tangent], numpy=np.absolute, method=True)
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
 
 
@@ -214,6 +248,45 @@ _logsumexp = defprim(
          _keepdims(g, x.shape, axis, keepdims) * _logsumexp_weights(ans, x, axis, keepdims)],
     jvp=[lambda t, ans, x, axis, keepdims:
          np.sum(t * _logsumexp_weights(ans, x, axis, keepdims), axis=axis, keepdims=keepdims)])
+
+
+# logsumexp with weights b and return_sign (scipy.special.logsumexp's; tt.scipy.special uses it)
+def _data(x):
+    return x.data if isinstance(x, Tensor) else x
+
+
+def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
+    """log|sum(b * exp(a))| (signed) or log(sum(b * exp(a))) along axis, shifted by the max."""
+    a = np.where(b != 0, a, -np.inf)           # terms of weight 0 do not count (nor overflow)
+    shift = np.max(a, axis=axis, keepdims=True)
+    shift = np.where(np.isfinite(shift), shift, 0)
+    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):   # a negative sum: NaN, as SciPy
+        out = np.log(np.abs(total) if signed else total) + shift
+    return out if keepdims else np.squeeze(out, axis=tuple(range(out.ndim)) if axis is None else axis)
+
+
+def _lse_weights(ans, a, b, axis, keepdims):
+    """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
+    ans = _keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
+    a_, b_ = _data(a), _data(b)                 # the sign of the sum: a constant
+    sign = np.sign(np.sum(b_ * np.exp(a_ - _data(ans)), axis=axis, keepdims=True))
+    return sign * np.exp(a - ans)
+
+
+def _lse_rule(which, reduce):
+    def rule(c, ans, a, b, axis, keepdims, signed):
+        w = _lse_weights(ans, a, b, axis, keepdims)
+        w = w * b if which == 0 else w
+        if reduce:                               # JVP: sum the tangent's contributions
+            return np.sum(c * w, axis=axis, keepdims=keepdims)
+        return _keepdims(c, np.shape(w), axis, keepdims) * w
+    return rule
+
+
+_logsumexp_b = defprim(_weighted_logsumexp, "logsumexp_b", nargs=2,
+                       vjp=[_lse_rule(0, False), _lse_rule(1, False)],
+                       jvp=[_lse_rule(0, True), _lse_rule(1, True)])
 
 
 # ----- shape -------------------------------------------------------------------------------------
@@ -334,6 +407,15 @@ def _batched_by_matrix(a, b):
 
 
 def _matmul_forward(a, b):
+    """Matrix product (as `np.matmul` and `@`: batched, broadcasting over leading axes).
+
+    Examples
+    --------
+    >>> A = tt.tensor(np.eye(2), requires_grad=True)
+    >>> x = tt.tensor([1.0, 2.0])
+    >>> tt.matmul(A, x)
+    tensor([1., 2.], requires_grad=True)
+    """
     return _rows_times(a, b) if _batched_by_matrix(a, b) else np.matmul(a, b)
 
 
@@ -403,9 +485,21 @@ _dot = defprim(np.dot, "dot",
                jvp=[lambda t, ans, a, b: np.dot(t, b), lambda t, ans, a, b: np.dot(a, t)])
 
 
+# Rules that hold for complex values (JAX's convention, table.complex_rules): the holomorphic and
+# linear ones, abs (its own complex branch); sum's and the shape primitives' transposes.
+complex_rules(add, sub, mul, div, neg, exp, abs, matmul, _dot, _sum, _mean, _reshape, _transpose,
+              _broadcast_to, getitem, _index_adjoint, _concatenate, _stack)
+
+
 @public(numpy=np.dot, method=True)
 def dot(a, b, out=None):
-    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs)."""
+    """np.dot, also as np.dot(a=..., b=...) (a primitive's keywords are parameters, not inputs).
+
+    Examples
+    --------
+    >>> tt.dot(tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0]))
+    tensor(11.)
+    """
     if out is not None:
         raise TypeError("dot: out= is not supported on Tensors; use the returned value")
     return _dot(a, b)
@@ -417,6 +511,21 @@ _NRM2 = {np.dtype(np.float32): blas.snrm2, np.dtype(np.float64): blas.dnrm2}
 
 
 def _frobenius_forward(w):
+    """The Frobenius norm `sqrt(sum(W**2))` (the lecture's `frobeniusNorm`).
+
+    Exact from 1e-200 to 1e200 (BLAS `nrm2`); its gradient at `W = 0` is 0, not NaN.
+
+    Examples
+    --------
+    >>> W = tt.tensor([[3.0, 0.0], [0.0, 4.0]], requires_grad=True)
+    >>> n = tt.frobenius_norm(W)
+    >>> n.item()
+    5.0
+    >>> n.backward()
+    >>> W.grad
+    array([[0.6, 0. ],
+           [0. , 0.8]])
+    """
     w = _array(w)
     if type(w) is not np.ndarray:   # another library: the same scaling, without a host round trip
         scale = np.max(np.abs(w)) if w.size else backend.namespace(w).zeros((), w.dtype)
@@ -436,6 +545,18 @@ frobenius_norm = defprim(_frobenius_forward, "frobeniusNorm",
 # ----- the public functions, with NumPy's and PyTorch's signatures ------------------------------
 @public(numpy=np.sum, method=True)
 def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
+    """The sum over `axis` (all axes by default), as `np.sum`; `dim=`/`keepdim=` as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> tt.sum(x, axis=1)
+    tensor([3., 7.], requires_grad=True)
+    >>> x.sum().backward()
+    >>> x.grad
+    array([[1., 1.],
+           [1., 1.]])
+    """
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
     result = _sum(a, axis=axis, keepdims=keepdims)
@@ -444,6 +565,18 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
 
 @public(numpy=np.mean, method=True)
 def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The mean over `axis` (all axes by default), as `np.mean`; `dim=`/`keepdim=` as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> tt.mean(x, axis=0)
+    tensor([2., 3.], requires_grad=True)
+    >>> tt.mean(x).backward()
+    >>> x.grad
+    array([[0.25, 0.25],
+           [0.25, 0.25]])
+    """
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("mean", a, dtype, out, keepdims)
     return _mean(a, axis=axis, keepdims=keepdims)
@@ -461,7 +594,18 @@ def _reduce_dtype(name, a, dtype, out, keepdims):
 @public(numpy=(np.max, np.amax), method=True)
 def max(a, axis=None, out=None, keepdims=False, initial=None):
     """The maximum along `axis`; ties share the gradient evenly. NumPy's order: (a, axis, out,
-    keepdims); `initial` joins the comparison."""
+    keepdims); `initial` joins the comparison.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 5.0], [3.0, 2.0]], requires_grad=True)
+    >>> tt.max(x, axis=0)
+    tensor([3., 5.], requires_grad=True)
+    >>> tt.max(x).backward()
+    >>> x.grad
+    array([[0., 1.],
+           [0., 0.]])
+    """
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
     result = _max(a, axis=axis, keepdims=keepdims)
@@ -470,19 +614,43 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
 
 @public(numpy=scipy.special.logsumexp, method=True)
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """log(sum(exp(a))), stable for any finite input; scipy.special.logsumexp's signature
-    (weights b= and return_sign=: tt.scipy.special.logsumexp's)."""
-    if b is not None or return_sign:
-        from ..scipy.special import logsumexp as weighted
-        return weighted(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign)
-    return _logsumexp(a, axis=axis, keepdims=keepdims)
+    """log(sum(b * exp(a))) along `axis`, stable for any finite input (scipy.special.logsumexp,
+    also tt.scipy.special.logsumexp), differentiable in a and b. With return_sign=True:
+    (log|sum|, sign), the sign a plain array; without it a negative sum gives NaN, as SciPy.
+
+    Examples
+    --------
+    >>> round(tt.logsumexp(tt.tensor([1000.0, 1000.0])).item() - 1000.0, 6)   # log 2, no overflow
+    0.693147
+    """
+    if b is None and not return_sign:
+        return _logsumexp(a, axis=axis, keepdims=keepdims)
+    # the weighted form: log|sum(b * exp(a))|, differentiable in a and b; the sign a plain array
+    if b is None:
+        b = np.ones((), dtype=getattr(a, "dtype", np.float64))
+    axis = tuple(axis) if isinstance(axis, list) else axis
+    out = _logsumexp_b(a, b, axis=axis, keepdims=keepdims, signed=bool(return_sign))
+    if not return_sign:
+        return out
+    a_, b_ = _data(a), _data(b)
+    sign = np.sign(np.sum(b_ * np.exp(np.asarray(a_) - _keepdims(
+        _data(out), np.broadcast_shapes(np.shape(a_), np.shape(b_)), axis, keepdims)),
+        axis=axis, keepdims=keepdims))
+    return out, sign
 
 
 @public(numpy=np.reshape)
 def reshape(a, shape, order="C", *, copy=None):
     """np.reshape: `shape` an int, a sequence or an integer array; order "C" or "F" (a Fortran
     reshape is the C reshape of the transposes). The result is always a new Tensor (copy= is
-    accepted for NumPy's signature)."""
+    accepted for NumPy's signature).
+
+    Examples
+    --------
+    >>> tt.reshape(tt.arange(6), (2, 3))
+    tensor([[0, 1, 2],
+            [3, 4, 5]], dtype=int64)
+    """
     if isinstance(shape, np.ndarray):
         shape = tuple(shape.tolist()) if shape.ndim else (int(shape),)
     shape = tuple(shape) if isinstance(shape, (list, tuple)) else (shape,)
@@ -495,11 +663,25 @@ def reshape(a, shape, order="C", *, copy=None):
 
 @public(numpy=np.transpose)
 def transpose(a, axes=None):
+    """Permute the axes (as `np.transpose`: reversed by default).
+
+    Examples
+    --------
+    >>> tt.transpose(tt.zeros(2, 3)).shape
+    (3, 2)
+    """
     return _transpose(a, axes=None if axes is None else tuple(axes))
 
 
 @public(numpy=np.swapaxes, method=True)
 def swapaxes(a, axis1, axis2):
+    """Interchange two axes (as `np.swapaxes`).
+
+    Examples
+    --------
+    >>> tt.swapaxes(tt.zeros((2, 3)), 0, 1).shape
+    (3, 2)
+    """
     axes = list(range(np.ndim(a.data if isinstance(a, Tensor) else a)))
     for axis in (axis1, axis2):
         if not -len(axes) <= axis < len(axes):
@@ -510,16 +692,47 @@ def swapaxes(a, axis1, axis2):
 
 @public(numpy=np.broadcast_to)
 def broadcast_to(array, shape):
+    """`array` broadcast to `shape` (as `np.broadcast_to`); the gradient is summed back.
+
+    Examples
+    --------
+    >>> tt.broadcast_to(tt.tensor([1.0, 2.0]), (2, 2))
+    tensor([[1., 2.],
+            [1., 2.]])
+    """
     return _broadcast_to(array, shape=tuple(shape))
+
+
+def _cast_values(x, dtype):
+    return x.astype(dtype)
 
 
 @public(method=True)
 def astype(x, dtype):
-    return _astype(x, dtype=np.dtype(dtype))
+    """x in `dtype`: recorded for a floating or complex dtype; an integer or boolean cast carries no
+    gradient (as PyTorch's x.long()), so it is computed on the values (tt.compile recomputes it).
+
+    Examples
+    --------
+    >>> tt.astype(tt.tensor([1.0, 2.0]), np.float32)
+    tensor([1., 2.], dtype=float32)
+    """
+    dtype = numpy_dtype(dtype)
+    if isinstance(x, Tensor) and dtype.kind not in "fc":
+        return on_values(_cast_values, (x,), {"dtype": dtype}, Tensor(x.data.astype(dtype)), "astype")
+    return _astype(x, dtype=dtype)
 
 
 @public(numpy=np.concatenate)
 def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """Join a sequence of Tensors or arrays along an existing axis (as `np.concatenate`).
+
+    Examples
+    --------
+    >>> a = tt.tensor([[1.0, 2.0]], requires_grad=True)
+    >>> tt.concatenate([a, tt.zeros(1, 2)], axis=0).shape
+    (2, 2)
+    """
     tensors = _joined(arrays, "concatenate", out, dtype, casting)
     if axis is None:   # as NumPy: every input flattened first
         tensors, axis = [reshape(t, -1) for t in tensors], 0
@@ -528,12 +741,26 @@ def concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 
 @public(numpy=np.stack)
 def stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    """Join Tensors or arrays along a new axis (as `np.stack`).
+
+    Examples
+    --------
+    >>> tt.stack([tt.ones(2), tt.zeros(2)]).shape
+    (2, 2)
+    """
     return _stack(*_joined(arrays, "stack", out, dtype, casting), axis=axis)
 
 
 @public
 def linear(x, W, b=None):
-    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape."""
+    """x @ W + b (W of shape (in, out), as the lecture's dot(x, W)); one entry on the tape.
+
+    Examples
+    --------
+    >>> W = tt.tensor(np.eye(2), requires_grad=True)
+    >>> tt.linear(tt.tensor([[1.0, 2.0]]), W, tt.tensor([0.5, 0.5]))
+    tensor([[1.5, 2.5]], requires_grad=True)
+    """
     return matmul(x, W) if b is None else _linear(x, W, b)
 
 

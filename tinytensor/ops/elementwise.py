@@ -17,7 +17,17 @@ import scipy.special
 
 from .. import backend
 from ..tensor import Tensor
-from .table import _expit, _select, defprim, elementwise, nondifferentiable, on_values, public, publish
+from .table import (
+    _expit,
+    _select,
+    complex_rules,
+    defprim,
+    elementwise,
+    nondifferentiable,
+    on_values,
+    public,
+    publish,
+)
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -73,11 +83,24 @@ _sinc = elementwise(np.sinc, "sinc", _sinc_deriv)
 
 @public(numpy=np.sinc, method=True)
 def sinc(x):
-    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input)."""
+    """np.sinc, also as np.sinc(x=t) (NumPy's one keyword input).
+
+    Examples
+    --------
+    >>> tt.sinc(tt.tensor([0.0, 1.0])).numpy().round(12)
+    array([1., 0.])
+    """
     return _sinc(x)
 
 # ----- special functions and activations -----------------------------------------------------------
 def _erf(x):    # SciPy's on NumPy arrays (and Tensors: back to the table); the device's own elsewhere
+    """The error function, as `scipy.special.erf`, with both rules (`2/sqrt(pi) exp(-x**2)`).
+
+    Examples
+    --------
+    >>> tt.erf(tt.tensor([0.0, 1.0])).numpy().round(4)
+    array([0.    , 0.8427])
+    """
     return scipy.special.erf(x) if type(x) is np.ndarray else backend.erf(x)
 
 
@@ -161,14 +184,26 @@ _leaky_relu = defprim(
 
 @public
 def softplus(x, beta=1.0):
-    """log(1 + exp(beta * x)) / beta, stable for any x (PyTorch's, with no threshold needed)."""
+    """log(1 + exp(beta * x)) / beta, stable for any x (PyTorch's, with no threshold needed).
+
+    Examples
+    --------
+    >>> bool(tt.softplus(tt.tensor([0.0])).item() == np.log(2))
+    True
+    """
     return _softplus(x) if beta == 1 else _softplus(x * beta) / beta
 
 
 @public
 def gelu(x, approximate="none"):
     """x * Phi(x) (Phi the standard normal CDF), PyTorch's default; `approximate="tanh"` gives
-    PyTorch's tanh approximation."""
+    PyTorch's tanh approximation.
+
+    Examples
+    --------
+    >>> tt.gelu(tt.tensor([0.0]))
+    tensor([0.])
+    """
     if approximate == "none":
         return _gelu(x)
     if approximate == "tanh":
@@ -179,7 +214,13 @@ def gelu(x, approximate="none"):
 
 @public
 def leaky_relu(x, negative_slope=0.01):
-    """x where x > 0, else negative_slope * x (PyTorch's; the slope at 0 is negative_slope)."""
+    """x where x > 0, else negative_slope * x (PyTorch's; the slope at 0 is negative_slope).
+
+    Examples
+    --------
+    >>> tt.leaky_relu(tt.tensor([-1.0, 2.0]), negative_slope=0.1)
+    tensor([-0.1,  2. ])
+    """
     return _leaky_relu(x, negative_slope=negative_slope)
 
 
@@ -246,12 +287,19 @@ _where = defprim(lambda condition, x, y: np.where(condition, x, y), "where",
                       lambda g, ans, c, x, y: np.where(c, 0, g)],
                  jvp=[None, lambda t, ans, c, x, y: np.where(c, t, 0),
                       lambda t, ans, c, x, y: np.where(c, 0, t)])
+complex_rules(_where)
 
 
 @public(numpy=np.where)
 def where(condition, x=None, y=None):
     """x where condition holds, else y (broadcast together), as np.where; the condition (a bool
-    array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero)."""
+    array or Tensor) carries no gradient. `where(condition)` alone gives the indices (np.nonzero).
+
+    Examples
+    --------
+    >>> tt.where(np.array([True, False]), tt.tensor([1.0, 2.0]), 0.0)
+    tensor([1., 0.])
+    """
     given = condition
     condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
     if x is None and y is None:
@@ -289,7 +337,13 @@ _clip = defprim(lambda x, lo, hi: np.clip(x, lo, hi), "clip",
 def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
     """np.clip: min(max(a, a_min), a_max), either bound None (no bound), a number, an array or a
     Tensor, broadcast together. The gradient goes to `a` where a_min <= a <= a_max and to the
-    bound that is active elsewhere. NumPy 2's `min=`/`max=` spellings work too."""
+    bound that is active elsewhere. NumPy 2's `min=`/`max=` spellings work too.
+
+    Examples
+    --------
+    >>> tt.clip(tt.tensor([-1.0, 0.5, 2.0]), 0, 1)
+    tensor([0. , 0.5, 1. ])
+    """
     if out is not None:
         raise TypeError("clip: out= is not supported on Tensors; use the returned value")
     if (min is not None and a_min is not None) or (max is not None and a_max is not None):
@@ -298,7 +352,13 @@ def clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):
 
 
 def clamp(x, min=None, max=None):
-    """PyTorch's clamp: clip(x, min, max); at least one bound must be given."""
+    """PyTorch's clamp: clip(x, min, max); at least one bound must be given.
+
+    Examples
+    --------
+    >>> tt.clamp(tt.tensor([-1.0, 0.5, 2.0]), min=0.0, max=1.0)
+    tensor([0. , 0.5, 1. ])
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min or max must not be None")
     return _clip(x, min, max)
@@ -315,7 +375,16 @@ _clone = defprim(backend.copy, "clone",
 @public(numpy=np.copy, method=("clone", "copy"))
 def clone(a, order="K", subok=False):
     """A copy of a that stays on the tape (PyTorch's clone; np.copy and t.copy() too): gradients
-    flow through it to a."""
+    flow through it to a.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = tt.clone(x)
+    >>> y.sum().backward()
+    >>> x.grad
+    array([1., 1.])
+    """
     return _clone(a)
 
 

@@ -48,7 +48,13 @@ def _no_out(name, out):
 
 @public(numpy=(np.min, np.amin), method=True)
 def min(a, axis=None, out=None, keepdims=False, initial=None):
-    """The minimum along `axis`; ties share the gradient evenly. `initial` joins the comparison."""
+    """The minimum along `axis`; ties share the gradient evenly. `initial` joins the comparison.
+
+    Examples
+    --------
+    >>> tt.min(tt.tensor([[1.0, 5.0], [3.0, 2.0]]), axis=1)
+    tensor([1., 2.])
+    """
     _no_out("min", out)
     result = _min(a, axis=axis, keepdims=keepdims)
     return result if initial is None else minimum(result, initial)
@@ -115,7 +121,15 @@ _prod = defprim(np.prod, "prod", nargs=1,
 @public(numpy=np.prod, method=True)
 def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     """The product along `axis`; its gradient is the product of the other entries (no division:
-    exact when entries are zero). `initial` multiplies the product, as NumPy's."""
+    exact when entries are zero). `initial` multiplies the product, as NumPy's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([2.0, 0.0, 3.0], requires_grad=True)
+    >>> tt.prod(x).backward()
+    >>> x.grad   # exact with a zero in x
+    array([0., 6., 0.])
+    """
     _no_out("prod", out)
     result = _prod(_cast(a, dtype), axis=axis, keepdims=keepdims)
     return result if initial is None else result * initial
@@ -186,7 +200,15 @@ def _ddof(ddof, correction):
 @public(numpy=np.var, method=True)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The variance along `axis`, sum((x - mean)^2) / (N - ddof), as np.var (ddof=0 by default,
-    where PyTorch's default is 1; `correction=` is the same as ddof)."""
+    where PyTorch's default is 1; `correction=` is the same as ddof).
+
+    Examples
+    --------
+    >>> tt.var(tt.tensor([1.0, 3.0]))
+    tensor(1.)
+    >>> tt.var(tt.tensor([1.0, 3.0]), ddof=1)
+    tensor(2.)
+    """
     _no_out("var", out)
     return _var(_cast(a, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
@@ -194,7 +216,15 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correctio
 @public(numpy=np.std, method=True)
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, correction=None):
     """The standard deviation, sqrt(var), as np.std (ddof=0 by default). Where the spread is
-    zero (all entries equal) its gradient is 0, as PyTorch's, not the NaN of sqrt'(0)."""
+    zero (all entries equal) its gradient is 0, as PyTorch's, not the NaN of sqrt'(0).
+
+    Examples
+    --------
+    >>> tt.std(tt.tensor([1.0, 3.0]))
+    tensor(1.)
+    >>> bool(tt.std(tt.tensor([1.0, 3.0]), ddof=1).item() == np.sqrt(2))
+    True
+    """
     _no_out("std", out)
     return _std(_cast(a, dtype), axis=axis, ddof=_ddof(ddof, correction), keepdims=keepdims)
 
@@ -217,7 +247,17 @@ _cumsum = deflinear(lambda x, axis: np.cumsum(x, axis=axis), "cumsum", _cumsum_v
 
 @public(numpy=np.cumsum, method=True)
 def cumsum(a, axis=None, dtype=None, out=None):
-    """The cumulative sum along `axis`; axis=None works on the flattened x, as NumPy."""
+    """The cumulative sum along `axis`; axis=None works on the flattened x, as NumPy.
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> tt.cumsum(x)
+    tensor([1., 3., 6.], requires_grad=True)
+    >>> tt.cumsum(x).sum().backward()
+    >>> x.grad
+    array([3., 2., 1.])
+    """
     _no_out("cumsum", out)
     return _cumsum(_cast(a, dtype), axis=axis)
 
@@ -241,7 +281,13 @@ def _with_ends(x, axis, prepend, append):
 
 @public(numpy=np.diff, method=True)
 def diff(a, n=1, axis=-1, prepend=None, append=None):
-    """The n-th difference along `axis` (a[1:] - a[:-1], n times), as np.diff."""
+    """The n-th difference along `axis` (a[1:] - a[:-1], n times), as np.diff.
+
+    Examples
+    --------
+    >>> tt.diff(tt.tensor([1.0, 4.0, 9.0]))
+    tensor([3., 5.])
+    """
     x = a if isinstance(a, Tensor) else backend.asarray(a)
     if x.ndim == 0:
         raise ValueError("diff: the input must be at least one-dimensional")
@@ -260,7 +306,13 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
 # ----- argmax, argmin: indices, no gradient ----------------------------------------------------
 @public(method=True)
 def argmax(a, axis=None, out=None, keepdims=False):
-    """The index of the maximum (along `axis`), as np.argmax: a plain integer array."""
+    """The index of the maximum (along `axis`), as np.argmax: a plain integer array.
+
+    Examples
+    --------
+    >>> tt.argmax(tt.tensor([[1.0, 3.0], [4.0, 2.0]]), axis=1)
+    array([1, 0])
+    """
     _no_out("argmax", out)
     return on_values(np.argmax, (a,), dict(axis=axis, keepdims=keepdims),
                      np.argmax(_value(a), axis=axis, keepdims=keepdims))
@@ -268,7 +320,13 @@ def argmax(a, axis=None, out=None, keepdims=False):
 
 @public(method=True)
 def argmin(a, axis=None, out=None, keepdims=False):
-    """The index of the minimum (along `axis`), as np.argmin: a plain integer array."""
+    """The index of the minimum (along `axis`), as np.argmin: a plain integer array.
+
+    Examples
+    --------
+    >>> tt.argmin(tt.tensor([[1.0, 3.0], [4.0, 2.0]]), axis=1)
+    array([0, 1])
+    """
     _no_out("argmin", out)
     return on_values(np.argmin, (a,), dict(axis=axis, keepdims=keepdims),
                      np.argmin(_value(a), axis=axis, keepdims=keepdims))
@@ -277,7 +335,13 @@ def argmin(a, axis=None, out=None, keepdims=False):
 # ----- sizes and values as Python objects (PyTorch's spellings) -----------------------------------
 @public(method=True)
 def numel(x):
-    """The number of entries (PyTorch's numel; NumPy's size)."""
+    """The number of entries (PyTorch's numel; NumPy's size).
+
+    Examples
+    --------
+    >>> tt.numel(tt.zeros((2, 3)))
+    6
+    """
     return int(np.size(_value(x)))
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from .. import backend
 from ..tensor import Tensor
 from .core import broadcast_to, concatenate, getitem, reshape, transpose
-from .table import METHODS, _joined, deflinear, defprim, nondifferentiable, public
+from .table import METHODS, _joined, complex_rules, deflinear, defprim, nondifferentiable, public
 
 
 # ----- helpers ---------------------------------------------------------------------------------------
@@ -64,7 +64,13 @@ def _no_out(out, op):
 # ----- reshaping: composed from reshape ------------------------------------------------------------
 @public(numpy=np.squeeze, method=True)
 def squeeze(a, axis=None):
-    """Remove axes of length 1 (all of them, or those in `axis`; a longer one is an error, as NumPy)."""
+    """Remove axes of length 1 (all of them, or those in `axis`; a longer one is an error, as NumPy).
+
+    Examples
+    --------
+    >>> tt.squeeze(tt.ones((1, 3, 1))).shape
+    (3,)
+    """
     a = _input(a)
     shape = a.shape
     if axis is None:
@@ -79,7 +85,13 @@ def squeeze(a, axis=None):
 
 @public(numpy=np.expand_dims)
 def expand_dims(a, axis):
-    """Insert axes of length 1 at the positions `axis` of the result."""
+    """Insert axes of length 1 at the positions `axis` of the result.
+
+    Examples
+    --------
+    >>> tt.expand_dims(tt.ones(3), 0).shape
+    (1, 3)
+    """
     a = _input(a)
     axis = axis if isinstance(axis, (tuple, list)) else (axis,)
     ndim = a.ndim + len(axis)
@@ -90,13 +102,25 @@ def expand_dims(a, axis):
 
 @public(method=True)
 def unsqueeze(x, dim):
-    """PyTorch's spelling of expand_dims(x, dim) for one axis."""
+    """PyTorch's spelling of expand_dims(x, dim) for one axis.
+
+    Examples
+    --------
+    >>> tt.unsqueeze(tt.ones(3), 0).shape
+    (1, 3)
+    """
     return expand_dims(x, operator.index(dim))
 
 
 @public(numpy=np.ravel, method=True)
 def ravel(a, order="C"):
-    """The entries as a 1-D Tensor, read in C (row-major) or "F" (column-major) order."""
+    """The entries as a 1-D Tensor, read in C (row-major) or "F" (column-major) order.
+
+    Examples
+    --------
+    >>> tt.ravel(tt.ones((2, 2)))
+    tensor([1., 1., 1., 1.])
+    """
     a = _input(a)
     data = a.data if isinstance(a, Tensor) else a
     if order == "A":   # F if the data is laid out in Fortran order, C otherwise
@@ -113,7 +137,13 @@ def ravel(a, order="C"):
 @public(method=True)
 def flatten(x, start_dim=0, end_dim=-1, order=None):
     """PyTorch's flatten: axes start_dim..end_dim (inclusive) merged into one; by default all, so
-    `t.flatten()` is NumPy's too. NumPy's `t.flatten("F")` (an order) is also accepted."""
+    `t.flatten()` is NumPy's too. NumPy's `t.flatten("F")` (an order) is also accepted.
+
+    Examples
+    --------
+    >>> tt.flatten(tt.ones((2, 3))).shape
+    (6,)
+    """
     if isinstance(start_dim, str) or order is not None:
         return ravel(x, order=start_dim if isinstance(start_dim, str) else order)
     x = _input(x)
@@ -143,7 +173,13 @@ Tensor.view = view
 # ----- moving axes: composed from transpose ----------------------------------------------------------
 @public(numpy=np.moveaxis)
 def moveaxis(a, source, destination):
-    """Move the axes `source` to the positions `destination`, the others keeping their order."""
+    """Move the axes `source` to the positions `destination`, the others keeping their order.
+
+    Examples
+    --------
+    >>> tt.moveaxis(tt.zeros((2, 3, 4)), 0, -1).shape
+    (3, 4, 2)
+    """
     a = _input(a)
     source = _axes(source, a.ndim, "moveaxis (source)")
     destination = _axes(destination, a.ndim, "moveaxis (destination)")
@@ -197,14 +233,26 @@ def _sequence(tup, op):
 
 @public(numpy=np.vstack)
 def vstack(tup, *, dtype=None, casting="same_kind"):
-    """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n))."""
+    """Join along the first axis, after making every input at least 2-D ((n,) -> (1, n)).
+
+    Examples
+    --------
+    >>> tt.vstack([tt.ones(2), tt.zeros(2)]).shape
+    (2, 2)
+    """
     arrays = _joined(_sequence(tup, "vstack"), "vstack", dtype=dtype, casting=casting)
     return concatenate([_at_least(a, 2) for a in arrays], axis=0)
 
 
 @public(numpy=np.hstack)
 def hstack(tup, *, dtype=None, casting="same_kind"):
-    """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D."""
+    """Join along the second axis (the first, for 1-D inputs); 0-d inputs become 1-D.
+
+    Examples
+    --------
+    >>> tt.hstack([tt.ones(2), tt.zeros(1)])
+    tensor([1., 1., 0.])
+    """
     arrays = _joined(_sequence(tup, "hstack"), "hstack", dtype=dtype, casting=casting)
     arrays = [_at_least(a, 1) for a in arrays]
     return concatenate(arrays, axis=0 if arrays[0].ndim == 1 else 1)
@@ -212,13 +260,26 @@ def hstack(tup, *, dtype=None, casting="same_kind"):
 
 @public(numpy=np.dstack)
 def dstack(tup):
-    """Join along the third axis, after making every input at least 3-D."""
+    """Join along the third axis, after making every input at least 3-D.
+
+    Examples
+    --------
+    >>> tt.dstack([tt.ones(2), tt.zeros(2)]).shape
+    (1, 2, 2)
+    """
     return concatenate([_at_least(a, 3) for a in _sequence(tup, "dstack")], axis=2)
 
 
 @public(numpy=np.column_stack)
 def column_stack(tup):
-    """1-D inputs as columns (n,) -> (n, 1), then hstack."""
+    """1-D inputs as columns (n,) -> (n, 1), then hstack.
+
+    Examples
+    --------
+    >>> tt.column_stack([tt.tensor([1.0, 2.0]), tt.tensor([3.0, 4.0])])
+    tensor([[1., 3.],
+            [2., 4.]])
+    """
     columns = []
     for a in _sequence(tup, "column_stack"):
         a = _input(a)
@@ -247,20 +308,38 @@ def _split(ary, indices_or_sections, axis, op, equal):
 
 @public(numpy=np.split)
 def split(ary, indices_or_sections, axis=0):
-    """A list of pieces along `axis`: `sections` equal ones, or cut before each index given."""
+    """A list of pieces along `axis`: `sections` equal ones, or cut before each index given.
+
+    Examples
+    --------
+    >>> [p.shape for p in tt.split(tt.arange(6.0), 3)]
+    [(2,), (2,), (2,)]
+    """
     return _split(ary, indices_or_sections, axis, "split", equal=True)
 
 
 @public(numpy=np.array_split)
 def array_split(ary, indices_or_sections, axis=0):
-    """As split, but `sections` need not divide the axis (the first pieces get one more)."""
+    """As split, but `sections` need not divide the axis (the first pieces get one more).
+
+    Examples
+    --------
+    >>> [p.tolist() for p in tt.array_split(tt.arange(5.0), 2)]
+    [[0.0, 1.0, 2.0], [3.0, 4.0]]
+    """
     return _split(ary, indices_or_sections, axis, "array_split", equal=False)
 
 
 # ----- copying: composed from reshape and broadcast_to -----------------------------------------------
 @public(numpy=np.tile)
 def tile(A, reps):
-    """A repeated `reps` times along each axis (NumPy's tile; PyTorch's Tensor.repeat)."""
+    """A repeated `reps` times along each axis (NumPy's tile; PyTorch's Tensor.repeat).
+
+    Examples
+    --------
+    >>> tt.tile(tt.tensor([1.0, 2.0]), 2)
+    tensor([1., 2., 1., 2.])
+    """
     A = _input(A)
     reps = tuple(int(r) for r in np.ravel(_indices(reps, "tile") if np.size(reps) else ()))
     if any(r < 0 for r in reps):
@@ -278,7 +357,13 @@ def tile(A, reps):
 def repeat(a, repeats, axis=None):
     """Each entry repeated `repeats` times along `axis` (flattened first when axis is None).
 
-    NumPy's repeat (np.repeat, ndarray.repeat); PyTorch's Tensor.repeat is `tile`."""
+    NumPy's repeat (np.repeat, ndarray.repeat); PyTorch's Tensor.repeat is `tile`.
+
+    Examples
+    --------
+    >>> tt.repeat(tt.tensor([1.0, 2.0]), 2)
+    tensor([1., 1., 2., 2.])
+    """
     a = _input(a)
     shape = (a.size,) if axis is None else a.shape
     axis = 0 if axis is None else _axes(axis, a.ndim, "repeat")[0]
@@ -304,7 +389,13 @@ def repeat(a, repeats, axis=None):
 def take(a, indices, axis=None, out=None, mode="raise"):
     """Entries at `indices` along `axis` (of the flattened input when axis is None).
 
-    mode "raise" (out of range is an IndexError), "wrap" or "clip", as NumPy."""
+    mode "raise" (out of range is an IndexError), "wrap" or "clip", as NumPy.
+
+    Examples
+    --------
+    >>> tt.take(tt.tensor([10.0, 20.0, 30.0]), [2, 0])
+    tensor([30., 10.])
+    """
     _no_out(out, "take")
     a = _input(a)
     index = _indices(indices, "take")
@@ -331,7 +422,14 @@ nondifferentiable(np.argsort, np.argpartition, np.nonzero, np.flatnonzero)
 @public(numpy=np.take_along_axis)
 def take_along_axis(arr, indices, axis=-1):
     """out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis` (as argsort's output
-    is used); `indices` has arr's number of axes and broadcasts against it elsewhere."""
+    is used); `indices` has arr's number of axes and broadcasts against it elsewhere.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[10.0, 30.0, 20.0]])
+    >>> tt.take_along_axis(x, np.array([[1, 0]]), axis=1)
+    tensor([[30., 10.]])
+    """
     arr = _input(arr)
     index = _indices(indices, "take_along_axis")
     if axis is None:
@@ -352,7 +450,13 @@ def take_along_axis(arr, indices, axis=-1):
 
 @public(numpy=np.diagonal, method=True)
 def diagonal(a, offset=0, axis1=0, axis2=1):
-    """The diagonal of the (axis1, axis2) planes, as a last axis (NumPy's order of axes)."""
+    """The diagonal of the (axis1, axis2) planes, as a last axis (NumPy's order of axes).
+
+    Examples
+    --------
+    >>> tt.diagonal(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([1., 4.])
+    """
     a = _input(a)
     if a.ndim < 2:
         raise ValueError(f"diagonal: needs at least 2 axes, got shape {a.shape}")
@@ -366,7 +470,13 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
 
 @public(numpy=np.trace, method=True)
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    """The sum of the diagonal (of each (axis1, axis2) plane)."""
+    """The sum of the diagonal (of each (axis1, axis2) plane).
+
+    Examples
+    --------
+    >>> tt.trace(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor(5.)
+    """
     _no_out(out, "trace")
     total = diagonal(a, offset, axis1, axis2).sum(axis=-1)
     return total if dtype is None else total.astype(dtype)
@@ -379,18 +489,40 @@ _flip = deflinear(lambda x, axis: np.flip(x, axis), "flip",
 
 @public(numpy=np.flip)
 def flip(m, axis=None):
-    """The entries in reverse order along `axis` (all axes when None)."""
+    """The entries in reverse order along `axis` (all axes when None).
+
+    Examples
+    --------
+    >>> tt.flip(tt.tensor([1.0, 2.0, 3.0]))
+    tensor([3., 2., 1.])
+    """
     m = _input(m)
     return _flip(m, axis=None if axis is None else _axes(axis, m.ndim, "flip"))
 
 
 @public(numpy=np.fliplr)
 def fliplr(m):
+    """Reverse the order of columns (as `np.fliplr`).
+
+    Examples
+    --------
+    >>> tt.fliplr(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([[2., 1.],
+            [4., 3.]])
+    """
     return flip(m, 1)
 
 
 @public(numpy=np.flipud)
 def flipud(m):
+    """Reverse the order of rows (as `np.flipud`).
+
+    Examples
+    --------
+    >>> tt.flipud(tt.tensor([[1.0, 2.0], [3.0, 4.0]]))
+    tensor([[3., 4.],
+            [1., 2.]])
+    """
     return flip(m, 0)
 
 
@@ -405,7 +537,13 @@ _roll = deflinear(lambda x, shift, axis: np.roll(x, shift, axis), "roll",
 @public(numpy=np.roll)
 def roll(a, shift, axis=None):
     """Entries shifted `shift` places along `axis` (of the flattened input when None), the ones
-    pushed off the end coming back at the start."""
+    pushed off the end coming back at the start.
+
+    Examples
+    --------
+    >>> tt.roll(tt.tensor([1.0, 2.0, 3.0]), 1)
+    tensor([3., 1., 2.])
+    """
     a = _input(a)
     shift = tuple(map(operator.index, shift)) if np.ndim(shift) else operator.index(shift)
     if axis is not None:   # an axis may come twice: its shifts add up, as in NumPy
@@ -420,13 +558,27 @@ _triu = deflinear(lambda x, k: np.triu(x, k), "triu", vjp=lambda g, ans, x, k: n
 
 @public(numpy=np.tril)
 def tril(m, k=0):
-    """Zeros above the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
+    """Zeros above the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy).
+
+    Examples
+    --------
+    >>> tt.tril(tt.ones((2, 2)))
+    tensor([[1., 0.],
+            [1., 1.]])
+    """
     return _triangle("tril", _tril, m, k)
 
 
 @public(numpy=np.triu)
 def triu(m, k=0):
-    """Zeros below the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy)."""
+    """Zeros below the k-th diagonal of the last two axes (a 1-D input is a row repeated, as NumPy).
+
+    Examples
+    --------
+    >>> tt.triu(tt.ones((2, 2)))
+    tensor([[1., 1.],
+            [0., 1.]])
+    """
     return _triangle("triu", _triu, m, k)
 
 
@@ -444,7 +596,14 @@ _diag = deflinear(lambda v, k: np.diag(v, k), "diag", vjp=lambda g, ans, v, k: n
 
 @public(numpy=np.diag)
 def diag(v, k=0):
-    """1-D v: the square matrix with v on its k-th diagonal. 2-D v: its k-th diagonal."""
+    """1-D v: the square matrix with v on its k-th diagonal. 2-D v: its k-th diagonal.
+
+    Examples
+    --------
+    >>> tt.diag(tt.tensor([1.0, 2.0]))
+    tensor([[1., 0.],
+            [0., 2.]])
+    """
     v = _input(v)
     if v.ndim == 1:
         return _diag(v, k=operator.index(k))
@@ -472,6 +631,7 @@ _pad = defprim(_pad_forward, "pad", nargs=1,
                vjp=[lambda g, ans, x, pad_width, constant_values: g[_interior(pad_width, x.shape)]],
                jvp=[lambda t, ans, x, pad_width, constant_values:
                     _pad(t, pad_width=pad_width, constant_values=None)])
+complex_rules(_pad)     # linear: its transpose holds for complex values (np.fft's n= pads with it)
 
 PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap")
 
@@ -501,7 +661,13 @@ def _pad_pairs(pad_width, ndim):
 @public(numpy=np.pad)
 def pad(array, pad_width, mode="constant", **kwargs):
     """Pad with `constant_values` (default 0) or, with mode "edge", "reflect", "symmetric" or
-    "wrap", with copies of the input's own entries (their gradients add up)."""
+    "wrap", with copies of the input's own entries (their gradients add up).
+
+    Examples
+    --------
+    >>> tt.pad(tt.tensor([1.0, 2.0]), 1)
+    tensor([0., 1., 2., 0.])
+    """
     array = _input(array)
     if mode not in PAD_MODES:
         raise NotImplementedError(f"pad: mode {mode!r} is not supported; the supported modes "

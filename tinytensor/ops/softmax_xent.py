@@ -304,7 +304,15 @@ _softmax_cross_entropy = defprim(
 
 @public(numpy=scipy.special.softmax, method=True)
 def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) along `axis`, stable for any finite input."""
+    """exp(x) / sum(exp(x)) along `axis`, stable for any finite input.
+
+    Examples
+    --------
+    >>> tt.softmax(tt.tensor([0.0, 0.0]))
+    tensor([0.5, 0.5])
+    >>> tt.softmax(tt.tensor([1e4, 0.0]))   # stable: no overflow
+    tensor([1., 0.])
+    """
     p = _softmax(x, axis=axis)
     if (type(p) is np.ndarray or isinstance(p, Tensor) and p._prim is None) and p.ndim and axis in (
             -1, p.ndim - 1):   # off the tape: remembered (see cross_entropy)
@@ -321,6 +329,13 @@ _SOFTMAX_LOGITS = IdentityWeakMap()
 
 @public(numpy=scipy.special.log_softmax, method=True)
 def log_softmax(x, axis=-1):
+    """`log(softmax(x))` along `axis`, computed stably (as `scipy.special.log_softmax`).
+
+    Examples
+    --------
+    >>> tt.log_softmax(tt.tensor([0.0, 0.0])).numpy().round(4)
+    array([-0.6931, -0.6931])
+    """
     return _log_softmax(x, axis=axis)
 
 
@@ -341,6 +356,12 @@ def softmax_cross_entropy(logits, y, reduction="mean"):
     """cross_entropy(softmax(logits), y) as one fused primitive: stable for any finite logits.
 
     `y` holds integer class indices of shape logits.shape[:-1], or labels of logits' shape.
+
+    Examples
+    --------
+    >>> loss = tt.softmax_cross_entropy(tt.tensor([[1e4, 0.0]], requires_grad=True), [1])
+    >>> loss.item()   # finite for any finite logits
+    10000.0
     """
     return _softmax_cross_entropy(logits, _labels_like(y, logits), reduction=reduction)
 
@@ -349,10 +370,37 @@ def softmax_cross_entropy(logits, y, reduction="mean"):
 def cross_entropy(p, y, reduction="mean"):
     """-sum(y * log p) per row; `p` holds probabilities along the last axis.
 
-    `y` is an array of p's shape (one-hot or soft labels) or integer class indices of shape
-    p.shape[:-1]; `reduction` is "mean" over rows, "sum" or "none". When `p` is the output of
-    `softmax` over its last axis, the loss and its gradient are computed from the logits
-    (finite and exact for any finite logits); the tape still reads softmax, crossEntropy.
+    When `p` is the output of `softmax` over its last axis, the loss and its gradient are
+    computed from the logits (finite and exact for any finite logits); the tape still reads
+    softmax, crossEntropy.
+
+    Parameters
+    ----------
+    p : Tensor or array_like
+        Probabilities along the last axis.
+    y : array_like
+        An array of p's shape (one-hot or soft labels), or integer class indices of shape
+        ``p.shape[:-1]``.
+    reduction : {"mean", "sum", "none"}
+        The mean over rows, their sum, or the per-row losses.
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    ValueError
+        `p` is not probabilities (logits belong in `softmax_cross_entropy`).
+    IndexError
+        A class index outside [0, C).
+
+    Examples
+    --------
+    >>> p = tt.softmax(tt.tensor([[0.0, 0.0]], requires_grad=True))
+    >>> loss = tt.cross_entropy(p, [0])          # class indices, or one-hot rows of p's shape
+    >>> round(loss.item(), 4)
+    0.6931
     """
     logits = _softmax_logits(p)
     if logits is not None and isinstance(p, Tensor) and p._prim is _softmax:

@@ -28,6 +28,10 @@ NUMPY_FUNCTIONS = {}   # NumPy (or SciPy) function -> tinytensor function
 METHODS = {}           # Tensor method name -> function taking the tensor first
 BUILTIN = set()        # names of the built-in primitives (user primitives register elsewhere)
 HIDDEN_INPUTS = {}     # primitive -> how many of its last inputs the views of the tape do not show
+# tt.vmap's column: primitive name -> batching rule (ops/batching.py fills it, keyed by name, so
+# the families' rows stay as they are); LOOP marks a primitive declared to run once per example.
+BATCHING = {}
+LOOP = "loop"
 
 
 def _names(spec, default):
@@ -100,6 +104,16 @@ def deflinear(fun, name, vjp, **public):
     only the VJP (the transpose) is written. `fun(x, **params)`; `vjp(g, ans, x, **params)`."""
     return defprim(fun, name, vjp=[vjp], jvp=[lambda t, ans, x, **params: fun(t, **params)],
                    nargs=1, **public)
+
+
+def complex_rules(*prims):
+    """Mark primitives whose rules hold for complex values, with JAX's convention: for a real
+    loss L, the cotangent g of a complex value z satisfies dL = Re(g dz), so a holomorphic op's
+    rules are its real ones (g * f'(z), no conjugate), conj's VJP is conj(g), and the gradient of a
+    real input is the real part of its complex cotangent (taken by tape.reverse_sweep). Recording any other
+    primitive on a complex value that requires grad raises (tape.Primitive.__call__)."""
+    for prim in prims:
+        prim.complex_rules = True
 
 
 def nondifferentiable(*np_funs):
@@ -222,7 +236,10 @@ def _select(mask, g):
 def _max_share(s, ans, x, axis, keepdims):
     """s (broadcast to x) times weights summing to 1 along `axis` where the maximum (or minimum) is
     (ties share evenly), selected there: an exact 0 elsewhere."""
-    hit = x == _keepdims(ans, x.shape, axis, keepdims)
+    kept = _keepdims(ans, x.shape, axis, keepdims)
+    hit = x == kept
+    if np.isnan(kept).any():      # a NaN maximum (NumPy's max propagates it) is where the NaNs are
+        hit = hit | (np.isnan(x) & np.isnan(kept))
     return _select(hit, s * (hit / np.sum(hit, axis=axis, keepdims=True)).astype(x.dtype))
 
 

@@ -8,9 +8,9 @@ optimizer's parameter groups; call `step()` once per epoch, after the optimizer'
         sched.step()
 
 Construction records each group's `initial_lr` and takes the first step (epoch 0), as PyTorch.
-StepLR, ExponentialLR and LinearLR use PyTorch's recursive (chainable) forms; CosineAnnealingLR
-uses the closed form PyTorch documents, eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2,
-which equals PyTorch's recursive form to rounding. ReduceLROnPlateau steps on a metric.
+StepLR, ExponentialLR, LinearLR and CosineAnnealingLR use PyTorch's recursive (chainable) forms,
+so schedulers stepped together compose as PyTorch's (cosine's alone equals the closed form
+eta_min + (base_lr - eta_min) (1 + cos(pi t / T_max)) / 2 to rounding). ReduceLROnPlateau steps on a metric.
 LambdaLR (closed form), MultiStepLR (recursive, chainable), OneCycleLR (per batch, cycles the
 momentum or Adam's beta1 too), SequentialLR (one scheduler after another at milestones) and
 ChainedScheduler (several at once) follow PyTorch's definitions.
@@ -21,8 +21,14 @@ import math
 from ..state import refuse_while_recording
 from .optimizer import Optimizer
 
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "LRScheduler", "StepLR", "ExponentialLR", "CosineAnnealingLR", "LinearLR", "ReduceLROnPlateau",
+    "LambdaLR", "MultiStepLR", "OneCycleLR", "SequentialLR", "ChainedScheduler",
+]
+
 
 class LRScheduler:
+    """The base of the schedules: `step()` sets each group's `lr`; `get_last_lr()` reads them."""
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected a tt.optim optimizer, got "
@@ -47,6 +53,7 @@ class LRScheduler:
 
     def step(self):
         refuse_while_recording("scheduler.step()")
+        self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
             group["lr"] = float(lr)
@@ -62,7 +69,18 @@ class LRScheduler:
 
 
 class StepLR(LRScheduler):
-    """lr = initial_lr * gamma ** (epoch // step_size)."""
+    """lr = initial_lr * gamma ** (epoch // step_size).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    >>> for epoch in range(4):
+    ...     opt.step()
+    ...     schedule.step()
+    >>> schedule.get_last_lr()
+    [0.25]
+    """
 
     def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
         if int(step_size) < 1:
@@ -78,7 +96,19 @@ class StepLR(LRScheduler):
 
 
 class ExponentialLR(LRScheduler):
-    """lr = initial_lr * gamma ** epoch."""
+    """lr = initial_lr * gamma ** epoch.
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> for _ in range(2):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> schedule.get_last_lr()
+    [0.25]
+    """
 
     def __init__(self, optimizer, gamma, last_epoch=-1):
         self.gamma = float(gamma)
@@ -90,8 +120,20 @@ class ExponentialLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 (the closed form;
-    past T_max it rises again, as PyTorch's)."""
+    """lr = eta_min + (initial_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 when alone (past
+    T_max it rises again, as PyTorch's); computed in PyTorch's chainable form (see get_lr).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=2)
+    >>> for _ in range(2):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> schedule.get_last_lr()
+    [0.0]
+    """
 
     def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
         if int(T_max) < 1:
@@ -100,13 +142,44 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        """PyTorch's recursive (chainable) form: each step scales the distance to eta_min of the
+        CURRENT lr by the ratio of consecutive cosine values, so a decay applied by another
+        scheduler on the same optimizer (ChainedScheduler, or two schedulers stepped in turn)
+        is kept instead of being undone."""
+        t, T, eta = self.last_epoch, self.T_max, self.eta_min
+        lrs = [group["lr"] for group in self.optimizer.param_groups]
+        if t == 0:
+            return lrs
+        if getattr(self, "_step_count", 0) == 1:              # made with last_epoch > 0: the closed form
+            return self._closed_form_lr()
+        if (t - 1 - T) % (2 * T) == 0:                        # the restart past T_max, as PyTorch's
+            rise = (1 - math.cos(math.pi / T)) / 2
+            return [lr + (base - eta) * rise for lr, base in zip(lrs, self.base_lrs)]
+        ratio = (1 + math.cos(math.pi * t / T)) / (1 + math.cos(math.pi * (t - 1) / T))
+        return [ratio * (lr - eta) + eta for lr in lrs]
+
+    def _closed_form_lr(self):
         cosine = (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
         return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
 
 
 class LinearLR(LRScheduler):
     """The factor on initial_lr goes linearly from start_factor to end_factor over total_iters
-    epochs, then stays (PyTorch's recursive form)."""
+    epochs, then stays (PyTorch's recursive form).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=2)
+    >>> schedule.get_last_lr()
+    [0.5]
+    >>> for _ in range(2):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> schedule.get_last_lr()
+    [1.0]
+    """
 
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
         if not (0 < start_factor <= 1 and 0 <= end_factor <= 1):
@@ -132,7 +205,18 @@ class ReduceLROnPlateau:
     `step(metric)` has not improved for more than `patience` epochs; then wait `cooldown`
     epochs. Improvement, as PyTorch: mode "min" and threshold_mode "rel": metric < best *
     (1 - threshold); "abs": metric < best - threshold (mirrored for mode "max"). A change
-    smaller than eps is not made."""
+    smaller than eps is not made.
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.ReduceLROnPlateau(opt, factor=0.5, patience=1)
+    >>> for val_loss in [1.0, 1.0, 1.0]:
+    ...     schedule.step(val_loss)
+    ...
+    >>> opt.param_groups[0]['lr']
+    0.5
+    """
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0.0, eps=1e-8):
@@ -221,7 +305,19 @@ def _per_group(value, groups, name, what):
 
 class LambdaLR(LRScheduler):
     """lr = initial_lr * lr_lambda(epoch); `lr_lambda` is a function of the epoch, or a list with
-    one per parameter group (as PyTorch's). Its state_dict leaves the functions out."""
+    one per parameter group (as PyTorch's). Its state_dict leaves the functions out.
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.LambdaLR(opt, lambda epoch: 1 / (epoch + 1))
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> schedule.get_last_lr()
+    [0.25]
+    """
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1):
         groups = optimizer.param_groups if isinstance(optimizer, Optimizer) else []
@@ -242,7 +338,19 @@ class LambdaLR(LRScheduler):
 class MultiStepLR(LRScheduler):
     """lr = initial_lr * gamma ** (number of milestones reached); PyTorch's recursive
     (chainable) form: at each milestone the current lr is multiplied by gamma (by gamma ** k for
-    a milestone listed k times)."""
+    a milestone listed k times).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.MultiStepLR(opt, milestones=[1, 3], gamma=0.1)
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> [round(lr, 6) for lr in schedule.get_last_lr()]
+    [0.01]
+    """
 
     def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
         milestones = [int(m) for m in milestones]

@@ -29,6 +29,7 @@ from .. import backend
 from ..nn.module import _is_parameter
 from ..state import refuse_while_recording
 from ..tensor import Tensor, mark_modified
+from ..torch_interop import host_array
 
 
 def _number(name, value, low=0.0, high=math.inf, high_open=False):
@@ -52,7 +53,17 @@ def _betas(betas):
 class Optimizer:
     """Parameter groups (`param_groups`: dicts with "params" and the hyperparameters) and
     per-parameter state (`state`: {parameter: dict}). Subclasses define `_check(group)`
-    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`."""
+    (validate and normalise one group's hyperparameters) and `_update(p, g, state, group)`.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([{'params': [w], 'lr': 0.5}], lr=0.1)
+    >>> opt.param_groups[0]['lr']
+    0.5
+    >>> sorted(opt.state_dict())
+    ['param_groups', 'state']
+    """
 
     def __init__(self, params, defaults):
         if isinstance(params, Tensor):
@@ -168,7 +179,10 @@ class Optimizer:
             p = params[i]
             entry = {}
             for name, value in saved.items():
-                if isinstance(value, Tensor) or backend.is_array(value):
+                value = host_array(value)                  # a torch tensor, converted once
+                if name == "step" and np.ndim(_plain(value)) == 0:
+                    value = _count(_plain(value))          # PyTorch keeps it as a 0-d tensor
+                elif isinstance(value, Tensor) or backend.is_array(value):
                     value = backend.to_device(backend.copy(value.data if isinstance(value, Tensor) else value,
                                                            p.dtype), backend.device_of(p.data))
                     if value.shape != p.shape:
@@ -176,6 +190,7 @@ class Optimizer:
                                          f"{value.shape}, the parameter {p.shape}")
                 entry[name] = value
             new_state[p] = entry
+        groups = [_without_torch_only(g, type(self).__name__, self.defaults) for g in groups]
         checked = [self._check({**mine, **{k: v for k, v in g.items() if k != "params"}})
                    for g, mine in zip(groups, self.param_groups)]     # all checked before any change
         for mine, group in zip(self.param_groups, checked):
@@ -190,12 +205,50 @@ class Optimizer:
         return "\n".join(lines + [")"])
 
 
+def _plain(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _count(value):
+    """A step count saved as a number or a 0-d array (PyTorch's): a Python int when whole."""
+    value = float(value)
+    return int(value) if value.is_integer() else value
+
+
+# PyTorch's group options that change nothing at their defaults: dropped when a PyTorch optimizer's
+# state_dict() is loaded; any other value is a behaviour tinytensor does not have, so it is refused.
+_TORCH_ONLY = {"foreach": (None, False), "maximize": (False,), "capturable": (False,),
+               "differentiable": (False,), "fused": (None, False),
+               "decoupled_weight_decay": (False,)}
+
+
+def _without_torch_only(group, name, defaults):
+    out = {}
+    for k, v in group.items():
+        if k in _TORCH_ONLY and k not in defaults:
+            if v not in _TORCH_ONLY[k] and not (k == "decoupled_weight_decay" and name == "AdamW"):
+                raise ValueError(f"{name}.load_state_dict: the saved group has {k}={v!r}, a PyTorch "
+                                 f"option tinytensor does not implement (only {_TORCH_ONLY[k]})")
+            continue
+        out[k] = host_array(v) if k != "params" else v
+    return out
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent, as torch.optim.SGD. Per parameter p with gradient grad:
         g = grad + weight_decay * p
         buf = g (first step), else buf = momentum * buf + (1 - dampening) * g   (momentum != 0)
         g = g + momentum * buf if nesterov else buf                              (momentum != 0)
         p = p - lr * g
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.SGD([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.8, 1.6])
     """
 
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False):
@@ -234,6 +287,15 @@ class Adam(Optimizer):
         v = beta2 * v + (1 - beta2) * g**2
         vmax = max(vmax, v), used for v            (amsgrad=True)
         p = p - lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.Adam([w], lr=0.1)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
     """
 
     _decoupled = False
@@ -279,7 +341,17 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """Adam with decoupled weight decay, as torch.optim.AdamW: before Adam's update (with no
-    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2."""
+    L2 term), p = p * (1 - lr * weight_decay). weight_decay defaults to 1e-2.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.AdamW([w], lr=0.1, weight_decay=0.0)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data
+    array([0.9, 1.9])
+    """
 
     _decoupled = True
 
@@ -295,6 +367,15 @@ class RMSprop(Optimizer):
               sqrt(v) + eps                                                        (otherwise)
         buf = momentum * buf + g / avg;  p = p - lr * buf                           (momentum > 0)
         p = p - lr * g / avg                                                        (otherwise)
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = tt.optim.RMSprop([w], lr=0.01)
+    >>> (w * w).sum().backward()
+    >>> opt.step()
+    >>> w.data.round(4)
+    array([0.9, 1.9])
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,

@@ -5,7 +5,8 @@
                          multivariate_normal, dirichlet (logpdf, pdf, cdf, ... as SciPy's)
     tt.scipy.linalg      solve_triangular, cho_factor, cho_solve, cholesky, sqrtm, expm,
                          solve_sylvester
-    tt.scipy.integrate   odeint (adjoint-method VJP, forward sensitivities for the JVP)
+    tt.scipy.integrate   odeint, solve_ivp (closed-over Tensors differentiated; adjoint on the kept
+                         forward trajectory, forward sensitivities; second order)
     tt.scipy.signal      convolve, correlate
 
 SciPy's special-function ufuncs on Tensors (`scipy.special.gammaln(t)`) are recorded as well.

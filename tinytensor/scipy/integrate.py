@@ -1,21 +1,263 @@
-"""`tt.scipy.integrate.odeint`: SciPy's ODE solver (LSODA), differentiable in y0, t and args.
+"""`tt.scipy.integrate.odeint`: SciPy's ODE solver (LSODA), differentiable in y0, t, args and
+every Tensor the right-hand side closes over.
 
     ys = tt.scipy.integrate.odeint(func, y0, t, args=(theta,))   # func(y, t, *args) -> dy/dt
 
-One primitive. Its VJP is the adjoint method (as HIPS autograd's odeint): one backward solve of
-the augmented system [y, a, a_t, a_args], da/dt = -a^T df/dy, from each observation time to the
-previous one, with the VJPs of `func` taken by tt.vjp. Its JVP solves the forward sensitivity
-system ds/dt = df/dy s + df/dargs dargs alongside y (tt.jvp of `func`). Both rules run NumPy
-solves: first derivatives in both modes, no higher orders. `func` is written with NumPy (or tt)
-operations; y0 is 1-D, as SciPy's.
+One primitive, whose inputs are y0, t, the arrays of `args` (a pytree, as autograd's) and the
+Tensors that require grad which `func` reaches without being given them (closure conversion, as
+JAX's odeint: found by calling `func` once on the tape and walking back from its result to the
+Tensors recorded before the call; every later call of `func` on the tape is checked against them,
+so a term is never dropped).
+
+Values are SciPy's `odeint`. The VJP is the adjoint method with the forward trajectory kept: the
+state is never integrated backward (unstable for stiff, dissipative systems). Between observation
+times t[i-1] and t[i] the state is solved forward again from the stored ys[i-1] with dense output
+(solve_ivp's LSODA), and only the adjoint [a, a_params], da/ds = -J^T a, runs backward, reading y
+from that interpolant. The JVP solves the forward sensitivities ds/dt = J s + df/dparams dparams
+alongside y. Every solve's status is checked: a failed one raises, naming the option to change.
+Given Tensors (a second derivative: hessian, hvp, grad of grad), the VJP is JAX's instead: the
+adjoint system [y, a, a_params] integrated backward by a recorded odeint call, so it can be
+differentiated again (the state is integrated backward there, as in JAX).
 """
+
+import warnings
+import weakref
 
 import numpy as np
 import scipy.integrate
 
-from ..tape import REGISTRY, Primitive
-from ..tensor import Tensor
-from ..transforms import jvp, vjp
+from .. import ops
+from ..compile import compile as tt_compile
+from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
+from ..tensor import Tensor, _make, _next_id
+from ..transforms import tree_flatten, tree_unflatten
+from ..transforms import vjp as tt_vjp
+
+_SUCCESS = "Integration successful."
+
+# What to change when a solve fails, by the start of LSODA's message (scipy.integrate.odeint's).
+_FIXES = {
+    "Excess work done": "raise mxstep (the most steps per output interval, now {mxstep}; 0 means 500)",
+    "Excess accuracy requested": "loosen rtol/atol",
+    "Illegal input": "check h0, hmin, hmax, rtol and atol (h0 must be small enough for the first "
+                     "interval; rtol and atol non-negative)",
+    "Repeated error test failures": "check func for singularities, or loosen rtol/atol",
+    "Repeated convergence failures": "the problem may be ill-posed or func not smooth; loosen rtol/atol",
+    "Error weight became zero": "pass a positive atol (a component of y became exactly 0)",
+}
+
+
+def _fix_for(message, options):
+    fix = next((fix for start, fix in _FIXES.items() if message.startswith(start)),
+               "check the solver options")
+    return fix.format(mxstep=options.get("mxstep", 0))
+
+
+class _Replay:
+    """f recorded once by tt.compile and replayed as a straight NumPy program (the right-hand side
+    is called hundreds of times per solve; replaying cuts ~390 us to ~30 us per VJP of a small
+    system). tt.compile guards what f's result depends on (a branch such as `if t < 0.5` records
+    a program per outcome). A call returns None, and the caller runs f eagerly (with its closure
+    check), when it recorded f again (another branch may reach a Tensor the first call did not);
+    for good once a recording warned or failed (a refusal)."""
+
+    def __init__(self, f):
+        self.compiled, self.usable = tt_compile(f), True
+
+    def __call__(self, *args):
+        if not self.usable:
+            return None
+        before = self.compiled.traces
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = self.compiled(*args)
+            except Exception:   # noqa: BLE001  (the eager call raises the user's error itself)
+                if self.compiled.traces != before or before == 0:
+                    self.usable = False
+                    return None
+                raise
+        if self.compiled.traces != before:
+            if caught:
+                self.usable = False
+                return None
+            if before:                        # recorded again: this call runs eagerly, checked
+                return None
+        for w in caught:                      # a replay's own warnings (overflow ...) are the user's
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return out
+
+
+_PROGRAMS = weakref.WeakKeyDictionary()     # func -> {args structure: its three _Replay programs}
+_NO_REPLAY = lambda *args: None   # noqa: E731  (a "program" that always sends the caller to eager)
+
+
+def _call(func, structure, y, t, args):
+    out = func(y, t, *tree_unflatten(structure, list(args)))
+    if isinstance(out, (list, tuple)) and any(isinstance(o, Tensor) for o in out):
+        out = ops.PUBLIC["stack"](list(out))      # [dy0, dy1]: a list of Tensors, stacked
+    return out
+
+
+def _replays(func_ref, structure):
+    """The programs replayed for func (reached through func_ref, so the cache keyed by func does
+    not keep it alive): its values, its VJP (y, t, cotangent, *args) and its Jacobian."""
+    def values(y, t, *args):
+        return _call(func_ref(), structure, y, t, args)
+
+    def vjp_of_call(y, t, cotangent, *args):
+        out, pull = tt_vjp(lambda y, t, *args: _call(func_ref(), structure, y, t, args), y, t, *args,
+                           allow_unused=True)
+        return pull(cotangent)
+
+    def jacobian_of_call(y, t, *args):
+        out, pull = tt_vjp(lambda y, *args: _call(func_ref(), structure, y, t, args), y, *args,
+                           allow_unused=True)
+        rows = [pull(e) for e in np.eye(np.shape(y)[0])]
+        return (out, *[ops.PUBLIC["stack"]([row[k] for row in rows]) for k in range(len(rows[0]))])
+
+    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call)
+
+
+def _weakly(func):
+    try:
+        weakref.ref(func)
+        return True
+    except TypeError:
+        return False
+
+
+class _RHS:
+    """The right-hand side: func(y, t, *args) with `args` a pytree (given as its leaves), and the
+    closed-over Tensors it reaches (`captures`)."""
+
+    def __init__(self, func, structure, n_args, replay=True):
+        self.func, self.structure, self.n_args = func, structure, n_args
+        self.captures = []
+        self.failure = None          # the forward solve's message when it failed
+        self.check = False           # check the closure in the forward solve (set while recording)
+        # Replayed programs for f, its VJP and its Jacobian, when func closes over no Tensor that
+        # requires grad (a closed-over Tensor's gradient is not a VJP argument: those run eagerly,
+        # checked); kept per function, so a fit's next odeint call replays without recording.
+        programs = _PROGRAMS.setdefault(func, {}) if replay and _weakly(func) else {}
+        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 3
+        if replays is None:
+            replays = programs[repr(structure)] = _replays(weakref.ref(func) if _weakly(func) else
+                                                           (lambda: func), structure)
+        self._values, self._pull, self._jac = replays
+
+    def jacobian(self, y, t, args):
+        """(f, df/dy (D, D), df/dparams (D, n) with params = the args' and captures' entries, flat)."""
+        D = np.shape(y)[0]
+        if not self.captures:
+            parts = self._jac(np.asarray(y, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                              *[np.asarray(a) for a in args])
+            if parts is not None:
+                value, Jy, *Jargs = (np.asarray(p, dtype=np.float64) for p in parts)
+                return value, Jy, np.concatenate([np.reshape(J, (D, -1)) for J in Jargs], axis=1) \
+                    if Jargs else np.zeros((D, 0))
+        inputs, out = self._traced(y, t, args)          # one recording, D sweeps over it
+        wrt = [inputs[0], *inputs[2:], *self.captures]
+        value = np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+        rows = []
+        for e in np.eye(D):
+            grads = reverse_sweep([out], [e], wrt=wrt, cut=True) if isinstance(out, Tensor) and \
+                out.requires_grad else {}
+            rows.append([_dense(grads.get(w), w) for w in wrt])
+        return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
+
+
+    def call(self, y, t, args):
+        return _call(self.func, self.structure, y, t, args)
+
+    def values(self, y, t, args, check=False):
+        """dy/dt as a float64 array. With `check` (the forward solve, while recording) func runs
+        on the tape, so a Tensor it reaches that was not found at its first call is caught."""
+        out = None
+        if not self.captures:
+            with no_grad():
+                out = self._values(np.asarray(y, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                                   *[np.asarray(a) for a in args])
+        if out is not None:
+            pass
+        elif check:
+            start = _next_id()
+            with enable_grad():
+                out = self.call(y, t, args)
+            if isinstance(out, Tensor) and out.requires_grad:
+                self._check(out, start)
+        else:
+            with no_grad():
+                out = self.call(y, t, args)
+        out = np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+        if out.shape != np.shape(y):
+            raise ValueError(f"odeint: func(y, t, *args) returned shape {out.shape} for y of shape "
+                             f"{np.shape(y)}; it must return dy/dt, of y's shape")
+        return out
+
+    def _traced(self, y, t, args, check=True):
+        """func on fresh Tensors: (inputs, output), with the closure checked against the first call."""
+        inputs = [_make(np.asarray(y, dtype=np.float64), requires_grad=True),
+                  _make(np.asarray(t, dtype=np.float64), requires_grad=True),
+                  *[_make(np.asarray(a), requires_grad=True) for a in args]]
+        with enable_grad():
+            out = self.call(inputs[0], inputs[1], inputs[2:])
+        if check and isinstance(out, Tensor) and out.requires_grad:
+            self._check(out, inputs[0]._id)
+        return inputs, out
+
+    def _check(self, out, start):
+        new = [c for c in _reached_before(out, start) if not any(c is k for k in self.captures)]
+        if new:
+            c = new[0]
+            raise RuntimeError(
+                f"odeint: func used a Tensor that requires grad ({c.name or 'tensor'} {c.shape} "
+                f"{c.dtype}) which it did not use in its first call (at y0, t[0]), so its gradient "
+                f"would be dropped; pass it in args= (func(y, t, *args)) or use it in every call")
+
+    def pullback(self, y, t, args, cotangent):
+        """cotangent^T d func / d(y, t, *args, *captures): a list of arrays."""
+        if not self.captures:
+            grads = self._pull(np.asarray(y, dtype=np.float64), np.asarray(t, dtype=np.float64),
+                               np.asarray(cotangent, dtype=np.float64), *[np.asarray(a) for a in args])
+            if grads is not None:
+                return [np.asarray(g, dtype=np.float64) for g in grads]
+        inputs, out = self._traced(y, t, args)
+        wrt = inputs + self.captures
+        grads = {}
+        if isinstance(out, Tensor) and out.requires_grad:
+            grads = reverse_sweep([out], [cotangent], wrt=wrt, cut=True)
+        return [_dense(grads.get(w), w) for w in wrt]
+
+    def push(self, y, t, args, tangents):
+        """(func, d func along `tangents`) for tangents of (y, *args, *captures) (None: zero)."""
+        inputs, out = self._traced(y, t, args)
+        value = np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
+        named = {x: d for x, d in zip([inputs[0], *inputs[2:], *self.captures], tangents) if d is not None}
+        if not named or not (isinstance(out, Tensor) and out.requires_grad):
+            return value, np.zeros_like(value)
+        return value, np.asarray(forward_sweep(out, named), dtype=np.float64)
+
+
+def _dense(g, like):
+    return np.zeros(like.shape) if g is None else np.asarray(g.data if isinstance(g, Tensor) else g,
+                                                            dtype=np.float64)
+
+
+def _reached_before(out, start):
+    """The Tensors that require grad, recorded before id `start`, that `out` is computed from
+    (the walk stops at them: they are the closure's, not func's)."""
+    stack, seen, found = [out], set(), []
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node._id < start:
+            found.append(node)
+        elif node._prim is not None:
+            stack.extend(a for a in node._inputs if isinstance(a, Tensor) and a.requires_grad)
+    return sorted(found, key=lambda n: n._id)
 
 
 def _flat(arrays):
@@ -31,113 +273,322 @@ def _unflat(flat, like):
     return out
 
 
-def _plain(func):
-    """func on arrays, its result an array (func may use tt operations)."""
-    def f(y, t, *args):
-        out = func(y, t, *args)
-        return np.asarray(out.data if isinstance(out, Tensor) else out, dtype=np.float64)
-    return f
+def _solve(fun, y0, t, options, what):
+    """scipy.integrate.odeint, raising (naming the option) when the solve fails."""
+    ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)
+    if info["message"] != _SUCCESS:
+        raise RuntimeError(f"odeint: the {what} failed ({info['message']}); the gradient would be "
+                           f"computed from a failed solution. {_fix_for(info['message'], options)}")
+    return ys
 
 
-def _forward(y0, t, *args, func, options):
-    return scipy.integrate.odeint(_plain(func), y0, t, args=tuple(args), **options)
+def _forward(y0, t, *inputs, rhs, options):
+    args = inputs[:rhs.n_args]
+    ys, info = scipy.integrate.odeint(lambda y, s: rhs.values(y, s, args, rhs.check), y0, t, full_output=True,
+                                      **options)      # SciPy warns on a failure, as always
+    rhs.failure = None if info["message"] == _SUCCESS else info["message"]
+    return ys
 
 
-def _adjoint_vjp(g, ys, y0, t, *args, func, options):
-    """(gradient of y0, of t, of each arg) for the cotangent g of ys (len(t), D)."""
+def _check_forward(rhs, options):
+    if rhs.failure is not None:
+        raise RuntimeError(f"odeint: the forward solve failed ({rhs.failure}), so its result has no "
+                           f"meaningful derivative. {_fix_for(rhs.failure, options)}")
+
+
+def _backward_options(options):
+    """What the backward (adjoint) solve can accept: the tolerances and hmax; not h0 (a first
+    step for the forward direction) and not a small step budget meant for the forward system."""
+    out = {k: options[k] for k in ("rtol", "atol", "hmax") if k in options}
+    out["mxstep"] = max(options.get("mxstep", 0), 500)
+    return out
+
+
+def _dense_options(options):
+    out = {k: options[k] for k in ("rtol", "atol") if k in options}
+    if options.get("hmax"):
+        out["max_step"] = options["hmax"]
+    if options.get("hmin"):
+        out["min_step"] = options["hmin"]
+    return out
+
+
+def _adjoint_vjp(g, ys, y0, t, *inputs, rhs, options):
+    """(gradient of y0, of t, of each input) for the cotangent g of ys (len(t), D)."""
+    _check_forward(rhs, options)
     T, D = ys.shape
-    args = [np.asarray(a, dtype=np.float64) for a in args]
-    n_args = sum(np.size(a) for a in args)
-    f = _plain(func)
-
-    def dynamics(state, s, flat_args):
-        y, a = state[:D], state[D:2 * D]
-        theta = _unflat(flat_args, args)
-        dy, pull = vjp(lambda y, s, *theta: func(y, s, *theta), y, np.float64(s), *theta)
-        grads = pull(-a)
-        return np.concatenate([np.reshape(dy, -1), np.reshape(grads[0], -1), np.reshape(grads[1], -1),
-                               _flat(grads[2:])])
-
-    flat_args = _flat(args)
-    a, a_t0, a_args = g[-1].astype(np.float64), 0.0, np.zeros(n_args)
-    t_grads = []
+    args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
+    params = args + [c.data for c in rhs.captures]
+    a, a_params = np.asarray(g[-1], dtype=np.float64).copy(), np.zeros(sum(np.size(p) for p in params))
+    t_grads = np.zeros(T)
+    back = _backward_options(options)
     for i in range(T - 1, 0, -1):
-        moved = float(np.dot(f(ys[i], t[i], *args), g[i]))     # moving the observation time t_i
-        t_grads.append(moved)
-        a_t0 = a_t0 - moved
-        state = np.concatenate([ys[i], a, [a_t0], a_args])
-        state = scipy.integrate.odeint(dynamics, state, np.array([t[i], t[i - 1]]), args=(flat_args,),
-                                       **options)[1]
-        a, a_t0, a_args = state[D:2 * D] + g[i - 1], state[2 * D], state[2 * D + 1:]
-    t_grads.append(a_t0)
-    dtype = ys.dtype
-    return (a.astype(dtype), np.array(t_grads[::-1], dtype=np.result_type(t, np.float32)),
-            *[np.asarray(x, dtype=np.result_type(x_like, np.float32))
-              for x, x_like in zip(_unflat(a_args, args), args)])
+        t_grads[i] = float(np.dot(rhs.values(ys[i], t[i], args), g[i]))   # moving observation time t_i
+        if t[i] == t[i - 1]:
+            a = a + g[i - 1]
+            continue
+        # the state on [t[i-1], t[i]], solved forward from the stored ys[i-1] (never backward)
+        path = scipy.integrate.solve_ivp(lambda s, y: rhs.values(y, s, args), (t[i - 1], t[i]), ys[i - 1],
+                                         method="LSODA", dense_output=True, **_dense_options(options))
+        if not path.success:
+            raise RuntimeError(f"odeint: re-solving the state on [{t[i - 1]}, {t[i]}] for the gradient "
+                               f"failed ({path.message}); loosen rtol/atol or check func")
+
+        def adjoint(state, s, path=path):
+            grads = rhs.pullback(path.sol(s), s, args, -state[:D])
+            return np.concatenate([grads[0].reshape(-1), _flat([grads[2 + k] for k in range(len(params))])])
+
+        state = _solve(adjoint, np.concatenate([a, a_params]), np.array([t[i], t[i - 1]]), back,
+                       "backward (adjoint) solve")[1]
+        a, a_params = state[:D] + g[i - 1], state[D:]
+    t_grads[0] = -float(np.dot(rhs.values(ys[0], t[0], args), a - g[0]))   # moving t0 moves the path
+    out = [a.astype(ys.dtype), t_grads.astype(np.result_type(t, np.float32))]
+    for x, like in zip(_unflat(a_params, params), inputs):
+        out.append(np.asarray(x, dtype=np.result_type(like, np.float32)))
+    return tuple(out)
 
 
-def _sensitivity_jvp(tangents, ys, y0, t, *args, func, options):
-    """The tangent of ys from the tangents of y0, t and args (None: zero)."""
-    t_y0, t_t, *t_args = tangents
-    args = [np.asarray(a, dtype=np.float64) for a in args]
-    t_args = [np.zeros(np.shape(a)) if d is None else np.asarray(d, dtype=np.float64)
-              for a, d in zip(args, t_args)]
-    D = ys.shape[1]
-    f = _plain(func)
-    s0 = np.zeros(D) if t_y0 is None else np.asarray(t_y0, dtype=np.float64).copy()
-    if t_t is not None:
-        s0 -= f(ys[0], t[0], *args) * t_t[0]
+# The VJP on arrays solves, by the size of the problem, one of two systems forward in time (the
+# state is never integrated backward, so stiff systems get the gradient forward mode gets):
+#  * the forward sensitivities S = dy/d(y0, params), D (1 + D + n) unknowns, when that is at most
+#    SENSITIVITY_LIMIT: one solve over all of t, no restarts and no interpolation (a small ODE fit);
+#  * else the adjoint, interval by interval, on the re-solved forward trajectory (a neural ODE).
+SENSITIVITY_LIMIT = 64
+
+
+def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
+    _check_forward(rhs, options)
+    T, D = ys.shape
+    args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
+    params = args + [c.data for c in rhs.captures]
+    P = D + sum(np.size(p) for p in params)
 
     def dynamics(state, s):
-        y, sens = state[:D], state[D:]
-        dy, ds = jvp(lambda y, *theta: func(y, s, *theta), (y, *args), (sens, *t_args))
-        return np.concatenate([np.reshape(dy, -1), np.reshape(ds, -1)])
+        value, Jy, Jp = rhs.jacobian(state[:D], s, args)
+        S = state[D:].reshape(D, P)
+        dS = Jy @ S
+        dS[:, D:] += Jp
+        return np.concatenate([value, dS.reshape(-1)])
 
-    out = scipy.integrate.odeint(dynamics, np.concatenate([ys[0], s0]), t, **options)[:, D:]
+    S0 = np.concatenate([np.eye(D), np.zeros((D, P - D))], axis=1)
+    states = _solve(dynamics, np.concatenate([ys[0], S0.reshape(-1)]), t, _backward_options(options),
+                    "sensitivity solve for the gradient")
+    g = np.asarray(g, dtype=np.float64)
+    total = np.einsum("tdp,td->p", states[:, D:].reshape(T, D, P), g)     # sum_i S_i^T g_i
+    t_grads = np.array([0.0] + [float(np.dot(rhs.values(ys[i], t[i], args), g[i])) for i in range(1, T)])
+    t_grads[0] = -float(np.dot(rhs.values(ys[0], t[0], args), total[:D] - g[0]))
+    out = [total[:D].astype(ys.dtype), t_grads.astype(np.result_type(t, np.float32))]
+    for x, like in zip(_unflat(total[D:], params), inputs):
+        out.append(np.asarray(x, dtype=np.result_type(like, np.float32)))
+    return tuple(out)
+
+
+def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
+    """The tangent of ys from the tangents of y0, t, args and captures (None: zero)."""
+    _check_forward(rhs, options)
+    t_y0, t_t, *t_params = tangents
+    args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
+    t_params = [None if d is None else np.asarray(d, dtype=np.float64) for d in t_params]
+    D = ys.shape[1]
+    s0 = np.zeros(D) if t_y0 is None else np.asarray(t_y0, dtype=np.float64).copy()
     if t_t is not None:
-        out = out + np.stack([f(ys[i], t[i], *args) for i in range(len(t))]) * np.asarray(t_t)[:, None]
+        s0 -= rhs.values(ys[0], t[0], args) * t_t[0]
+
+    def dynamics(state, s):
+        dy, ds = rhs.push(state[:D], s, args, [state[D:], *t_params])
+        return np.concatenate([dy, ds])
+
+    out = _solve(dynamics, np.concatenate([ys[0], s0]), t, options, "forward sensitivity solve")[:, D:]
+    if t_t is not None:
+        slopes = np.stack([rhs.values(ys[i], t[i], args) for i in range(len(t))])
+        out = out + slopes * np.asarray(t_t)[:, None]
     return out.astype(ys.dtype)
 
 
-def _first_order_only(rule):
-    """The rules solve ODEs in NumPy: given Tensors (a second derivative, or tt.compile's
-    trace), they say so instead of failing inside SciPy."""
+def _is_tensor(x):
+    return isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and any(isinstance(v, Tensor) for v in x))
+
+
+def _vjp(g, ys, y0, t, *inputs, rhs, options):
+    """Given arrays, the adjoint on the kept trajectory; given Tensors (a second derivative), the
+    same adjoint system written as a recorded odeint call, so it can be differentiated again."""
+    if any(_is_tensor(x) for x in (g, ys, y0, t, *inputs)):
+        return _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+    D = ys.shape[1]
+    unknowns = D * (1 + D + sum(np.size(a) for a in inputs[:rhs.n_args]) + sum(c.size for c in rhs.captures))
+    if unknowns <= SENSITIVITY_LIMIT:
+        return _sensitivity_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+    return _adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+
+
+def _augmented(rhs, D):
+    """The adjoint system [y, a, a_params] -> [f, -a^T df/dy, -a^T df/dparams] (params: args, then
+    captures), for odeint: on arrays through rhs.pullback, on Tensors recorded (create_graph)."""
+    def aug(state, s, *args):
+        y, a = state[:D], state[D:2 * D]   # (run eagerly, never replayed: it sweeps the tape itself)
+        if not any(_is_tensor(x) for x in (state, s, *args)):
+            grads = rhs.pullback(y, s, args, -a)
+            return np.concatenate([rhs.values(y, s, args), grads[0], _flat(grads[2:])])
+        with enable_grad():
+            out = rhs.call(y, s, args)
+        wrt = [w for w in (y, *args, *rhs.captures) if isinstance(w, Tensor) and w.requires_grad]
+        grads = {}
+        if isinstance(out, Tensor) and out.requires_grad and wrt:
+            grads = reverse_sweep([out], [-a], wrt=wrt, create_graph=True, cut=True)
+        pieces = [grads[w] if isinstance(w, Tensor) and w in grads else np.zeros(np.shape(w))
+                  for w in (y, *args, *rhs.captures)]
+        return ops.PUBLIC["concatenate"]([out, *[np.reshape(p, -1) for p in pieces]])
+    aug._adjoint_system = True
+    return aug
+
+
+def _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs, options):
+    """JAX's odeint VJP: the augmented system integrated backward by odeint itself, on the tape.
+    The state is integrated backward here (as JAX's): second derivatives of stiff systems are as
+    stable as that."""
+    T, D = ys.shape
+    args = list(inputs[:rhs.n_args])
+    params = args + list(rhs.captures)
+    a = g[-1]
+    a_params = np.zeros(sum(int(np.prod(np.shape(p))) for p in params))
+    aug = _augmented(rhs, D)
+    back = _backward_options(options)
+    t_grads = [None] * T
+    for i in range(T - 1, 0, -1):
+        with enable_grad():
+            t_grads[i] = ops.PUBLIC["sum"](rhs.call(ys[i], t[i], args) * g[i])
+        state = ops.PUBLIC["concatenate"]([ys[i], a, a_params])
+        times = ops.PUBLIC["stack"]([t[i], t[i - 1]])
+        out = odeint(aug, state, times, args=tuple(args), **back)[1]
+        a, a_params = out[D:2 * D] + g[i - 1], out[2 * D:]
+    with enable_grad():
+        t_grads[0] = -ops.PUBLIC["sum"](rhs.call(ys[0], t[0], args) * (a - g[0]))
+    return (a, ops.PUBLIC["stack"](t_grads), *_unflat(a_params, params))
+
+
+def _first_order_jvp(rule):
+    """The sensitivity JVP runs NumPy solves; given Tensors (tt.compile's trace) it says so.
+    (Second derivatives never need it: nested forward mode transposes the VJP.)"""
     def checked(c, ans, *inputs, **params):
-        if any(isinstance(x, Tensor) for x in (c, ans, *inputs)) or (
-                isinstance(c, (list, tuple)) and any(isinstance(x, Tensor) for x in c)):
-            raise NotImplementedError("odeint: its rules (adjoint VJP, sensitivity JVP) run NumPy ODE "
-                                      "solves, so second derivatives (hvp, grad of grad, hessian) and "
-                                      "tt.compile are not supported through it")
+        if any(_is_tensor(x) for x in (c, ans, *inputs)):
+            raise NotImplementedError("odeint: its JVP rule (forward sensitivities) runs NumPy ODE solves, "
+                                      "so tt.compile cannot record it; call the function uncompiled")
         return rule(c, ans, *inputs, **params)
     return checked
 
 
-# Not a built-in row of specs.OP_SPECS (the sweeps there take second derivatives and compile every
-# row): checked in tests/scipy/test_integrate.py, and left out of tt.check_rules()'s registry.
+# Not a built-in row of specs.OP_SPECS (the sweeps there compile every row): checked in
+# tests/scipy/test_integrate.py, and left out of tt.check_rules()'s registry.
 _odeint = Primitive(_forward, "odeint", nargs=None)
-_odeint.defvjp(_first_order_only(_adjoint_vjp))
-_odeint.defjvp_joint(_first_order_only(_sensitivity_jvp))
+_odeint.defvjp(_vjp)
+_odeint.defjvp_joint(_first_order_jvp(_sensitivity_jvp))
 REGISTRY.pop("odeint")
+
+
+def _as_input(x, what):
+    if isinstance(x, Tensor):
+        if x.data.dtype.kind != "f":
+            raise TypeError(f"odeint: {what} must be a float array, got dtype {x.dtype}")
+        return x
+    x = np.asarray(x)
+    if x.dtype.kind == "c":
+        raise TypeError(f"odeint: {what} is complex ({x.dtype}); SciPy's odeint is real only")
+    return x.astype(np.float64) if x.dtype.kind != "f" else x
+
+
+def _prepare(func, y0, t, args, name, replay=True):
+    """(y0, t, the leaves of args, the right-hand side with its closed-over Tensors found)."""
+    if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
+        raise ValueError(f"{name}: y0 must be 1-D, as SciPy's")
+    if not isinstance(args, tuple):
+        args = (args,)               # SciPy's single extra argument
+    leaves, structure = tree_flatten(args)
+    y0 = _as_input(y0, "y0")
+    t = _as_input(t, "t")
+    leaves = [_as_input(a, f"args leaf {i}") for i, a in enumerate(leaves)]
+    rhs = _RHS(func, structure, len(leaves), replay=replay and not getattr(func, "_adjoint_system", False))
+    rhs.check = is_grad_enabled()
+    if rhs.check:                 # closure conversion: the Tensors func reaches on its own
+        t0 = (t.data if isinstance(t, Tensor) else t)[0]
+        y0v = y0.data if isinstance(y0, Tensor) else y0
+        inputs, out = rhs._traced(y0v, t0, [a.data if isinstance(a, Tensor) else a for a in leaves],
+                                  check=False)
+        if isinstance(out, Tensor) and out.requires_grad:
+            rhs.captures = _reached_before(out, inputs[0]._id)
+    return y0, t, leaves, rhs
 
 
 def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,
            atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0, mxhnil=0, mxordn=12,
-           mxords=5, printmessg=0, tfirst=False):
+           mxords=5, printmessg=0, tfirst=False, replay=True):
     """scipy.integrate.odeint(func, y0, t, args): y at each time in t, shape (len(t), len(y0)),
-    differentiable in y0, t and every array in args (adjoint-method VJP, sensitivity JVP)."""
+    differentiable in y0, t, every array in `args` (a tuple, or any pytree of arrays) and every
+    Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
+    to any order. The options apply to the forward solve; a failed solve makes the derivative raise.
+    func is recorded once with tt.compile and replayed on every call, several times cheaper, when
+    it closes over no Tensor that requires grad; `replay=False` (not SciPy's) runs it eagerly."""
     if full_output or Dfun is not None or tfirst:
         raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
-    if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
-        raise ValueError("odeint: y0 must be 1-D, as SciPy's")
     options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
                                      h0=h0).items() if v is not None}
-    for a in (y0, t, *args):
-        if isinstance(a, Tensor) and a.data.dtype.kind != "f":
-            raise TypeError("odeint: y0, t and args must be float arrays")
-    y0 = y0 if isinstance(y0, Tensor) else np.asarray(y0, dtype=np.float64)
-    t = t if isinstance(t, Tensor) else np.asarray(t, dtype=np.float64)
-    args = tuple(a if isinstance(a, Tensor) else np.asarray(a, dtype=np.float64) for a in args)
-    return _odeint(y0, t, *args, func=func, options=options)
+    y0, t, leaves, rhs = _prepare(func, y0, t, args, "odeint", replay)
+    return _odeint(y0, t, *leaves, *rhs.captures, rhs=rhs, options=options)
 
 
-__all__ = ["odeint"]
+# ----- solve_ivp -------------------------------------------------------------------------------------
+def _ivp_forward(y0, t, *inputs, rhs, options, solved):
+    return solved        # solve_ivp's own values at t (the wrapper solved once, with SciPy)
+
+
+_ivp = Primitive(_ivp_forward, "solve_ivp", nargs=None)
+_ivp.defvjp(lambda g, ys, y0, t, *inputs, rhs, options, solved:
+            _vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options))
+_ivp.defjvp_joint(_first_order_jvp(lambda c, ys, y0, t, *inputs, rhs, options, solved:
+                                   _sensitivity_jvp(c, ys, y0, t, *inputs, rhs=rhs, options=options)))
+REGISTRY.pop("solve_ivp")
+
+_IVP_METHODS = ("RK45", "RK23", "DOP853", "Radau", "BDF", "LSODA")
+
+
+def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
+              vectorized=False, args=None, replay=True, **options):
+    """scipy.integrate.solve_ivp(fun, t_span, y0, method, t_eval, args, rtol=, atol=, ...): SciPy's
+    result (t, y, status, message, success, nfev, ...), with `y` (shape (len(y0), len(t))) a Tensor
+    differentiable in y0, the arrays of `args`, every Tensor fun closes over and t_eval, to any
+    order, as odeint (the adjoint reads the kept forward trajectory). Without t_eval the times are
+    the solver's steps, taken as constants. A failed solve (success False) gives SciPy's result with
+    `y` an array, so no gradient can be taken from it. `replay=True`: as odeint's."""
+    if dense_output or events is not None or vectorized:
+        raise TypeError("solve_ivp: dense_output, events and vectorized are not supported on Tensors "
+                        "(use t_eval for the times you need)")
+    if method not in _IVP_METHODS:
+        raise ValueError(f"solve_ivp: method must be one of {_IVP_METHODS}, got {method!r}")
+    if any(isinstance(x, Tensor) and x.requires_grad for x in t_span):
+        raise TypeError("solve_ivp: not differentiable in t_span; give the times as t_eval (a Tensor) "
+                        "instead")
+    t0, t1 = (float(x.data if isinstance(x, Tensor) else x) for x in t_span)
+    func = lambda y, t, *a: fun(t, y, *a)          # noqa: E731  (odeint's order: y first)
+    start = np.array([t0]) if t_eval is None else _as_input(t_eval, "t_eval")
+    y0, start, leaves, rhs = _prepare(func, y0, start, () if args is None else args, "solve_ivp", replay)
+    values = [a.data if isinstance(a, Tensor) else a for a in leaves]
+    t_values = None if t_eval is None else np.asarray(start.data if isinstance(start, Tensor) else start)
+    sol = scipy.integrate.solve_ivp(lambda s, y: rhs.values(y, s, values, rhs.check), (t0, t1),
+                                    y0.data if isinstance(y0, Tensor) else y0, method=method,
+                                    t_eval=t_values, **options)
+    if not sol.success:
+        return sol
+    times, ys = sol.t, sol.y.T
+    prepend = len(times) == 0 or times[0] != t0
+    if prepend:                                    # the adjoint starts from y0 at t0
+        ys = np.concatenate([np.reshape(y0.data if isinstance(y0, Tensor) else y0, (1, -1)), ys])
+    if t_eval is None:
+        t_in = np.concatenate([[t0], times]) if prepend else times
+    else:
+        t_in = ops.PUBLIC["concatenate"]([np.array([t0]), start]) if prepend else start
+    tolerances = {"rtol": options.get("rtol", 1e-3), "atol": options.get("atol", 1e-6), "mxstep": 100000}
+    out = _ivp(y0, t_in, *leaves, *rhs.captures, rhs=rhs, options=tolerances, solved=ys)
+    sol.y = (out[1:] if prepend else out).T
+    return sol
+
+
+__all__ = ["odeint", "solve_ivp"]

@@ -21,8 +21,8 @@ import numpy as np
 import scipy.special as sp
 
 from .. import ops
-from .. import ops_elementwise as ew
-from ..ops import defprim, elementwise
+from ..ops import elementwise as ew
+from ..ops.table import defprim, elementwise
 from ..tensor import Tensor
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
@@ -252,61 +252,8 @@ def softplus(x):
     return ew.softplus(x)
 
 
-def _value(x):
-    return x.data if isinstance(x, Tensor) else x
-
-
-def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
-    """log|sum(b * exp(a))| (signed) or log(sum(b * exp(a))) along axis, shifted by the max."""
-    a = np.where(b != 0, a, -np.inf)           # terms of weight 0 do not count (nor overflow)
-    shift = np.max(a, axis=axis, keepdims=True)
-    shift = np.where(np.isfinite(shift), shift, 0)
-    total = np.sum(b * np.exp(a - shift), axis=axis, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):   # a negative sum: NaN, as SciPy
-        out = np.log(np.abs(total) if signed else total) + shift
-    return out if keepdims else np.squeeze(out, axis=tuple(range(out.ndim)) if axis is None else axis)
-
-
-def _lse_weights(ans, a, b, axis, keepdims):
-    """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
-    ans = ops._keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
-    a_, b_ = _value(a), _value(b)                 # the sign of the sum: a constant
-    sign = np.sign(np.sum(b_ * np.exp(a_ - _value(ans)), axis=axis, keepdims=True))
-    return sign * np.exp(a - ans)
-
-
-def _lse_rule(which, reduce):
-    def rule(c, ans, a, b, axis, keepdims, signed):
-        w = _lse_weights(ans, a, b, axis, keepdims)
-        w = w * b if which == 0 else w
-        if reduce:                               # JVP: sum the tangent's contributions
-            return np.sum(c * w, axis=axis, keepdims=keepdims)
-        return ops._keepdims(c, np.shape(w), axis, keepdims) * w
-    return rule
-
-
-_logsumexp_b = defprim(_weighted_logsumexp, "logsumexp_b", nargs=2,
-                       vjp=[_lse_rule(0, False), _lse_rule(1, False)],
-                       jvp=[_lse_rule(0, True), _lse_rule(1, True)])
-
-
-def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
-    """log(sum(b * exp(a))) along `axis`, stable (scipy.special.logsumexp), differentiable in a
-    and b. With return_sign=True: (log|sum|, sign), the sign a plain array; without it a negative
-    sum gives NaN, as SciPy."""
-    if b is None and not return_sign:
-        return ops.logsumexp(a, axis=axis, keepdims=keepdims)
-    if b is None:
-        b = np.ones((), dtype=getattr(a, "dtype", np.float64))
-    axis = tuple(axis) if isinstance(axis, list) else axis
-    out = _logsumexp_b(a, b, axis=axis, keepdims=keepdims, signed=bool(return_sign))
-    if not return_sign:
-        return out
-    a_, b_ = _value(a), _value(b)
-    sign = np.sign(np.sum(b_ * np.exp(np.asarray(a_) - ops._keepdims(
-        _value(out), np.broadcast_shapes(np.shape(a_), np.shape(b_)), axis, keepdims)),
-        axis=axis, keepdims=keepdims))
-    return out, sign
+# the weighted form (b=, return_sign=) is the engine's own logsumexp (ops/core.py): one implementation
+logsumexp = ops.logsumexp
 
 
 def softmax(x, axis=None):

@@ -2,8 +2,9 @@
 EXTRA_SPECS, so every sweep checks them).
 
 Each row calls SciPy's own function on the inputs (so `scipy.special.gammaln(t)` reaching the
-table is what is tested) and samples inside the function's domain. `rows()` builds them when
-specs.py asks (at its end), so importing this module first does not import specs.py half-way.
+table is what is tested) and samples inside the function's domain. `rows(table)` builds them when
+specs.py asks (at its end), with specs.py's own OpSpec and samplers: this module never imports
+specs.py, so the two no longer import each other.
 """
 
 import numpy as np
@@ -12,6 +13,7 @@ import scipy.signal
 import scipy.special as sp
 
 from .. import ops_science
+from ..ops import core as ops_core
 from . import linalg, signal, special
 
 # Rows whose forwards are SciPy's (NumPy arrays only): expected to fail on another device
@@ -80,9 +82,44 @@ def _solve_triangular_reference(a, b, lower, unit_diagonal):
     return scipy.linalg.solve_triangular(a, b, lower=lower, unit_diagonal=unit_diagonal)
 
 
-def rows():
-    """(primitive rows, composite rows, {row: why it runs on the host only})."""
-    from ..specs import OpSpec, _positive_definite, distinct, matrices, normal, positive, with_zeros
+# ----- tt.scipy.stats at the edges (issue 30): per distribution, the closed ends of its support, the
+# points outside it, infinite values and degenerate or invalid parameters, as (method, arguments of
+# SciPy's call). tests/scipy/test_stats.py compares every row with SciPy's value and requires a
+# row for each distribution tt.scipy.stats exports.
+_INF = np.inf
+STATS_EDGES = {
+    "norm": [(m, (x, 0.0, s)) for m in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+             for x in (-_INF, 0.0, _INF, np.nan) for s in (1.0, 0.0, -1.0)],
+    "t": [(m, (x, df, 0.0, 1.0)) for m in ("logpdf", "pdf", "cdf")
+          for x in (-_INF, 0.0, 2.0, _INF) for df in (0.5, 1.0, _INF, 0.0, -1.0)],
+    "gamma": [(m, (x, a, 0.0, 1.0)) for m in ("logpdf", "pdf", "cdf", "sf")
+              for x in (-1.0, 0.0, _INF) for a in (0.5, 1.0, 2.0, 0.0)] + [
+        ("logpdf", (1.0, 1.0, 1.0, 2.0)), ("pdf", (0.0, 1.0, 0.0, 0.0))],
+    "chi2": [(m, (x, df)) for m in ("logpdf", "pdf", "cdf", "sf") for x in (-1.0, 0.0, _INF)
+             for df in (1.0, 2.0, 3.0, 0.0)],
+    "beta": [(m, (x, a, b)) for m in ("logpdf", "pdf", "cdf") for x in (-0.1, 0.0, 1.0, 1.1)
+             for a in (0.5, 1.0, 2.0) for b in (0.5, 1.0, 2.0)] + [
+        (m, (0.5, a, b)) for m in ("logpdf", "cdf") for a, b in ((0.0, 1.0), (1.0, -1.0))] + [
+        ("logpdf", (2.0, 1.0, 2.0, 2.0, 1.0))],
+    "poisson": [(m, (k, mu)) for m in ("logpmf", "pmf", "cdf", "sf") for k in (-1.0, 0.0, 1.0, 2.5)
+                for mu in (0.0, 2.0, -1.0)],
+    "bernoulli": [(m, (k, p)) for m in ("logpmf", "pmf", "cdf") for k in (-1.0, 0.0, 1.0, 0.5)
+                  for p in (0.0, 1.0, 0.3, -0.1, 1.5)],
+    "binom": [(m, (k, n, p)) for m in ("logpmf", "pmf", "cdf") for k in (-1.0, 0.0, 3.0, 4.0)
+              for n in (0.0, 3.0, 2.5) for p in (0.0, 1.0, 0.4, 1.5)],
+    "multivariate_normal": [("logpdf", ([1.0, 1.0], [0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]])),
+                            ("logpdf", ([_INF, 0.0], [0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]))],
+    "dirichlet": [("logpdf", ([0.0, 0.3, 0.7], [1.0, 2.0, 3.0])), ("logpdf", ([0.2, 0.8], [2.0, 1.0]))],
+}
+
+
+def rows(table):
+    """(primitive rows, composite rows, {row: why it runs on the host only}), built with the
+    OpSpec class and samplers of `table` (tinytensor.specs, which calls this: the import goes one
+    way, from the engine's table up to tt.scipy)."""
+    OpSpec, distinct, matrices = table.OpSpec, table.distinct, table.matrices
+    normal, positive, with_zeros = table.normal, table.positive, table.with_zeros
+    _positive_definite = table._positive_definite
 
     def unary(ufunc, sample=normal):
         """A row calling the SciPy ufunc itself: forward against SciPy on the arrays."""
@@ -128,7 +165,7 @@ def rows():
         "y0": unary(sp.y0, positive),
         "y1": unary(sp.y1, positive),
         "yn": ordered(sp.yn, "v", [0, 3], sample=positive),
-        "logsumexp_b": OpSpec(special._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
+        "logsumexp_b": OpSpec(ops_core._logsumexp_b, lambda a, b, signed, **p: sp.logsumexp(a, b=b, **p),
                               None, sample=(normal, positive), pairs=LSE_B),
     }
     # ----- tt.scipy.linalg -----
@@ -160,9 +197,10 @@ def rows():
 
     # ----- tt.scipy.signal and NumPy's scientific functions -----
     primitives.update({
-        "convolve_full": OpSpec(signal._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
+        "convolve_full": OpSpec(ops_science._convolve_full, lambda a, b: scipy.signal.convolve(a, b),
                                 [((4,), (3,)), ((3, 4), (2, 2)), ((2,), (5,))]),
-        "convolve_valid": OpSpec(signal._convolve_valid, lambda x, k: scipy.signal.convolve(x, k, "valid"),
+        "convolve_valid": OpSpec(ops_science._convolve_valid,
+                                 lambda x, k: scipy.signal.convolve(x, k, "valid"),
                                  [((5,), (3,)), ((4, 4), (2, 3))]),
         "cumprod": OpSpec(ops_science._cumprod, np.cumprod, None, pairs=[
             (((3, 4),), dict(axis=1)), (((5,),), dict(axis=0)), (((2, 3, 4),), dict(axis=-2))]),

@@ -7,7 +7,11 @@ in the value and in the parameters (as `jax.scipy.stats`).
 
 Every method is composed from recorded operations (tt.scipy.special's rows, log, where, ...), so
 reverse and forward mode both work, to any order the pieces allow. Outside the support the
-values are SciPy's (-inf for logpdf, 0 for pdf and cdf), with a zero gradient there. Limits:
+values are SciPy's (-inf for logpdf, 0 for pdf and cdf), with a zero gradient there; at the closed
+edges of a support (gamma and chi2 at 0, beta at 0 and 1) they are SciPy's too (log 2 for
+beta.logpdf(0, 1, 2), +inf where the density diverges), with the one-sided slope as the gradient;
+parameters outside their range (scale <= 0, a <= 0, p outside [0, 1], ...) give NaN, as SciPy's
+argument check; t with df = inf is the normal. scipy/specs.py's STATS_EDGES holds these rows. Limits:
 a cdf written with betainc or gammainc is differentiable in the value, loc and scale (and in mu,
 p of poisson, binom) but not in the shape parameters that enter betainc/gammainc as a or b
 (t.cdf in df, gamma.cdf in a, beta.cdf in a and b, chi2.cdf in df, binom.cdf in n): those raise
@@ -21,7 +25,7 @@ import scipy.stats
 
 from .. import linalg as tt_linalg
 from .. import ops
-from .. import ops_elementwise as ew
+from ..ops import elementwise as ew
 from ..ops_science import _arg, _value
 from ..tensor import Tensor
 from . import special as sp
@@ -59,6 +63,18 @@ def _log_scale(scale):
 def _scale_ok(scale, value):
     """NaN where scale <= 0, as SciPy."""
     return _where(_arg(scale) > 0, value, np.nan)
+
+
+def _valid(condition, value):
+    """NaN where SciPy's argument check fails (a shape parameter outside its range)."""
+    return _where(condition, value, np.nan)
+
+
+def _power_at_zero(exponent):
+    """xlogy(exponent, 0) (the density's z ** (a - 1) term at the closed edge z = 0): 0 where the
+    exponent is 0, +inf below, -inf above, as SciPy's value there. A constant (no gradient)."""
+    e = _value(exponent)
+    return np.where(e == 0, 0.0, np.where(e < 0, np.inf, -np.inf))
 
 
 class _Frozen:
@@ -122,6 +138,17 @@ class _Discrete(_Distribution):
 
 # ----- continuous ------------------------------------------------------------------------------------
 class _Norm(_Continuous):
+    """The normal distribution, as `scipy.stats.norm`:
+    the same methods and arguments, differentiable in every Tensor argument.
+
+    Examples
+    --------
+    >>> mu = tt.tensor(0.0, requires_grad=True)
+    >>> lp = tt.scipy.stats.norm.logpdf(1.0, loc=mu, scale=1.0)
+    >>> lp.backward()
+    >>> mu.grad
+    array(1.)
+    """
     name = "norm"
 
     def logpdf(self, x, loc=0, scale=1):
@@ -148,42 +175,58 @@ class _Norm(_Continuous):
 
 
 class _T(_Continuous):
+    """The Student's t distribution, as `scipy.stats.t`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "t"
 
     def logpdf(self, x, df, loc=0, scale=1):
         z, df = _standardized(x, loc, scale), _arg(df)
-        return _scale_ok(scale, sp.gammaln(0.5 * (df + 1)) - sp.gammaln(0.5 * df)
-                         - 0.5 * np.log(df * math.pi) - _log_scale(scale)
-                         - 0.5 * (df + 1) * np.log1p(z * z / df))
+        infinite, ok = np.isinf(_value(df)), _value(df) > 0    # df = inf: the normal, as SciPy
+        df = _inside(ok & ~infinite, df, 1.0)
+        student = (sp.gammaln(0.5 * (df + 1)) - sp.gammaln(0.5 * df) - 0.5 * np.log(df * math.pi)
+                   - 0.5 * (df + 1) * np.log1p(z * z / df))
+        value = ew.where(infinite, -0.5 * (z * z) - 0.5 * LOG_2PI, student) - _log_scale(scale)
+        return _valid(ok, _scale_ok(scale, value))
 
     def cdf(self, x, df, loc=0, scale=1):
         z, df = _standardized(x, loc, scale), _constant("t.cdf", "df", df)
-        tail = 0.5 * sp.betainc(0.5 * df, 0.5, df / (df + z * z))   # P(T < -|z|)
-        return _scale_ok(scale, ew.where(z < 0, tail, 1.0 - tail))
+        infinite, ok = np.isinf(df), df > 0
+        safe = np.where(ok & ~infinite, df, 1.0)
+        tail = 0.5 * sp.betainc(0.5 * safe, 0.5, safe / (safe + z * z))   # P(T < -|z|)
+        value = ew.where(infinite, sp.ndtr(z), ew.where(z < 0, tail, 1.0 - tail))
+        return _valid(ok, _scale_ok(scale, value))
 
 
 class _Gamma(_Continuous):
+    """The gamma distribution, as `scipy.stats.gamma`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "gamma"
 
     def logpdf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _arg(a)
-        inside = z > 0
-        z = _inside(inside, z, 1.0)
-        value = sp.xlogy(a - 1, z) - z - sp.gammaln(a) - _log_scale(scale)
-        return _scale_ok(scale, _where(inside, value, -np.inf))
+        ok = _value(a) > 0
+        a = _inside(ok, a, 1.0)
+        interior = z > 0                  # the support is closed at 0: SciPy's value there
+        power = ew.where(interior, sp.xlogy(a - 1, _inside(interior, z, 1.0)), _power_at_zero(a - 1))
+        value = power - _inside(z >= 0, z, 0.0) - sp.gammaln(a) - _log_scale(scale)
+        return _valid(ok, _scale_ok(scale, _where(z >= 0, value, -np.inf)))
 
     def cdf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _constant("gamma.cdf", "a", a)
-        inside = z > 0
-        return _scale_ok(scale, _where(inside, sp.gammainc(a, _inside(inside, z, 1.0)), 0.0))
+        inside, ok = z > 0, a > 0
+        value = _where(inside, sp.gammainc(np.where(ok, a, 1.0), _inside(inside, z, 1.0)), 0.0)
+        return _valid(ok, _scale_ok(scale, value))
 
     def sf(self, x, a, loc=0, scale=1):
         z, a = _standardized(x, loc, scale), _constant("gamma.sf", "a", a)
-        inside = z > 0
-        return _scale_ok(scale, _where(inside, sp.gammaincc(a, _inside(inside, z, 1.0)), 1.0))
+        inside, ok = z > 0, a > 0
+        value = _where(inside, sp.gammaincc(np.where(ok, a, 1.0), _inside(inside, z, 1.0)), 1.0)
+        return _valid(ok, _scale_ok(scale, value))
 
 
 class _Chi2(_Continuous):
+    """The chi-squared distribution, as `scipy.stats.chi2`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "chi2"
 
     def logpdf(self, x, df, loc=0, scale=1):
@@ -197,21 +240,28 @@ class _Chi2(_Continuous):
 
 
 class _Beta(_Continuous):
+    """The beta distribution, as `scipy.stats.beta`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "beta"
 
     def logpdf(self, x, a, b, loc=0, scale=1):
         z, a, b = _standardized(x, loc, scale), _arg(a), _arg(b)
-        inside = (z > 0) & (z < 1)
-        z = _inside(inside, z, 0.5)
-        value = sp.xlogy(a - 1, z) + sp.xlog1py(b - 1, -z) - sp.betaln(a, b) - _log_scale(scale)
-        return _scale_ok(scale, _where(inside, value, -np.inf))
+        ok = (_value(a) > 0) & (_value(b) > 0)
+        a, b = _inside(ok, a, 1.0), _inside(ok, b, 1.0)
+        # the support is closed at 0 and 1: SciPy's values there
+        left = ew.where(z > 0, sp.xlogy(a - 1, _inside((z > 0) & (z <= 1), z, 0.5)), _power_at_zero(a - 1))
+        right = ew.where(z < 1, sp.xlog1py(b - 1, -_inside((z >= 0) & (z < 1), z, 0.5)),
+                         _power_at_zero(b - 1))
+        value = left + right - sp.betaln(a, b) - _log_scale(scale)
+        return _valid(ok, _scale_ok(scale, _where((z >= 0) & (z <= 1), value, -np.inf)))
 
     def cdf(self, x, a, b, loc=0, scale=1):
         z = _standardized(x, loc, scale)
         a, b = _constant("beta.cdf", "a", a), _constant("beta.cdf", "b", b)
+        ok = (a > 0) & (b > 0)
         inside = (z > 0) & (z < 1)
-        value = sp.betainc(a, b, _inside(inside, z, 0.5))
-        return _scale_ok(scale, _where(inside, value, np.asarray(z >= 1).astype(float)))
+        value = sp.betainc(np.where(ok, a, 1.0), np.where(ok, b, 1.0), _inside(inside, z, 0.5))
+        return _valid(ok, _scale_ok(scale, _where(inside, value, np.asarray(z >= 1).astype(float))))
 
 
 # ----- discrete ------------------------------------------------------------------------------------------
@@ -221,7 +271,15 @@ def _counts(k, loc):
     return k, k == np.floor(k)
 
 
+def _probability(p):
+    """Where p is a probability (SciPy's argument check for bernoulli and binom)."""
+    p = _value(p)
+    return (p >= 0) & (p <= 1)
+
+
 class _Poisson(_Discrete):
+    """The Poisson distribution, as `scipy.stats.poisson`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "poisson"
 
     def logpmf(self, k, mu, loc=0):
@@ -229,20 +287,26 @@ class _Poisson(_Discrete):
         mu = _arg(mu)
         inside = whole & (k >= 0)
         safe = np.where(inside, k, 0.0)
-        return _where(inside, sp.xlogy(safe, mu) - sp.gammaln(safe + 1) - mu, -np.inf)
+        ok = _value(mu) >= 0
+        mu = _inside(ok, mu, 1.0)
+        return _valid(ok, _where(inside, sp.xlogy(safe, mu) - sp.gammaln(safe + 1) - mu, -np.inf))
 
     def cdf(self, k, mu, loc=0):
         k = np.floor(_value(k) - _value(loc))
-        inside = k >= 0
-        return _where(inside, sp.gammaincc(np.where(inside, k, 0.0) + 1, _arg(mu)), 0.0)
+        inside, ok = k >= 0, _value(mu) >= 0
+        value = sp.gammaincc(np.where(inside, k, 0.0) + 1, _inside(ok, _arg(mu), 1.0))
+        return _valid(ok, _where(inside, value, 0.0))
 
     def sf(self, k, mu, loc=0):
         k = np.floor(_value(k) - _value(loc))
-        inside = k >= 0
-        return _where(inside, sp.gammainc(np.where(inside, k, 0.0) + 1, _arg(mu)), 1.0)
+        inside, ok = k >= 0, _value(mu) >= 0
+        value = sp.gammainc(np.where(inside, k, 0.0) + 1, _inside(ok, _arg(mu), 1.0))
+        return _valid(ok, _where(inside, value, 1.0))
 
 
 class _Bernoulli(_Discrete):
+    """The Bernoulli distribution, as `scipy.stats.bernoulli`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "bernoulli"
 
     def logpmf(self, k, p, loc=0):
@@ -250,40 +314,56 @@ class _Bernoulli(_Discrete):
         p = _arg(p)
         inside = whole & (k >= 0) & (k <= 1)
         safe = np.where(inside, k, 0.0)
-        return _where(inside, sp.xlogy(safe, p) + sp.xlog1py(1 - safe, -p), -np.inf)
+        ok = _probability(p)
+        p = _inside(ok, p, 0.5)
+        return _valid(ok, _where(inside, sp.xlogy(safe, p) + sp.xlog1py(1 - safe, -p), -np.inf))
 
     def cdf(self, k, p, loc=0):
         k = _value(k) - _value(loc)
         q = 1.0 - _arg(p)
-        return ew.where(k >= 1, 1.0, ew.where(k >= 0, q, 0.0))
+        return _valid(_probability(p), ew.where(k >= 1, 1.0, ew.where(k >= 0, q, 0.0)))
+
+
+def _count(n):
+    """Where n is a whole number >= 0 (SciPy's argument check for binom)."""
+    n = _value(n)
+    return (n >= 0) & (n == np.floor(n))
 
 
 class _Binom(_Discrete):
+    """The binomial distribution, as `scipy.stats.binom`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "binom"
 
     def logpmf(self, k, n, p, loc=0):
         k, whole = _counts(k, loc)
         n, p = _arg(n), _arg(p)
+        ok = _probability(p) & _count(n)
+        p = _inside(ok, p, 0.5)
         inside = whole & (k >= 0) & (k <= _value(n))
         safe = np.where(inside, k, 0.0)
         combinations = sp.gammaln(n + 1) - sp.gammaln(safe + 1) - sp.gammaln(n - safe + 1)
-        return _where(inside, combinations + sp.xlogy(safe, p) + sp.xlog1py(n - safe, -p), -np.inf)
+        value = combinations + sp.xlogy(safe, p) + sp.xlog1py(n - safe, -p)
+        return _valid(ok, _where(inside, value, -np.inf))
 
     def cdf(self, k, n, p, loc=0):
         k = np.floor(_value(k) - _value(loc))
         n = _constant("binom.cdf", "n", n)
+        ok = _probability(p) & _count(n)
         inside = (k >= 0) & (k < n)
         safe = np.where(inside, k, 0.0)
-        value = sp.betainc(np.where(inside, n - safe, 1.0), safe + 1, 1.0 - _arg(p))
-        return _where(inside, value, (k >= n).astype(float))
+        value = sp.betainc(np.where(inside, n - safe, 1.0), safe + 1, 1.0 - _inside(ok, _arg(p), 0.5))
+        return _valid(ok, _where(inside, value, (k >= n).astype(float)))
 
 
 # ----- multivariate ---------------------------------------------------------------------------------------
 class _MultivariateNormal(_Distribution):
+    """The multivariate normal distribution, as `scipy.stats.multivariate_normal`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "multivariate_normal"
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
-        return _Frozen(self, (), dict(mean=mean, cov=cov))
+        return _Frozen(self, (), dict(mean=mean, cov=cov, allow_singular=allow_singular))
 
     @staticmethod
     def _parameters(x, mean, cov):
@@ -312,8 +392,12 @@ class _MultivariateNormal(_Distribution):
         return x, np.reshape(mean, (dim,)), cov, dim
 
     def logpdf(self, x, mean=None, cov=1, allow_singular=False):
-        """log N(x; mean, cov), x of shape (..., dim); SciPy's squeezed output shape."""
+        """log N(x; mean, cov), x of shape (..., dim); SciPy's squeezed output shape. With
+        allow_singular, SciPy's reading of a singular cov: the density on its range (pseudo-
+        determinant, pseudo-inverse, from eigh), -inf off it."""
         x, mean, cov, dim = self._parameters(x, mean, cov)
+        if allow_singular:
+            return self._logpdf_singular(x, mean, cov, dim)
         lower = tt_linalg.cholesky(cov)
         residual = x - mean
         batch = np.shape(_value(residual))[:-1]
@@ -322,8 +406,29 @@ class _MultivariateNormal(_Distribution):
         out = -0.5 * (dim * LOG_2PI + logdet + ops.sum(z * z, axis=0))
         return np.squeeze(np.reshape(out, batch))
 
+    @staticmethod
+    def _logpdf_singular(x, mean, cov, dim):
+        s, u = tt_linalg.eigh(cov)
+        values = _value(s)
+        eps = {np.dtype(np.float32): 1e3, np.dtype(np.float64): 1e6}.get(values.dtype, 1e6) * \
+            np.finfo(values.dtype).eps * np.max(np.abs(values))        # SciPy's _eigvalsh_to_eps
+        if np.min(values) < -eps:
+            raise ValueError("multivariate_normal: the covariance matrix must be symmetric positive "
+                             "semidefinite")
+        kept = values > eps
+        whiten = u[:, kept] / np.sqrt(s[kept])                          # (dim, rank)
+        residual = x - mean
+        batch = np.shape(_value(residual))[:-1]
+        flat = np.reshape(residual, (-1, dim))
+        maha = ops.sum((flat @ whiten) ** 2, axis=-1)
+        out = -0.5 * (int(kept.sum()) * LOG_2PI + ops.sum(np.log(s[kept])) + maha)
+        null_space = _value(u)[:, ~kept]
+        off = np.linalg.norm(_value(flat) @ null_space, axis=-1) >= 1e3 * eps   # SciPy's support test
+        out = _where(~off, out, -np.inf)
+        return np.squeeze(np.reshape(out, batch))
+
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
-        return np.exp(self.logpdf(x, mean, cov))
+        return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
     def cdf(self, *args, **kwds):
         raise NotImplementedError("tt.scipy.stats.multivariate_normal.cdf is not differentiable here "
@@ -332,6 +437,8 @@ class _MultivariateNormal(_Distribution):
 
 
 class _Dirichlet(_Distribution):
+    """The Dirichlet distribution, as `scipy.stats.dirichlet`:
+    the same methods and arguments, differentiable in every Tensor argument."""
     name = "dirichlet"
 
     def __call__(self, alpha, seed=None):
@@ -352,6 +459,13 @@ class _Dirichlet(_Distribution):
                              f"{k}), got shape {np.shape(values)}")
         if np.any(values < 0) or np.any(values > 1) or not np.allclose(values.sum(axis=0), 1):
             raise ValueError("dirichlet: each x must lie in the simplex (entries in [0, 1] summing to 1)")
+        alpha_values = _value(alpha)
+        if np.any(alpha_values <= 0):    # SciPy's checks and words
+            raise ValueError("dirichlet: All parameters must be greater than 0")
+        small = np.reshape(alpha_values < 1, (k,) + (1,) * (np.ndim(values) - 1))
+        if np.any((values == 0) & small):
+            raise ValueError("dirichlet: Each entry in 'x' must be greater than zero if its alpha is "
+                             "less than one.")
         a = np.reshape(alpha, (k,) + (1,) * (np.ndim(values) - 1))
         log_norm = ops.sum(sp.gammaln(alpha)) - sp.gammaln(ops.sum(alpha))
         return ops.sum(sp.xlogy(a - 1, x), axis=0) - log_norm

@@ -6,8 +6,12 @@ import math
 
 import numpy as np
 
-from ..state import refuse_while_recording
-from ..tensor import Tensor
+from ...state import refuse_while_recording
+from ...tensor import Tensor
+
+__all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
+    "clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters",
+]
 
 
 def _with_grads(parameters):
@@ -18,7 +22,17 @@ def _with_grads(parameters):
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
     """Scale all gradients together so that their joint norm (of `norm_type`, inf allowed) is at
     most max_norm: g *= max_norm / (total + 1e-6) when that factor is below 1. Returns the total
-    norm before clipping (a 0-d Tensor)."""
+    norm before clipping (a 0-d Tensor).
+
+    Examples
+    --------
+    >>> w = tt.tensor([3.0, 4.0], requires_grad=True)
+    >>> (w * w).sum().backward()   # w.grad = [6, 8], norm 10
+    >>> tt.nn.utils.clip_grad_norm_([w], max_norm=1.0)   # returns the norm before clipping
+    tensor(10.)
+    >>> w.grad.round(4)
+    array([0.6, 0.8])
+    """
     refuse_while_recording("clip_grad_norm_()")
     params = _with_grads(parameters)
     norm_type = float(norm_type)
@@ -50,8 +64,15 @@ def clip_grad_value_(parameters, clip_value):
 
 def parameters_to_vector(parameters):
     """One flat Tensor of every parameter, in order (as torch.nn.utils.parameters_to_vector):
-    recorded, so a loss of the vector differentiates into the parameters."""
-    from .. import ops
+    recorded, so a loss of the vector differentiates into the parameters.
+
+    Examples
+    --------
+    >>> layer = tt.nn.Linear(2, 3, rng=0)
+    >>> tt.nn.utils.parameters_to_vector(layer.parameters()).shape
+    (9,)
+    """
+    from ... import ops
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     if not params:
         raise ValueError("parameters_to_vector: no parameters given")
@@ -65,8 +86,8 @@ def parameters_to_vector(parameters):
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of `vec` (a 1-d Tensor or array) into the parameters' arrays, in
     place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up."""
-    from .. import backend
-    from ..tensor import mark_modified
+    from ... import backend
+    from ...tensor import mark_modified
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     values = vec.data if isinstance(vec, Tensor) else backend.asarray(vec)
     if values.ndim != 1:
@@ -82,3 +103,6 @@ def vector_to_parameters(vec, parameters):
         np.copyto(p.data, backend.to_device(piece, backend.device_of(p.data)), casting="same_kind")
         mark_modified(p)
         start += n
+
+
+from . import rnn as rnn  # noqa: E402  (tt.nn.utils.rnn, as torch.nn.utils.rnn)

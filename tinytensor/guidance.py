@@ -2,7 +2,9 @@
 
 SciPy converts its arguments with asarray, which tinytensor refuses while recording (the
 gradient would be lost). `hint()` looks at the calling frames for the SciPy function that made
-the conversion and names its differentiable twin in tt.scipy, if there is one.
+the conversion and names its differentiable twin in tt.scipy, if there is one. It lives below
+the engine (tensor.py asks it) and finds tt.scipy among the loaded modules, never importing it:
+tt.scipy stands above the engine, as jax.scipy above jax.numpy.
 """
 
 import inspect
@@ -35,8 +37,9 @@ def _spelling(frame):
 
 
 def _twin(sub, dotted):
-    from . import integrate, linalg, signal, special, stats  # noqa: F401
-    target = sys.modules[f"{__package__}.{sub}"]
+    target = sys.modules.get(f"{__package__}.scipy.{sub}")      # loaded with tinytensor itself
+    if target is None:
+        return False
     for part in dotted.split("."):
         target = inspect.getattr_static(target, part, None)   # not SciPy's, through __getattr__
         if target is None or part.startswith("_"):
@@ -58,11 +61,7 @@ def hint(skip=2):
             break                               # the caller of the outermost SciPy frame
         frame = frame.f_back
     for sub, dotted in reversed(spellings):     # the outermost (public) name first
-        try:
-            found = _twin(sub, dotted)
-        except ImportError:
-            return ""
-        if found:
+        if _twin(sub, dotted):
             return (f". Here scipy.{sub}.{dotted} was given it: tt.scipy.{sub}.{dotted} takes the same "
                     f"arguments and is differentiable")
     return ""

@@ -1,5 +1,0 @@
-"""Old import path: the module is tinytensor/ops/elementwise.py (this name is that module, not a copy)."""
-import importlib
-import sys
-
-sys.modules[__name__] = importlib.import_module(".ops.elementwise", __package__)
