@@ -76,10 +76,12 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       and Python's global random state, a Generator's own methods), results whose shape
       depends on values (nonzero, boolean indexing).
 
-    Under grad mode, a call that reaches Tensors requiring grad (a model's parameters) runs f
-    eagerly and returns its Tensors, so `backward()` reaches every parameter (one warning; for
-    compiled speed compile `tt.value_and_grad(loss)` over the parameters, or call it under
-    `tt.no_grad()`). A function recorded more than `RECOMPILE_LIMIT` (8) times runs eagerly for
+    Under grad mode, a call whose results are computed from Tensors that require grad (a
+    model's parameters, closed over) returns Tensors, each one entry on the tape: the recording
+    also records the reverse sweep, and is cut into a forward program (results and what the
+    backward reads) and a backward program (to each parameter's gradient), which the entry's VJP
+    runs. So `loss = step(x); loss.backward()` fills every parameter's `.grad` as eagerly, at
+    the compiled speed (differentiating that gradient again is refused). A function recorded more than `RECOMPILE_LIMIT` (8) times runs eagerly for
     calls no recorded program fits, with one warning; `.recompiles` lists why each program
     was recorded. `tt.compile.disable()` (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
     function run eagerly. Random draws through tinytensor and module buffers are lines of the
