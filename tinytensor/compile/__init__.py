@@ -81,9 +81,10 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
     also records the reverse sweep, and is cut into a forward program (results and what the
     backward reads) and a backward program (to each parameter's gradient), which the entry's VJP
     runs. So `loss = step(x); loss.backward()` fills every parameter's `.grad` as eagerly, at
-    the compiled speed (differentiating that gradient again is refused). A function recorded more than `RECOMPILE_LIMIT` (8) times runs eagerly for
-    calls no recorded program fits, with one warning; `.recompiles` lists why each program
-    was recorded. `tt.compile.disable()` (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
+    the compiled speed (differentiating that gradient again is refused). A function recorded
+    more than `RECOMPILE_LIMIT` (8) times runs eagerly for calls no recorded program fits, with
+    one warning; `.recompiles` lists why each program was recorded. `tt.compile.disable()`
+    (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
     function run eagerly. Random draws through tinytensor and module buffers are lines of the
     program, repeated on every call. Side effects that are not tinytensor's and do not change
     state f reads (printing) happen while recording only.
@@ -138,7 +139,6 @@ class Compiled:
         self._checked = False
         self._why = None
         self._eager_from = None         # why calls that fit no program run eagerly (past the limit)
-        self._warned_tape = False
         self._bound = IdentityWeakMap()     # instance -> its Compiled (see __get__)
         functools.update_wrapper(self, f, updated=())
         if not hasattr(self, "__name__"):
@@ -201,8 +201,6 @@ class Compiled:
             return self._miss(key, args, kwargs, arrays)
         if len(self.programs) > 1:
             self.programs.move_to_end(key)
-        if program.eager is not None:
-            return self._eager_program(program, key, args, kwargs, arrays)
         try:
             if self.check and not self._checked:
                 self._checked = True
@@ -248,8 +246,8 @@ class Compiled:
                     RuntimeWarning, stacklevel=3)
             return self._eager(args, kwargs, arrays=True)
         self.recompiles.append(why)
-        program, out = self._record(args, kwargs, arrays)
-        if replaced is not None and program.eager is None:
+        program = self._record(args, kwargs, arrays)
+        if replaced is not None:
             # a value guard failed: the new program takes the key, the old ones stay as its
             # alternatives, so that alternating branches each keep their program
             program.alternatives = ([replaced] + replaced.alternatives)[:self.limit]
@@ -258,21 +256,10 @@ class Compiled:
         self.programs.move_to_end(key)
         while len(self.programs) > self.cache_size:
             self.programs.popitem(last=False)
-        if program.eager is not None:
-            return out
         try:
             return program.run(arrays)
         except Retrace:            # not the numbers it was recorded on (a value that varies by itself)
             return self._eager(args, kwargs, arrays=True)
-
-    def _eager_program(self, program, key, args, kwargs, arrays):
-        """A function that reaches Tensors requiring grad under grad mode runs eagerly, so that
-        backward() reaches them; once none requires grad, it is recorded again."""
-        if builtins.any(t.requires_grad for t in program.eager):
-            return self._eager(args, kwargs)
-        self._why = "the Tensors it reaches no longer require grad"
-        del self.programs[key]
-        return self._miss(key, args, kwargs, arrays)
 
     def _eager(self, args, kwargs, arrays=False):
         """f itself on Tensors sharing the arguments' arrays (results as f gives them, or, with
@@ -300,7 +287,7 @@ class Compiled:
             np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
     def _record(self, args, kwargs, arrays):
-        """Record f once on these arguments: (the program, the recording's own results)."""
+        """Record f once on these arguments: the program."""
         start = time.perf_counter()
         tracer = _Tracer()
         names = _argument_names(self.fun, args, kwargs)
@@ -362,7 +349,7 @@ class Compiled:
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
         program.trace_seconds = time.perf_counter() - start
-        return program, None
+        return program
 
     def _refuse_writes(self, tracer, stamp):
         """f wrote into arrays in place while being recorded (`x += 1` on an argument, a

@@ -47,7 +47,6 @@ class _Program:
         self.reads = False          # whether f read traced values into Python (check=True)
         self.guard = None           # () -> what else the program depends on (guards.py) ...
         self.modes = None           # ... and its value when recorded: another one re-records
-        self.eager = None           # the Tensors f reaches, when it runs eagerly (they need grad)
         self.undo = None            # (generators, buffer Tensors) to put back when a guard fails
         self.alternatives = []      # programs of the same key with other guard outcomes
 
