@@ -14,7 +14,7 @@ from ..state import STATE
 from ..tape import no_grad
 from ..tensor import Tensor
 from . import functional as F
-from .module import Module, cast_input
+from .module import _STRUCTURE, Module, cast_input
 from .parameter import Parameter
 
 
@@ -706,7 +706,43 @@ class ModuleList(Module):
         raise NotImplementedError("ModuleList has no forward: iterate over it in your own forward()")
 
 
-class ModuleDict(Module):
+class _Keyed:
+    """The mapping methods ModuleDict and ParameterDict share: entries are attributes in the
+    order of `_keys`. Deleting one bumps the module's structure version (tt.compile's guards)."""
+
+    def __delitem__(self, key):
+        if key not in self._keys:
+            raise KeyError(key)
+        del self.__dict__[key]
+        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
+        _STRUCTURE[0] += 1
+        object.__setattr__(self, "_structure", _STRUCTURE[0])
+
+    def __contains__(self, key):
+        return key in self._keys
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def keys(self):
+        return list(self._keys)
+
+    def values(self):
+        return [self.__dict__[k] for k in self._keys]
+
+    def items(self):
+        return [(k, self.__dict__[k]) for k in self._keys]
+
+    def update(self, entries):
+        pairs = entries.items() if hasattr(entries, "items") else entries
+        for key, value in pairs:
+            self[key] = value
+
+
+class ModuleDict(_Keyed, Module):
     """An ordered dict of modules whose parameters the parent finds, named "key.weight", as
     PyTorch's: indexing by key, assignment, `del`, `in`, len(), iteration over the keys,
     keys(), values(), items(), update(), pop(), clear(). It has no forward of its own."""
@@ -738,34 +774,6 @@ class ModuleDict(Module):
         if key not in self._keys:
             object.__setattr__(self, "_keys", self._keys + (key,))
 
-    def __delitem__(self, key):
-        if key not in self._keys:
-            raise KeyError(key)
-        del self.__dict__[key]
-        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
-
-    def __contains__(self, key):
-        return key in self._keys
-
-    def __len__(self):
-        return len(self._keys)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def keys(self):
-        return list(self._keys)
-
-    def values(self):
-        return [self.__dict__[k] for k in self._keys]
-
-    def items(self):
-        return [(k, self.__dict__[k]) for k in self._keys]
-
-    def update(self, modules):
-        pairs = modules.items() if hasattr(modules, "items") else modules
-        for key, module in pairs:
-            self[key] = module
 
     def pop(self, key):
         module = self[key]
@@ -909,7 +917,7 @@ class ParameterList(Module):
         raise NotImplementedError("ParameterList has no forward: use its parameters in your own forward()")
 
 
-class ParameterDict(Module):
+class ParameterDict(_Keyed, Module):
     """An ordered dict of parameters registered with the module that holds it (named by key), as
     PyTorch's nn.ParameterDict: indexing, assignment, `in`, len(), keys(), values(), items(),
     update()."""
@@ -933,34 +941,6 @@ class ParameterDict(Module):
             raise KeyError(key)
         return self.__dict__[key]
 
-    def __delitem__(self, key):
-        if key not in self._keys:
-            raise KeyError(key)
-        del self.__dict__[key]
-        object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
-
-    def __contains__(self, key):
-        return key in self._keys
-
-    def __len__(self):
-        return len(self._keys)
-
-    def __iter__(self):
-        return iter(self._keys)
-
-    def keys(self):
-        return list(self._keys)
-
-    def values(self):
-        return [self.__dict__[k] for k in self._keys]
-
-    def items(self):
-        return [(k, self.__dict__[k]) for k in self._keys]
-
-    def update(self, parameters):
-        pairs = parameters.items() if hasattr(parameters, "items") else parameters
-        for key, value in pairs:
-            self[key] = value
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict has no forward: use its parameters in your own forward()")
