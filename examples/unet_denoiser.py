@@ -1,4 +1,7 @@
-"""A small U-Net that removes Gaussian noise from scikit-learn's bundled digits (8x8 images).
+"""A U-Net denoiser on the digits
+===============================
+
+A small U-Net that removes Gaussian noise from scikit-learn's bundled digits (8x8 images).
 
     python examples/unet_denoiser.py                  # about a minute on one core
     python examples/unet_denoiser.py --epochs 3       # a quick look
@@ -89,7 +92,8 @@ def noisy(x, sigma, rng):
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        description="A small U-Net denoising the digits",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--epochs", type=int, default=15)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -98,7 +102,10 @@ def parse_args(argv=None):
     p.add_argument("--width", type=int, default=16, help="channels at full resolution")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--limit", type=int, default=None, help="use only this many training images")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if os.environ.get("TINYTENSOR_DOCS_QUICK") == "1":   # the docs build: a quick look
+        args.epochs, args.limit = 2, args.limit or 256
+    return args
 
 
 def main(argv=None):
