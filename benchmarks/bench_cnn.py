@@ -142,7 +142,7 @@ def numpy_loss_and_grads(params, x, y):
     a2 = np.maximum(z2, 0)
     p2, m2 = _pool(a2)
     f = p2.reshape(N, -1)
-    logits = f @ W3 + b3
+    logits = f @ W3.T + b3               # W3 is nn.Linear's (out, in), as PyTorch's
     shifted = logits - logits.max(axis=1, keepdims=True)
     e = np.exp(shifted)
     probs = e / e.sum(axis=1, keepdims=True)
@@ -150,8 +150,8 @@ def numpy_loss_and_grads(params, x, y):
     g = probs
     g[np.arange(N), y] -= 1
     g /= N
-    dW3, db3 = f.T @ g, g.sum(axis=0)
-    dp2 = (g @ W3.T).reshape(p2.shape)
+    dW3, db3 = g.T @ f, g.sum(axis=0)
+    dp2 = (g @ W3).reshape(p2.shape)
     dz2 = _unpool(dp2, p2, m2) * (z2 > 0)
     dW2, db2, dp1 = _conv_grads(dz2, c2, W2, p1.shape)
     dz1 = _unpool(dp1, p1, m1) * (z1 > 0)
@@ -178,7 +178,7 @@ def torch_step(params, x, y):
                                 torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
                                 torch.nn.Flatten(), torch.nn.Linear(128, 10))
     with torch.no_grad():
-        for p, v in zip(model.parameters(), [W1, b1, W2, b2, W3.T, b3]):
+        for p, v in zip(model.parameters(), [W1, b1, W2, b2, W3, b3]):
             p.copy_(torch.from_numpy(np.ascontiguousarray(v)))
     loss_fn = torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=LR)
@@ -187,9 +187,7 @@ def torch_step(params, x, y):
     def grads():
         opt.zero_grad()
         loss_fn(model(xt), yt).backward()
-        g = [p.grad.numpy().copy() for p in model.parameters()]
-        g[4] = g[4].T
-        return g
+        return [p.grad.numpy().copy() for p in model.parameters()]
 
     def step():
         loss = loss_fn(model(xt), yt)

@@ -51,7 +51,8 @@ def torch_step(T, B, D, H, state):
         return None, None
     torch.set_num_threads(1)
     lstm = torch.nn.LSTM(D, H)
-    lstm.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    # (ours also holds dropout's generator, "rng", which PyTorch's LSTM keeps elsewhere)
+    lstm.load_state_dict({k: torch.tensor(v) for k, v in state.items() if k != "rng"})
     x = torch.tensor(np.random.default_rng(1).normal(size=(T, B, D)).astype(np.float32))
 
     def step():
