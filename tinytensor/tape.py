@@ -500,7 +500,7 @@ SWEEPS = [0]     # reverse sweeps so far (DistributedDataParallel: did *this* ba
 def run_tensor_hooks(node, g):
     """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
     hooks = TENSOR_HOOKS.get(node)
-    if not hooks:
+    if not hooks or STATE.recorder is not None and node in STATE.recorder.hookless:
         return g
     recorded = isinstance(g, Tensor)           # create_graph: the gradient is on the tape
     for hook in list(hooks.values()):

@@ -281,9 +281,10 @@ class Compiled:
         args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
         if STATE.recorder is not None or _through(_as_tensors(args, kwargs)):
             return self.fun(*args, **kwargs)
-        out = self.fun(*args, **kwargs)       # detect_anomaly: arrays out, as compiled
-        leaves, structure = transforms.tree_flatten(out)
+        out = self.fun(*args, **kwargs)       # detect_anomaly: as compiled, arrays out, and
+        leaves, structure = transforms.tree_flatten(out)   # Tensors where they are on the tape
         return transforms.tree_unflatten(structure, [
+            x if isinstance(x, Tensor) and x.requires_grad else
             np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
     def _record(self, args, kwargs, arrays):

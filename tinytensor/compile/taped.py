@@ -33,7 +33,11 @@ def sweep(tracer, out):
     if not roots or not wrt:
         return None
     cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in roots]
-    results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
+    tracer.hookless = set(wrt)        # their hooks run when backward() reaches them, not in here
+    try:
+        results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
+    finally:
+        tracer.hookless = ()
     grads = [results.get(t) for t in wrt]
     return roots, [tracer.var_of(c) for c in cotangents], wrt, grads
 
@@ -76,7 +80,11 @@ def split(tracer, out, swept, fname):
         bwd.hints[v] = f"r{k}_{bwd.hints[v]}" if bwd.hints[v] and bwd.hints[v].isidentifier() else f"r{k}"
     back = _generate(bwd, [r if r is not None else None for r in grad_refs], f"{fname}_backward")
     shapes = [(leaves[k].data.shape, leaves[k].data.dtype) for k in roots]
-    return Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
+    lives = {id(t): t for _, t in tracer.lives}
+    itself = {k: lives[id(x)] for k, x in enumerate(leaves) if id(x) in lives}   # a parameter returned
+    taped = Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
+    taped.itself = itself
+    return taped
 
 
 class Taped:
@@ -94,9 +102,70 @@ class Taped:
         outs, residuals = list(values[:self.n_out]), values[self.n_out:]
         inputs = tuple(self.wrt)
         data = [t.data for t in inputs]
-        for j, k in enumerate(self.roots):
+        entries = [(j, k) for j, k in enumerate(self.roots) if k not in self.itself]
+        if len(entries) > 1:
+            # several results on the tape: each passes its cotangent to one joint entry (their
+            # cotangents side by side in one flat array, which the sweep sums exactly: zeros
+            # elsewhere), whose VJP runs the backward program once, as eager's single sweep
+            dtype = np.result_type(*(d for _, d in self.shapes))
+            sizes = [int(np.prod(s)) for s, _ in self.shapes]
+            starts = np.cumsum([0] + sizes)
+            joint = _make(np.zeros(int(starts[-1]), dtype), _Joint(self, residuals, starts), inputs, data, {},
+                          True)
+            for j, k in entries:
+                part = _Part(int(starts[j]), int(starts[j + 1]), joint.data.shape)
+                outs[k] = _make(np.asarray(outs[k]), part, (joint,), [joint.data], {}, True)
+            entries = []
+        for j, k in entries:
             outs[k] = _make(np.asarray(outs[k]), _Entry(self, residuals, j), inputs, data, {}, True)
+        for k, t in self.itself.items():       # as eagerly: the Tensor itself
+            outs[k] = t
         return transforms.tree_unflatten(self.structure, outs)
+
+
+class _Joint(tape.Primitive):
+    """The joint entry of a compiled call's results: its cotangent is theirs side by side."""
+
+    def __init__(self, taped, residuals, starts):
+        self.name = "tt.compile call"
+        self.fun = None
+        self.nargs = None
+        self.vjps = None
+        self.jvps = None
+        self.joint_jvp = None
+        self.taped, self.residuals, self.starts = taped, residuals, starts
+
+    def joint_vjp(self, g, ans, *inputs):
+        if isinstance(g, Tensor):
+            raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
+                               "again (backward(create_graph=True), a Hessian through it); call the "
+                               "function uncompiled for higher derivatives")
+        taped, s = self.taped, self.starts
+        cotangents = [g[s[i]:s[i + 1]].reshape(shape).astype(dtype, copy=False)
+                      for i, (shape, dtype) in enumerate(taped.shapes)]
+        return tuple(taped.backward.function(*self.residuals, *cotangents))
+
+
+class _Part(tape.Primitive):
+    """One result of a compiled call with several on the tape: its cotangent goes to the joint
+    entry's flat array, in its place."""
+
+    def __init__(self, start, stop, shape):
+        self.name = "tt.compile call (a result)"
+        self.fun = None
+        self.nargs = None
+        self.vjps = None
+        self.jvps = None
+        self.joint_jvp = None
+        self.start, self.stop, self.shape = start, stop, shape
+
+    def joint_vjp(self, g, ans, joint):
+        if isinstance(g, Tensor):
+            raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
+                               "again; call the function uncompiled for higher derivatives")
+        flat = np.zeros(self.shape, joint.dtype)
+        flat[self.start:self.stop] = np.ravel(g)
+        return (flat,)
 
 
 class _Entry(tape.Primitive):

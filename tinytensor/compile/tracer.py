@@ -92,6 +92,8 @@ class _Tracer:
         self.guards = 0              # value guards: Python values f read off traced values
         self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
         self.depth_inside = 0        # > 0 while a primitive's forward or a rule runs (inside)
+        self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
+        #                              outer backward (a compiled call's tape entry reaches them)
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
@@ -683,7 +685,21 @@ def _tensor_text(a, name, args):
     return getattr(Tensor, name)(_make(a), *args)
 
 
+def _detach(self):
+    """t.detach() of a traced value: the same variable (its reads are guards too)."""
+    t = Tensor.detach(self)
+    rec = STATE.recorder
+    if rec is not None:
+        var = rec.var_of(self)
+        if var is not None:
+            t.__class__ = _Traced
+            rec.index[id(t)] = var
+            rec.alive.append(t)
+    return t
+
+
 _OVERRIDES = {name: _guarded_read(name, how) for name, how in _READS.items()}
+_OVERRIDES["detach"] = _detach
 _OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
 _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
 
