@@ -27,6 +27,7 @@ import math
 import os
 import random
 import time
+import types
 import warnings
 from collections import OrderedDict
 
@@ -205,12 +206,15 @@ class Compiled:
             if self.check and not self._checked:
                 self._checked = True
                 return self._compare(program, arrays, args, kwargs)
-            if program.undo is None:
+            if program.undo is None and program.warns is None:
                 return program.function(*arrays)
-            return program.run_undoable(arrays)
+            _warn_again(program.warns)
+            return program.run_undoable(arrays) if program.undo is not None else program.function(*arrays)
         except Retrace as why:
             return self._alternatives(key, program, args, kwargs, arrays, why.why)
         except Exception as err:
+            if not program.side_effects:   # f may catch it (try/except around a solve): eagerly,
+                return self._eager(args, kwargs, arrays=True)   # f's own result or error
             raise program.error(err) from err
 
     def _alternatives(self, key, program, args, kwargs, arrays, why):
@@ -305,19 +309,24 @@ class Compiled:
             with tracer:
                 reach.enter()
                 try:
-                    out = self.fun(*traced_args, **traced_kwargs)
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        out = self.fun(*traced_args, **traced_kwargs)
                 finally:
                     reach.exit()
-                swept = taped.sweep(tracer, out) if tracer.grad_mode else None
+                swept = taped.sweep(tracer, out)     # results on the tape (enable_grad inside too)
         finally:
             tracer.restore()
-        if tracer.laundered is not None:
+        for w in caught:              # shown now, as eagerly; the user's own warnings on every call
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
+                or isinstance(out, types.GeneratorType):
             raise RuntimeError(
-                f"tt.compile: {self.__name__} called {tracer.laundered} in a function that holds "
-                f"NumPy arrays computed from traced values (a comparison's mask, t.data, t.numpy()); "
-                f"NumPy hands such an array on as a plain one whose operations the recording cannot "
-                f"see, so its values would be frozen. Use the array as it is (its NumPy operations "
-                f"are recorded), tinytensor operations, or call the function uncompiled")
+                f"tt.compile: {self.__name__} returns a generator, which runs its body when it is "
+                f"iterated, after the call the program records; return a list or a tuple instead, or "
+                f"call it uncompiled")
+        if tracer.laundered is not None:
+            raise RuntimeError(f"tt.compile: {self.__name__} {tracer.laundered}")
         if (STATE.grad_enabled, STATE.anomaly) != modes:
             STATE.grad_enabled = modes[0]
             raise RuntimeError(
@@ -349,6 +358,9 @@ class Compiled:
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
+        program.side_effects = builtins.any(e.kind in ("draw", "store") for e in tracer.entries)
+        program.warns = [w for w in caught if _is_user_file(w.filename)
+                         and not issubclass(w.category, RuntimeWarning)] or None
         program.trace_seconds = time.perf_counter() - start
         return program
 
@@ -396,6 +408,17 @@ class Compiled:
 
 
 _SCALARS = (int, float, bool, str, type(None), complex)
+
+
+def _warn_again(warns):
+    """The user's own warnings f gave while recorded, again on a call of the program (as eagerly)."""
+    for w in warns or ():
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+def _is_user_file(name):
+    from .tracer import _NOT_USER
+    return not str(name).startswith(_NOT_USER)
 
 
 def _key_text(key):

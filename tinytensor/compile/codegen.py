@@ -49,6 +49,8 @@ class _Program:
         self.modes = None           # ... and its value when recorded: another one re-records
         self.undo = None            # (generators, buffer Tensors) to put back when a guard fails
         self.alternatives = []      # programs of the same key with other guard outcomes
+        self.side_effects = False   # whether it draws or writes buffers (an error then stays one)
+        self.warns = None           # the user's warnings f gave while recorded, shown on every call
 
     def run_undoable(self, arrays):
         """Run a program whose value guards may fail after it drew numbers or wrote buffers:
@@ -762,7 +764,7 @@ def _prologue(tracer, n, live):
         _refs(e.args, used_list := [])
         _refs(e.kwargs, used_list)
         used.update(used_list)
-    lives = [(var, t) for var, t in tracer.lives if var in used]
+    lives = [(var, t) for var, t in tracer.lives if var in used or var in tracer.flags_read]
     retrace = n.function(_retrace, "retrace") if lives else None
     for var, t in lives:
         name = n.names[var]
@@ -771,11 +773,9 @@ def _prologue(tracer, n, live):
         value = tracer.values[var]
         dtype = n.constant(value.dtype)
         why = n.constant(f"{name} (a Tensor the function reads) is no longer {value.dtype}{value.shape}"
-                         + (f" or its requires_grad is no longer {bool(t.requires_grad)}"
-                            if tracer.grad_mode else ""))
+                         + f" or its requires_grad is no longer {bool(t.requires_grad)}")
         test = f"{name}.shape != {tuple(value.shape)!r} or {name}.dtype != {dtype}"
-        if tracer.grad_mode:
-            test = f"{holder}.requires_grad is not {bool(t.requires_grad)} or {test}"
+        test = f"{holder}.requires_grad is not {bool(t.requires_grad)} or {test}"   # read by f too
         lines.append((f"{name} = {holder}.data", f"read anew on every call: {_describe_live(t)}"))
         lines.append((f"if {test}: {retrace}({why})", "its shape and dtype, as recorded"))
     return lines

@@ -180,6 +180,8 @@ class _Reach:
         self.objects = {}         # id -> object whose attributes are guarded (bound self, partial args)
         self.partials = {}        # id -> functools.partial (its arguments and keywords, by value)
         self.walked = {}          # id -> tinytensor's own function walked through (a transform's)
+        self.caches = {}          # id -> functools.lru_cache wrapper f calls
+        self.always = set()       # ids of functions guarded whether or not their code ran
         self.before = None
         self._previous = None
         self._collect(f, 0)
@@ -200,6 +202,12 @@ class _Reach:
             self._value(f.__self__, depth)
             f = f.__func__
         if not isinstance(f, types.FunctionType):
+            if callable(f) and hasattr(f, "cache_info") and isinstance(getattr(f, "__wrapped__", None),
+                                                                     types.FunctionType):
+                self.caches[id(f)] = f           # functools.cache: its contents are state f reads
+                self._collect(f.__wrapped__, depth + 1)
+                self.always.add(id(f.__wrapped__))   # guarded even when a cache hit skips its code
+                return
             if callable(f) and hasattr(f, "__dict__") and not isinstance(f, type):
                 inner = getattr(f, "fun", None) or getattr(f, "__wrapped__", None)
                 if inner is not None and inner is not f:
@@ -231,7 +239,8 @@ class _Reach:
             self._value(value, depth)
 
     def _value(self, value, depth):
-        if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)):
+        if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)) \
+                or callable(value) and hasattr(value, "cache_info") and hasattr(value, "__wrapped__"):
             self._collect(value, depth + 1)
         elif callable(value) and isinstance(getattr(value, "fun", None), types.FunctionType) \
                 and type(value).__module__.startswith("tinytensor"):
@@ -260,6 +269,9 @@ class _Reach:
     # ----- the functions that ran -----
     def enter(self):
         self.before = self._state()
+        self.cache_calls = {k: c.cache_info()[:2] for k, c in self.caches.items()}
+        for t in self._tensors():          # Tensors f can reach: live inputs from the start, so
+            self.tracer.live(t)            # that reads of their values or flags are noted
         self._previous = sys.getprofile()
         codes = self.codes
         tracer = self.tracer
@@ -273,12 +285,45 @@ class _Reach:
                     and tracer.laundered is None:
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused
-                tracer.laundered = f"{arg.__name__}(...) at {os.path.basename(frame.f_code.co_filename)}:" \
-                                   f"{frame.f_lineno}"
+                tracer.laundered = (
+                    f"called {arg.__name__}(...) at {os.path.basename(frame.f_code.co_filename)}:"
+                    f"{frame.f_lineno} in a function that holds NumPy arrays computed from traced values (a "
+                    f"comparison's mask, t.data, t.numpy()); NumPy hands such an array on as a plain one "
+                    f"whose operations the recording cannot see, so its values would be frozen. Use the "
+                    f"array as it is (its NumPy operations are recorded), tinytensor operations, or call "
+                    f"the function uncompiled")
         sys.setprofile(profile)
 
     def exit(self):
         sys.setprofile(self._previous)
+        for k, c in self.caches.items():        # a functools.cache f called (a hit runs no code)
+            if c.cache_info()[:2] != self.cache_calls.get(k) and self.tracer.laundered is None:
+                self.tracer.laundered = (
+                    f"called the cached function {c.__wrapped__.__qualname__!r}: what a functools.cache "
+                    f"returns depends on what it holds, which the program cannot see (clearing it would "
+                    f"not be noticed). Call it outside and pass its value in as an argument, or call the "
+                    f"function uncompiled")
+
+    def _tensors(self):
+        """The Tensors held by the closures and globals of the user functions found without
+        running, and by the attributes of the objects they hold."""
+        found = {}
+        for f in self.functions.values():
+            values = []
+            for cell in f.__closure__ or ():
+                try:
+                    values.append(cell.cell_contents)
+                except ValueError:
+                    pass
+            values += [f.__globals__[n] for n in _names(f.__code__) if n in f.__globals__]
+            for v in values:
+                if isinstance(v, Tensor):
+                    found[id(v)] = v
+        for obj in self.objects.values():
+            for v in getattr(obj, "__dict__", {}).values():
+                if isinstance(v, Tensor):
+                    found[id(v)] = v
+        return found.values()
 
     def _functions(self):
         """The user functions found without running whose code ran while recording (their
@@ -289,7 +334,7 @@ class _Reach:
             for name in ("_forward_hooks", "_forward_pre_hooks"):
                 for hook, _ in vars(m).get(name, {}).values():
                     self._collect(hook, 0)
-        return [f for f in self.functions.values() if f.__code__ in self.codes]
+        return [f for f in self.functions.values() if f.__code__ in self.codes or id(f) in self.always]
 
     def _sources(self):
         """(reader expression, object, what) triples: each value the result may depend on, read
@@ -320,6 +365,7 @@ class _Reach:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
             if f.__defaults__:
                 add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
+            readers.append(("id({}.__code__)", f, f"the code of {f.__qualname__}"))
             if f.__kwdefaults__:
                 add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
         for code, glob in self.codes.items():         # code that ran without a function found

@@ -92,6 +92,7 @@ class _Tracer:
         self.guards = 0              # value guards: Python values f read off traced values
         self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
         self.depth_inside = 0        # > 0 while a primitive's forward or a rule runs (inside)
+        self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
         self.laundered = None        # where such a frame called np.asarray & co (refused)
@@ -698,8 +699,67 @@ def _detach(self):
     return t
 
 
+_SLOT_GRAD = Tensor.__dict__["grad"]
+
+
+def _refuse_state(what):
+    raise RuntimeError(
+        f"tt.compile: {what} inside a compiled function reads or changes a Tensor's state that "
+        f"the compiled program would not read or change again on later calls; do it outside the "
+        f"compiled function (pass the value in as an argument, return what you need), or call it "
+        f"uncompiled")
+
+
+def _grad_get(self):
+    if STATE.recorder is not None and _is_user(sys._getframe(1).f_code):
+        _refuse_state("t.grad")
+    return _SLOT_GRAD.__get__(self)
+
+
+def _grad_set(self, value):
+    if STATE.recorder is not None and _is_user(sys._getframe(1).f_code):
+        _refuse_state("t.grad = ...")
+    _SLOT_GRAD.__set__(self, value)
+
+
+def _refused(name, how, made_before_only=False):
+    """A Tensor method refused while recording (on a Tensor made before it, with `made_before_only`:
+    a hook on an intermediate inside f runs in the recorded sweep, so its work is recorded)."""
+    base = getattr(Tensor, name)
+
+    def call(self, *args, **kwargs):
+        rec = STATE.recorder
+        if rec is not None and not (made_before_only and self._id >= rec.start):
+            _refuse_state(how)
+        return base(self, *args, **kwargs)
+    call.__name__ = name
+    return call
+
+
+_SLOT_REQUIRES = Tensor.__dict__["requires_grad"]
+
+
+def _requires_get(self):
+    """t.requires_grad read by user code: the flag joins the program's checks (a branch on it)."""
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code):
+        var = rec.var_of(self)
+        if var is not None:
+            rec.flags_read.add(var)
+    return _SLOT_REQUIRES.__get__(self)
+
+
+def _requires_set(self, value):
+    _SLOT_REQUIRES.__set__(self, value)
+
+
 _OVERRIDES = {name: _guarded_read(name, how) for name, how in _READS.items()}
+_OVERRIDES["requires_grad"] = property(_requires_get, _requires_set)
 _OVERRIDES["detach"] = _detach
+_OVERRIDES["grad"] = property(_grad_get, _grad_set)
+_OVERRIDES["retain_grad"] = _refused("retain_grad", "t.retain_grad()")
+_OVERRIDES["register_hook"] = _refused("register_hook", "t.register_hook(...) on a Tensor made outside",
+                                      made_before_only=True)
 _OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
 _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
 
