@@ -75,7 +75,10 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       writes into arguments or reached Tensors, `.backward()`, `optimizer.step()`,
       `zero_grad()`, `scheduler.step()`, gradient clipping, draws past tinytensor (NumPy's
       and Python's global random state, a Generator's own methods), results whose shape
-      depends on values (nonzero, boolean indexing).
+      depends on values (nonzero, boolean indexing), a reached Tensor's `.grad`,
+      `retain_grad()`, hooks on Tensors made outside, `functools.cache`d helpers, generators.
+      An error the program raises where it drew and wrote nothing runs f eagerly for that call
+      (an exception f catches itself behaves as eagerly).
 
     Under grad mode, a call whose results are computed from Tensors that require grad (a
     model's parameters, closed over) returns Tensors, each one entry on the tape: the recording
