@@ -409,9 +409,19 @@ def _is_tensor(x):
     return isinstance(x, Tensor) or (isinstance(x, (list, tuple)) and any(isinstance(v, Tensor) for v in x))
 
 
+def _refuse_in_recording(name):
+    from ..state import STATE
+    if STATE.recorder is not None:
+        raise RuntimeError(
+            f"tt.compile: the gradient of tt.scipy.integrate.{name} is not recorded in a compiled "
+            f"function (the solver's adaptive steps depend on the values, so no straight-line program "
+            f"replays them); compute the gradient uncompiled, or compile only the code around the solve")
+
+
 def _vjp(g, ys, y0, t, *inputs, rhs, options):
     """Given arrays, the adjoint on the kept trajectory; given Tensors (a second derivative), the
     same adjoint system written as a recorded odeint call, so it can be differentiated again."""
+    _refuse_in_recording("odeint")
     if any(_is_tensor(x) for x in (g, ys, y0, t, *inputs)):
         return _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
     D = ys.shape[1]

@@ -42,7 +42,9 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
 
 
 def _lengths(lengths, batch, name):
-    lengths = host_array(lengths.data if isinstance(lengths, Tensor) else lengths)
+    if isinstance(lengths, Tensor):      # as a list: under tt.compile a guard (the packing's
+        lengths = lengths.tolist()       # structure follows the lengths' values)
+    lengths = host_array(lengths)
     lengths = np.asarray(backend.to_host(np.asarray(lengths)) if backend.is_array(lengths) else lengths)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu" and not (
             lengths.dtype.kind == "f" and np.all(lengths == np.round(lengths))):
