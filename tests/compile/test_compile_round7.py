@@ -626,7 +626,78 @@ def b_chain_nograd_shapes(C, k):
 BUILDERS += [b_check_bn_train, b_param_groups_sched, b_module_in_dict, b_closed_array_inplace,
              b_mutate_results, b_grad_span_off, b_training_attr_raise, b_chain_nograd_shapes]
 
-CASES = [Case(f"{b.__name__[2:]}_k{k}", 7, b, "either", n=max(k + 4, 6), k=k)
+
+# AI: a guard that fails midway after a draw and a buffer update (BN + Dropout), signs flip
+def b_midway_guard_bn_drop(C, k):
+    lin, bn = _lin(3, 4, 32), nn.BatchNorm1d(4, dtype=np.float64)
+    d = nn.Dropout(0.3, rng=np.random.default_rng(19))
+
+    def g(x):
+        y = d(bn(lin(x)))
+        z = y * 2 if bool(y.sum() > 0) else y * -3
+        return (z ** 2).mean() if bool(x.mean() > 0) else z.mean()
+    f = C(g)
+
+    def step(i):
+        sign = (-1) ** i if i + 1 >= k else 1.0
+        lin.zero_grad()
+        bn.zero_grad()
+        loss = f(_x(i, (6, 3), sign))
+        loss.backward()
+        return loss, lin, bn, d
+    return step
+
+
+# AJ: the limit crossed by a float argument with BN + Dropout in the program, then values repeat
+def b_limit_bn_drop(C, k):
+    net = nn.Sequential(_lin(3, 4, 33), nn.BatchNorm1d(4, dtype=np.float64),
+                        nn.Dropout(0.4, rng=np.random.default_rng(23)))
+    f = C(lambda x, a: (net(x) * a).sum())
+
+    def step(i):
+        a = float(i % 11) if i + 1 >= k else 0.5
+        net.zero_grad()
+        loss = f(_x(i, (5, 3)), a)
+        loss.backward()
+        return loss, net
+    return step
+
+
+# AK: a compiled function called inside tt.grad (inlined) alternating with direct calls
+def b_inside_grad_alternate(C, k):
+    w = tt.Tensor(np.linspace(-1, 2, 6).reshape(3, 2))
+    f = C(lambda x: (tt.tanh(tt.dot(x, w)) ** 2).sum() if bool(x.sum() > 0) else tt.dot(x, w).sum())
+
+    def step(i):
+        x = _x(i, sign=-1.0 if i + 1 >= k and i % 2 else 1.0)
+        if i % 2:
+            return tt.grad(f)(x), f(x)
+        return f(x)
+    return step
+
+
+# AL: forward hook that closes over a counter dict read (not written) and changed outside at k
+def b_hook_reads_dict(C, k):
+    m, state = _lin(3, 2, 34), {"gain": 1.0}
+    m.register_forward_hook(lambda mod, inp, out: out * state["gain"])
+    d = nn.Dropout(0.5, rng=np.random.default_rng(29))
+    f = C(lambda x: (d(m(x)) ** 2).sum())
+
+    def step(i):
+        if i + 1 == k:
+            state["gain"] = 4.0
+        m.zero_grad()
+        loss = f(_x(i))
+        loss.backward()
+        m.weight.data -= 0.01 * m.weight.grad
+        return loss, m
+    return step
+
+
+BUILDERS += [b_midway_guard_bn_drop, b_limit_bn_drop, b_inside_grad_alternate, b_hook_reads_dict]
+
+CASES = [Case(f"{b.__name__[2:]}_k{k}", 7, b, "either", k=k,
+              n=max(k + 4, 24 if "limit" in b.__name__ else 6))
          for b in BUILDERS for k in KS]
 
 
