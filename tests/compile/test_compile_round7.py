@@ -696,6 +696,32 @@ def b_hook_reads_dict(C, k):
 
 BUILDERS += [b_midway_guard_bn_drop, b_limit_bn_drop, b_inside_grad_alternate, b_hook_reads_dict]
 
+
+# AM: check=True with BatchNorm in training mode under no_grad (buffers must update once per call)
+def b_check_bn_nograd(C, k):
+    net = nn.Sequential(_lin(3, 3, 35), nn.BatchNorm1d(3, dtype=np.float64))
+    f = C(lambda x: net(x).sum(axis=0) * (1.0 if bool(x.sum() > 0) else 2.0), check=True)
+
+    def step(i):
+        if i + 1 == k:
+            net[0].weight.data = net[0].weight.data * 2
+        with tt.no_grad():
+            return f(_x(i, (5, 3), sign=-1.0 if i + 1 >= k else 1.0)), net
+    return step
+
+
+# AN: check=True with a tt.randn draw in the program (the check's eager run must not draw twice)
+def b_check_randn(C, k):
+    g = np.random.default_rng(41)
+    f = C(lambda x: x + tt.randn(4, 3, rng=g), check=True)
+
+    def step(i):
+        return f(_x(i) * (2.0 if i + 1 >= k else 1.0)), g
+    return step
+
+
+BUILDERS += [b_check_bn_nograd, b_check_randn]
+
 CASES = [Case(f"{b.__name__[2:]}_k{k}", 7, b, "either", k=k,
               n=max(k + 4, 24 if "limit" in b.__name__ else 6))
          for b in BUILDERS for k in KS]
