@@ -95,8 +95,9 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
 
     Arguments may be arrays, Tensors, Python numbers and nested tuples/lists/dicts of them. At
     most `cache_size` programs are kept. With `check=True` the second call also runs `f`
-    eagerly and raises if any result differs. Inside `f`, array arguments are Tensors; a
-    compiled call returns arrays (Tensors where it ran eagerly for the tape).
+    eagerly and raises if any result differs (not for a program that draws random numbers or
+    updates buffers: running both would do that twice). Inside `f`, array arguments are
+    Tensors; a compiled call returns arrays (Tensors where its results are on the tape).
 
     Examples
     --------
@@ -387,6 +388,8 @@ class Compiled:
 
     def _compare(self, program, arrays, args, kwargs):
         compiled = program.run(arrays)
+        if program.side_effects:      # it drew or wrote buffers: running f as well would do it twice
+            return compiled
         # Eager on untracked Tensors sharing the arrays, as the recording saw them (some ops
         # differ on plain arrays: crossEntropy(softmax(z)) is computed from z only for Tensors).
         wrapped = [_make(a) for a in arrays]
@@ -399,7 +402,7 @@ class Compiled:
                                f"leaves eagerly but the compiled program returns {len(got)}")
         for i, (g, w) in enumerate(zip(got, want)):
             w = np.asarray(w.data if isinstance(w, Tensor) else w)
-            g = np.asarray(g)
+            g = np.asarray(g.data if isinstance(g, Tensor) else g)   # a result on the tape too
             if g.shape != w.shape or not _close(g, w):
                 raise RuntimeError(
                     f"tt.compile(check=True): result {i} of {self.__name__} differs from the eager "
