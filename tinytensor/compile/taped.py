@@ -123,70 +123,60 @@ class Taped:
         return transforms.tree_unflatten(self.structure, outs)
 
 
-class _Joint(tape.Primitive):
-    """The joint entry of a compiled call's results: its cotangent is theirs side by side."""
+class _CallEntry(tape.Primitive):
+    """A tape entry of a compiled call (not registered: one per call). Its VJP is a generated
+    program on arrays, so differentiating it again is refused."""
 
-    def __init__(self, taped, residuals, starts):
-        self.name = "tt.compile call"
-        self.fun = None
-        self.nargs = None
-        self.vjps = None
-        self.jvps = None
-        self.joint_jvp = None
-        self.taped, self.residuals, self.starts = taped, residuals, starts
+    def __init__(self, name, **fields):           # no Primitive.__init__: nothing is registered
+        self.name = name
+        self.fun = self.nargs = self.vjps = self.jvps = self.joint_jvp = None
+        self.__dict__.update(fields)
 
-    def joint_vjp(self, g, ans, *inputs):
+    def _first_order(self, g):
         if isinstance(g, Tensor):
             raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
                                "again (backward(create_graph=True), a Hessian through it); call the "
                                "function uncompiled for higher derivatives")
-        taped, s = self.taped, self.starts
-        cotangents = [g[s[i]:s[i + 1]].reshape(shape).astype(dtype, copy=False)
-                      for i, (shape, dtype) in enumerate(taped.shapes)]
-        return tuple(taped.backward.function(*self.residuals, *cotangents))
+
+    def _backward(self, cotangents):
+        return tuple(self.taped.backward.function(*self.residuals, *cotangents))
 
 
-class _Part(tape.Primitive):
+class _Joint(_CallEntry):
+    """The joint entry of a compiled call's results: its cotangent is theirs side by side."""
+
+    def __init__(self, taped, residuals, starts):
+        super().__init__("tt.compile call", taped=taped, residuals=residuals, starts=starts)
+
+    def joint_vjp(self, g, ans, *inputs):
+        self._first_order(g)
+        s = self.starts
+        return self._backward([g[s[i]:s[i + 1]].reshape(shape).astype(dtype, copy=False)
+                               for i, (shape, dtype) in enumerate(self.taped.shapes)])
+
+
+class _Part(_CallEntry):
     """One result of a compiled call with several on the tape: its cotangent goes to the joint
     entry's flat array, in its place."""
 
     def __init__(self, start, stop, shape):
-        self.name = "tt.compile call (a result)"
-        self.fun = None
-        self.nargs = None
-        self.vjps = None
-        self.jvps = None
-        self.joint_jvp = None
-        self.start, self.stop, self.shape = start, stop, shape
+        super().__init__("tt.compile call (a result)", start=start, stop=stop, shape=shape)
 
     def joint_vjp(self, g, ans, joint):
-        if isinstance(g, Tensor):
-            raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
-                               "again; call the function uncompiled for higher derivatives")
+        self._first_order(g)
         flat = np.zeros(self.shape, joint.dtype)
         flat[self.start:self.stop] = np.ravel(g)
         return (flat,)
 
 
-class _Entry(tape.Primitive):
-    """The tape entry of one result of a compiled call: its VJP runs the backward program with
-    this result's cotangent (zeros for the others). Not registered: one per call."""
+class _Entry(_CallEntry):
+    """The tape entry of a compiled call's one result on the tape: its VJP runs the backward
+    program with this result's cotangent (zeros for the results that are parameters)."""
 
-    def __init__(self, taped, residuals, j):      # no Primitive.__init__: nothing is registered
-        self.name = "tt.compile call"
-        self.fun = None
-        self.nargs = None
-        self.vjps = None
-        self.jvps = None
-        self.joint_jvp = None
-        self.taped, self.residuals, self.j = taped, residuals, j
+    def __init__(self, taped, residuals, j):
+        super().__init__("tt.compile call", taped=taped, residuals=residuals, j=j)
 
     def joint_vjp(self, g, ans, *inputs):
-        if isinstance(g, Tensor):
-            raise RuntimeError("tt.compile: the gradient of a compiled call cannot be differentiated "
-                               "again (backward(create_graph=True), a Hessian through it); call the "
-                               "function uncompiled for higher derivatives")
-        taped = self.taped
-        cotangents = [np.asarray(g, dtype) if i == self.j else np.zeros(shape, dtype)
-                      for i, (shape, dtype) in enumerate(taped.shapes)]
-        return tuple(taped.backward.function(*self.residuals, *cotangents))
+        self._first_order(g)
+        return self._backward([np.asarray(g, dtype) if i == self.j else np.zeros(shape, dtype)
+                               for i, (shape, dtype) in enumerate(self.taped.shapes)])

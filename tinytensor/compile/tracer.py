@@ -542,20 +542,6 @@ def _user_frame():
     return frame
 
 
-def _called_from_user(depth, further=2):
-    """Whether the frame `depth` levels above the caller's caller, or one of the `further` above
-    it reached through tinytensor's own frames, is user code: a value handed to it leaves the
-    engine (a comparison's mask, an argmax), so it is handed over as a _Tainted array."""
-    frame = sys._getframe(depth)
-    for _ in range(further + 1):
-        if frame is None:
-            return False
-        if _is_user(frame.f_code):
-            return True
-        frame = frame.f_back
-    return False
-
-
 def _short(value):
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
