@@ -33,8 +33,8 @@ collective); Python numbers come back as numbers; any other object is pickled (`
 config dict, `all_gather` of strings). CuPy arrays (device "cuda") use NCCL through
 `cupy.cuda.nccl`, one communicator made on first use, its id sent over MPI; `init()` makes GPU
 `local_rank() % cupy.cuda.runtime.getDeviceCount()` each rank's current device (call it before
-moving a model to "cuda"). That path is written to the NCCL API but has not run on hardware in
-this project's CI (no GPU there); its tests skip without a GPU.
+moving a model to "cuda"); NCCL needs one GPU per rank. The NCCL calls have run on one GPU (a
+one-rank communicator, tests/devices/test_gpu.py), not yet on two; CI has no GPU and skips them.
 
 Without `mpi4py` (or with one process) every function works: rank 0 of a world of 1, and the
 collectives return a copy of their input. `init()` raises, naming the extra to install, only when
@@ -718,7 +718,7 @@ def _raw_broadcast(flat, root):
         _complete(_mpi_call("broadcast", s.comm.Ibcast, flat, root))
 
 
-# ----- GPU arrays: NCCL through CuPy (untested on hardware here; see the README) -----------------
+# ----- GPU arrays: NCCL through CuPy (one GPU tested: tests/devices/test_gpu.py) -------------------
 
 def _nccl():
     """The NCCL communicator of the world, made once: rank 0 draws the unique id, MPI sends it."""
@@ -729,7 +729,14 @@ def _nccl():
         cupy.cuda.Device(s.local_rank % cupy.cuda.runtime.getDeviceCount()).use()
         uid = nccl.get_unique_id() if s.rank == 0 else None
         uid = s.comm.bcast(uid, root=0)
-        s.nccl = nccl.NcclCommunicator(s.size, uid, s.rank)
+        count, device = cupy.cuda.runtime.getDeviceCount(), cupy.cuda.Device().id
+        try:
+            s.nccl = nccl.NcclCommunicator(s.size, uid, s.rank)
+        except Exception as err:   # noqa: BLE001 - NCCL's errors are CuPy's NcclError
+            raise RuntimeError(
+                f"tt.distributed: NCCL could not join rank {s.rank} of {s.size} (local rank "
+                f"{s.local_rank}, GPU {device} of {count}): {err}. NCCL needs one GPU per rank: "
+                f"launch at most {count} rank(s) per node, or keep the arrays on the CPU (MPI)") from err
     return s.nccl
 
 

@@ -348,7 +348,11 @@ def inv(a):
 
 def _solve_forward(a, b):
     if np.ndim(b) == 1:   # NumPy 2: a 1-D b is one vector (broadcast against a's batch)
-        return np.linalg.solve(a, b[..., None])[..., 0]
+        return _solve_forward(a, b[..., None])[..., 0]
+    if type(a) is not np.ndarray and a.shape[:-2] != b.shape[:-2] and min(a.ndim, b.ndim) >= 2:
+        # CuPy's solve does not broadcast the batch dimensions as NumPy's does: broadcast them here
+        xp, batch = backend.namespace(a), np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
     try:
         return np.linalg.solve(a, b)
     except ValueError as err:
