@@ -652,6 +652,34 @@ def _is_fresh(g, dtype):
     return backend.is_array(g) and g.dtype == dtype and g.base is None
 
 
+def accumulate(grads, handed):
+    """Add each gradient of {leaf: gradient} into the leaf's `.grad` (backward's last step; a
+    compiled whole training step calls it too). `handed`: ids of arrays that may not become a
+    leaf's own `.grad` (the caller's seed; those already given to another leaf)."""
+    for leaf, g in grads.items():
+        dtype = leaf.data.dtype
+        if leaf.grad is None:
+            # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
+            # weight matrix per step; anything that may be shared (a view, the seed, an array
+            # already given to another leaf) is copied.
+            # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
+            # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
+            leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
+                         else backend.copy(g, dtype, order="C"))
+            handed.add(id(leaf.grad))
+        else:
+            prev = leaf.grad
+            if type(prev) is not type(leaf.data) or prev.shape != leaf.data.shape:   # set by hand
+                raise TypeError(f"backward: the .grad of {leaf.name or 'a leaf'} was set to a "
+                                f"{type(prev).__name__} of shape {np.shape(prev)}; gradients accumulate "
+                                f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
+                                f"array, or to None)")
+            # Out of place: .grad may be an array a user's rule also holds, never written into.
+            total = prev + g.astype(dtype, copy=False)
+            # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
+            leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
+
+
 def backward(output, grad=None):
     """`Tensor.backward`: accumulate gradients into `.grad` of the leaves."""
     if STATE.recorder is not None:
@@ -684,28 +712,10 @@ def backward(output, grad=None):
                             f"{leaf.dtype} and requires grad: its gradient would be truncated to "
                             f"integers; only floating-point tensors can require gradients (make it "
                             f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
-    for leaf, g in grads.items():
-        dtype = leaf.data.dtype
-        if leaf.grad is None:
-            # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
-            # weight matrix per step; anything that may be shared (a view, the seed, an array
-            # already given to another leaf) is copied.
-            # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
-            # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
-            leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
-                         else backend.copy(g, dtype, order="C"))
-            handed.add(id(leaf.grad))
-        else:
-            prev = leaf.grad
-            if type(prev) is not type(leaf.data) or prev.shape != leaf.data.shape:   # set by hand
-                raise TypeError(f"backward: the .grad of {leaf.name or 'a leaf'} was set to a "
-                                f"{type(prev).__name__} of shape {np.shape(prev)}; gradients accumulate "
-                                f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
-                                f"array, or to None)")
-            # Out of place: .grad may be an array a user's rule also holds, never written into.
-            total = prev + g.astype(dtype, copy=False)
-            # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
-            leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
+    if STATE.recorder is not None:     # tt.compile: the accumulation is a line of the program
+        STATE.recorder.accumulate(grads, handed)
+    else:
+        accumulate(grads, handed)
     for hook in POST_BACKWARD:
         hook(grads)
 

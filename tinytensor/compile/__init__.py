@@ -309,6 +309,7 @@ class Compiled:
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
+        returned = False
         try:
             with tracer:
                 reach.enter()
@@ -316,11 +317,16 @@ class Compiled:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         out = self.fun(*traced_args, **traced_kwargs)
+                        returned = True
                 finally:
                     reach.exit()
-                swept = taped.sweep(tracer, out)     # results on the tape (enable_grad inside too)
+                # results on the tape (enable_grad inside too); not after a whole training step,
+                # whose backward() ran inside and whose optimizer step changed what it saved
+                swept = None if tracer.stepped else taped.sweep(tracer, out)
         finally:
             tracer.restore()
+            if returned:          # f's optimizer steps &c. put back: the program's first run does them
+                tracer.undo_effects()
         for w in caught:              # shown now, as eagerly; the user's own warnings on every call
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
@@ -346,6 +352,7 @@ class Compiled:
                 f"recorded; the compiled program would repeat those numbers on every call. Draw "
                 f"with tinytensor (tt.rand, tt.randn, with rng=), or pass the numbers in as an "
                 f"argument, or call the function uncompiled")
+        _check_effects_last(tracer, self.__name__)
         reach.check_unchanged(self.__name__)
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
@@ -357,12 +364,18 @@ class Compiled:
             main.error = program.forward.error
         else:
             main = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+            step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
+                if tracer.stepped else None
+            if step is not None:      # a whole training step: its results that required grad too
+                contexts, error = main.contexts, main.error
+                main = _Program(step, main.source)
+                main.contexts, main.error = contexts, error
         program = main
         program.reads = bool(tracer.guards)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
-        program.side_effects = builtins.any(e.kind in ("draw", "store") for e in tracer.entries)
+        program.side_effects = builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries)
         program.warns = [w for w in caught if _is_user_file(w.filename)
                          and not issubclass(w.category, RuntimeWarning)] or None
         program.trace_seconds = time.perf_counter() - start
@@ -434,6 +447,24 @@ def _key_text(key):
 
 def _name_of(t):
     return t.name if isinstance(getattr(t, "name", None), str) else f"{type(t).__name__}{t.shape}"
+
+
+def _check_effects_last(tracer, name):
+    """A program with a whole training step (backward(), optimizer.step(), ...) checks its value
+    guards before the first of those (zero_grad aside): a guard failing after one would leave
+    the step half done when the call is recorded again."""
+    first = next((i for i, e in enumerate(tracer.entries) if e.kind == "effect"
+                  and not e.name.endswith("zero_grad")), None)      # zero_grad: done twice, the same
+    if first is None:
+        return
+    late = next((e for e in tracer.entries[first:] if e.kind == "guard"), None)
+    if late is not None:
+        raise RuntimeError(
+            f"tt.compile: {name} reads a value into Python after {tracer.entries[first].name}() "
+            f"({late.label.split(' was ')[0]}): the program checks such a value on every call, and "
+            f"a different value after the step has begun would leave it half done. Return the "
+            f"value (a Tensor) and read it outside the compiled function (loss.item() after the "
+            f"call), or read it before backward()")
 
 
 def _undo(tracer):

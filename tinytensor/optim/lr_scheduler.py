@@ -18,7 +18,7 @@ ChainedScheduler (several at once) follow PyTorch's definitions.
 
 import math
 
-from ..state import refuse_while_recording
+from ..state import replayed_while_recording
 from .optimizer import Optimizer
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -52,7 +52,9 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
@@ -249,7 +251,9 @@ class ReduceLROnPlateau:
         return a > (best * (1 + self.threshold) if rel else best + self.threshold)
 
     def step(self, metrics):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step, metrics)
+        if replayed:        # inside tt.compile: refused for a metric computed there
+            return out
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
         self.last_epoch += 1
         if self.is_better(current, self.best):
@@ -486,7 +490,9 @@ class SequentialLR(LRScheduler):
         self._last_lr = schedulers[0].get_last_lr()
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         from bisect import bisect_right
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -524,7 +530,9 @@ class ChainedScheduler(SequentialLR):
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         for s in self._schedulers:
             s.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ...state import refuse_while_recording
+from ...state import replayed_while_recording
 from ...tensor import Tensor
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -33,7 +33,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     >>> w.grad.round(4)
     array([0.6, 0.8])
     """
-    refuse_while_recording("clip_grad_norm_()")
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    replayed, out = replayed_while_recording("clip_grad_norm_()", clip_grad_norm_, parameters, max_norm,
+                                             norm_type, error_if_nonfinite)
+    if replayed:            # inside tt.compile: a line of the program, run on every call
+        return out
     params = _with_grads(parameters)
     norm_type = float(norm_type)
     if not params:
@@ -56,7 +60,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 def clip_grad_value_(parameters, clip_value):
     """Clip every gradient entry into [-clip_value, clip_value]."""
-    refuse_while_recording("clip_grad_value_()")
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    replayed, out = replayed_while_recording("clip_grad_value_()", clip_grad_value_, parameters, clip_value)
+    if replayed:            # inside tt.compile: a line of the program, run on every call
+        return out
     clip_value = float(clip_value)
     for p in _with_grads(parameters):
         p.grad = np.clip(p.grad, -clip_value, clip_value)
