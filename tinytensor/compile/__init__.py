@@ -72,8 +72,7 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       from the recorded one, runs the program recorded for the other outcome or records it.
     * Refusals, at recording, with the value and the fix named: Python state f changes
       (appending to a list it closes over, rebinding a nonlocal, setting an attribute),
-      writes into arguments or reached Tensors, `.backward()`, `optimizer.step()`,
-      `zero_grad()`, `scheduler.step()`, gradient clipping, draws past tinytensor (NumPy's
+      writes into arguments or reached Tensors, draws past tinytensor (NumPy's
       and Python's global random state, a Generator's own methods), results whose shape
       depends on values (nonzero, boolean indexing), a reached Tensor's `.grad`,
       `retain_grad()`, hooks on Tensors made outside, `functools.cache`d helpers, generators.
@@ -85,7 +84,11 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
     also records the reverse sweep, and is cut into a forward program (results and what the
     backward reads) and a backward program (to each parameter's gradient), which the entry's VJP
     runs. So `loss = step(x); loss.backward()` fills every parameter's `.grad` as eagerly, at
-    the compiled speed (differentiating that gradient again is refused). A function recorded
+    the compiled speed (differentiating that gradient again is refused). A whole training
+    step compiles: `loss.backward()`, `optimizer.step()`/`zero_grad()`, `Module.zero_grad()`,
+    gradient clipping and `scheduler.step()` inside are lines of the program calling the same
+    methods on every call (parameters, `.grad`, optimizer and scheduler state change as
+    eagerly); a value read into Python after the step is refused. A function recorded
     more than `RECOMPILE_LIMIT` (8) times runs eagerly for calls no recorded program fits, with
     one warning; `.recompiles` lists why each program was recorded. `tt.compile.disable()`
     (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
@@ -318,6 +321,7 @@ class Compiled:
                         warnings.simplefilter("always")
                         out = self.fun(*traced_args, **traced_kwargs)
                         returned = True
+                        tracer.check_owners("the end of the call")
                 finally:
                     reach.exit()
                 # results on the tape (enable_grad inside too); not after a whole training step,

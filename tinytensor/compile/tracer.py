@@ -100,6 +100,7 @@ class _Tracer:
         self.grad_mode = STATE.grad_enabled
         self.undo = []               # what puts back the state the recorded effects changed
         self.stepped = False         # whether f ran a training step's effects (backward(), ...)
+        self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -311,6 +312,8 @@ class _Tracer:
                     f"({_short(x)}); the program would call it with the first call's value again. "
                     f"Call it outside the compiled function with that value, or run the step uncompiled")
         owner = getattr(method, "__self__", None)
+        owners = [o for o in (owner, getattr(owner, "optimizer", None)) if _hyperparameters(o) is not None]
+        self.check_owners(what, owners)
         self.remember_owner(owner, method, args)
         previous, stamp = STATE.recorder, STATE.memory_write
         STATE.recorder = None
@@ -321,6 +324,8 @@ class _Tracer:
             STATE.recorder = previous
             update_hook(tape.ANOMALY_CHECK)
             STATE.memory_write = stamp      # a write the program repeats: not refused
+        for o in owners:                    # what f itself may not change until the next step
+            self.owner_states[id(o)] = (o, _hyperparameters(o))
         value = result.data if isinstance(result, Tensor) else result
         self._effect_entry(_Call(method, args, kwargs), what.split("(")[0].replace(".", "_"), (),
                                  value, f"{what}, on every call",
@@ -328,6 +333,20 @@ class _Tracer:
         if isinstance(result, Tensor):
             result.__class__ = _Traced      # f's reads of it (float(norm)) are noted
         return result
+
+    def check_owners(self, what, owners=None):
+        """Refuse f's own changes to an optimizer's or a scheduler's settings after one of its
+        steps while recording (`opt.param_groups[0]["lr"] = lr`): the program repeats the steps,
+        not f's Python writes. (Changes before the first step are Python state f changed:
+        guards.check_unchanged refuses them.)"""
+        for o, recorded in list(self.owner_states.values()) if owners is None else \
+                [self.owner_states[id(o)] for o in owners if id(o) in self.owner_states]:
+            if _hyperparameters(o) != recorded:
+                raise RuntimeError(
+                    f"tt.compile: the compiled function changed the settings of {type(o).__name__} "
+                    f"(a learning rate in param_groups, a scheduler's attribute) after its step, "
+                    f"before {what}; the program repeats the steps but not that Python write. Use "
+                    f"a scheduler, or change it outside the compiled function")
 
     def _effect_entry(self, fun, name, args, value, label, objects=()):
         known = value if isinstance(value, np.ndarray) else None
@@ -1192,6 +1211,20 @@ def _leaves(tree):
 
 def _tensor_name(t):
     return t.name if isinstance(getattr(t, "name", None), str) else f"a Tensor of shape {t.shape}"
+
+
+def _hyperparameters(obj):
+    """An optimizer's groups (settings and parameters) or a scheduler's attributes, as a value to
+    compare; None for anything else."""
+    import copy
+    if obj is None:
+        return None
+    if hasattr(obj, "param_groups") and hasattr(obj, "state"):
+        return [(tuple(map(id, g["params"])), {k: v for k, v in g.items() if k != "params"})
+                for g in obj.param_groups]
+    if hasattr(obj, "optimizer") and hasattr(obj, "last_epoch"):
+        return copy.deepcopy({k: v for k, v in vars(obj).items() if k != "optimizer"})
+    return None
 
 
 def _put_back_tensors(saved):
