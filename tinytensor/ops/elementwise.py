@@ -641,7 +641,7 @@ def _piecewise_constant(np_fun, name):
 
 sign = _piecewise_constant(np.sign, "sign")
 sign.__doc__ = """-1, 0 or 1 by the sign of `x`, elementwise (as `np.sign`); piecewise constant, so
-the result does not require grad (as PyTorch's).
+the result does not require grad (its gradient is 0 almost everywhere).
 
 Examples
 --------
@@ -653,7 +653,7 @@ False
 """
 floor = _piecewise_constant(np.floor, "floor")
 floor.__doc__ = """The largest integer <= `x`, elementwise, as floats (as `np.floor`); piecewise
-constant, so the result does not require grad (as PyTorch's).
+constant, so the result does not require grad (its gradient is 0 almost everywhere).
 
 Examples
 --------
@@ -665,7 +665,7 @@ False
 """
 ceil = _piecewise_constant(np.ceil, "ceil")
 ceil.__doc__ = """The smallest integer >= `x`, elementwise, as floats (as `np.ceil`); piecewise
-constant, so the result does not require grad (as PyTorch's).
+constant, so the result does not require grad (its gradient is 0 almost everywhere).
 
 Examples
 --------
@@ -677,7 +677,7 @@ False
 """
 round = _piecewise_constant(np.round, "round")     # round(x, decimals=0)
 round.__doc__ = """`round(x, decimals=0)`: rounded to `decimals` places, halves to even (as `np.round`);
-piecewise constant, so the result does not require grad (as PyTorch's).
+piecewise constant, so the result does not require grad (its gradient is 0 almost everywhere).
 
 Examples
 --------
@@ -689,7 +689,7 @@ False
 """
 trunc = _piecewise_constant(np.trunc, "trunc")
 trunc.__doc__ = """`x` with its fractional part dropped (towards 0), elementwise (as `np.trunc`);
-piecewise constant, so the result does not require grad (as PyTorch's).
+piecewise constant, so the result does not require grad (its gradient is 0 almost everywhere).
 
 Examples
 --------
@@ -845,9 +845,9 @@ nondifferentiable(np.argsort, np.nonzero)
 # `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
 # remainder is `remainder` (%) with its rules.
 floor_divide = _piecewise_constant(np.floor_divide, "floor_divide")
-floor_divide.__doc__ = """`floor(a / b)`, elementwise (as `np.floor_divide`): the operator `//`
-records it. Piecewise constant, so the result does not require grad; `divmod(t, d)` pairs it with
-`remainder`.
+floor_divide.__doc__ = """`floor(a / b)`, elementwise (as `np.floor_divide`; the operator `//`
+calls it). Piecewise constant, so the result does not require grad; `divmod(t, d)` pairs it with
+`remainder`, which is recorded.
 
 Examples
 --------
