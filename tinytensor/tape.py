@@ -49,7 +49,7 @@ _ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand
 
 
 class _Registry(dict):
-    """Every primitive, built-in and user-defined, by name (a dict): what `tt.check_rules()`
+    """Every primitive, built-in and user-defined, by name, in a dict that `tt.check_rules()`
     sweeps. Each `Primitive` adds itself when it is made.
 
     Examples
