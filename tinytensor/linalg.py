@@ -40,6 +40,38 @@ __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_ap
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
 SVDResult = namedtuple("SVDResult", "U S Vh")
+SlogdetResult.__doc__ = """What `slogdet` returns: `(sign, logabsdet)`, with det = sign * exp(logabsdet).
+
+Examples
+--------
+>>> sign, logabsdet = tt.linalg.slogdet(tt.tensor([[2.0, 0.0], [0.0, -3.0]]))
+>>> sign, logabsdet
+(tensor(-1.), tensor(1.79175947))
+>>> tt.linalg.slogdet(tt.eye(2)).logabsdet
+tensor(0.)
+"""
+EighResult.__doc__ = """What `eigh` returns: `(eigenvalues, eigenvectors)`, the values ascending, the
+vectors in the columns.
+
+Examples
+--------
+>>> w, V = tt.linalg.eigh(tt.tensor([[2.0, 1.0], [1.0, 2.0]]))
+>>> w
+tensor([1., 3.])
+>>> tt.linalg.eigh(tt.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
+tensor([1., 3.])
+"""
+SVDResult.__doc__ = """What `svd` returns: `(U, S, Vh)`, the singular values `S` descending; with
+`full_matrices=False`, `a == (U * S[..., None, :]) @ Vh` up to rounding.
+
+Examples
+--------
+>>> U, S, Vh = tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+>>> S
+tensor([4., 3.])
+>>> tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]])).S
+tensor([4., 3.])
+"""
 
 
 def _stands_for(*np_funs):

@@ -48,8 +48,20 @@ from .weakid import IdentityWeakMap
 _ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand, not two compares
 
 
-# Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
-REGISTRY = {}
+class _Registry(dict):
+    """Every primitive, built-in and user-defined, by name, in a dict that `tt.check_rules()`
+    sweeps. Each `Primitive` adds itself when it is made.
+
+    Examples
+    --------
+    >>> tt.REGISTRY["exp"] is tt.exp
+    True
+    >>> tt.REGISTRY["matmul"]
+    <primitive matmul>
+    """
+
+
+REGISTRY = _Registry()
 
 # tt.vmap's dispatch (vmap.bind), set when tinytensor/vmap.py loads: bind(prim, args, params)
 # gives the batched result, or NotImplemented when no operand is batched.
@@ -60,7 +72,18 @@ class Primitive:
     """An operation on NumPy arrays that records itself on the tape when given Tensors.
 
     Given no Tensor at all it is plain NumPy: arrays in, arrays out (this is what lets the
-    rules, which are written with these same functions, run at NumPy speed).
+    rules, which are written with these same functions, run at NumPy speed). Every `tt.*`
+    operation with both rules is one (`tt.exp`, `tt.matmul`, ...); declare your own with
+    `tt.primitive`, which makes one of these.
+
+    Examples
+    --------
+    >>> isinstance(tt.exp, tt.Primitive)
+    True
+    >>> tt.exp(np.array([0.0, 1.0]))                     # arrays: plain NumPy, nothing recorded
+    array([1.        , 2.71828183])
+    >>> tt.exp(tt.tensor([0.0, 1.0], requires_grad=True))   # a Tensor: one tape entry
+    tensor([1.        , 2.71828183], requires_grad=True)
     """
 
     # List and tuple operands are NumPy's array-likes for the built-in rows (np.dot([1., 2.], t)):
