@@ -1223,7 +1223,8 @@ class AdaptiveAvgPool2d(Module):
 
 
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
-    """The mean over output_size adaptive bins of the last axis of (N, C, L) (PyTorch's bins).
+    """The mean over output_size adaptive bins of the last axis of (N, C, L) or (C, L) (PyTorch's
+    bins).
 
     Examples
     --------
