@@ -100,7 +100,8 @@ def polygamma(n, x):
 __all__.append("polygamma")
 
 gammaln = _stands_for(sp.gammaln, elementwise(sp.gammaln, "gammaln", lambda ans, x: sp.digamma(x)))
-digamma = _stands_for(sp.digamma, elementwise(sp.digamma, "digamma", lambda ans, x: _polygamma(x, n=1)))
+digamma = _stands_for(sp.digamma, elementwise(sp.digamma, "digamma", lambda ans, x: _polygamma(x, n=1)),
+                      "digamma")
 psi = _stands_for(sp.psi, digamma, "psi")          # the same ufunc object as digamma in SciPy
 gamma = _stands_for(sp.gamma, elementwise(sp.gamma, "gamma", lambda ans, x: ans * sp.digamma(x)))
 rgamma = _stands_for(sp.rgamma, elementwise(sp.rgamma, "rgamma", lambda ans, x: -ans * sp.digamma(x)))
@@ -270,4 +271,4 @@ def log_softmax(x, axis=None):
     return ops.log_softmax(x, axis=axis)
 
 
-__all__ += ["softplus", "logsumexp", "softmax", "log_softmax", "expit", "logit", "erf"]
+__all__ += ["softplus", "logsumexp", "softmax", "log_softmax"]
