@@ -477,8 +477,7 @@ def _with_order(prim, name, what):
     def fun(v, x):
         v = _constant(name, what, v)
         return prim(x, v=np.asarray(v) if isinstance(v, (list, tuple)) else v)
-    fun.__name__ = fun.__qualname__ = name
-    fun.__doc__ = f"scipy.special.{name}({what}, x), differentiable in x ({what} is static)."
+    fun.__name__ = fun.__qualname__ = name      # the docstring, with an example, follows each row
     return fun
 
 
