@@ -219,17 +219,33 @@ def test_refusals_name_the_fix(case):
         assert np.array_equal(w.data, before)
 
 
-def test_ddp_hook_is_refused(monkeypatch):
-    from tinytensor import tape
-    monkeypatch.setattr(tape, "POST_BACKWARD", [lambda grads: None])
-    w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+def test_ddp_on_several_ranks_is_refused(monkeypatch):
+    """DistributedDataParallel averages gradients after backward() on several ranks: the program
+    would not. (In one process its hook does nothing: a whole step there compiles.)"""
+    from tinytensor import distributed
+    m = nn.Linear(2, 1, rng=0)
+    ddp = nn.parallel.DistributedDataParallel(m)
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
 
     def f(x):
-        loss = (w * x).sum()
+        opt.zero_grad()
+        loss = (ddp(x) ** 2).sum()
         loss.backward()
+        opt.step()
         return loss
+    m2 = nn.Linear(2, 1, rng=0)
+    opt2 = optim.SGD(m2.parameters(), lr=0.1)
+    step = tt.compile(f)
+    for k in range(3):
+        x = np.ones((3, 2)) * (k + 1)
+        opt2.zero_grad()
+        (m2(x) ** 2).sum().backward()
+        opt2.step()
+        step(x)
+        assert np.array_equal(m.weight.data, m2.weight.data)
+    monkeypatch.setattr(distributed._STATE, "size", 2)
     with pytest.raises(RuntimeError, match="DistributedDataParallel"):
-        tt.compile(f)(np.ones(2))
+        tt.compile(f)(np.ones((3, 2)))
 
 
 def test_the_constant_seed_is_never_handed_over_as_a_grad():

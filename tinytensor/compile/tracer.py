@@ -268,7 +268,7 @@ class _Tracer:
         if self.depth_inside:
             raise RuntimeError("tt.compile: .backward() inside a primitive's rule or forward is not "
                                "recorded; compute the gradient with tt.grad there instead")
-        if tape.POST_BACKWARD:
+        if tape.POST_BACKWARD and _several_ranks():
             raise RuntimeError(
                 "tt.compile: .backward() inside a compiled function while a hook runs after every "
                 "backward (DistributedDataParallel's gradient synchronisation): the program would not "
@@ -1211,6 +1211,13 @@ def _leaves(tree):
 
 def _tensor_name(t):
     return t.name if isinstance(getattr(t, "name", None), str) else f"a Tensor of shape {t.shape}"
+
+
+def _several_ranks():
+    """Whether tt.distributed runs more than one rank (DistributedDataParallel's hook would then
+    average the gradients after backward(): a collective the program would not repeat)."""
+    from .. import distributed
+    return distributed._STATE.size > 1
 
 
 def _hyperparameters(obj):
