@@ -971,6 +971,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"shape must be float probabilities. For binary classification with one logit per "
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
+    if plain and type(t) is not np.ndarray and t.dtype.kind in "iu" and t.shape == tuple(logits.shape[:-1]):
+        return _device_cross_entropy(logits, t, ignore_index, reduction)
     # whether some label is ignored: through ops.equal, which tt.compile recomputes (a guard)
     labels = target if isinstance(target, Tensor) else t     # (a torch tensor handed over: t)
     if plain and not (t.dtype.kind in "iu" and ops.PUBLIC["equal"](labels, ignore_index).any()):
@@ -980,6 +982,21 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
         return ops.softmax_cross_entropy(logits, target, reduction=reduction)
     return _weighted_nll(ops.log_softmax(logits, axis=-1), target, weight, ignore_index,
                          label_smoothing, reduction, "CrossEntropyLoss")
+
+
+def _device_cross_entropy(logits, t, ignore_index, reduction):
+    """Class indices on a device (CuPy): no value comes back to the host, since a round trip
+    stalls the GPU's queue every step (0.9 ms of a 3.7 ms step at B=1024, H=4096 on an H200):
+    rows whose label is ignore_index weigh 0, through the fused primitive's per-row losses
+    (labels out of range give NaN rows there, as the fused primitive does on a device)."""
+    xp = backend.namespace(t)
+    keep = t != ignore_index
+    rows = ops.softmax_cross_entropy(logits, xp.where(keep, t, 0), reduction="none")
+    rows = rows * keep.astype(rows.dtype)
+    if reduction == "none":
+        return rows
+    total = ops.sum(rows)
+    return total if reduction == "sum" else total / keep.sum().astype(rows.dtype)
 
 
 def _none_ignored(target, ignore_index):
