@@ -62,3 +62,12 @@ def test_multigammaln_and_softplus_match_scipy():
     with pytest.raises(ValueError, match="larger than"):
         ts.multigammaln(np.array([0.6]), 3)
     np.testing.assert_allclose(ts.softplus(tt.tensor(a)).data, sp.softplus(a), rtol=1e-12)
+
+
+def test_gammasgn_is_scipys_and_carries_no_gradient():
+    """HIPS autograd's test_gammasgn: the sign of gamma, zero derivative (a plain value, as sign)."""
+    x = np.array([-2.5, -1.5, 0.3, 2.0])
+    np.testing.assert_array_equal(ts.gammasgn(tt.tensor(x, requires_grad=True)), sp.gammasgn(x))
+    np.testing.assert_array_equal(sp.gammasgn(tt.tensor(x, requires_grad=True)), sp.gammasgn(x))
+    g = tt.grad(lambda t: tt.sum(t * ts.gammasgn(t)))(x)
+    np.testing.assert_array_equal(g, sp.gammasgn(x))
