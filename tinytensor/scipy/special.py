@@ -22,7 +22,7 @@ import scipy.special as sp
 
 from .. import ops
 from ..ops import elementwise as ew
-from ..ops.table import defprim, elementwise
+from ..ops.table import defprim, elementwise, nondifferentiable
 from ..tensor import Tensor
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
@@ -104,6 +104,16 @@ digamma = _stands_for(sp.digamma, elementwise(sp.digamma, "digamma", lambda ans,
 psi = _stands_for(sp.psi, digamma, "psi")          # the same ufunc object as digamma in SciPy
 gamma = _stands_for(sp.gamma, elementwise(sp.gamma, "gamma", lambda ans, x: ans * sp.digamma(x)))
 rgamma = _stands_for(sp.rgamma, elementwise(sp.rgamma, "rgamma", lambda ans, x: -ans * sp.digamma(x)))
+nondifferentiable(sp.gammasgn)     # scipy.special.gammasgn(t): a plain array, as np.sign(t)
+
+
+def gammasgn(x):
+    """The sign of gamma(x) (scipy.special.gammasgn) on the values: piecewise constant, no gradient
+    (a plain array, as np.sign(t))."""
+    return sp.gammasgn(x.data if isinstance(x, Tensor) else x)
+
+
+__all__.append("gammasgn")
 
 
 def _beta_rule(which):   # d/da beta(a, b) = beta(a, b) (psi(a) - psi(a + b))
