@@ -414,24 +414,21 @@ def _sequence_loss(b, hiddens_and_outputs, params, seqs):
     return -total / (seqs.shape[0] * seqs.shape[1])
 
 
-@example
-def rnn(b, iters=5):
-    """A character-level recurrent net (tanh hidden state, log-softmax outputs) trained by adam."""
-    np = b.np
-    rs = onp.random.RandomState(0)
-    params = {"init hiddens": rs.randn(1, 16) * 0.1, "change": rs.randn(32 + 16 + 1, 16) * 0.1,
-              "predict": rs.randn(16 + 1, 32) * 0.1}
+def _concat_and_multiply(np, weights, *args):
+    cat = np.concatenate(args + (np.ones((args[0].shape[0], 1)),), axis=1)
+    return np.dot(cat, weights)
 
-    def concat_and_multiply(weights, *args):
-        cat = np.concatenate(args + (np.ones((args[0].shape[0], 1)),), axis=1)
-        return np.dot(cat, weights)
+
+def _train_on_text(b, params, first_state, step, iters):
+    """rnn.py's and lstm.py's training: the state runs along each line (step per character, its
+    last entry the hidden layer), a log-softmax readout predicts the next character; adam."""
+    np = b.np
 
     def predict(params, inputs):
-        hiddens = np.repeat(params["init hiddens"], inputs.shape[1], axis=0)
-        outputs = []
+        state, outputs = first_state(params, inputs.shape[1]), []
         for x in inputs:
-            hiddens = np.tanh(concat_and_multiply(params["change"], x, hiddens))
-            out = concat_and_multiply(params["predict"], hiddens)
+            state = step(params, x, state)
+            out = _concat_and_multiply(np, params["predict"], state[-1])
             outputs.append(out - b.special.logsumexp(out, axis=1, keepdims=True))
         return outputs
     seqs = _text_data()
@@ -440,6 +437,19 @@ def rnn(b, iters=5):
     adam(b.grad(loss), params, step_size=0.1, num_iters=iters,
          callback=lambda p, i, g: curve.append(float(value(loss(p, i)))))
     return curve
+
+
+@example
+def rnn(b, iters=5):
+    """A character-level recurrent net (tanh hidden state, log-softmax outputs) trained by adam."""
+    np = b.np
+    rs = onp.random.RandomState(0)
+    params = {"init hiddens": rs.randn(1, 16) * 0.1, "change": rs.randn(32 + 16 + 1, 16) * 0.1,
+              "predict": rs.randn(16 + 1, 32) * 0.1}
+
+    def step(params, x, state):
+        return (np.tanh(_concat_and_multiply(np, params["change"], x, state[0])),)
+    return _train_on_text(b, params, lambda p, n: (np.repeat(p["init hiddens"], n, axis=0),), step, iters)
 
 
 @example
@@ -455,31 +465,15 @@ def lstm(b, iters=5):
     def sigmoid(x):
         return 0.5 * (np.tanh(x) + 1.0)
 
-    def concat_and_multiply(weights, *args):
-        cat = np.concatenate(args + (np.ones((args[0].shape[0], 1)),), axis=1)
-        return np.dot(cat, weights)
+    def step(params, x, state):
+        cells, hiddens = state
+        change, forget, ingate, outgate = (_concat_and_multiply(np, params[g], x, hiddens) for g in gates)
+        cells = cells * sigmoid(forget) + sigmoid(ingate) * np.tanh(change)
+        return cells, sigmoid(outgate) * np.tanh(cells)
 
-    def predict(params, inputs):
-        n = inputs.shape[1]
-        hiddens = np.repeat(params["init hiddens"], n, axis=0)
-        cells = np.repeat(params["init cells"], n, axis=0)
-        outputs = []
-        for x in inputs:
-            change = np.tanh(concat_and_multiply(params["change"], x, hiddens))
-            forget = sigmoid(concat_and_multiply(params["forget"], x, hiddens))
-            ingate = sigmoid(concat_and_multiply(params["ingate"], x, hiddens))
-            outgate = sigmoid(concat_and_multiply(params["outgate"], x, hiddens))
-            cells = cells * forget + ingate * change
-            hiddens = outgate * np.tanh(cells)
-            out = concat_and_multiply(params["predict"], hiddens)
-            outputs.append(out - b.special.logsumexp(out, axis=1, keepdims=True))
-        return outputs
-    seqs = _text_data()
-    loss = lambda p, i: _sequence_loss(b, predict, p, seqs)      # noqa: E731
-    curve = []
-    adam(b.grad(loss), params, step_size=0.1, num_iters=iters,
-         callback=lambda p, i, g: curve.append(float(value(loss(p, i)))))
-    return curve
+    def first_state(params, n):
+        return np.repeat(params["init cells"], n, axis=0), np.repeat(params["init hiddens"], n, axis=0)
+    return _train_on_text(b, params, first_state, step, iters)
 
 
 @example
