@@ -6,8 +6,8 @@ A NumPy or SciPy function reached through the second lookup still sees Tensors: 
 them to tinytensor's recorded ops (`__array_function__`/`__array_ufunc__`), and a function with no
 tinytensor rule raises tinytensor's TypeError naming the fix, so nothing is silently detached.
 
-`install()` puts the namespaces in `sys.modules` under autograd's names, so an unmodified program
-written for autograd runs on tinytensor (used by benchmarks/hips_autograd.py for the examples).
+hips_scipy_cases.py (autograd's SciPy tests) and hips_examples.py (its example programs) use
+these namespaces where autograd's code imports `autograd.numpy`, `autograd.scipy.*`.
 """
 
 import types
