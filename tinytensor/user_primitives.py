@@ -65,6 +65,18 @@ class UserPrimitive(Primitive):
         super().__init__(fun, name, nargs, **options)
         self.fun = _at_top_level(fun)
 
+    # A user's rules may be written with tinytensor's functions, as autograd's are with
+    # autograd.numpy (define_gradient.py): on plain arrays (first order) those return Tensors that
+    # require no grad, whose values are the rule's result; at higher orders they record.
+    def defvjp(self, *rules):
+        return super().defvjp(*[_values_out(r) for r in rules])
+
+    def defjvp(self, *rules):
+        return super().defjvp(*[_values_out(r) for r in rules])
+
+    def defjvp_joint(self, rule):
+        return super().defjvp_joint(_values_out(rule))
+
     def __call__(self, *args, **params):
         for a in args:
             if isinstance(a, _CONTAINERS) and _holds_tensor(a):
@@ -79,6 +91,27 @@ class UserPrimitive(Primitive):
                 f"object), so {self.name}'s own rules would be bypassed. Pass them as arguments "
                 f"(tuples, lists and dicts of Tensors are fine), or use their values (t.detach())")
         return out
+
+
+def _plain(x):
+    if isinstance(x, Tensor) and not x.requires_grad:
+        return x.data
+    if isinstance(x, (tuple, list)):
+        items = [_plain(v) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)     # namedtuples too
+    return x
+
+
+def _values_out(rule):
+    """rule, with a result that is a Tensor requiring no grad (or a tuple of them) given as its values."""
+    if rule is None:
+        return None
+
+    def values_out(*args, **params):
+        return _plain(rule(*args, **params))
+    values_out.__name__ = getattr(rule, "__name__", "rule")
+    values_out.__wrapped__ = rule
+    return values_out
 
 
 def _at_top_level(fun):

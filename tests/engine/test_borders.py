@@ -7,6 +7,7 @@ import operator
 import numpy as np
 import pytest
 import scipy.optimize
+import scipy.special
 
 import tinytensor as tt
 
@@ -283,3 +284,26 @@ def test_second_derivative_through_a_rule_that_calls_grad(registry):
     assert abs(tt.grad(tt.grad(softplus_borders))(0.3) - s * (1 - s)) < 1e-15
     assert abs(tt.hvp(lambda x: tt.sum(softplus_borders(x)), (np.array([0.3]),), (np.ones(1),))[0]
                - s * (1 - s)) < 1e-15
+
+
+def test_a_user_rule_written_with_tinytensor_functions_on_arrays(registry):
+    """HIPS autograd's define_gradient.py writes its VJP with `autograd.numpy` (tt.* here), so at
+    first order the rule computes on plain arrays and returns a Tensor that requires no grad: its
+    values are the gradient (it crashed inside the engine: 'Tensor' has no attribute 'base')."""
+    def logsumexp(x):
+        m = np.max(x)
+        return m + np.log(np.sum(np.exp(x - m)))
+    lse = tt.primitive(logsumexp)
+    lse.defvjp(lambda g, ans, x: tt.full(x.shape, g) * tt.exp(x - tt.full(x.shape, ans)))
+    lse.defjvp(lambda t, ans, x: tt.sum(t * tt.exp(x - ans)))
+    x = np.array([0.3, -1.2, 2.0])
+    softmax = np.exp(x - scipy.special.logsumexp(x))
+    g = tt.grad(lambda v: lse(v ** 2))(x)
+    assert type(g) is np.ndarray
+    np.testing.assert_allclose(g, 2 * x * np.exp(x ** 2 - scipy.special.logsumexp(x ** 2)), rtol=1e-12)
+    x0 = tt.tensor(x, requires_grad=True)
+    lse(x0).backward()
+    np.testing.assert_allclose(x0.grad, softmax, rtol=1e-12)
+    np.testing.assert_allclose(tt.jvp(lse, (x,), (np.ones(3),))[1], 1.0, rtol=1e-12)
+    H = tt.hessian(lse)(x)                                 # second order records the rule's tt calls
+    np.testing.assert_allclose(H, np.diag(softmax) - np.outer(softmax, softmax), atol=1e-12)

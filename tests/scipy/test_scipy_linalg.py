@@ -49,3 +49,19 @@ def test_a_gaussian_process_likelihood_through_cho_solve():
         c = tl.cho_factor(K, lower=True)
         return 0.5 * tt.sum(y * tl.cho_solve(c, y)) + tt.sum(np.log(np.diagonal(c[0])))
     tt.gradcheck(nlml, np.array(-1.0))
+
+
+def test_solve_banded_matches_scipy_and_differences():
+    """HIPS autograd's test_solve_banded: (l, u) static, the band ab and b differentiable."""
+    ab = RNG.standard_normal((3, 5)) + np.array([[0.0], [4.0], [0.0]])     # a dominant diagonal
+    b, B = RNG.standard_normal(5), RNG.standard_normal((5, 2))
+    for rhs in (b, B):
+        np.testing.assert_allclose(tl.solve_banded((1, 1), tt.tensor(ab), rhs).data,
+                                   scipy.linalg.solve_banded((1, 1), ab, rhs), rtol=1e-12)
+    ab2 = RNG.standard_normal((4, 5)) + np.array([[0.0], [0.0], [5.0], [0.0]])
+    np.testing.assert_allclose(tl.solve_banded((1, 2), ab2, b).data if isinstance(
+        tl.solve_banded((1, 2), ab2, b), tt.Tensor) else tl.solve_banded((1, 2), ab2, b),
+        scipy.linalg.solve_banded((1, 2), ab2, b), rtol=1e-12)
+    tt.gradcheck(lambda a, r: tl.solve_banded((1, 1), a, r), ab, B)
+    with pytest.raises(ValueError, match="solve_banded"):
+        tl.solve_banded((1, 1), ab[:2], b)

@@ -71,3 +71,12 @@ def test_every_public_name_is_scipys_and_listed_once():
     assert len(ts.__all__) == len(set(ts.__all__)), sorted(n for n in ts.__all__ if ts.__all__.count(n) > 1)
     assert [n for n in ts.__all__ if not hasattr(sp, n)] == []
     assert ts.psi is ts.digamma
+
+
+def test_gammasgn_is_scipys_and_carries_no_gradient():
+    """HIPS autograd's test_gammasgn: the sign of gamma, zero derivative (a plain value, as sign)."""
+    x = np.array([-2.5, -1.5, 0.3, 2.0])
+    np.testing.assert_array_equal(ts.gammasgn(tt.tensor(x, requires_grad=True)), sp.gammasgn(x))
+    np.testing.assert_array_equal(sp.gammasgn(tt.tensor(x, requires_grad=True)), sp.gammasgn(x))
+    g = tt.grad(lambda t: tt.sum(t * ts.gammasgn(t)))(x)
+    np.testing.assert_array_equal(g, sp.gammasgn(x))

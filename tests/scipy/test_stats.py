@@ -183,3 +183,13 @@ def test_allow_singular_gradient_along_the_support():
     np.testing.assert_allclose(g, -np.linalg.pinv(cov) @ np.ones(2), rtol=1e-12)
     with pytest.raises(ValueError, match="semidefinite"):
         ts.multivariate_normal.logpdf(np.ones(2), np.zeros(2), -np.eye(2), allow_singular=True)
+
+
+def test_multivariate_normal_entropy_matches_scipy_and_differences():
+    """HIPS autograd's test_mvn_entropy: entropy(mean, cov) = (d (1 + log 2 pi) + log det cov) / 2."""
+    a = RNG.standard_normal((3, 3))
+    cov = a @ a.T + np.eye(3)
+    mean = RNG.standard_normal(3)
+    close(ts.multivariate_normal.entropy(mean, tt.tensor(cov)), ss.multivariate_normal.entropy(mean, cov))
+    close(ts.multivariate_normal(mean, cov).entropy(), ss.multivariate_normal(mean, cov).entropy())
+    tt.gradcheck(lambda c: ts.multivariate_normal.entropy(mean, 0.5 * (c + c.T)), cov)

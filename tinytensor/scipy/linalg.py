@@ -7,6 +7,8 @@
                           expm([[A, E], [0, A]]) on Tensors, so higher orders are recorded too
     solve_sylvester(a, b, q)   A X + X B = Q, a primitive; every rule is another Sylvester solve
     sqrtm(A)              a primitive: X dX + dX X = dA, so both rules are Sylvester solves
+    solve_banded((l, u), ab, b)   composed: the band laid out as the dense matrix (a recorded
+                          gather), then tt.linalg.solve; O(n^2) memory, for the gradient's sake
 
 All take 2-D matrices (expm also batches); cho_factor returns a clean triangle (zeros in the
 other half, where SciPy leaves what was there).
@@ -258,4 +260,39 @@ def sqrtm(A, disp=True, blocksize=64):
     return _sqrtm(A)
 
 
-__all__ = ["solve_triangular", "cholesky", "cho_factor", "cho_solve", "expm", "solve_sylvester", "sqrtm"]
+# ----- solve_banded -------------------------------------------------------------------------------------
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """scipy.linalg.solve_banded: solve a x = b for a banded a given in SciPy's band storage,
+    a[i, j] = ab[u + i - j, j]; differentiable in ab and b ((l, u) is static). Composed: the band
+    is gathered into the dense matrix, then tt.linalg.solve (both rules of both pieces).
+
+    Examples
+    --------
+    >>> ab = tt.tensor([[0.0, 1.0, 1.0],     # the upper diagonal (its first entry unused)
+    ...                 [4.0, 4.0, 4.0],     # the diagonal
+    ...                 [1.0, 1.0, 0.0]],    # the lower diagonal (its last entry unused)
+    ...                requires_grad=True)
+    >>> x = tt.scipy.linalg.solve_banded((1, 1), ab, tt.tensor([5.0, 6.0, 5.0]))
+    >>> x
+    tensor([1., 1., 1.], requires_grad=True)
+    >>> x.sum().backward()
+    >>> ab.grad.shape                         # a gradient for every stored entry
+    (3, 3)
+    """
+    lower, upper = (int(n) for n in l_and_u)
+    shape = np.shape(ab.data if isinstance(ab, Tensor) else ab)
+    if len(shape) != 2 or shape[0] != lower + upper + 1:
+        raise ValueError(f"solve_banded: ab must have l + u + 1 = {lower + upper + 1} rows for (l, u) = "
+                         f"({lower}, {upper}), got shape {shape}")
+    n = shape[1]
+    if np.shape(b.data if isinstance(b, Tensor) else b)[:1] != (n,):
+        raise ValueError(f"solve_banded: b must have {n} rows (ab has {n} columns), got shape {np.shape(b)}")
+    i, j = np.indices((n, n))
+    band = upper + i - j                                # the row of ab that holds a[i, j]
+    inside = (band >= 0) & (band <= lower + upper)
+    dense = np.where(inside, ab[np.clip(band, 0, lower + upper), j], 0.0)
+    return tt_linalg.solve(dense, b)
+
+
+__all__ = ["solve_triangular", "cholesky", "cho_factor", "cho_solve", "expm", "solve_sylvester", "sqrtm",
+           "solve_banded"]

@@ -22,7 +22,7 @@ import scipy.special as sp
 
 from .. import ops
 from ..ops import elementwise as ew
-from ..ops.table import defprim, elementwise
+from ..ops.table import defprim, elementwise, nondifferentiable
 from ..tensor import Tensor
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
@@ -158,6 +158,22 @@ Examples
 >>> tt.scipy.special.rgamma(tt.tensor([0.5, 4.0, 0.0, -1.0]))
 tensor([0.56418958, 0.16666667, 0.        , 0.        ])
 """
+nondifferentiable(sp.gammasgn)     # scipy.special.gammasgn(t): a plain array, as np.sign(t)
+
+
+def gammasgn(x):
+    """The sign of gamma(x) (scipy.special.gammasgn) on the values: piecewise constant, no gradient
+    (a plain array, as np.sign(t)).
+
+    Examples
+    --------
+    >>> tt.scipy.special.gammasgn(tt.tensor([-0.5, 0.5, 2.0]))
+    array([-1.,  1.,  1.])
+    """
+    return sp.gammasgn(x.data if isinstance(x, Tensor) else x)
+
+
+__all__.append("gammasgn")
 
 
 def _beta_rule(which):   # d/da beta(a, b) = beta(a, b) (psi(a) - psi(a + b))

@@ -544,6 +544,18 @@ class _MultivariateNormal(_Distribution):
     def pdf(self, x, mean=None, cov=1, allow_singular=False):
         return np.exp(self.logpdf(x, mean, cov, allow_singular))
 
+    def entropy(self, mean=None, cov=1, allow_singular=False):
+        """The differential entropy (rank (1 + log 2 pi) + log det cov) / 2, as SciPy's (rank and
+        pseudo-determinant from eigh with allow_singular); differentiable in cov (mean has none)."""
+        _, _, cov, dim = self._parameters(0.0, mean, cov)
+        if allow_singular:
+            s = tt_linalg.eigvalsh(cov)
+            values = _value(s)
+            kept = values > 1e6 * np.finfo(values.dtype).eps * np.max(np.abs(values))
+            return 0.5 * (int(kept.sum()) * (LOG_2PI + 1) + ops.sum(np.log(s[kept])))
+        logdet = 2 * ops.sum(np.log(np.diagonal(tt_linalg.cholesky(cov))))
+        return 0.5 * (dim * (LOG_2PI + 1) + logdet)
+
     def cdf(self, *args, **kwds):
         raise NotImplementedError("tt.scipy.stats.multivariate_normal.cdf is not differentiable here "
                                   "(SciPy integrates it numerically); use the values: "
