@@ -346,3 +346,31 @@ def test_the_device_paths_of_scipy_only_calls_are_as_accurate():
             dev = tt.frobenius_norm(tt.tensor(v, device=NAME))
             np.testing.assert_allclose(dev.data.get(), tt.frobenius_norm(tt.tensor(v)).data, rtol=1e-6)
             assert dev.dtype == dtype
+
+
+def test_a_training_step_never_waits_for_the_device(monkeypatch):
+    """No value comes back to the host in an MLP's forward, cross-entropy (ignored labels too),
+    backward and SGD-momentum step on a device: each such read (bool, float, int, item, tolist)
+    stalls a GPU's queue (cross_entropy's ignore_index test did: 0.9 ms of a 3.7 ms step on an
+    H200 at B=1024, H=4096)."""
+    reads = []
+    for name in ("__bool__", "__float__", "__int__", "__index__", "item", "tolist"):
+        original = getattr(ForeignArray, name)
+        monkeypatch.setattr(ForeignArray, name,
+                            lambda self, *a, _o=original, _n=name: reads.append(_n) or _o(self, *a))
+    model = tt.nn.Sequential(tt.nn.Linear(8, 16, rng=0), tt.nn.ReLU(), tt.nn.Linear(16, 4, rng=1)).to(NAME)
+    opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = on(np.random.default_rng(0).standard_normal((5, 8)))
+    for labels, reduction in (([0, 1, 2, 3, 1], "mean"), ([0, -100, 2, 3, -100], "mean"),
+                              ([0, 1, -100, 3, 1], "sum"), ([0, 1, 2, 3, 1], "none")):
+        y = on(np.array(labels))
+        opt.zero_grad()
+        loss = tt.nn.CrossEntropyLoss(reduction=reduction)(model(x), y)
+        loss.sum().backward()
+        opt.step()
+    assert reads == []
+    # the ignored rows weigh nothing, as on the CPU
+    logits, labels = np.eye(4) * 3.0, np.array([0, -100, 2, -100])
+    cpu = tt.nn.CrossEntropyLoss()(tt.tensor(logits), labels)
+    dev = tt.nn.CrossEntropyLoss()(tt.tensor(on(logits)), on(labels))
+    np.testing.assert_allclose(backend.to_host(dev.data), cpu.data, rtol=1e-15)
