@@ -199,8 +199,8 @@ class Compiled:
         key.append(SHARED.quiet or STATE.grad_enabled)
         key = tuple(key)
         program = self.programs.get(key)
-        if program is not None and program.guard is not None:   # modes, closed-over numbers
-            modes = program.guard()
+        if program is not None and program.guard is not None and not program.guard.ok():
+            modes = program.guard()                              # modes, closed-over numbers
             if modes != program.modes:
                 self._why = describe_change(program.guard, program.modes, modes)
                 key = (key, modes)

@@ -16,6 +16,7 @@ Python state the function itself changes while it is recorded (a list it appends
 compared before and after the recording, and refused (`check_unchanged`).
 """
 
+import ast
 import builtins
 import dis
 import functools
@@ -462,7 +463,29 @@ class _Reach:
         exec(builtins.compile(source, "<tt.compile guard>", "exec"), namespace)
         guard = namespace["guard"]
         guard.names = [what for *_, what in readers]
+        guard.ok = _fast_check(parts, namespace)
         return guard
+
+
+def _fast_check(parts, namespace):
+    """`ok()`: whether every guarded value is still what it is now, without building the tuple:
+    `E is K` for a value read by identity (`id(E)`: K is the object itself, kept alive), `E == K`
+    for the others, and-ed (the first change stops it). A call whose ok() is False takes the
+    guard's tuple to find which program fits."""
+    tests, constants = [], {}
+    for part in parts:
+        node = ast.parse(part, mode="eval").body
+        for sub in node.elts if isinstance(node, ast.Tuple) else [node]:
+            name = f"k{len(constants)}"
+            identity = (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "id"
+                        and len(sub.args) == 1 and not sub.keywords)
+            expression = ast.unparse(sub.args[0] if identity else sub)
+            constants[name] = eval(builtins.compile(expression, "<tt.compile guard>", "eval"), namespace)
+            tests.append(f"{expression} is {name}" if identity else f"{expression} == {name}")
+    source = "def ok():\n    return (" + "\n            and ".join(tests) + ")\n"
+    scope = {**namespace, **constants}
+    exec(builtins.compile(source, "<tt.compile guard>", "exec"), scope)
+    return scope["ok"]
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})
@@ -526,6 +549,9 @@ def _reader(form, value):
         return f"id({form})"
     if isinstance(value, _module_class()):
         return f"id({form}), ms({form})"
+    if callable(value) and not isinstance(value, (functools.partial, types.MethodType)) \
+            and not hasattr(type(value), "__next__"):
+        return f"id({form})"                          # fp's own answer for a callable object
     return f"fp({form})"
 
 
