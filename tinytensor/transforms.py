@@ -23,6 +23,7 @@ So grad(grad(f)), jacobian(grad(f)) (either mode) and hvp compose to any depth.
 
 import contextlib
 import functools
+import itertools
 import math
 from collections import OrderedDict
 
@@ -819,6 +820,13 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
             basis = _eye_leaves(outs)
             if basis is None:
                 blocks = _blocks(None, outs, ins)
+            elif len(outs) == 1 and basis[0].shape[0] == 1:
+                # One output element (a network's scalar output, per example under vmap): its
+                # Jacobian is its gradient, one sweep seeded with 1, reshaped to out.shape + in.shape
+                # (no basis to map over, no rows to cut: a third of a small batched Jacobian's time).
+                grads = vjp_fn(tree_unflatten(out_structure, [basis[0][0]]))[0]
+                shape = tuple(basis[0].shape[1:])
+                blocks = [[ops.reshape(x, shape + tuple(x.shape)) for x in tree_flatten(grads)[0]]]
             else:
                 rows = _over_basis(lambda *e: vjp_fn(tree_unflatten(out_structure, list(e)))[0], basis)
                 blocks = _cut(tree_flatten(rows)[0], outs, ins, rows_are_outputs=True)
@@ -879,9 +887,10 @@ def _eye_leaves(leaves):
     n = sum(sizes)
     if n == 0:
         return None
-    dtype = np.result_type(*[_float_dtype(np.empty(0, x.dtype)) for x in leaves])
-    eye = np.eye(n, dtype=dtype)
-    at = np.cumsum([0] + sizes)
+    eye = np.eye(n, dtype=np.result_type(*[_float_dtype(x) for x in leaves]))
+    if len(leaves) == 1:          # (plain integers below: np.cumsum costs more than the rest)
+        return [backend.like(eye.reshape((n,) + shapes[0]), _device_ref(leaves[0]))]
+    at = [0, *itertools.accumulate(sizes)]
     return [backend.like(eye[:, at[i]:at[i + 1]].reshape((n,) + s), _device_ref(x))   # on x's device
             for i, (s, x) in enumerate(zip(shapes, leaves))]
 
