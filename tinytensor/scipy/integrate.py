@@ -30,8 +30,10 @@ from .. import ops
 from ..compile import compile as tt_compile
 from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
 from ..tensor import Tensor, _make, _next_id
+from ..transforms import jvp as tt_jvp
 from ..transforms import tree_flatten, tree_unflatten
 from ..transforms import vjp as tt_vjp
+from ..vmap import vmap
 
 _SUCCESS = "Integration successful."
 
@@ -63,11 +65,23 @@ class _Replay:
 
     def __init__(self, f):
         self.compiled, self.usable = tt_compile(f), True
+        self.steady = False       # replayed without recording: later calls skip the warning catch
 
     def __call__(self, *args):
         if not self.usable:
             return None
         before = self.compiled.traces
+        if self.steady:    # (catching warnings cost 2.5 us of a 8 us call, a solve makes hundreds)
+            try:
+                out = self.compiled(*args)
+            except Exception:   # noqa: BLE001
+                if self.compiled.traces == before:
+                    raise
+                out = None
+            if self.compiled.traces == before:
+                return out
+            self.steady = False           # recorded again (a branch): this call runs eagerly and
+            return None                   # the next ones are watched again
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -85,10 +99,11 @@ class _Replay:
                 return None
         for w in caught:                      # a replay's own warnings (overflow ...) are the user's
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        self.steady = self.compiled.traces == before
         return out
 
 
-_PROGRAMS = weakref.WeakKeyDictionary()     # func -> {args structure: its three _Replay programs}
+_PROGRAMS = weakref.WeakKeyDictionary()     # func -> {args structure: its four _Replay programs}
 _NO_REPLAY = lambda *args: None   # noqa: E731  (a "program" that always sends the caller to eager)
 
 
@@ -101,7 +116,8 @@ def _call(func, structure, y, t, args):
 
 def _replays(func_ref, structure):
     """The programs replayed for func (reached through func_ref, so the cache keyed by func does
-    not keep it alive): its values, its VJP (y, t, cotangent, *args) and its Jacobian."""
+    not keep it alive): its values, its VJP (y, t, cotangent, *args), its Jacobian and its
+    forward sensitivities (f and its JVP along P directions at once, the sensitivity system)."""
     def values(y, t, *args):
         return _call(func_ref(), structure, y, t, args)
 
@@ -116,7 +132,19 @@ def _replays(func_ref, structure):
         rows = [pull(e) for e in np.eye(np.shape(y)[0])]
         return (out, *[ops.PUBLIC["stack"]([row[k] for row in rows]) for k in range(len(rows[0]))])
 
-    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call)
+    def sensitivities_of_call(y, t, tangents, *args_and_tangents):
+        """(f (P, D), J_y tangents[p] + J_args arg_tangents[p] for each p (P, D)): one JVP mapped
+        over the P directions, so the sensitivity system's right-hand side is one program (half
+        the lines of D reverse sweeps, and no scatter of a cotangent into zeros per row)."""
+        n = len(args_and_tangents) // 2
+        args, arg_tangents = args_and_tangents[:n], args_and_tangents[n:]
+
+        def push(dy, *dargs):
+            return tt_jvp(lambda y, *args: _call(func_ref(), structure, y, t, args), (y, *args),
+                          (dy, *dargs), allow_unused=True)
+        return vmap(push)(tangents, *arg_tangents)
+
+    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call), _Replay(sensitivities_of_call)
 
 
 def _weakly(func):
@@ -140,11 +168,11 @@ class _RHS:
         # requires grad (a closed-over Tensor's gradient is not a VJP argument: those run eagerly,
         # checked); kept per function, so a fit's next odeint call replays without recording.
         programs = _PROGRAMS.setdefault(func, {}) if replay and _weakly(func) else {}
-        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 3
+        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 4
         if replays is None:
             replays = programs[repr(structure)] = _replays(weakref.ref(func) if _weakly(func) else
                                                            (lambda: func), structure)
-        self._values, self._pull, self._jac = replays
+        self._values, self._pull, self._jac, self._sens = replays
 
     def jacobian(self, y, t, args):
         """(f, df/dy (D, D), df/dparams (D, n) with params = the args' and captures' entries, flat)."""
@@ -166,6 +194,32 @@ class _RHS:
             rows.append([_dense(grads.get(w), w) for w in wrt])
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
+
+    def sensitivity_system(self, args, P):
+        """The right-hand side of [y, S] (S: P rows of D, the tangents of y along the y0 entries
+        and then the args' entries) for odeint, through the replayed JVP program; None when func
+        is not replayed. A call the program declines (func recorded again) runs eagerly."""
+        if self._sens is _NO_REPLAY:
+            return None
+        D = P - sum(np.size(a) for a in args)
+        eye = np.eye(P)
+        tangents, at = [], D
+        for a in args:                     # the args' tangents along each direction: constant
+            tangents.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
+            at += a.size
+        program = self._sens
+
+        def dynamics(state, s):
+            S = state[D:].reshape(P, D)
+            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *tangents)
+            if parts is None:
+                value, Jy, Jp = self.jacobian(state[:D], s, args)
+                dS = S @ Jy.T
+                dS[D:] += Jp.T
+            else:
+                value, dS = parts[0][0], parts[1]
+            return np.concatenate([value, np.reshape(dS, -1)])
+        return dynamics
 
     def call(self, y, t, args):
         return _call(self.func, self.structure, y, t, args)
@@ -362,19 +416,21 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
     args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
     params = args + [c.data for c in rhs.captures]
     P = D + sum(np.size(p) for p in params)
+    # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
+    dynamics = rhs.sensitivity_system(args, P) if not rhs.captures else None
+    if dynamics is None:
+        def dynamics(state, s):
+            value, Jy, Jp = rhs.jacobian(state[:D], s, args)
+            S = state[D:].reshape(P, D)
+            dS = S @ Jy.T
+            dS[D:] += Jp.T
+            return np.concatenate([value, dS.reshape(-1)])
 
-    def dynamics(state, s):
-        value, Jy, Jp = rhs.jacobian(state[:D], s, args)
-        S = state[D:].reshape(D, P)
-        dS = Jy @ S
-        dS[:, D:] += Jp
-        return np.concatenate([value, dS.reshape(-1)])
-
-    S0 = np.concatenate([np.eye(D), np.zeros((D, P - D))], axis=1)
+    S0 = np.concatenate([np.eye(D), np.zeros((P - D, D))])
     states = _solve(dynamics, np.concatenate([ys[0], S0.reshape(-1)]), t, _backward_options(options),
                     "sensitivity solve for the gradient")
     g = np.asarray(g, dtype=np.float64)
-    total = np.einsum("tdp,td->p", states[:, D:].reshape(T, D, P), g)     # sum_i S_i^T g_i
+    total = np.einsum("tpd,td->p", states[:, D:].reshape(T, P, D), g)     # sum_i S_i g_i
     t_grads = np.array([0.0] + [float(np.dot(rhs.values(ys[i], t[i], args), g[i])) for i in range(1, T)])
     t_grads[0] = -float(np.dot(rhs.values(ys[0], t[0], args), total[:D] - g[0]))
     out = [total[:D].astype(ys.dtype), t_grads.astype(np.result_type(t, np.float32))]
