@@ -195,29 +195,18 @@ class _RHS:
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
 
-    def sensitivity_system(self, args, P):
-        """The right-hand side of [y, S] (S: P rows of D, the tangents of y along the y0 entries
-        and then the args' entries) for odeint, through the replayed JVP program; None when func
-        is not replayed. A call the program declines (func recorded again) runs eagerly."""
-        if self._sens is _NO_REPLAY:
-            return None
-        D = P - sum(np.size(a) for a in args)
-        eye = np.eye(P)
-        tangents, at = [], D
-        for a in args:                     # the args' tangents along each direction: constant
-            tangents.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
-            at += a.size
-        program = self._sens
+    def sensitivity_system(self, D, args, arg_tangents, fallback):
+        """The right-hand side of [y, S] for odeint, S holding P rows of D: the tangents of y
+        along P directions, in each of which the args move by arg_tangents[k][p] (constant).
+        f and its JVP along all P directions are one replayed program; `fallback(y, s, S)` ->
+        (f, dS) runs eagerly when func is not replayed (it closes over Tensors that require grad,
+        or replay=False) and for a call the program declines (func recorded again)."""
+        program = self._sens if not self.captures else _NO_REPLAY
 
         def dynamics(state, s):
-            S = state[D:].reshape(P, D)
-            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *tangents)
-            if parts is None:
-                value, Jy, Jp = self.jacobian(state[:D], s, args)
-                dS = S @ Jy.T
-                dS[D:] += Jp.T
-            else:
-                value, dS = parts[0][0], parts[1]
+            S = state[D:].reshape(-1, D)
+            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *arg_tangents)
+            value, dS = fallback(state[:D], s, S) if parts is None else (parts[0][0], parts[1])
             return np.concatenate([value, np.reshape(dS, -1)])
         return dynamics
 
@@ -417,15 +406,18 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
     params = args + [c.data for c in rhs.captures]
     P = D + sum(np.size(p) for p in params)
     # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
-    dynamics = rhs.sensitivity_system(args, P) if not rhs.captures else None
-    if dynamics is None:
-        def dynamics(state, s):
-            value, Jy, Jp = rhs.jacobian(state[:D], s, args)
-            S = state[D:].reshape(P, D)
-            dS = S @ Jy.T
-            dS[D:] += Jp.T
-            return np.concatenate([value, dS.reshape(-1)])
 
+    def by_jacobian(y, s, S):
+        value, Jy, Jp = rhs.jacobian(y, s, args)
+        dS = S @ Jy.T
+        dS[D:] += Jp.T
+        return value, dS
+
+    eye, basis, at = np.eye(P), [], D
+    for a in args:                         # each args leaf's tangent along each direction
+        basis.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
+        at += a.size
+    dynamics = rhs.sensitivity_system(D, args, basis, by_jacobian)
     S0 = np.concatenate([np.eye(D), np.zeros((P - D, D))])
     states = _solve(dynamics, np.concatenate([ys[0], S0.reshape(-1)]), t, _backward_options(options),
                     "sensitivity solve for the gradient")
@@ -450,10 +442,12 @@ def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
     if t_t is not None:
         s0 -= rhs.values(ys[0], t[0], args) * t_t[0]
 
-    def dynamics(state, s):
-        dy, ds = rhs.push(state[:D], s, args, [state[D:], *t_params])
-        return np.concatenate([dy, ds])
+    def by_push(y, s, S):
+        return rhs.push(y, s, args, [S[0], *t_params])
 
+    directions = [np.zeros((1,) + a.shape) if d is None else np.reshape(d, (1,) + a.shape)
+                  for a, d in zip(args, t_params)]
+    dynamics = rhs.sensitivity_system(D, args, directions, by_push)
     out = _solve(dynamics, np.concatenate([ys[0], s0]), t, options, "forward sensitivity solve")[:, D:]
     if t_t is not None:
         slopes = np.stack([rhs.values(ys[i], t[i], args) for i in range(len(t))])
