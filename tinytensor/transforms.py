@@ -34,6 +34,7 @@ from .ops.batching import BatchArray
 from .state import STATE
 from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _make
+from .vmap import materialize, rewrap, vmap
 
 __all__ = ["vjp", "jvp", "grad", "value_and_grad", "jacobian", "hvp", "tree_flatten", "tree_unflatten"]
 
@@ -355,8 +356,6 @@ def vjp(f, *primals, allow_unused=False):
 def _stacked(f, structure, levels, outs_structure):
     """f on the examples stacked along leading axes: a function of stacked inputs (the leaves of
     `structure`) returning stacked outputs; `outs_structure` receives the output's structure."""
-    from .vmap import materialize, rewrap
-
     def g(*stacked):
         leaves = tree_flatten(tuple(stacked))[0]
         out = f(*tree_unflatten(structure, [rewrap(x, levels) for x in leaves]))
@@ -367,13 +366,11 @@ def _stacked(f, structure, levels, outs_structure):
 
 
 def _materialized(tree, levels):
-    from .vmap import materialize
     leaves, structure = tree_flatten(tree)
     return tree_unflatten(structure, [materialize(x, levels) for x in leaves])
 
 
 def _rewrapped(tree, levels):
-    from .vmap import rewrap
     leaves, structure = tree_flatten(tree)
     return tree_unflatten(structure, [rewrap(x, levels) for x in leaves])
 
@@ -817,16 +814,16 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
         if mode == "rev":
             out, vjp_fn = vjp(g, primal, allow_unused=allow_unused)
             outs, out_structure = tree_flatten(out)
-            basis = _eye_leaves(outs)
-            if basis is None:
-                blocks = _blocks(None, outs, ins)
-            elif len(outs) == 1 and basis[0].shape[0] == 1:
+            if len(outs) == 1 and math.prod(outs[0].shape) == 1:
                 # One output element (a network's scalar output, per example under vmap): its
                 # Jacobian is its gradient, one sweep seeded with 1, reshaped to out.shape + in.shape
                 # (no basis to map over, no rows to cut: a third of a small batched Jacobian's time).
-                grads = vjp_fn(tree_unflatten(out_structure, [basis[0][0]]))[0]
-                shape = tuple(basis[0].shape[1:])
+                shape = tuple(outs[0].shape)
+                seed = backend.like(np.ones(shape, _float_dtype(outs[0])), _device_ref(outs[0]))
+                grads = vjp_fn(tree_unflatten(out_structure, [seed]))[0]
                 blocks = [[ops.reshape(x, shape + tuple(x.shape)) for x in tree_flatten(grads)[0]]]
+            elif (basis := _eye_leaves(outs)) is None:
+                blocks = _blocks(None, outs, ins)
             else:
                 rows = _over_basis(lambda *e: vjp_fn(tree_unflatten(out_structure, list(e)))[0], basis)
                 blocks = _cut(tree_flatten(rows)[0], outs, ins, rows_are_outputs=True)
@@ -857,7 +854,6 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
 
 def _over_basis(fn, basis):
     """vmap(fn)(*basis); for a basis of one vector (a scalar output, say), fn itself."""
-    from .vmap import vmap
     if basis[0].shape[0] != 1:
         try:
             return vmap(fn)(*basis)
