@@ -818,8 +818,9 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
                 # One output element (a network's scalar output, per example under vmap): its
                 # Jacobian is its gradient, one sweep seeded with 1, reshaped to out.shape + in.shape
                 # (no basis to map over, no rows to cut: a third of a small batched Jacobian's time).
-                shape = tuple(outs[0].shape)
-                seed = backend.like(np.ones(shape, _float_dtype(outs[0])), _device_ref(outs[0]))
+                shape = tuple(outs[0].shape)      # the seed: tape's cached read-only ones of that
+                like = backend.namespace(_device_ref(outs[0])).empty(shape, _float_dtype(outs[0]))
+                seed = _seed(like)                  # shape and dtype, on the output's device
                 grads = vjp_fn(tree_unflatten(out_structure, [seed]))[0]
                 blocks = [[ops.reshape(x, shape + tuple(x.shape)) for x in tree_flatten(grads)[0]]]
             elif (basis := _eye_leaves(outs)) is None:
