@@ -27,6 +27,7 @@ import numpy as np
 import scipy.integrate
 
 from .. import ops
+from ..compile import RECOMPILE_LIMIT
 from ..compile import compile as tt_compile
 from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
 from ..tensor import Tensor, _make, _next_id
@@ -99,7 +100,9 @@ class _Replay:
                 return None
         for w in caught:                      # a replay's own warnings (overflow ...) are the user's
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        self.steady = self.compiled.traces == before
+        # steady: later calls skip the catch, unless a new key could reach tt.compile's recording
+        # limit, whose warning (naming this internal program) the catch keeps from the user
+        self.steady = self.compiled.traces == before < RECOMPILE_LIMIT
         return out
 
 
