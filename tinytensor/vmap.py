@@ -55,8 +55,8 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error", axis_size=None):
                              f"{len(args)} positional argument(s); give one entry per argument")
         specs = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
         leaves, structure = tree_flatten((tuple(args), kwargs))
-        if isinstance(in_axes, tuple) or kwargs:
-            axes = []
+        if not (in_axes is None or isinstance(in_axes, (int, np.integer))) or kwargs:
+            axes = []      # per argument: a tuple of entries, or one pytree prefix for each
             for i, (a, spec) in enumerate(zip(args, specs)):
                 where = f"in_axes[{i}]" if isinstance(in_axes, tuple) else "in_axes"
                 axes.extend(_prefix_axes(spec, a, where))

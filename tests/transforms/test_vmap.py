@@ -301,3 +301,12 @@ def test_the_input_jacobian_of_a_tanh_network_in_one_call():
     h2 = np.tanh(h1 @ W2 + b2)
     by_hand = ((((1 - h2 ** 2) * W3[:, 0]) @ W2.T) * (1 - h1 ** 2)) @ W1.T
     np.testing.assert_allclose(tt.vmap(tt.jacobian(net))(P), by_hand[:, None, :], rtol=1e-12, atol=1e-14)
+
+
+def test_a_dict_in_axes_applies_to_every_argument_as_a_prefix():
+    """in_axes given as one dict (not a tuple) is a prefix for each positional argument."""
+    q = {"a": X, "b": X[0]}
+    out = tt.vmap(lambda q: q["a"] * q["b"], in_axes={"a": 0, "b": None})(q)
+    np.testing.assert_allclose(out, X * X[0])
+    out = tt.vmap(lambda p, q: p["a"] + q["b"], in_axes={"a": 0, "b": None})({"a": X, "b": X[0]}, q)
+    np.testing.assert_allclose(out, X + X[0])

@@ -197,7 +197,6 @@ class _RHS:
             rows.append([_dense(grads.get(w), w) for w in wrt])
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
-
     def sensitivity_system(self, D, args, arg_tangents, fallback):
         """The right-hand side of [y, S] for odeint, S holding P rows of D: the tangents of y
         along P directions, in each of which the args move by arg_tangents[k][p] (constant).
@@ -408,7 +407,6 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
     args = [np.asarray(a, dtype=np.float64) for a in inputs[:rhs.n_args]]
     params = args + [c.data for c in rhs.captures]
     P = D + sum(np.size(p) for p in params)
-    # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
 
     def by_jacobian(y, s, S):
         value, Jy, Jp = rhs.jacobian(y, s, args)
@@ -416,6 +414,7 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
         dS[D:] += Jp.T
         return value, dS
 
+    # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
     eye, basis, at = np.eye(P), [], D
     for a in args:                         # each args leaf's tangent along each direction
         basis.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
