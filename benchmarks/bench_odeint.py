@@ -8,7 +8,10 @@ The scientist's fit: four rate parameters theta, y(t) = odeint(lv, y0, t, theta)
     run eagerly on every call;
   * JAX (when installed): jax.jit(jax.value_and_grad(loss)) with jax.experimental.ode.odeint
     (Dormand-Prince), timed after its first (compiling) call;
-both at rtol = atol = 1e-8, the gradients checked against each other first. One thread each;
+  * the floor of the design, for scale: the same two SciPy solves with the right-hand side and
+    its Jacobian written by hand in NumPy (what tinytensor's replayed programs would cost if each
+    call cost what hand-written NumPy costs);
+all at rtol = atol = 1e-8, the gradients checked against each other first. One thread each;
 rounds interleaved, medians reported.
 
     python benchmarks/bench_odeint.py [--rounds 5]
@@ -26,6 +29,7 @@ import statistics
 import time
 
 import numpy as np
+import scipy.integrate
 
 import tinytensor as tt
 from tinytensor.scipy.integrate import odeint
@@ -75,6 +79,29 @@ def jax_step():
     return run
 
 
+def scipy_by_hand_step(theta):
+    """The floor of this design: SciPy's odeint with a hand-written NumPy right-hand side, then
+    the same sensitivity system (y, dy/dy0, dy/dtheta) with a hand-written Jacobian: every
+    Python call of the solver costs what NumPy costs, nothing of tinytensor's."""
+    a, b, c, d = theta
+
+    def f(y, t):
+        return np.array([a * y[0] - b * y[0] * y[1], -c * y[1] + d * y[0] * y[1]])
+
+    def system(state, t):
+        y, S = state[:2], state[2:].reshape(6, 2)        # rows: d/dy0 (2), d/dtheta (4)
+        Jy = np.array([[a - b * y[1], -b * y[0]], [d * y[1], -c + d * y[0]]])
+        dS = S @ Jy.T
+        dS[2:] += np.array([[y[0], 0.0], [-y[0] * y[1], 0.0], [0.0, -y[1]], [0.0, y[0] * y[1]]])
+        return np.concatenate([f(y, t), dS.ravel()])
+
+    ys = scipy.integrate.odeint(f, Y0, T, **TOL)
+    S0 = np.concatenate([np.eye(2), np.zeros((4, 2))]).ravel()
+    states = scipy.integrate.odeint(system, np.concatenate([Y0, S0]), T, mxstep=500, **TOL)
+    g = 2 * (ys - DATA)
+    return float(np.sum((ys - DATA) ** 2)), np.einsum("tpd,td->p", states[:, 2:].reshape(len(T), 6, 2), g)[2:]
+
+
 def tt_step(theta):
     value, grad = tt.value_and_grad(tt_loss)(theta)
     return float(value), grad
@@ -96,7 +123,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    steps = {"tinytensor": tt_step, "tinytensor replay=False": tt_eager_step}
+    steps = {"tinytensor": tt_step, "tinytensor replay=False": tt_eager_step,
+             "SciPy, NumPy by hand": scipy_by_hand_step}
+    ours, floor = tt_step(THETA), scipy_by_hand_step(THETA)
+    assert np.allclose(ours[1], floor[1], rtol=1e-6), (ours, floor)
     jax_run = jax_step()
     if jax_run is not None:
         steps["jax (jit, cached)"] = jax_run
@@ -108,7 +138,7 @@ def main():
     times = {name: [] for name in steps}
     for _ in range(args.rounds):
         for name, fun in steps.items():
-            times[name].append(timed(fun, 5 if name.startswith("tinytensor") else 50))
+            times[name].append(timed(fun, 50 if name.startswith("jax") else 5))
     base = statistics.median(times.get("jax (jit, cached)", [float("nan")]))
     for name, values in times.items():
         median = statistics.median(values)

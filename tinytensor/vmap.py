@@ -67,10 +67,14 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error", axis_size=None):
                              f"{len(args)} positional argument(s); give one entry per argument")
         specs = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
         leaves, structure = tree_flatten((tuple(args), kwargs))
-        axes = []
-        for i, (a, spec) in enumerate(zip(args, specs)):
-            axes.extend(_prefix_axes(spec, a, f"in_axes[{i}]" if isinstance(in_axes, tuple) else "in_axes"))
-        axes.extend([0] * (len(leaves) - len(axes)))          # keyword arguments: axis 0
+        if not (in_axes is None or isinstance(in_axes, (int, np.integer))) or kwargs:
+            axes = []      # per argument: a tuple of entries, or one pytree prefix for each
+            for i, (a, spec) in enumerate(zip(args, specs)):
+                where = f"in_axes[{i}]" if isinstance(in_axes, tuple) else "in_axes"
+                axes.extend(_prefix_axes(spec, a, where))
+            axes.extend([0] * (len(leaves) - len(axes)))      # keyword arguments: axis 0
+        else:                                   # one axis (or None) for every leaf
+            axes = [in_axes] * len(leaves)
         size = _size(leaves, axes, axis_size, structure)
         frame = _Frame(size, randomness)
         inputs = [leaf if ax is None else BatchArray(_operand(leaf), _axis(ax, _operand(leaf), i), frame)

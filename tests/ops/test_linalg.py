@@ -345,3 +345,19 @@ def test_random_einsums_match_numpy_and_central_differences():
         close(tt.einsum(spec, *[leaf(x) for x in operands]), expected)
         assert tt.gradcheck(lambda *xs, spec=spec: tt.einsum(spec, *xs), *operands)
         checked += 1
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_matmul_vjp_with_one_output_column_is_the_outer_product_of_the_gemm(dtype):
+    """g @ b^T with b of one column (a network's single output) is computed as one broadcast
+    multiply: the same single products as the GEMM, bit for bit, at any batch rank."""
+    r = np.random.default_rng(5)
+    for a_shape, b_shape in [((7, 4), (4, 1)), ((3, 7, 4), (4, 1)), ((3, 7, 4), (3, 4, 1))]:
+        a = leaf(r.standard_normal(a_shape).astype(dtype))
+        b = leaf(r.standard_normal(b_shape).astype(dtype))
+        g = r.standard_normal(np.broadcast_shapes(a_shape[:-1], b_shape[:-2] + (1,))[:-1]
+                              + a_shape[-2:-1] + (1,)).astype(dtype)
+        (a @ b).backward(g)
+        expected = np.matmul(g, np.swapaxes(b.data, -1, -2))
+        assert a.grad.dtype == dtype
+        np.testing.assert_array_equal(a.grad, expected)

@@ -293,3 +293,38 @@ def test_decreasing_times_in_both_paths(vjp_path):
     args = (np.array([1.0, 2.0]), np.array([1.0, 0.5, 0.0]), np.array([0.5, 1.5]))
     for g, n in zip(tt.grad(loss, argnums=(0, 1, 2))(*args), tt.numerical_grad(loss, *args, eps=1e-5)):
         np.testing.assert_allclose(g, n, rtol=1e-7)
+
+
+def test_replay_of_a_branching_right_hand_side_gives_the_eager_numbers():
+    """A right-hand side that branches on t records one program per branch; the calls that
+    record again mid-solve run eagerly (values, the VJP's sensitivity system, the JVP's), so the
+    replayed value and both modes' derivatives equal eager ones."""
+    def f(y, t, k):
+        return -k * y if t < 0.5 else -2.0 * k * y + tt.sin(t)
+    opts = dict(rtol=1e-10, atol=1e-10, hmax=0.05)
+    loss = lambda k, replay: tt.sum(odeint(f, np.array([1.0, 2.0]), np.array([0.0, 0.3, 1.0]), args=(k,),  # noqa: E731
+                                           replay=replay, **opts) ** 2)
+    k = np.array([0.7, 1.3])
+    eager, replayed = (tt.value_and_grad(loss)(k, replay) for replay in (False, True))
+    np.testing.assert_allclose(replayed[0], eager[0], rtol=1e-12)
+    np.testing.assert_allclose(replayed[1], eager[1], rtol=1e-9)
+    fwd = tt.jacobian(lambda k: loss(k, True), mode="fwd")(k)
+    np.testing.assert_allclose(fwd, eager[1], rtol=1e-6)
+    numerical = tt.numerical_grad(lambda k: loss(k, False), k, eps=1e-6)[0]
+    np.testing.assert_allclose(eager[1], numerical, rtol=1e-4)
+
+
+def test_the_gradient_replays_one_recorded_sensitivity_program():
+    """The speed of odeint's gradient (issue 30) rests on the sensitivity system's right-hand side
+    being replayed, not recorded per call: after two fits, f's values and sensitivity programs
+    were each recorded once and are in use."""
+    def lv(y, t, theta):
+        return tt.stack([theta[0] * y[0] - theta[1] * y[0] * y[1], -theta[2] * y[1] + theta[3] * y[0] * y[1]])
+    loss = lambda theta: tt.sum(odeint(lv, np.array([10.0, 5.0]), np.linspace(0, 2, 5), args=(theta,)) ** 2)  # noqa: E731
+    theta = np.array([1.0, 0.1, 1.5, 0.075])
+    first = tt.value_and_grad(loss)(theta)
+    second = tt.value_and_grad(loss)(theta * 1.01)
+    (values, _, _, sensitivities), = integrate._PROGRAMS[lv].values()
+    for program in (values, sensitivities):
+        assert program.usable and program.steady and program.compiled.traces == 1
+    assert np.isfinite(first[1]).all() and not np.allclose(first[1], second[1])

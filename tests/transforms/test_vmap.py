@@ -260,3 +260,53 @@ def test_has_aux_as_jax():
     assert J.shape == (5, 3, 3) and type(auxes) is np.ndarray
     with pytest.raises(TypeError, match="pair"):
         tt.grad(lambda v: tt.sum(v), has_aux=True)(X[0])
+
+
+# ----- the one-output Jacobian (issue 33's input Jacobian of a network) -------------------------------
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_one_element_output_jacobian_is_its_gradient_reshaped(dtype):
+    """One output element takes a single sweep (no basis, no rows to cut): the blocks keep
+    out.shape + in.shape, the dtype, every input leaf of a pytree, and equal jacfwd's."""
+    rng = np.random.default_rng(3)
+    p = {"x": rng.standard_normal((6, 2)).astype(dtype), "s": rng.standard_normal(3).astype(dtype)}
+    W1, W2 = rng.standard_normal((2, 3)).astype(dtype), rng.standard_normal((3, 1)).astype(dtype)
+    nets = {(1,): lambda q: tt.tanh(q["x"] @ W1 * q["s"]) @ W2,
+            (): lambda q: tt.sum(tt.tanh(q["x"] @ W1 * q["s"]) @ W2),
+            (1, 1): lambda q: tt.reshape(tt.sum(tt.tanh(q["x"] @ W1 * q["s"]) @ W2), (1, 1))}
+    for out_shape, f in nets.items():
+        one = lambda q: f({"x": q["x"][None], "s": q["s"]})[0] if out_shape == (1,) else f(  # noqa: E731
+            {"x": q["x"][None], "s": q["s"]})
+        for g in (f, one):
+            rev = tt.vmap(tt.jacobian(g), in_axes=({"x": 0, "s": None},))(p)
+            fwd = tt.vmap(tt.jacobian(g, mode="fwd"), in_axes=({"x": 0, "s": None},))(p)
+            loop = [tt.jacobian(g)({"x": p["x"][i], "s": p["s"]}) for i in range(6)]
+            for k in ("x", "s"):
+                assert rev[k].dtype == dtype
+                assert rev[k].shape == fwd[k].shape == (6,) + np.shape(loop[0][k])
+                tol = 1e-12 if dtype == np.float64 else 1e-5
+                np.testing.assert_allclose(rev[k], fwd[k], rtol=tol, atol=tol)
+                np.testing.assert_allclose(rev[k], np.stack([j[k] for j in loop]), rtol=tol, atol=tol)
+
+
+def test_the_input_jacobian_of_a_tanh_network_in_one_call():
+    """bench_vmap.py's workload (issue 33), small: vmap(jacobian(net)) against the hand-written
+    NumPy Jacobian, to rounding."""
+    rng = np.random.default_rng(0)
+    P = rng.standard_normal((50, 2))
+    W1, b1 = rng.standard_normal((2, 16)), rng.standard_normal(16)
+    W2, b2 = rng.standard_normal((16, 16)) / 4, rng.standard_normal(16)
+    W3, b3 = rng.standard_normal((16, 1)) / 4, rng.standard_normal(1)
+    net = lambda x: tt.tanh(tt.tanh(x @ W1 + b1) @ W2 + b2) @ W3 + b3       # noqa: E731
+    h1 = np.tanh(P @ W1 + b1)
+    h2 = np.tanh(h1 @ W2 + b2)
+    by_hand = ((((1 - h2 ** 2) * W3[:, 0]) @ W2.T) * (1 - h1 ** 2)) @ W1.T
+    np.testing.assert_allclose(tt.vmap(tt.jacobian(net))(P), by_hand[:, None, :], rtol=1e-12, atol=1e-14)
+
+
+def test_a_dict_in_axes_applies_to_every_argument_as_a_prefix():
+    """in_axes given as one dict (not a tuple) is a prefix for each positional argument."""
+    q = {"a": X, "b": X[0]}
+    out = tt.vmap(lambda q: q["a"] * q["b"], in_axes={"a": 0, "b": None})(q)
+    np.testing.assert_allclose(out, X * X[0])
+    out = tt.vmap(lambda p, q: p["a"] + q["b"], in_axes={"a": 0, "b": None})({"a": X, "b": X[0]}, q)
+    np.testing.assert_allclose(out, X + X[0])

@@ -288,7 +288,14 @@ def _axes(axis, nd):
 
 
 def _example_nd(vals, dims):
-    return max((_ndim(v) - (d is not None) for v, d in zip(vals, dims) if v is not None), default=0)
+    """The largest example rank among the operands (a plain loop: it runs for every batched op)."""
+    nd = 0
+    for v, d in zip(vals, dims):
+        if v is not None:
+            k = (v.ndim if hasattr(v, "ndim") else np.ndim(v)) - (d is not None)
+            if k > nd:
+                nd = k
+    return nd
 
 
 # ----- the rule families ------------------------------------------------------------------------

@@ -578,6 +578,10 @@ def _matmul_vjp_a(g, ans, a, b):
         return g * b if a.ndim == 1 else g[..., None] * b
     if a.ndim == 1:                           # (k,) @ (..., k, m) -> (..., m)
         return (b @ g[..., None])[..., 0]
+    if b.shape[-1] == 1 and type(g) is np.ndarray and type(b) is np.ndarray:
+        # m = 1 (a network's one output): g @ b^T is an outer product, the same single products as
+        # one broadcast multiply, which is 2-3x faster than a GEMM with an inner dimension of 1
+        return g * _swap_last(b)
     if _batched_by_matrix(g, b):
         return _rows_times(g, b.T)
     return g @ _swap_last(b)

@@ -27,11 +27,14 @@ import numpy as np
 import scipy.integrate
 
 from .. import ops
+from ..compile import RECOMPILE_LIMIT
 from ..compile import compile as tt_compile
 from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
 from ..tensor import Tensor, _make, _next_id
+from ..transforms import jvp as tt_jvp
 from ..transforms import tree_flatten, tree_unflatten
 from ..transforms import vjp as tt_vjp
+from ..vmap import vmap
 
 _SUCCESS = "Integration successful."
 
@@ -63,11 +66,23 @@ class _Replay:
 
     def __init__(self, f):
         self.compiled, self.usable = tt_compile(f), True
+        self.steady = False       # replayed without recording: later calls skip the warning catch
 
     def __call__(self, *args):
         if not self.usable:
             return None
         before = self.compiled.traces
+        if self.steady:    # (catching warnings cost 2.5 us of a 8 us call, a solve makes hundreds)
+            try:
+                out = self.compiled(*args)
+            except Exception:   # noqa: BLE001
+                if self.compiled.traces == before:
+                    raise
+                out = None
+            if self.compiled.traces == before:
+                return out
+            self.steady = False           # recorded again (a branch): this call runs eagerly and
+            return None                   # the next ones are watched again
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
@@ -85,10 +100,13 @@ class _Replay:
                 return None
         for w in caught:                      # a replay's own warnings (overflow ...) are the user's
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        # steady: later calls skip the catch, unless a new key could reach tt.compile's recording
+        # limit, whose warning (naming this internal program) the catch keeps from the user
+        self.steady = self.compiled.traces == before < RECOMPILE_LIMIT
         return out
 
 
-_PROGRAMS = weakref.WeakKeyDictionary()     # func -> {args structure: its three _Replay programs}
+_PROGRAMS = weakref.WeakKeyDictionary()     # func -> {args structure: its four _Replay programs}
 _NO_REPLAY = lambda *args: None   # noqa: E731  (a "program" that always sends the caller to eager)
 
 
@@ -101,7 +119,8 @@ def _call(func, structure, y, t, args):
 
 def _replays(func_ref, structure):
     """The programs replayed for func (reached through func_ref, so the cache keyed by func does
-    not keep it alive): its values, its VJP (y, t, cotangent, *args) and its Jacobian."""
+    not keep it alive): its values, its VJP (y, t, cotangent, *args), its Jacobian and its
+    forward sensitivities (f and its JVP along P directions at once, the sensitivity system)."""
     def values(y, t, *args):
         return _call(func_ref(), structure, y, t, args)
 
@@ -116,7 +135,19 @@ def _replays(func_ref, structure):
         rows = [pull(e) for e in np.eye(np.shape(y)[0])]
         return (out, *[ops.PUBLIC["stack"]([row[k] for row in rows]) for k in range(len(rows[0]))])
 
-    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call)
+    def sensitivities_of_call(y, t, tangents, *args_and_tangents):
+        """(f (P, D), J_y tangents[p] + J_args arg_tangents[p] for each p (P, D)): one JVP mapped
+        over the P directions, so the sensitivity system's right-hand side is one program (half
+        the lines of D reverse sweeps, and no scatter of a cotangent into zeros per row)."""
+        n = len(args_and_tangents) // 2
+        args, arg_tangents = args_and_tangents[:n], args_and_tangents[n:]
+
+        def push(dy, *dargs):
+            return tt_jvp(lambda y, *args: _call(func_ref(), structure, y, t, args), (y, *args),
+                          (dy, *dargs), allow_unused=True)
+        return vmap(push)(tangents, *arg_tangents)
+
+    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call), _Replay(sensitivities_of_call)
 
 
 def _weakly(func):
@@ -140,11 +171,11 @@ class _RHS:
         # requires grad (a closed-over Tensor's gradient is not a VJP argument: those run eagerly,
         # checked); kept per function, so a fit's next odeint call replays without recording.
         programs = _PROGRAMS.setdefault(func, {}) if replay and _weakly(func) else {}
-        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 3
+        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 4
         if replays is None:
             replays = programs[repr(structure)] = _replays(weakref.ref(func) if _weakly(func) else
                                                            (lambda: func), structure)
-        self._values, self._pull, self._jac = replays
+        self._values, self._pull, self._jac, self._sens = replays
 
     def jacobian(self, y, t, args):
         """(f, df/dy (D, D), df/dparams (D, n) with params = the args' and captures' entries, flat)."""
@@ -166,6 +197,20 @@ class _RHS:
             rows.append([_dense(grads.get(w), w) for w in wrt])
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
+    def sensitivity_system(self, D, args, arg_tangents, fallback):
+        """The right-hand side of [y, S] for odeint, S holding P rows of D: the tangents of y
+        along P directions, in each of which the args move by arg_tangents[k][p] (constant).
+        f and its JVP along all P directions are one replayed program; `fallback(y, s, S)` ->
+        (f, dS) runs eagerly when func is not replayed (it closes over Tensors that require grad,
+        or replay=False) and for a call the program declines (func recorded again)."""
+        program = self._sens if not self.captures else _NO_REPLAY
+
+        def dynamics(state, s):
+            S = state[D:].reshape(-1, D)
+            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *arg_tangents)
+            value, dS = fallback(state[:D], s, S) if parts is None else (parts[0][0], parts[1])
+            return np.concatenate([value, np.reshape(dS, -1)])
+        return dynamics
 
     def call(self, y, t, args):
         return _call(self.func, self.structure, y, t, args)
@@ -363,18 +408,23 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
     params = args + [c.data for c in rhs.captures]
     P = D + sum(np.size(p) for p in params)
 
-    def dynamics(state, s):
-        value, Jy, Jp = rhs.jacobian(state[:D], s, args)
-        S = state[D:].reshape(D, P)
-        dS = Jy @ S
-        dS[:, D:] += Jp
-        return np.concatenate([value, dS.reshape(-1)])
+    def by_jacobian(y, s, S):
+        value, Jy, Jp = rhs.jacobian(y, s, args)
+        dS = S @ Jy.T
+        dS[D:] += Jp.T
+        return value, dS
 
-    S0 = np.concatenate([np.eye(D), np.zeros((D, P - D))], axis=1)
+    # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
+    eye, basis, at = np.eye(P), [], D
+    for a in args:                         # each args leaf's tangent along each direction
+        basis.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
+        at += a.size
+    dynamics = rhs.sensitivity_system(D, args, basis, by_jacobian)
+    S0 = np.concatenate([np.eye(D), np.zeros((P - D, D))])
     states = _solve(dynamics, np.concatenate([ys[0], S0.reshape(-1)]), t, _backward_options(options),
                     "sensitivity solve for the gradient")
     g = np.asarray(g, dtype=np.float64)
-    total = np.einsum("tdp,td->p", states[:, D:].reshape(T, D, P), g)     # sum_i S_i^T g_i
+    total = np.einsum("tpd,td->p", states[:, D:].reshape(T, P, D), g)     # sum_i S_i g_i
     t_grads = np.array([0.0] + [float(np.dot(rhs.values(ys[i], t[i], args), g[i])) for i in range(1, T)])
     t_grads[0] = -float(np.dot(rhs.values(ys[0], t[0], args), total[:D] - g[0]))
     out = [total[:D].astype(ys.dtype), t_grads.astype(np.result_type(t, np.float32))]
@@ -394,10 +444,12 @@ def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
     if t_t is not None:
         s0 -= rhs.values(ys[0], t[0], args) * t_t[0]
 
-    def dynamics(state, s):
-        dy, ds = rhs.push(state[:D], s, args, [state[D:], *t_params])
-        return np.concatenate([dy, ds])
+    def by_push(y, s, S):
+        return rhs.push(y, s, args, [S[0], *t_params])
 
+    directions = [np.zeros((1,) + a.shape) if d is None else np.reshape(d, (1,) + a.shape)
+                  for a, d in zip(args, t_params)]
+    dynamics = rhs.sensitivity_system(D, args, directions, by_push)
     out = _solve(dynamics, np.concatenate([ys[0], s0]), t, options, "forward sensitivity solve")[:, D:]
     if t_t is not None:
         slopes = np.stack([rhs.values(ys[i], t[i], args) for i in range(len(t))])
