@@ -27,9 +27,7 @@ def sweep(tracer, out):
     require grad to the reached Tensors that require grad, from cotangent arguments. Returns
     (root positions among out's leaves, cotangent variables, the Tensors, their gradients' values)
     or None when nothing needs the tape."""
-    leaves, _ = transforms.tree_flatten(out)
-    roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
-    wrt = [t for _, t in tracer.lives if t.requires_grad]
+    leaves, _, roots, wrt = _on_the_tape(tracer, out)
     if not roots or not wrt:
         return None
     cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in roots]
@@ -40,6 +38,14 @@ def sweep(tracer, out):
         tracer.hookless = ()
     grads = [results.get(t) for t in wrt]
     return roots, [tracer.var_of(c) for c in cotangents], wrt, grads
+
+
+def _on_the_tape(tracer, out):
+    """out's leaves and structure, the positions of its results that require grad, and the
+    reached Tensors that require grad."""
+    leaves, structure = transforms.tree_flatten(out)
+    roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
+    return leaves, structure, roots, [t for _, t in tracer.lives if t.requires_grad]
 
 
 def split(tracer, out, swept, fname):
@@ -188,9 +194,7 @@ def spent(tracer, out, program, fname):
     that required grad eagerly are Tensors that require grad here too, on one tape entry that
     refuses a second backward (eagerly, the step's in-place update makes it an error as well).
     The program itself where there are none."""
-    leaves, structure = transforms.tree_flatten(out)
-    roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
-    wrt = [t for _, t in tracer.lives if t.requires_grad]
+    _, structure, roots, wrt = _on_the_tape(tracer, out)
     if not roots or not wrt:
         return None
     return Spent(program, roots, structure, wrt, fname, single=isinstance(out, Tensor))
