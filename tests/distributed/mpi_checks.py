@@ -254,6 +254,29 @@ def check_overlap():
             runs.append(np.concatenate([p.data.ravel() for p in model.parameters()]))
         assert runs[0].dtype == dtype and np.array_equal(runs[0], runs[1]), \
             f"{dtype.__name__}: overlapped != after the backward by {np.max(np.abs(runs[0] - runs[1]))}"
+    # the averaged gradients are views of the buckets, never overwritten while held: a .grad kept
+    # from one step keeps its values; once nothing holds them, the next step reuses the memory
+    ddp = DDP(make_model(0), bucket_cap_mb=0.0005)
+    opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    batches = list(tt.data.minibatches(X, y, 8, rng=4, rank=r, world_size=w))
+
+    def step(k):
+        opt.zero_grad()
+        loss_fn(ddp(batches[k][0]), batches[k][1]).backward()
+        opt.step()
+    step(0)
+    kept = [p.grad for p in ddp.parameters()]
+    copies = [g.copy() for g in kept]
+    step(1)
+    assert all(np.array_equal(k, c) for k, c in zip(kept, copies)), "a kept .grad was overwritten"
+    assert not any(np.shares_memory(k, p.grad) for k, p in zip(kept, ddp.parameters()))
+    del kept, copies
+    step(2)
+    before = [id(b.buffer) for b in ddp._reducer.buckets]
+    step(3)
+    assert [id(b.buffer) for b in ddp._reducer.buckets] == before, "the buckets were not reused"
+    assert all(np.shares_memory(p.grad, ddp._reducer.buckets[ddp._reducer.where[id(p)][0]].buffer)
+               for p in ddp.parameters())
     if dist.is_main():
         print("overlap: 2 of 3 buckets started before the first layer's backward; bit-for-bit equal "
               "to the all-reduce after the backward (float64, float32)")

@@ -40,8 +40,11 @@ bucket); None on some ranks counts as zeros there.
 """
 
 import itertools
+import sys
 import weakref
 from contextlib import contextmanager
+
+import numpy as np
 
 from .. import backend, distributed, tape
 from ..distributed import _ARG, _CODE, _EXTRA, _OP, _SHAPE
@@ -94,6 +97,15 @@ class _Bucket:
         self.size = offset
         self.buffer = backend.namespace(params[0].data).empty(offset + flags, params[0].data.dtype)
 
+    def claim(self):
+        """Before a round packs into the buffer: the last round's averaged gradients are views of
+        it (each parameter's .grad); if any is still held (by .grad, or by a user who kept it),
+        this round packs into a new buffer and leaves the old one to them. After zero_grad()
+        nothing holds it, and it is reused: no copy out of the bucket, no new memory."""
+        # 2 references: the attribute and getrefcount's argument; each view held adds one
+        if type(self.buffer) is np.ndarray and sys.getrefcount(self.buffer) > 2:
+            self.buffer = np.empty_like(self.buffer)
+
 
 class _Reducer:
     """The buckets and the all-reduce of one wrapper (a plain object: Module._walk ignores it)."""
@@ -125,7 +137,10 @@ class _Sync:
     """One round of the gradient all-reduce: the buckets packed so far, the ones started (always a
     prefix, so every rank starts them in the same order), their requests."""
 
-    def __init__(self, reducer, divisor, sweep):
+    def __init__(self, reducer, divisor, sweep, same_buffers=False):
+        for bucket in reducer.buckets:
+            if not same_buffers:                 # (gradient_as_bucket_view: always the same buffer)
+                bucket.claim()
         self.divisor = divisor
         self.sweep = sweep                       # the backward it belongs to (tape.SWEEPS)
         self.packed = set()                      # ids of the parameters packed
@@ -345,7 +360,8 @@ class DistributedDataParallel(Module):
                     self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), last)
                 return
             if op == _CODE["ddp_sync"]:
-                self._finish(_Sync(self._reducer, divisor, tape.SWEEPS[0]), contribute=False)
+                self._finish(_Sync(self._reducer, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view),
+                             contribute=False)
             else:
                 self._broadcast(list(self.module.buffers()), root=active[0])
 
@@ -390,7 +406,7 @@ class DistributedDataParallel(Module):
             self._reducer = _Reducer(r.params, r.cap_bytes, r.comm)
         every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=self._reducer.fingerprint)
         _, _, divisor = self._round(every)
-        return _Sync(self._reducer, divisor, tape.SWEEPS[0])
+        return _Sync(self._reducer, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view)
 
     def sync_gradients(self):
         """Replace each parameter's .grad by its mean over the ranks (every rank must call it):
@@ -443,8 +459,10 @@ class DistributedDataParallel(Module):
             return
         for bucket in self._reducer.buckets:
             flat = bucket.buffer
-            # a fresh array each step (a user may keep last step's .grad), or views of the bucket
-            mean = flat[:bucket.size] if self.gradient_as_bucket_view else flat[:bucket.size].copy()
+            # views of the bucket: the next round packs into a new buffer while any is held (claim),
+            # so a .grad kept from this step keeps its values (a copy on devices other than the host)
+            host = type(flat) is np.ndarray or self.gradient_as_bucket_view
+            mean = flat[:bucket.size] if host else flat[:bucket.size].copy()
             present = backend.to_host(flat[bucket.size:]) if bucket.flags else None
             for i, (p, (lo, hi)) in enumerate(zip(bucket.params, bucket.slices)):
                 if present is not None and not present[i]:
