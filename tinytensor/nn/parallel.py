@@ -70,6 +70,15 @@ def _after_backward(grads):
             ddp._after_backward(grads)
 
 
+def _release(comm, params, ready):
+    """A wrapper is gone: its communicator goes back to MPI, and its parameters leave GRAD_READY
+    (unless a newer wrapper has taken them), so backward() stops counting their consumers."""
+    distributed._free(comm)
+    for p in params:
+        if tape.GRAD_READY.get(p) is ready:
+            tape.GRAD_READY.pop(p)
+
+
 def _tensors(out):
     """The Tensors in a forward's output (a Tensor, or tuples, lists and dicts of them)."""
     stack = [out]
@@ -155,18 +164,23 @@ class DistributedDataParallel(Module):
     module: the model, the same architecture on every rank (checked: else every rank raises
         naming the first difference); its parameters and buffers are overwritten by rank 0's, so
         the ranks start equal whatever their seeds.
-    bucket_cap_mb: the largest message, in megabytes (PyTorch's default, 25).
+    bucket_cap_mb: the size of a message, in megabytes (PyTorch's default, 25): a bucket is closed
+        once it holds that much (the first one once it holds 1 MB, as PyTorch's), so that the
+        first all-reduces start early in the backward.
     broadcast_buffers: send rank 0's buffers (batch norm's running statistics) to every rank at
         each forward with gradients enabled (outside `tt.no_grad()` and `no_sync()`), as PyTorch.
         An evaluation under `tt.no_grad()` on one rank alone needs no other rank.
-    gradient_as_bucket_view: hand out the averaged gradients as views of the bucket buffers
-        (PyTorch's option of that name): saves writing a fresh copy of every gradient each step,
-        but a `.grad` kept from one step to the next changes with the next all-reduce. Default
-        False: each step's gradients are new arrays.
+    gradient_as_bucket_view: PyTorch's option of that name: the averaged gradients are views of
+        the bucket buffers, which the next all-reduce overwrites, so a `.grad` kept from one step
+        to the next changes with it. Default False: the gradients are views too (on the host; a
+        copy on a GPU), but the next round packs into a new buffer while any of them is still
+        held, so a kept `.grad` keeps its values; after `zero_grad()` the buffer is reused, with
+        no copy.
 
-    Averaging happens at the end of a `loss.backward()` that went through this wrapper's forward;
-    call `sync_gradients()` yourself when the gradients come from elsewhere (`tt.grad`, a compiled
-    step, gradients set by hand) -- on every rank.
+    Averaging happens during a `loss.backward()` that went through this wrapper's forward: each
+    bucket's all-reduce starts as soon as its gradients are complete, and the backward returns
+    with every gradient averaged. Call `sync_gradients()` yourself when the gradients come from
+    elsewhere (`tt.grad`, a compiled step, gradients set by hand) -- on every rank.
     """
 
     def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):
@@ -192,7 +206,6 @@ class DistributedDataParallel(Module):
             self._check_replicas()
             self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
             comm = distributed._duplicate()
-            weakref.finalize(self, distributed._free, comm)
             ref = weakref.ref(self)
 
             def ready(p):                      # the engine's call: p.grad is complete
@@ -201,6 +214,7 @@ class DistributedDataParallel(Module):
                     ddp._grad_ready(p)
             for p in params:
                 tape.GRAD_READY[p] = ready
+            weakref.finalize(self, _release, comm, params, ready)
         self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
