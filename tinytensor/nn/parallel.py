@@ -199,7 +199,7 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         self._through_forward = None           # the sweep that last passed this wrapper's output
         self._join_flags = 0                   # inside join(): 1 throw on early end, 2 divide by active
-        self._sync = None                      # the gradient all-reduce under way (a _Sync)
+        self._pending = None                   # the gradient all-reduce under way (a _Sync)
         params = [p for p in module.parameters() if p.requires_grad]
         comm = None
         if distributed.world_size() > 1:
@@ -381,8 +381,8 @@ class DistributedDataParallel(Module):
 
     def _after_backward(self, grads):
         if self.require_backward_grad_sync and distributed._STATE.size > 1:
-            if self._sync is not None and self._sync.sweep == tape.SWEEPS[0]:
-                self._finish(self._sync)         # started during the sweep
+            if self._pending is not None and self._pending.sweep == tape.SWEEPS[0]:
+                self._finish(self._pending)      # started during the sweep
             else:
                 self.sync_gradients()
 
@@ -390,7 +390,7 @@ class DistributedDataParallel(Module):
         """Outside a backward, a round still open is left over from a backward that raised (and
         was caught) after the round had started: the other ranks are inside that all-reduce,
         waiting for this rank's buckets."""
-        if self._sync is not None:
+        if self._pending is not None:
             distributed._abort("a backward through DistributedDataParallel raised on this rank after "
                                "its gradient all-reduce had started, and the program went on; the "
                                "other ranks wait in that all-reduce, and the replicas can no longer "
@@ -403,9 +403,9 @@ class DistributedDataParallel(Module):
         here: the ranks agree before any gradient moves)."""
         if self._through_forward != tape.SWEEPS[0] or not self.require_backward_grad_sync:
             return                               # a local backward, or no_sync: nothing to do
-        sync = self._sync
+        sync = self._pending
         if sync is None:
-            sync = self._sync = self._start_round()
+            sync = self._pending = self._start_round()
         elif sync.sweep != tape.SWEEPS[0]:     # from an earlier backward
             self._no_stale_sync()
         self._pack(sync, p)
@@ -459,7 +459,7 @@ class DistributedDataParallel(Module):
     def _finish(self, sync, contribute=True):
         """Pack what is left (bucket by bucket: bucket k travels while k + 1 is packed), wait for
         every bucket, unpack. A joined rank (contribute=False) sends zeros and keeps its .grad."""
-        self._sync = None
+        self._pending = None
         for k in range(sync.started, len(self._reducer.buckets)):
             bucket = self._reducer.buckets[k]
             for p in bucket.params:
