@@ -100,10 +100,10 @@ def tinytensor_step(device, layers, x, labels):
         loss.backward()
         opt.step()
 
-    def gradients():
+    def gradients():   # in the reference's (in, out) layout: Linear's weight is (out, in), as PyTorch's
         opt.zero_grad()
         loss_fn(model(x), labels).backward()
-        return [p.grad for p in model.parameters()]
+        return [g for linear in model[::2] for g in (linear.weight.grad.T, linear.bias.grad)]
 
     return step, gradients
 

@@ -345,6 +345,38 @@ def build_tinytensor_compiled(prob):
     return _tinytensor_functional(prob, compiled=True)
 
 
+def build_tinytensor_whole_step(prob):
+    """The whole training step compiled, as a PyTorch user writes it: zero_grad, the loss of
+    parameters held as Tensors (closed over), backward() and optimizer.step() (SGD) inside
+    tt.compile; the step's own update, in place, is a line of the program."""
+    F = SimpleNamespace(dot=tt.dot, relu=tt.relu, tanh=tt.tanh, mean=tt.mean, sum=tt.sum,
+                        norm=tt.frobeniusNorm, xent=lambda z, y: tt.crossEntropy(tt.softmax(z), y))
+    f = loss_fn(F, prob.kind)
+    y = _targets(prob, onehot=False)
+
+    def make(arrays):
+        params = [tt.tensor(p.copy(), requires_grad=True) for p in arrays]
+        opt = tt.optim.SGD(params, lr=LR if prob.kind != "chain" else 0.0)
+
+        def train_step(x, y):
+            opt.zero_grad()
+            loss = f(params, x, y)
+            loss.backward()
+            opt.step()
+            return loss
+        return params, tt.compile(train_step)
+
+    params, step = make(prob.params)
+    COMPILED.append(step)
+
+    def grads():
+        fresh, once = make(prob.params)
+        once(prob.x, y)
+        return [p.grad for p in fresh]
+
+    return grads, lambda: step(prob.x, y)
+
+
 def build_torch(prob):
     import torch
     import torch.nn.functional as tf
@@ -529,6 +561,7 @@ FRAMEWORKS = {   # name: (builder, the distribution that must be installed, work
     "tinytensor": (build_tinytensor, None, None),
     "tt-functional": (build_tinytensor_functional, None, None),
     "tt-compiled": (build_tinytensor_compiled, None, None),
+    "tt-whole-step": (build_tinytensor_whole_step, None, None),
     "torch": (build_torch, "torch", None),
     "autograd": (build_autograd, "autograd", None),
     "jax-jit": (build_jax_jit, "jax", None),

@@ -34,7 +34,16 @@ SPECIAL = ("expit", "xlogy", "add_at", "erf", "ndtr")
 class Device:
     """A device: its name, its array type, its array library `xp` (NumPy's API), how arrays
     cross to and from the host, and the few SciPy-only functions the rules need (None: the
-    portable formula below, in `xp`)."""
+    portable formula below, in `xp`).
+
+    Examples
+    --------
+    >>> cpu = tt.backend.get_device("cpu")
+    >>> cpu
+    <device cpu: numpy>
+    >>> cpu.xp is np, cpu.array_type is np.ndarray
+    (True, True)
+    """
 
     def __init__(self, name, array_type, xp, from_host, to_host, **special):
         self.name = name
@@ -58,7 +67,25 @@ _BY_TYPE = {}     # array (or scalar) type -> Device: the lookup every call here
 
 def register_device(name, array_type, xp, from_host, to_host, **special):
     """Make arrays of `array_type` (library `xp`) known as device `name`, with its own versions of
-    the SciPy-only functions in SPECIAL where it has them. Returns the Device."""
+    the SciPy-only functions in SPECIAL where it has them. Returns the Device.
+
+    Examples
+    --------
+    A toy library whose arrays are a NumPy subclass (a real one brings its own `xp`, as CuPy):
+
+    >>> class Pinned(np.ndarray):
+    ...     pass
+    >>> tt.backend.register_device("pinned", Pinned, np, from_host=lambda a: a.view(Pinned),
+    ...                            to_host=lambda a: a.view(np.ndarray))
+    <device pinned: numpy>
+    >>> p = tt.backend.to_device(np.arange(3.0), "pinned")
+    >>> tt.backend.device_of(p), type(p).__name__
+    ('pinned', 'Pinned')
+    >>> tt.backend.erf(p)       # no erf registered: an error, never a silent trip to the host
+    Traceback (most recent call last):
+        ...
+    TypeError: erf on device 'pinned': its array library has no erf (register one: ...)
+    """
     device = Device(name, array_type, xp, from_host, to_host, **special)
     _DEVICES[name] = device
     _BY_TYPE[array_type] = device
@@ -161,7 +188,16 @@ def namespace(a):
 
 def like(x, ref, dtype=None):
     """`x` (a number, a list, a host array: a constant of a rule, an index) as an array on the
-    device of `ref` (an array or a Tensor), moved there explicitly; NumPy's asarray on the CPU."""
+    device of `ref` (an array or a Tensor), moved there explicitly; NumPy's asarray on the CPU.
+
+    Examples
+    --------
+    >>> g = tt.tensor([1.0, 2.0])
+    >>> tt.backend.like([0, 1], g)            # an index made where g's data lives (here: NumPy)
+    array([0, 1])
+    >>> tt.backend.like(0.5, g, dtype=np.float32)
+    array(0.5, dtype=float32)
+    """
     return namespace(ref).asarray(x, dtype=dtype)
 
 
@@ -177,7 +213,13 @@ def is_array(x):
 
 
 def describe_devices(values):
-    """The set of device names of the arrays among `values` (numbers and NumPy scalars carry none)."""
+    """The set of device names of the arrays among `values` (numbers and NumPy scalars carry none).
+
+    Examples
+    --------
+    >>> tt.backend.describe_devices([np.zeros(2), 3.0, np.float32(1.0), tt.tensor([1.0]).data])
+    {'cpu'}
+    """
     return {_device(v).name for v in values if is_array(v)}
 
 
@@ -190,7 +232,16 @@ def _mixed(what, have, want):
 def asarray(x, dtype=None, like=None, what="an array"):
     """`x` as an array (no copy where it already is one, unless `dtype` differs), on the device of
     the array `like`: numbers, NumPy scalars and lists are made there; an array of another
-    device is an error naming both devices and `what` it is."""
+    device is an error naming both devices and `what` it is.
+
+    Examples
+    --------
+    >>> a = np.arange(3.0)
+    >>> tt.backend.asarray(a) is a            # already an array: no copy
+    True
+    >>> tt.backend.asarray([1, 2], dtype=np.float32, like=a)
+    array([1., 2.], dtype=float32)
+    """
     want = CPU if like is None else _device(like.data if isinstance(like, tuple(WRAPPERS)) else like)
     if is_array(x):
         have = _device(x)
@@ -203,7 +254,17 @@ def asarray(x, dtype=None, like=None, what="an array"):
 
 def array(data, dtype=None, device=None):
     """A new array (always a copy, as torch.tensor) from data: an array of any device, a number
-    or a nested list. It stays on its device, or goes to `device` when one is named."""
+    or a nested list. It stays on its device, or goes to `device` when one is named.
+
+    Examples
+    --------
+    >>> a = np.arange(3.0)
+    >>> b = tt.backend.array(a)
+    >>> b is a, b
+    (False, array([0., 1., 2.]))
+    >>> tt.backend.array([[1, 2]], dtype=np.float32, device="cpu")
+    array([[1., 2.]], dtype=float32)
+    """
     have = _device(data) if is_array(data) else CPU
     want = have if device is None else get_device(device)
     if have is want:
@@ -239,7 +300,17 @@ def to_host(a):
 
 def copy(a, dtype=None, order="K"):
     """A fresh array on `a`'s device with `a`'s values (in `dtype`; `order` as NumPy's: "K" keeps
-    a's layout, "C" makes it row-major). NumPy scalars give 0-d arrays."""
+    a's layout, "C" makes it row-major). NumPy scalars give 0-d arrays.
+
+    Examples
+    --------
+    >>> a = np.arange(6.0).reshape(2, 3).T    # a transposed view: column-major
+    >>> c = tt.backend.copy(a, order="C")
+    >>> c.flags.c_contiguous, np.array_equal(c, a)
+    (True, True)
+    >>> tt.backend.copy(np.float64(2.0))
+    array(2.)
+    """
     if type(a) is np.ndarray or not is_array(a):
         return np.array(a, dtype=dtype, order=order)
     return a.astype(a.dtype if dtype is None else dtype, order=order, copy=True)
@@ -247,7 +318,13 @@ def copy(a, dtype=None, order="K"):
 
 # ----- the SciPy-only functions, with a portable formula for libraries that lack them ----------------
 def expit(x):
-    """1 / (1 + exp(-x)), as scipy.special.expit, on x's device."""
+    """1 / (1 + exp(-x)), as scipy.special.expit, on x's device.
+
+    Examples
+    --------
+    >>> tt.backend.expit(np.array([0.0, 1000.0, -1000.0]))   # no overflow
+    array([0.5, 1. , 0. ])
+    """
     device = _BY_TYPE.get(type(x)) or _device(x)
     if device.expit is not None:
         return device.expit(x)
@@ -257,7 +334,13 @@ def expit(x):
 
 
 def xlogy(x, y):
-    """x * log(y), 0 where x == 0 (as scipy.special.xlogy), on the arguments' device."""
+    """x * log(y), 0 where x == 0 (as scipy.special.xlogy), on the arguments' device.
+
+    Examples
+    --------
+    >>> tt.backend.xlogy(np.array([0.0, 2.0]), np.array([0.0, np.e]))   # 0 * log 0 is 0
+    array([0., 2.])
+    """
     device = _device(x) if is_array(x) else _device(y)
     if device.xlogy is not None:
         return device.xlogy(x, y)
@@ -276,17 +359,37 @@ def _special(what, x):
 
 
 def erf(x):
-    """The error function, as scipy.special.erf, on x's device."""
+    """The error function, as scipy.special.erf, on x's device.
+
+    Examples
+    --------
+    >>> tt.backend.erf(np.array([0.0, 1.0]))
+    array([0.        , 0.84270079])
+    """
     return _special("erf", x)(x)
 
 
 def ndtr(x):
-    """The standard normal CDF, as scipy.special.ndtr, on x's device."""
+    """The standard normal CDF, as scipy.special.ndtr, on x's device.
+
+    Examples
+    --------
+    >>> tt.backend.ndtr(np.array([0.0, 1.96]))
+    array([0.5      , 0.9750021])
+    """
     return _special("ndtr", x)(x)
 
 
 def add_at(out, index, values):
-    """out[index] += values, repeated indices adding up (np.add.at), on out's device."""
+    """out[index] += values, repeated indices adding up (np.add.at), on out's device.
+
+    Examples
+    --------
+    >>> out = np.zeros(3)
+    >>> tt.backend.add_at(out, np.array([0, 0, 2]), 1.0)   # index 0 twice: both add
+    >>> out
+    array([2., 0., 1.])
+    """
     device = _BY_TYPE.get(type(out)) or _device(out)
     if device.add_at is not None:
         device.add_at(out, index, values)

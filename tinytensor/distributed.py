@@ -33,8 +33,8 @@ collective); Python numbers come back as numbers; any other object is pickled (`
 config dict, `all_gather` of strings). CuPy arrays (device "cuda") use NCCL through
 `cupy.cuda.nccl`, one communicator made on first use, its id sent over MPI; `init()` makes GPU
 `local_rank() % cupy.cuda.runtime.getDeviceCount()` each rank's current device (call it before
-moving a model to "cuda"). That path is written to the NCCL API but has not run on hardware in
-this project's CI (no GPU there); its tests skip without a GPU.
+moving a model to "cuda"); NCCL needs one GPU per rank. The NCCL calls have run on one GPU (a
+one-rank communicator, tests/devices/test_gpu.py), not yet on two; CI has no GPU and skips them.
 
 Without `mpi4py` (or with one process) every function works: rank 0 of a world of 1, and the
 collectives return a copy of their input. `init()` raises, naming the extra to install, only when
@@ -155,6 +155,13 @@ def init(timeout=None):
     timeout: seconds (or a datetime.timedelta) a rank waits for the others in a collective, or
     in MPI's start-up, before it aborts the job naming what it waited for; default: the
     environment variable TT_DIST_TIMEOUT, else 600 s (as PyTorch's `init_process_group(timeout=)`).
+
+    Examples
+    --------
+    >>> tt.distributed.init()          # a process started on its own: rank 0 of 1
+    1
+    >>> tt.distributed.rank(), tt.distributed.world_size()
+    (0, 1)
     """
     s = _STATE
     if s.initialized:
@@ -197,7 +204,19 @@ def init(timeout=None):
 
 
 def timeout():
-    """The watchdog's limit in seconds (see init)."""
+    """The watchdog's limit in seconds (see init).
+
+    Examples
+    --------
+    >>> import datetime
+    >>> before = tt.distributed.timeout()
+    >>> tt.distributed.init(timeout=datetime.timedelta(minutes=2))   # once initialised: sets it only
+    1
+    >>> tt.distributed.timeout()
+    120.0
+    >>> tt.distributed.init(timeout=before)
+    1
+    """
     return _world().timeout
 
 
@@ -262,7 +281,15 @@ def _goodbye():
 
 
 def is_initialized():
-    """Whether `init()` has run (collectives and rank() call it for you)."""
+    """Whether `init()` has run (collectives and rank() call it for you).
+
+    Examples
+    --------
+    >>> tt.distributed.rank()          # any call that needs the world joins it
+    0
+    >>> tt.distributed.is_initialized()
+    True
+    """
     return _STATE.initialized
 
 
@@ -273,28 +300,61 @@ def _world():
 
 
 def rank():
-    """This process's rank, 0 .. world_size() - 1 (0 without MPI)."""
+    """This process's rank, 0 .. world_size() - 1 (0 without MPI).
+
+    Examples
+    --------
+    >>> r, w = tt.distributed.rank(), tt.distributed.world_size()
+    >>> r, w                           # one process here; under `mpiexec -n 4` r is 0, 1, 2 or 3
+    (0, 1)
+    >>> np.arange(10)[r::w]            # this rank's share of the work
+    array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    """
     return _world().rank
 
 
 def world_size():
-    """The number of processes (1 without MPI)."""
+    """The number of processes (1 without MPI).
+
+    Examples
+    --------
+    >>> 64 // tt.distributed.world_size()   # each rank's batch for a global batch of 64
+    64
+    """
     return _world().size
 
 
 def local_rank():
-    """This process's rank among the ranks on the same machine (picks its GPU)."""
+    """This process's rank among the ranks on the same machine (picks its GPU).
+
+    Examples
+    --------
+    >>> tt.distributed.local_rank()
+    0
+    """
     return _world().local_rank
 
 
 def is_main():
-    """True on rank 0: the one that prints, plots and writes checkpoints."""
+    """True on rank 0: the one that prints, plots and writes checkpoints.
+
+    Examples
+    --------
+    >>> if tt.distributed.is_main():
+    ...     print("printed once, by rank 0")
+    printed once, by rank 0
+    """
     return _world().rank == 0
 
 
 def barrier():
     """Wait until every rank has called barrier() (a header exchange: every rank has sent its
-    header only once it has arrived)."""
+    header only once it has arrived).
+
+    Examples
+    --------
+    >>> tt.distributed.barrier()       # returns once every rank has called it (at once, alone)
+    """
     s = _world()
     if s.comm is not None and s.size > 1:
         _agree(_exchange("barrier"))
@@ -546,6 +606,15 @@ def all_reduce(x, op="sum"):
     rank raises, naming both), Python numbers are promoted (an int and a float sum to a float).
     The mean of an integer array is a float array; booleans sum to counts (int64), and max/min
     are any/all. `x` itself is not modified.
+
+    Examples
+    --------
+    >>> stats = np.array([2.5, 10.0])              # this rank's (loss sum, sample count)
+    >>> total_loss, seen = tt.distributed.all_reduce(stats)
+    >>> print(total_loss / seen)                   # over every rank's samples (one rank here)
+    0.25
+    >>> tt.distributed.all_reduce(3.0, op="max")
+    3.0
     """
     _check_op(op)
     kind, a, wrap = _unwrap(x)
@@ -582,7 +651,16 @@ def broadcast(x, root=0):
     other object (a dict, a string) is pickled. Off the root, `x` is a placeholder: None or a
     number gives the root's value whatever it is (`broadcast(model_config if rank == 0 else
     None)`); an array or Tensor must have the root's shape and dtype (its values are ignored; it
-    is not modified), else every rank raises naming both."""
+    is not modified), else every rank raises naming both.
+
+    Examples
+    --------
+    >>> config = {"lr": 0.1} if tt.distributed.is_main() else None
+    >>> tt.distributed.broadcast(config)           # rank 0's dict, on every rank
+    {'lr': 0.1}
+    >>> tt.distributed.broadcast(np.array([1.0, 2.0]), root=0)
+    array([1., 2.])
+    """
     s = _world()
     if isinstance(root, bool) or not isinstance(root, (int, np.integer)) or not 0 <= root < s.size:
         raise ValueError(f"tt.distributed.broadcast: root must be a rank in 0..{s.size - 1}, got {root!r}")
@@ -628,7 +706,15 @@ def all_gather(x):
     """Every rank's `x`, stacked along a new first axis in rank order: an array (or Tensor) of
     shape (world_size(), *x.shape) on every rank, from arrays of one shape and dtype (else every
     rank raises, naming both). Numbers give an array of shape (world_size(),); any other object
-    gives a list (pickled)."""
+    gives a list (pickled).
+
+    Examples
+    --------
+    >>> tt.distributed.all_gather(np.array([1.0, 2.0]))   # shape (world_size(), 2)
+    array([[1., 2.]])
+    >>> tt.distributed.all_gather(0.5)
+    array([0.5])
+    """
     s = _world()
     kind, a, wrap = _unwrap(x)
     if kind == NUMBER:
@@ -763,7 +849,7 @@ def _raw_broadcast(flat, root):
         _complete(_mpi_call("broadcast", s.comm.Ibcast, flat, root))
 
 
-# ----- GPU arrays: NCCL through CuPy (untested on hardware here; see the README) -----------------
+# ----- GPU arrays: NCCL through CuPy (one GPU tested: tests/devices/test_gpu.py) -------------------
 
 def _nccl():
     """The NCCL communicator of the world, made once: rank 0 draws the unique id, MPI sends it."""
@@ -774,7 +860,14 @@ def _nccl():
         cupy.cuda.Device(s.local_rank % cupy.cuda.runtime.getDeviceCount()).use()
         uid = nccl.get_unique_id() if s.rank == 0 else None
         uid = s.comm.bcast(uid, root=0)
-        s.nccl = nccl.NcclCommunicator(s.size, uid, s.rank)
+        count, device = cupy.cuda.runtime.getDeviceCount(), cupy.cuda.Device().id
+        try:
+            s.nccl = nccl.NcclCommunicator(s.size, uid, s.rank)
+        except Exception as err:   # noqa: BLE001 - NCCL's errors are CuPy's NcclError
+            raise RuntimeError(
+                f"tt.distributed: NCCL could not join rank {s.rank} of {s.size} (local rank "
+                f"{s.local_rank}, GPU {device} of {count}): {err}. NCCL needs one GPU per rank: "
+                f"launch at most {count} rank(s) per node, or keep the arrays on the CPU (MPI)") from err
     return s.nccl
 
 

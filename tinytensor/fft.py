@@ -97,9 +97,56 @@ def _one_axis(prim, np_fun):
 
 
 fft = _one_axis(_fft, np.fft.fft)
+fft.__doc__ = """`fft(a, n=None, axis=-1, norm=None)`: the discrete Fourier transform along `axis` (as
+`np.fft.fft`), recorded with both rules; a real input gives a complex result that a real loss
+(`tt.abs`, `tt.real`) brings back.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+>>> X = tt.fft.fft(x)
+>>> X
+tensor([10.+0.j, -2.+2.j, -2.+0.j, -2.-2.j], dtype=complex128, requires_grad=True)
+>>> (tt.abs(X) ** 2).sum().backward()   # Parseval: sum |X|**2 = 4 sum x**2
+>>> x.grad
+array([ 8., 16., 24., 32.])
+"""
 ifft = _one_axis(_ifft, np.fft.ifft)
+ifft.__doc__ = """`ifft(a, n=None, axis=-1, norm=None)`: the inverse discrete Fourier transform
+along `axis` (as `np.fft.ifft`), recorded with both rules.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+>>> tt.real(tt.fft.ifft(tt.fft.fft(x)))
+tensor([1., 2., 3., 4.], requires_grad=True)
+"""
 rfft = _one_axis(_rfft, np.fft.rfft)
+rfft.__doc__ = """`rfft(a, n=None, axis=-1, norm=None)`: the transform of a real signal, its `n // 2 + 1`
+non-negative frequencies (as `np.fft.rfft`), recorded with both rules.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 0.0, -1.0, 0.0], requires_grad=True)   # one cycle of a cosine
+>>> X = tt.fft.rfft(x)
+>>> X
+tensor([0.+0.j, 2.+0.j, 0.+0.j], dtype=complex128, requires_grad=True)
+>>> tt.real(X[1]).backward()            # Re X[1] = sum x[k] cos(2 pi k / 4)
+>>> x.grad.round(12)
+array([ 1.,  0., -1.,  0.])
+"""
 irfft = _one_axis(_irfft, np.fft.irfft)
+irfft.__doc__ = """`irfft(a, n=None, axis=-1, norm=None)`: the real signal of length `n` (default
+`2 * (a.shape[axis] - 1)`) whose `rfft` is `a` (as `np.fft.irfft`), recorded with both rules.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+>>> tt.fft.irfft(tt.fft.rfft(x))
+tensor([1., 2., 3., 4.], requires_grad=True)
+>>> tt.fft.irfft(tt.tensor([4.0, 0.0, 0.0]))   # a constant: DC only
+tensor([1., 1., 1., 1.])
+"""
 
 
 def _two_axes(one, np_fun):
@@ -122,6 +169,31 @@ def _two_axes(one, np_fun):
 
 
 fft2 = _two_axes(fft, np.fft.fft2)
+fft2.__doc__ = """`fft2(a, s=None, axes=(-2, -1), norm=None)`: the 2-D discrete Fourier transform (as
+`np.fft.fft2`), `fft` along each axis in turn, so both rules come from `fft`'s.
+
+Examples
+--------
+>>> img = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> F = tt.fft.fft2(img)
+>>> F
+tensor([[10.+0.j, -2.+0.j],
+        [-4.+0.j,  0.+0.j]], dtype=complex128, requires_grad=True)
+>>> tt.real(F[0, 0]).backward()         # the sum of the pixels
+>>> img.grad
+array([[1., 1.],
+       [1., 1.]])
+"""
 ifft2 = _two_axes(ifft, np.fft.ifft2)
+ifft2.__doc__ = """`ifft2(a, s=None, axes=(-2, -1), norm=None)`: the inverse 2-D transform (as
+`np.fft.ifft2`), `ifft` along each axis in turn.
+
+Examples
+--------
+>>> img = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> tt.real(tt.fft.ifft2(tt.fft.fft2(img)))
+tensor([[1., 2.],
+        [3., 4.]], requires_grad=True)
+"""
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2"]

@@ -40,6 +40,38 @@ __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_ap
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
 EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
 SVDResult = namedtuple("SVDResult", "U S Vh")
+SlogdetResult.__doc__ = """What `slogdet` returns: `(sign, logabsdet)`, with det = sign * exp(logabsdet).
+
+Examples
+--------
+>>> sign, logabsdet = tt.linalg.slogdet(tt.tensor([[2.0, 0.0], [0.0, -3.0]]))
+>>> sign, logabsdet
+(tensor(-1.), tensor(1.79175947))
+>>> tt.linalg.slogdet(tt.eye(2)).logabsdet
+tensor(0.)
+"""
+EighResult.__doc__ = """What `eigh` returns: `(eigenvalues, eigenvectors)`, the values ascending, the
+vectors in the columns.
+
+Examples
+--------
+>>> w, V = tt.linalg.eigh(tt.tensor([[2.0, 1.0], [1.0, 2.0]]))
+>>> w
+tensor([1., 3.])
+>>> tt.linalg.eigh(tt.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues
+tensor([1., 3.])
+"""
+SVDResult.__doc__ = """What `svd` returns: `(U, S, Vh)`, the singular values `S` descending; with
+`full_matrices=False`, `a == (U * S[..., None, :]) @ Vh` up to rounding.
+
+Examples
+--------
+>>> U, S, Vh = tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]]))
+>>> S
+tensor([4., 3.])
+>>> tt.linalg.svd(tt.tensor([[3.0, 0.0], [0.0, 4.0]])).S
+tensor([4., 3.])
+"""
 
 
 def _stands_for(*np_funs):
@@ -348,7 +380,11 @@ def inv(a):
 
 def _solve_forward(a, b):
     if np.ndim(b) == 1:   # NumPy 2: a 1-D b is one vector (broadcast against a's batch)
-        return np.linalg.solve(a, b[..., None])[..., 0]
+        return _solve_forward(a, b[..., None])[..., 0]
+    if type(a) is not np.ndarray and a.shape[:-2] != b.shape[:-2] and min(a.ndim, b.ndim) >= 2:
+        # CuPy's solve does not broadcast the batch dimensions as NumPy's does: broadcast them here
+        xp, batch = backend.namespace(a), np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a, b = xp.broadcast_to(a, batch + a.shape[-2:]), xp.broadcast_to(b, batch + b.shape[-2:])
     try:
         return np.linalg.solve(a, b)
     except ValueError as err:

@@ -461,7 +461,17 @@ def _present(a):
 
 @public(numpy=np.nansum)
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
-    """np.nansum: NaN counted as zero (their gradient is 0)."""
+    """np.nansum: NaN counted as zero (their gradient is 0).
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, np.nan, 3.0], requires_grad=True)
+    >>> tt.nansum(x)
+    tensor(4., requires_grad=True)
+    >>> tt.nansum(x).backward()
+    >>> x.grad
+    array([1., 0., 1.])
+    """
     _reduce_args("nansum", dtype, out)
     filled, _ = _present(_arg(a))
     return np.sum(filled, axis=axis, keepdims=keepdims)
@@ -469,7 +479,18 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False):
 
 @public(numpy=np.nanmean)
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
-    """np.nanmean: the mean of the non-NaN values (NaN, with NumPy's warning, for a slice of NaN only)."""
+    """np.nanmean: the mean of the non-NaN values (NaN, with NumPy's warning, for a slice of NaN only).
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, np.nan], [3.0, 5.0]], requires_grad=True)
+    >>> tt.nanmean(x, axis=1)
+    tensor([1., 4.], requires_grad=True)
+    >>> tt.nanmean(x, axis=1).sum().backward()
+    >>> x.grad
+    array([[1. , 0. ],
+           [0.5, 0.5]])
+    """
     _reduce_args("nanmean", dtype, out)
     filled, present = _present(_arg(a))
     count = np.sum(present, axis=axis, keepdims=keepdims)
@@ -482,7 +503,17 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False):
 
 @public(numpy=np.nanvar)
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    """np.nanvar: the variance of the non-NaN values, divided by (count - ddof)."""
+    """np.nanvar: the variance of the non-NaN values, divided by (count - ddof).
+
+    Examples
+    --------
+    >>> x = tt.tensor([1.0, np.nan, 3.0], requires_grad=True)
+    >>> tt.nanvar(x), tt.nanvar(x, ddof=1)
+    (tensor(1., requires_grad=True), tensor(2., requires_grad=True))
+    >>> tt.nanvar(x).backward()
+    >>> x.grad                     # 2 (x - mean) / count, 0 at the NaN
+    array([-1.,  0.,  1.])
+    """
     _reduce_args("nanvar", dtype, out)
     a = _arg(a)
     filled, present = _present(a)
@@ -496,14 +527,31 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
 
 @public(numpy=np.nanstd)
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-    """np.nanstd: sqrt(nanvar)."""
+    """np.nanstd: sqrt(nanvar).
+
+    Examples
+    --------
+    >>> tt.nanstd(tt.tensor([1.0, np.nan, 3.0, 5.0]), ddof=1)
+    tensor(2.)
+    """
     return np.sqrt(nanvar(a, axis, dtype, out, ddof, keepdims))
 
 
 @public(numpy=np.average)
 def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     """np.average: sum(a * w) / sum(w) along `axis`, differentiable in a and in the weights (1-D
-    weights lie along `axis`, as NumPy's)."""
+    weights lie along `axis`, as NumPy's).
+
+    Examples
+    --------
+    >>> a = tt.tensor([1.0, 2.0, 4.0])
+    >>> w = tt.tensor([1.0, 1.0, 2.0], requires_grad=True)
+    >>> tt.average(a, weights=w)
+    tensor(2.75, requires_grad=True)
+    >>> tt.average(a, weights=w).backward()
+    >>> w.grad                     # (a - average) / sum(w)
+    array([-0.4375, -0.1875,  0.3125])
+    """
     a = _arg(a)
     if weights is None:
         result = np.mean(a, axis=axis, keepdims=keepdims)
@@ -529,7 +577,19 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 @public(numpy=np.cov)
 def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
     """np.cov: the covariance of the variables (rows, or columns with rowvar=False), with NumPy's
-    bias, ddof, fweights and aweights (the weights are constants); differentiable in m and y."""
+    bias, ddof, fweights and aweights (the weights are constants); differentiable in m and y.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]], requires_grad=True)   # 2 variables
+    >>> tt.cov(x)
+    tensor([[ 1., -1.],
+            [-1.,  1.]], requires_grad=True)
+    >>> tt.cov(x)[0, 0].backward()  # var(x0) = sum((x0 - mean)**2) / (n - 1)
+    >>> x.grad
+    array([[-1.,  0.,  1.],
+           [ 0.,  0.,  0.]])
+    """
     _no("cov", "dtype=", dtype)
     X = _arg(m)
     if np.ndim(_value(X)) > 2:

@@ -70,6 +70,16 @@ def refuse_while_recording(what):
             f"gradients to p.grad and call optimizer.step(), or p.data -= lr * g)")
 
 
+def replayed_while_recording(what, method, *args, **kwargs):
+    """While tt.compile records in this thread: `method(*args, **kwargs)` (an optimizer's
+    step or zero_grad, a scheduler's step, gradient clipping) runs now and becomes a line of the
+    compiled program, which calls it again on every call (a whole training step); returns
+    (True, its result). Otherwise (False, None): the caller does its work as usual."""
+    if SHARED.quiet or STATE.recorder is None:
+        return False, None
+    return True, STATE.recorder.effect(what, method, args, kwargs)
+
+
 def update_hook(anomaly_check):
     """Set STATE.hook after a change of `anomaly` or `recorder` (the recorder checks anomalies
     itself while it records)."""

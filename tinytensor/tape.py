@@ -48,8 +48,20 @@ from .weakid import IdentityWeakMap
 _ARRAY_LIKE = frozenset((list, tuple))     # a set: one hashed probe per operand, not two compares
 
 
-# Every primitive, built-in and user-defined, by name: what `check_rules()` sweeps.
-REGISTRY = {}
+class _Registry(dict):
+    """Every primitive, built-in and user-defined, by name, in a dict that `tt.check_rules()`
+    sweeps. Each `Primitive` adds itself when it is made.
+
+    Examples
+    --------
+    >>> tt.REGISTRY["exp"] is tt.exp
+    True
+    >>> tt.REGISTRY["matmul"]
+    <primitive matmul>
+    """
+
+
+REGISTRY = _Registry()
 
 # tt.vmap's dispatch (vmap.bind), set when tinytensor/vmap.py loads: bind(prim, args, params)
 # gives the batched result, or NotImplemented when no operand is batched.
@@ -60,7 +72,18 @@ class Primitive:
     """An operation on NumPy arrays that records itself on the tape when given Tensors.
 
     Given no Tensor at all it is plain NumPy: arrays in, arrays out (this is what lets the
-    rules, which are written with these same functions, run at NumPy speed).
+    rules, which are written with these same functions, run at NumPy speed). Every `tt.*`
+    operation with both rules is one (`tt.exp`, `tt.matmul`, ...); declare your own with
+    `tt.primitive`, which makes one of these.
+
+    Examples
+    --------
+    >>> isinstance(tt.exp, tt.Primitive)
+    True
+    >>> tt.exp(np.array([0.0, 1.0]))                     # arrays: plain NumPy, nothing recorded
+    array([1.        , 2.71828183])
+    >>> tt.exp(tt.tensor([0.0, 1.0], requires_grad=True))   # a Tensor: one tape entry
+    tensor([1.        , 2.71828183], requires_grad=True)
     """
 
     # List and tuple operands are NumPy's array-likes for the built-in rows (np.dot([1., 2.], t)):
@@ -656,7 +679,7 @@ class _Ready:
     walk of the graph counts them). A leaf whose consumers are not all swept (a branch that got no
     cotangent) is finished with the others after the sweep."""
 
-    def __init__(self, output, accumulate):
+    def __init__(self, output, handed):
         self.consumers = {}             # node -> the watched leaves among its inputs (with repeats)
         self.left = {}                  # leaf -> consumers not swept yet
         for node in _tape_of([output]):
@@ -666,7 +689,7 @@ class _Ready:
                 if isinstance(a, Tensor) and a._prim is None and a.requires_grad and a in GRAD_READY:
                     self.consumers.setdefault(node, []).append(a)
                     self.left[a] = self.left.get(a, 0) + 1
-        self.accumulate = accumulate
+        self.handed = handed            # backward()'s: arrays a leaf may not own
 
     def swept(self, node):
         """The leaves whose last consumer is `node`."""
@@ -679,7 +702,7 @@ class _Ready:
 
     def done(self, leaf, g):
         _check_float(leaf)
-        self.accumulate(leaf, g)
+        accumulate({leaf: g}, self.handed)
         GRAD_READY.get(leaf)(leaf)
 
 
@@ -700,6 +723,34 @@ def _is_fresh(g, dtype):
     if type(g) is np.ndarray:
         return g.dtype == dtype and g.base is None and g.flags.writeable
     return backend.is_array(g) and g.dtype == dtype and g.base is None
+
+
+def accumulate(grads, handed):
+    """Add each gradient of {leaf: gradient} into the leaf's `.grad` (backward's last step; a
+    compiled whole training step calls it too). `handed`: ids of arrays that may not become a
+    leaf's own `.grad` (the caller's seed; those already given to another leaf)."""
+    for leaf, g in grads.items():
+        dtype = leaf.data.dtype
+        if leaf.grad is None:
+            # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
+            # weight matrix per step; anything that may be shared (a view, the seed, an array
+            # already given to another leaf) is copied.
+            # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
+            # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
+            leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
+                         else backend.copy(g, dtype, order="C"))
+            handed.add(id(leaf.grad))
+        else:
+            prev = leaf.grad
+            if type(prev) is not type(leaf.data) or prev.shape != leaf.data.shape:   # set by hand
+                raise TypeError(f"backward: the .grad of {leaf.name or 'a leaf'} was set to a "
+                                f"{type(prev).__name__} of shape {np.shape(prev)}; gradients accumulate "
+                                f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
+                                f"array, or to None)")
+            # Out of place: .grad may be an array a user's rule also holds, never written into.
+            total = prev + g.astype(dtype, copy=False)
+            # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
+            leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
 
 
 def backward(output, grad=None):
@@ -727,19 +778,19 @@ def backward(output, grad=None):
         grad = grad.astype(output.dtype, copy=False)
     handed = {id(grad)}                      # the caller's array (or the seed) is never handed to a leaf
     retained = RETAINED.nodes() if RETAINED else None
-
-    def accumulate(leaf, g):
-        _accumulate(leaf, g, handed)
-
-    ready = _Ready(output, accumulate) if GRAD_READY and STATE.recorder is None else None
+    ready = _Ready(output, handed) if GRAD_READY and STATE.recorder is None else None
     grads = reverse_sweep([output], [grad], retained=retained, ready=ready)
     for leaf in grads:
         _check_float(leaf)
-    for leaf, g in grads.items():
-        accumulate(leaf, g)
-        hook = GRAD_READY.get(leaf)         # not handed over during the sweep (tt.compile's recording,
-        if hook is not None:                # or a consumer that got no cotangent)
-            hook(leaf)
+    if STATE.recorder is not None:     # tt.compile: the accumulation is a line of the program
+        STATE.recorder.accumulate(grads, handed)
+    else:
+        accumulate(grads, handed)
+    if GRAD_READY:                     # its leaves the sweep did not hand over (tt.compile's
+        for leaf in grads:             # recording, or a use that got no cotangent)
+            hook = GRAD_READY.get(leaf)
+            if hook is not None:
+                hook(leaf)
     for hook in POST_BACKWARD:
         hook(grads)
 
@@ -750,32 +801,6 @@ def _check_float(leaf):
                         f"{leaf.dtype} and requires grad: its gradient would be truncated to "
                         f"integers; only floating-point tensors can require gradients (make it "
                         f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
-
-
-def _accumulate(leaf, g, handed):
-    """leaf.grad += g (out of place), or leaf.grad = g. `handed`: ids of arrays that must be
-    copied before a leaf may own them (the seed, the caller's array, another leaf's .grad)."""
-    dtype = leaf.data.dtype
-    if leaf.grad is None:
-        # A fresh result of a rule becomes the leaf's own .grad, saving a copy of every
-        # weight matrix per step; anything that may be shared (a view, the seed, an array
-        # already given to another leaf) is copied.
-        # The copy is row-major: a transposed view (a weight used as W.T) would otherwise give
-        # a Fortran-ordered .grad, and the optimizers' in-place updates run 5-7x slower on it.
-        leaf.grad = (g if _is_fresh(g, dtype) and id(g) not in handed
-                     else backend.copy(g, dtype, order="C"))
-        handed.add(id(leaf.grad))
-    else:
-        prev = leaf.grad
-        if type(prev) is not type(leaf.data) or prev.shape != leaf.data.shape:   # set by hand
-            raise TypeError(f"backward: the .grad of {leaf.name or 'a leaf'} was set to a "
-                            f"{type(prev).__name__} of shape {np.shape(prev)}; gradients accumulate "
-                            f"into an array of the leaf's shape {leaf.data.shape} (set .grad to such an "
-                            f"array, or to None)")
-        # Out of place: .grad may be an array a user's rule also holds, never written into.
-        total = prev + g.astype(dtype, copy=False)
-        # 0-d arrays add up to a NumPy scalar: .grad stays an array of the leaf's shape
-        leaf.grad = total if type(total) is type(prev) else backend.copy(total, dtype)
 
 
 def forward_sweep(output, tangents):

@@ -386,6 +386,18 @@ def draw(output, path, format=None, **options):
     The format is `format` or the file's extension (svg, png, pdf). Returns the path.
     Needs the `graphviz` Python package (`pip install -e ".[viz]"`) and the Graphviz `dot`
     program (`apt-get install graphviz`); without them, an error that says so.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> x = tt.tensor([1.0, 2.0], requires_grad=True, name="x")
+    >>> y = (x * x).sum()
+    >>> path = os.path.join(tempfile.mkdtemp(), "y.svg")
+    >>> try:
+    ...     tt.draw(y, path, values=True) == path
+    ... except (ImportError, RuntimeError) as e:   # no Graphviz here: the error says how to get it
+    ...     "apt-get install graphviz" in str(e)
+    True
     """
     path = os.fspath(path)
     fmt = (format or os.path.splitext(path)[1].lstrip(".")).lower()

@@ -37,6 +37,18 @@ def vmap(f, in_axes=0, out_axes=0, randomness="error", axis_size=None):
     `randomness`: what a random draw inside f (Dropout) does: "error" (raise), "different" (one
     draw per example) or "same" (one draw for all examples). `axis_size`: the number of examples
     when no argument is mapped.
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, 2.0])
+    >>> xs = tt.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])   # 3 examples
+    >>> tt.vmap(lambda x: tt.dot(w, x))(xs)
+    tensor([1., 2., 3.])
+    >>> per_example = tt.vmap(tt.grad(lambda w, x: tt.dot(w, x) ** 2), in_axes=(None, 0))
+    >>> per_example(w, xs)                                     # one gradient per example
+    array([[2., 0.],
+           [0., 4.],
+           [6., 6.]])
     """
     if randomness not in _RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {_RANDOMNESS}, got {randomness!r}")

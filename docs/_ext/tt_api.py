@@ -169,6 +169,8 @@ def page(modname):
             lines += [f".. auto{k}:: {n}"]
             if k == "class":
                 lines += ["   :members:"]
+            if k == "data" and type(getattr(mod, n)).__module__ != "builtins":
+                lines += ["   :no-value:"]     # an object with its own docstring (REGISTRY): not its repr
             lines += [""]
     return "\n".join(lines).rstrip() + "\n"
 

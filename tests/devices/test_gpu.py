@@ -4,6 +4,7 @@ Skipped, with the reason shown by `pytest -rs`, where CuPy or a GPU is missing (
 tests/devices/test_device_neutral.py covers the same code paths there with a stand-in library).
 """
 
+import importlib
 import os
 import subprocess
 import sys
@@ -43,7 +44,16 @@ def on_gpu(x, dtype=None):
     return cupy.asarray(np.asarray(x, dtype=dtype))
 
 
-@pytest.mark.parametrize("name, index, dtype", sweep_params())
+# tt.scipy's rows whose forward is SciPy's (host-only in tests/device_sweep.py) but which CuPy runs
+# all the same: CuPy's __array_ufunc__ hands scipy.special's ufuncs to cupyx.scipy.special. Seen
+# on an H200 with CuPy 14.2.0; a CuPy without the function keeps the row host-only (expected to fail).
+CUPY_RUNS_SCIPY = {name for name in (
+    "beta", "betaln", "entr", "erfc", "erfcinv", "erfinv", "gamma", "gammaln", "i0", "i0e", "j0",
+    "log_ndtr", "logit", "ndtr", "ndtri", "rgamma", "xlog1py", "xlogy", "y0", "y1")
+    if hasattr(importlib.import_module("cupyx.scipy.special"), name)}
+
+
+@pytest.mark.parametrize("name, index, dtype", sweep_params(runs_anyway=CUPY_RUNS_SCIPY))
 def test_op_rows_on_the_gpu(name, index, dtype):
     check_case(name, index, CUDA, dtype)
 
@@ -133,3 +143,60 @@ def test_the_digits_example_reaches_the_cpu_accuracy_on_the_gpu():
     cpu, gpu = accuracy("cpu"), accuracy(CUDA)
     print(f"digits test accuracy: cpu {cpu:.4f}, cuda {gpu:.4f}")
     assert gpu >= cpu - 0.01 and gpu > 0.95
+
+
+# ----- NCCL through CuPy on one GPU: the calls tt.distributed makes, on a one-rank communicator --
+
+NCCL_DTYPES = (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int32, np.uint32,
+               np.int64, np.uint64, np.complex64, np.complex128)
+
+
+@pytest.fixture
+def one_rank_nccl(monkeypatch):
+    """tt.distributed's NCCL communicator, made here for a world of one rank (two ranks need two
+    GPUs: tests/distributed/test_distributed.py runs those where they exist)."""
+    from cupy.cuda import nccl
+
+    from tinytensor import distributed as dist
+    try:
+        comm = nccl.NcclCommunicator(1, nccl.get_unique_id(), 0)
+    except Exception as err:   # noqa: BLE001 - CuPy built without NCCL, or NCCL refusing the device
+        pytest.skip(f"no NCCL communicator on this GPU: {err}")
+    monkeypatch.setattr(dist._STATE, "nccl", comm)
+    return dist
+
+
+@pytest.mark.parametrize("dtype", NCCL_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_nccl_collectives_on_one_rank(one_rank_nccl, dtype):
+    dist = one_rank_nccl
+    host = (np.arange(12).reshape(3, 4) % 7).astype(dtype)
+    if np.dtype(dtype).kind == "c":
+        host = host + 1j * host[::-1]
+    a = cupy.asarray(host)
+    for op in ("sum", "max", "min") if np.dtype(dtype).kind != "c" else ("sum",):
+        out = dist._nccl_all_reduce(a, op)
+        assert isinstance(out, cupy.ndarray) and out.dtype == a.dtype and out.shape == a.shape
+        np.testing.assert_array_equal(cupy.asnumpy(out), host)
+    np.testing.assert_array_equal(cupy.asnumpy(a), host)                  # the input is untouched
+    flat = cupy.asarray(host).ravel()
+    dist._nccl_all_reduce(flat, "sum", out=flat)                          # in place, as a bucket
+    np.testing.assert_array_equal(cupy.asnumpy(flat), host.ravel())
+    np.testing.assert_array_equal(cupy.asnumpy(dist._nccl_broadcast(a, 0)), host)
+    gathered = dist._nccl_all_gather(a)
+    assert gathered.shape == (1, 3, 4)
+    np.testing.assert_array_equal(cupy.asnumpy(gathered[0]), host)
+    cupy.cuda.get_current_stream().synchronize()
+
+
+def test_nccl_refuses_what_it_cannot_carry(one_rank_nccl):
+    dist = one_rank_nccl
+    with pytest.raises(TypeError, match="max and min of complex"):
+        dist._nccl_all_reduce(cupy.ones(3, dtype=np.complex128), "max")
+    with pytest.raises(TypeError, match="NCCL has no datatype for bool"):
+        dist._nccl_all_reduce(cupy.ones(3, dtype=bool), "sum")
+
+
+def test_nccl_sums_a_non_contiguous_array(one_rank_nccl):
+    a = cupy.arange(24.0).reshape(4, 6)[:, ::2]
+    np.testing.assert_array_equal(cupy.asnumpy(one_rank_nccl._nccl_all_reduce(a, "sum")),
+                                  cupy.asnumpy(a))

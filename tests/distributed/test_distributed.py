@@ -355,7 +355,7 @@ def test_sharding_arguments():
     assert all(len(b) == 1 for b in few) and set(sum(few, [])) == {0, 1}   # padded, never empty
 
 
-# ----- GPU: NCCL through CuPy (needs CuPy and two GPUs; untested on hardware in CI) --------------
+# ----- GPU: NCCL through CuPy (needs CuPy and two GPUs; one GPU: tests/devices/test_gpu.py) ------
 
 def _gpus():
     try:

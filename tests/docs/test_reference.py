@@ -52,7 +52,7 @@ def test_every_public_name_has_a_docstring():
 def test_docstring_example_coverage(capsys):
     """The share of public names whose docstring has a runnable example (tests/docs/
     test_doctests.py runs them). It may only grow: raise FLOOR when you add examples."""
-    FLOOR = 209
+    FLOOR = 486      # every public name (test_examples_by_module.py names a missing one)
     names = public_objects()
     with_example = [q for q, obj in names if has_example(own_docstring(obj))]
     with capsys.disabled():

@@ -62,3 +62,12 @@ def test_multigammaln_and_softplus_match_scipy():
     with pytest.raises(ValueError, match="larger than"):
         ts.multigammaln(np.array([0.6]), 3)
     np.testing.assert_allclose(ts.softplus(tt.tensor(a)).data, sp.softplus(a), rtol=1e-12)
+
+
+def test_every_public_name_is_scipys_and_listed_once():
+    """digamma is SciPy's ufunc named "psi": both spellings are public (the reference lists
+    __all__), each once, and each is SciPy's name for the same function."""
+    assert {"digamma", "psi"} <= set(ts.__all__)
+    assert len(ts.__all__) == len(set(ts.__all__)), sorted(n for n in ts.__all__ if ts.__all__.count(n) > 1)
+    assert [n for n in ts.__all__ if not hasattr(sp, n)] == []
+    assert ts.psi is ts.digamma

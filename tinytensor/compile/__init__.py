@@ -72,8 +72,7 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       from the recorded one, runs the program recorded for the other outcome or records it.
     * Refusals, at recording, with the value and the fix named: Python state f changes
       (appending to a list it closes over, rebinding a nonlocal, setting an attribute),
-      writes into arguments or reached Tensors, `.backward()`, `optimizer.step()`,
-      `zero_grad()`, `scheduler.step()`, gradient clipping, draws past tinytensor (NumPy's
+      writes into arguments or reached Tensors, draws past tinytensor (NumPy's
       and Python's global random state, a Generator's own methods), results whose shape
       depends on values (nonzero, boolean indexing), a reached Tensor's `.grad`,
       `retain_grad()`, hooks on Tensors made outside, `functools.cache`d helpers, generators.
@@ -85,7 +84,11 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
     also records the reverse sweep, and is cut into a forward program (results and what the
     backward reads) and a backward program (to each parameter's gradient), which the entry's VJP
     runs. So `loss = step(x); loss.backward()` fills every parameter's `.grad` as eagerly, at
-    the compiled speed (differentiating that gradient again is refused). A function recorded
+    the compiled speed (differentiating that gradient again is refused). A whole training
+    step compiles: `loss.backward()`, `optimizer.step()`/`zero_grad()`, `Module.zero_grad()`,
+    gradient clipping and `scheduler.step()` inside are lines of the program calling the same
+    methods on every call (parameters, `.grad`, optimizer and scheduler state change as
+    eagerly); a value read into Python after the step is refused. A function recorded
     more than `RECOMPILE_LIMIT` (8) times runs eagerly for calls no recorded program fits, with
     one warning; `.recompiles` lists why each program was recorded. `tt.compile.disable()`
     (or TINYTENSOR_DISABLE_COMPILE=1) makes every compiled
@@ -309,6 +312,7 @@ class Compiled:
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
+        returned = False
         try:
             with tracer:
                 reach.enter()
@@ -316,11 +320,17 @@ class Compiled:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         out = self.fun(*traced_args, **traced_kwargs)
+                        returned = True
+                        tracer.check_owners("the end of the call")
                 finally:
                     reach.exit()
-                swept = taped.sweep(tracer, out)     # results on the tape (enable_grad inside too)
+                # results on the tape (enable_grad inside too); not after a whole training step,
+                # whose backward() ran inside and whose optimizer step changed what it saved
+                swept = None if tracer.stepped else taped.sweep(tracer, out)
         finally:
             tracer.restore()
+            if returned:          # f's optimizer steps &c. put back: the program's first run does them
+                tracer.undo_effects()
         for w in caught:              # shown now, as eagerly; the user's own warnings on every call
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
@@ -346,6 +356,7 @@ class Compiled:
                 f"recorded; the compiled program would repeat those numbers on every call. Draw "
                 f"with tinytensor (tt.rand, tt.randn, with rng=), or pass the numbers in as an "
                 f"argument, or call the function uncompiled")
+        _check_effects_last(tracer, self.__name__)
         reach.check_unchanged(self.__name__)
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
@@ -357,12 +368,18 @@ class Compiled:
             main.error = program.forward.error
         else:
             main = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+            step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
+                if tracer.stepped else None
+            if step is not None:      # a whole training step: its results that required grad too
+                contexts, error = main.contexts, main.error
+                main = _Program(step, main.source)
+                main.contexts, main.error = contexts, error
         program = main
         program.reads = bool(tracer.guards)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
-        program.side_effects = builtins.any(e.kind in ("draw", "store") for e in tracer.entries)
+        program.side_effects = builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries)
         program.warns = [w for w in caught if _is_user_file(w.filename)
                          and not issubclass(w.category, RuntimeWarning)] or None
         program.trace_seconds = time.perf_counter() - start
@@ -434,6 +451,24 @@ def _key_text(key):
 
 def _name_of(t):
     return t.name if isinstance(getattr(t, "name", None), str) else f"{type(t).__name__}{t.shape}"
+
+
+def _check_effects_last(tracer, name):
+    """A program with a whole training step (backward(), optimizer.step(), ...) checks its value
+    guards before the first of those (zero_grad aside): a guard failing after one would leave
+    the step half done when the call is recorded again."""
+    first = next((i for i, e in enumerate(tracer.entries) if e.kind == "effect"
+                  and not e.name.endswith("zero_grad")), None)      # zero_grad: done twice, the same
+    if first is None:
+        return
+    late = next((e for e in tracer.entries[first:] if e.kind == "guard"), None)
+    if late is not None:
+        raise RuntimeError(
+            f"tt.compile: {name} reads a value into Python after {tracer.entries[first].name}() "
+            f"({late.label.split(' was ')[0]}): the program checks such a value on every call, and "
+            f"a different value after the step has begun would leave it half done. Return the "
+            f"value (a Tensor) and read it outside the compiled function (loss.item() after the "
+            f"call), or read it before backward()")
 
 
 def _undo(tracer):

@@ -320,8 +320,9 @@ def _generate(tracer, out, fname):
     out_refs = [tracer.template(x) for x in leaves]
     live, producer = _live_entries(tracer, out_refs)
     outputs = {r.var for r in out_refs if type(r) is _Ref}
-    live = fuse_normalizations(tracer, live, producer, outputs)
-    live = keep_gelu_cdf(tracer, live)
+    if not getattr(tracer, "stepped", False):   # a whole training step is eager's bit for bit:
+        live = fuse_normalizations(tracer, live, producer, outputs)   # these two gradients are
+        live = keep_gelu_cdf(tracer, live)                            # eager's to a few ulp
     live = gather_piece_cotangents(tracer, live, outputs)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
@@ -334,7 +335,7 @@ def _live_entries(tracer, out_refs):
     producer = {e.out: e for e in tracer.entries}
     needed = set()
     stack = [r.var for r in out_refs if type(r) is _Ref]
-    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store", "guard")]   # side effects
+    stack += [e.out for e in tracer.entries if e.kind in ("draw", "store", "guard", "effect")]   # effects
     while stack:
         var = stack.pop()
         if var in needed:
@@ -826,7 +827,7 @@ def _may_alias_elsewhere(tracer, e):
     C-contiguous while recording, the recording saw the layout most prone to views; otherwise
     e's function is run again on C- and F-ordered copies of its inputs, and a result sharing
     memory with one of them says yes (as does any error)."""
-    if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part", "guard"):
+    if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part", "guard", "effect"):
         return False
     refs = _refs(e.args, []) + _refs(e.kwargs, [])
     if all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous for v in refs):

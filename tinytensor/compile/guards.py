@@ -17,6 +17,7 @@ compared before and after the recording, and refused (`check_unchanged`).
 """
 
 import builtins
+import dis
 import functools
 import math
 import os
@@ -232,7 +233,7 @@ class _Reach:
             self._value(value, depth)
         if not user:
             return
-        for name in _names(f.__code__):
+        for name in _global_names(f.__code__):
             if name in f.__globals__:
                 self._value(f.__globals__[name], depth)
         for value in (f.__defaults__ or ()) + tuple((f.__kwdefaults__ or {}).values()):
@@ -315,7 +316,7 @@ class _Reach:
                     values.append(cell.cell_contents)
                 except ValueError:
                     pass
-            values += [f.__globals__[n] for n in _names(f.__code__) if n in f.__globals__]
+            values += [f.__globals__[n] for n in _global_names(f.__code__) if n in f.__globals__]
             for v in values:
                 if isinstance(v, Tensor):
                     found[id(v)] = v
@@ -360,7 +361,7 @@ class _Reach:
                 what = f"{f.__code__.co_freevars[k]} (closed over by {f.__qualname__})"
                 add("{}.cell_contents", cell, what, value)
             glob = f.__globals__
-            for name in _names(f.__code__):
+            for name in _global_names(f.__code__):
                 if name in glob:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
             if f.__defaults__:
@@ -369,11 +370,11 @@ class _Reach:
             if f.__kwdefaults__:
                 add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
         for code, glob in self.codes.items():         # code that ran without a function found
-            for name in _names(code):
+            for name in _global_names(code):
                 if name in glob:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
         for code, glob in self.codes.items():           # what code reached at run time names
-            for name in _names(code):
+            for name in _global_names(code):
                 if name in glob:
                     self._value(glob[name], 1)
         ran = set()                                   # attribute names the code that ran can read
@@ -424,7 +425,7 @@ class _Reach:
                     values.append(_state_of(cell.cell_contents))
                 except ValueError:
                     values.append(None)
-            for name in _names(f.__code__):
+            for name in _global_names(f.__code__):
                 if name in f.__globals__:
                     values.append((name, _state_of(f.__globals__[name])))
             values.append(_fingerprint(f.__defaults__))          # a mutable default f appends to
@@ -462,6 +463,23 @@ class _Reach:
         guard = namespace["guard"]
         guard.names = [what for *_, what in readers]
         return guard
+
+
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_names(code):
+    """The global names a code object (and the lambdas and comprehensions inside it) reads: its
+    LOAD_GLOBAL/LOAD_NAME names and identifier strings (globals()["G"]), not its attribute
+    names (`opt.step` reads the attribute step, not a global of that name)."""
+    names = [ins.argval for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _global_names(c)
+        elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
+            names.append(c)
+    return tuple(dict.fromkeys(names))
 
 
 def _names(code):

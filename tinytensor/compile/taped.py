@@ -49,7 +49,7 @@ def split(tracer, out, swept, fname):
     forward_entries, backward_entries = [], []
     for e in tracer.entries:
         refs = _refs(e.args, []) + _refs(e.kwargs, [])
-        if e.kind not in ("draw", "store", "guard") and any(r in backward for r in refs):
+        if e.kind not in ("draw", "store", "guard", "effect") and any(r in backward for r in refs):
             backward.add(e.out)
             backward_entries.append(e)
         else:
@@ -180,3 +180,48 @@ class _Entry(_CallEntry):
         self._first_order(g)
         return self._backward([np.asarray(g, dtype) if i == self.j else np.zeros(shape, dtype)
                                for i, (shape, dtype) in enumerate(self.taped.shapes)])
+
+
+# ----- results of a whole training step ---------------------------------------------------------
+def spent(tracer, out, program, fname):
+    """A whole training step's program (its backward() and optimizer step ran inside): results
+    that required grad eagerly are Tensors that require grad here too, on one tape entry that
+    refuses a second backward (eagerly, the step's in-place update makes it an error as well).
+    The program itself where there are none."""
+    leaves, structure = transforms.tree_flatten(out)
+    roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
+    wrt = [t for _, t in tracer.lives if t.requires_grad]
+    if not roots or not wrt:
+        return None
+    return Spent(program, roots, structure, wrt, fname, single=isinstance(out, Tensor))
+
+
+class Spent:
+    """The program's call, its results that require grad as _Spent tape entries."""
+
+    def __init__(self, program, roots, structure, wrt, fname, single):
+        self.program, self.roots, self.structure, self.wrt = program, roots, structure, wrt
+        self.source, self.entry, self.inputs = program.source, _Spent(fname), tuple(wrt)
+        self.single = single          # f returned the loss itself
+
+    def __call__(self, *arrays):
+        out = self.program.function(*arrays)
+        data = [t.data for t in self.inputs]
+        if self.single:
+            return _make(out, self.entry, self.inputs, data, {}, True)
+        leaves, _ = transforms.tree_flatten(out)
+        for k in self.roots:
+            leaves[k] = _make(np.asarray(leaves[k]), self.entry, self.inputs, data, {}, True)
+        return transforms.tree_unflatten(self.structure, leaves)
+
+
+class _Spent(_CallEntry):
+    def __init__(self, fname):
+        super().__init__("tt.compile call (a whole training step)", fname=fname)
+
+    def joint_vjp(self, g, ans, *inputs):
+        raise RuntimeError(
+            f"tt.compile: backward() through a result of {self.fname}, a whole training step whose "
+            f"own backward() (and optimizer step) already used this result's graph inside the "
+            f"compiled call; as eagerly after an optimizer step, a second backward through it is "
+            f"not taken. Compute the loss again (call the step), or compile the loss alone")

@@ -98,6 +98,9 @@ class _Tracer:
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
+        self.undo = []               # what puts back the state the recorded effects changed
+        self.stepped = False         # whether f ran a training step's effects (backward(), ...)
+        self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -257,11 +260,129 @@ class _Tracer:
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
 
+    # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
     def backward(self, output):
-        """tape.backward while recording: refused."""
-        raise RuntimeError("tt.compile: .backward() inside a compiled function is not recorded "
-                           "(it writes .grad as a side effect); return the gradients instead: "
-                           "loss, grads = tt.value_and_grad(loss_fn)(params, ...)")
+        """tape.backward while recording: its sweep is recorded (each rule it applies), and its
+        last step, the accumulation into the leaves' `.grad`, is a line of the program
+        (`accumulate`). Refused where the program could not repeat it."""
+        if self.depth_inside:
+            raise RuntimeError("tt.compile: .backward() inside a primitive's rule or forward is not "
+                               "recorded; compute the gradient with tt.grad there instead")
+        if tape.POST_BACKWARD and _several_ranks():
+            raise RuntimeError(
+                "tt.compile: .backward() inside a compiled function while a hook runs after every "
+                "backward (DistributedDataParallel's gradient synchronisation): the program would not "
+                "synchronise. Compile the loss only (step = tt.compile(loss_fn)), call .backward() "
+                "outside, or run the step uncompiled")
+
+    def accumulate(self, grads, handed):
+        """backward()'s last step while recording: each leaf's `.grad` gets its gradient now (as
+        eagerly) and on every call of the program, from that call's gradients."""
+        leaves = list(grads)
+        for leaf in leaves:
+            if leaf._id >= self.start or self.live(leaf) is None:
+                raise RuntimeError(
+                    f"tt.compile: .backward() inside the compiled function reached {_tensor_name(leaf)}, "
+                    f"a Tensor that requires grad made inside it (or not on the CPU): its .grad would "
+                    f"belong to a new Tensor on every call. Make it before the call (a parameter), or "
+                    f"return the gradient (tt.grad / tt.value_and_grad)")
+        values = [grads[leaf] for leaf in leaves]
+        refs = tuple(self.template(g) for g in values)
+        # arrays the program holds as constants (a seed, a constant gradient) are the same objects
+        # on every call: never handed over as a .grad (copied, as eagerly the seed is)
+        pinned = [g for g, r in zip(values, refs) if type(r) is not _Ref]
+        pinned += [e.args[0] for e in self.entries if e.kind == "seed" and isinstance(e.args[0], np.ndarray)]
+        self.remember_tensors(leaves)
+        tape.accumulate(grads, handed)
+        self._effect_entry(_Accumulate(leaves, pinned), "backward", refs, None,
+                           "backward(): each leaf's .grad, on every call")
+
+    def effect(self, what, method, args, kwargs):
+        """`method(*args, **kwargs)` (an optimizer's step or zero_grad, a scheduler's step,
+        gradient clipping) called while recording: run now, as eagerly, and a line the program
+        runs on every call, in the recorded order. What it changes is put back when the
+        recording ends (`undo_effects`): the program's first run does it again."""
+        if self.depth_inside:
+            raise RuntimeError(f"tt.compile: {what} inside a primitive's rule is not recorded")
+        for x in _leaves((args, kwargs)):
+            made_here = isinstance(x, Tensor) and (x._id >= self.start or self.live(x) is None)
+            if made_here or isinstance(x, (np.ndarray, np.generic)) and self.var_of(x) is not None:
+                raise RuntimeError(
+                    f"tt.compile: {what} inside the compiled function is given a value computed in it "
+                    f"({_short(x)}); the program would call it with the first call's value again. "
+                    f"Call it outside the compiled function with that value, or run the step uncompiled")
+        owner = getattr(method, "__self__", None)
+        owners = [o for o in (owner, getattr(owner, "optimizer", None)) if _hyperparameters(o) is not None]
+        self.check_owners(what, owners)
+        self.remember_owner(owner, method, args)
+        previous, stamp = STATE.recorder, STATE.memory_write
+        STATE.recorder = None
+        update_hook(tape.ANOMALY_CHECK)
+        try:
+            result = method(*args, **kwargs)
+        finally:
+            STATE.recorder = previous
+            update_hook(tape.ANOMALY_CHECK)
+            STATE.memory_write = stamp      # a write the program repeats: not refused
+        for o in owners:                    # what f itself may not change until the next step
+            self.owner_states[id(o)] = (o, _hyperparameters(o))
+        value = result.data if isinstance(result, Tensor) else result
+        self._effect_entry(_Call(method, args, kwargs), what.split("(")[0].replace(".", "_"), (),
+                                 value, f"{what}, on every call",
+                                 objects=(result if isinstance(result, Tensor) else None,))
+        if isinstance(result, Tensor):
+            result.__class__ = _Traced      # f's reads of it (float(norm)) are noted
+        return result
+
+    def check_owners(self, what, owners=None):
+        """Refuse f's own changes to an optimizer's or a scheduler's settings after one of its
+        steps while recording (`opt.param_groups[0]["lr"] = lr`): the program repeats the steps,
+        not f's Python writes. (Changes before the first step are Python state f changed:
+        guards.check_unchanged refuses them.)"""
+        for o, recorded in list(self.owner_states.values()) if owners is None else \
+                [self.owner_states[id(o)] for o in owners if id(o) in self.owner_states]:
+            if _hyperparameters(o) != recorded:
+                raise RuntimeError(
+                    f"tt.compile: the compiled function changed the settings of {type(o).__name__} "
+                    f"(a learning rate in param_groups, a scheduler's attribute) after its step, "
+                    f"before {what}; the program repeats the steps but not that Python write. Use "
+                    f"a scheduler, or change it outside the compiled function")
+
+    def _effect_entry(self, fun, name, args, value, label, objects=()):
+        known = value if isinstance(value, np.ndarray) else None
+        var = self._new(value, name, known, *objects)
+        self.entries.append(_Entry(fun, name, args, {}, var, label, "effect"))
+        self.stepped = True
+        return var
+
+    def remember_tensors(self, tensors):
+        """Keep what an effect may change of these Tensors (values in place, .grad)."""
+        saved = []
+        for t in tensors:
+            grad = _SLOT_GRAD.__get__(t)
+            data = t.data
+            saved.append((t, data, data.copy(), grad, grad.copy() if isinstance(grad, np.ndarray) else None))
+        self.undo.append(lambda: _put_back_tensors(saved))
+
+    def remember_owner(self, owner, method, args):
+        """Keep what an optimizer's, a scheduler's or a Module's method, or a clipping function,
+        may change."""
+        optimizer = owner if hasattr(owner, "param_groups") and hasattr(owner, "state") else \
+            getattr(owner, "optimizer", None)
+        if optimizer is not None and hasattr(optimizer, "param_groups"):
+            self.remember_tensors(optimizer.params)
+            self.undo.append(_optimizer_put_back(optimizer))
+        if owner is not None and owner is not optimizer and hasattr(owner, "optimizer"):   # a scheduler
+            self.undo.append(_attributes_put_back(owner))
+        if owner is not None and hasattr(owner, "parameters") and not hasattr(owner, "optimizer"):
+            self.remember_tensors(list(owner.parameters()))            # Module.zero_grad
+        if owner is None:                                             # clip_grad_norm_(params, ...)
+            self.remember_tensors([x for x in _leaves(args) if isinstance(x, Tensor)])
+
+    def undo_effects(self):
+        """Put back what the recorded effects changed, last first (the program's run does them)."""
+        while self.undo:
+            self.undo.pop()()
 
     def in_place(self, t, other, op):
         """`t += v` (tensor._in_place) where t or v is traced and nothing records it on the tape:
@@ -1042,3 +1163,125 @@ def _undrawn(generator, name="the function"):
 def _raw(x):
     """A _Tainted array as the plain ndarray it views."""
     return np.ndarray.view(x, np.ndarray)
+
+
+# ----- a whole training step's effects ------------------------------------------------------------
+class _Call:
+    """A program line calling an optimizer's or scheduler's method (or a clipping function) as
+    eagerly: its result as an array (clip_grad_norm_'s norm), or None."""
+    __slots__ = ("method", "args", "kwargs")
+
+    def __init__(self, method, args, kwargs):
+        self.method, self.args, self.kwargs = method, args, kwargs
+
+    def __call__(self):
+        out = self.method(*self.args, **self.kwargs)
+        return out.data if isinstance(out, Tensor) else out
+
+
+class _Accumulate:
+    """The program line for backward()'s last step: each leaf's `.grad` from this call's
+    gradients (tape.accumulate, as eagerly)."""
+    __slots__ = ("leaves", "pinned", "ids")
+
+    def __init__(self, leaves, pinned):
+        self.leaves, self.pinned = leaves, pinned      # pinned: the program's constants, kept alive
+        self.ids = frozenset(id(a) for a in pinned)
+
+    def __call__(self, *grads):
+        if len(grads) == 1:             # one leaf, its .grad None (zero_grad) and g the program's own
+            leaf, g = self.leaves[0], grads[0]
+            if (_SLOT_GRAD.__get__(leaf) is None and type(g) is np.ndarray and g.base is None
+                    and g.flags.writeable and g.dtype == leaf.data.dtype and id(g) not in self.ids):
+                _SLOT_GRAD.__set__(leaf, g)
+                return
+        tape.accumulate(dict(zip(self.leaves, grads)), set(self.ids))
+
+
+def _leaves(tree):
+    if isinstance(tree, (tuple, list)):
+        for x in tree:
+            yield from _leaves(x)
+    elif isinstance(tree, dict):
+        for x in tree.values():
+            yield from _leaves(x)
+    else:
+        yield tree
+
+
+def _tensor_name(t):
+    return t.name if isinstance(getattr(t, "name", None), str) else f"a Tensor of shape {t.shape}"
+
+
+def _several_ranks():
+    """Whether tt.distributed runs more than one rank (DistributedDataParallel's hook would then
+    average the gradients after backward(): a collective the program would not repeat)."""
+    from .. import distributed
+    return distributed._STATE.size > 1
+
+
+def _hyperparameters(obj):
+    """An optimizer's groups (settings and parameters) or a scheduler's attributes, as a value to
+    compare; None for anything else."""
+    import copy
+    if obj is None:
+        return None
+    if hasattr(obj, "param_groups") and hasattr(obj, "state"):
+        return [(tuple(map(id, g["params"])), {k: v for k, v in g.items() if k != "params"})
+                for g in obj.param_groups]
+    if hasattr(obj, "optimizer") and hasattr(obj, "last_epoch"):
+        return copy.deepcopy({k: v for k, v in vars(obj).items() if k != "optimizer"})
+    return None
+
+
+def _put_back_tensors(saved):
+    for t, data, data_copy, grad, grad_copy in saved:
+        if t.data is not data:
+            Tensor.data.__set__(t, data)
+        np.copyto(data, data_copy)
+        if grad_copy is not None:
+            np.copyto(grad, grad_copy)
+        _SLOT_GRAD.__set__(t, grad)
+
+
+def _optimizer_put_back(opt):
+    """A function putting back opt's state (the same dicts and arrays, their values) and its
+    groups' hyperparameters."""
+    state = {p: (s, {k: (v, v.copy() if isinstance(v, np.ndarray) else None) for k, v in s.items()})
+             for p, s in opt.state.items()}
+    groups = [(g, dict(g)) for g in opt.param_groups]
+
+    def put_back():
+        for p in [p for p in opt.state if p not in state]:
+            del opt.state[p]
+        for p, (s, items) in state.items():
+            s.clear()
+            for k, (v, c) in items.items():
+                if c is not None:
+                    np.copyto(v, c)
+                s[k] = v
+            opt.state[p] = s
+        for g, items in groups:
+            g.clear()
+            g.update(items)
+    return put_back
+
+
+def _attributes_put_back(obj):
+    """A function putting back obj's attributes (lists and dicts in place), but its optimizer."""
+    import copy
+    saved = {k: (v, copy.deepcopy(v)) for k, v in vars(obj).items() if k != "optimizer"}
+
+    def put_back():
+        for k in [k for k in vars(obj) if k not in saved and k != "optimizer"]:
+            delattr(obj, k)
+        for k, (v, c) in saved.items():
+            if type(v) is list:
+                v[:] = c
+            elif type(v) is dict:
+                v.clear()
+                v.update(c)
+            else:
+                v = c
+            setattr(obj, k, v)
+    return put_back

@@ -72,7 +72,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     1 / sqrt(E). `attn_mask`: boolean (True: may attend) or float (added), broadcast to (..., L, S).
     `is_causal`: query i attends to keys 0..i (the lower triangle, as PyTorch's; not together with
     attn_mask). `dropout_p` drops attention weights (always, as PyTorch's functional form: pass 0.0
-    in evaluation); its mask comes from `rng` (None: the global generator, tt.manual_seed)."""
+    in evaluation); its mask comes from `rng` (None: the global generator, tt.manual_seed).
+
+    Examples
+    --------
+    >>> q = k = v = tt.tensor(np.arange(12.0).reshape(1, 3, 4))
+    >>> F = tt.nn.functional
+    >>> F.scaled_dot_product_attention(q, k, v).shape
+    (1, 3, 4)
+    >>> out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    >>> out.numpy()[0, 0]   # the first query attends only to the first key
+    array([0., 1., 2., 3.])
+    """
     q, k = query, key
     shape_q, shape_k = np.shape(_array(q)), np.shape(_array(k))
     if len(shape_q) < 2 or len(shape_k) < 2 or shape_q[-1] != shape_k[-1]:
@@ -126,6 +137,17 @@ class MultiheadAttention(Module):
     with add_bias_kv (xavier normal: one more key and value, appended), out_proj (a Linear, its
     bias zeros). add_zero_attn appends a zero key and value per head. Dropout (p=`dropout`) acts on
     the attention weights in training mode only.
+
+    Examples
+    --------
+    >>> mha = tt.nn.MultiheadAttention(embed_dim=8, num_heads=2, batch_first=True, rng=0)
+    >>> x = tt.randn(2, 5, 8, rng=0)        # (batch, sequence, embed_dim)
+    >>> out, weights = mha(x, x, x)         # self-attention
+    >>> out.shape, weights.shape            # weights averaged over the heads
+    ((2, 5, 8), (2, 5, 5))
+    >>> weights.numpy().sum(axis=-1).round(6)   # each query's weights sum to 1
+    array([[1., 1., 1., 1., 1.],
+           [1., 1., 1., 1., 1.]], dtype=float32)
     """
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False, rng=None,

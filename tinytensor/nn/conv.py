@@ -30,7 +30,16 @@ class Conv1d(Module):
     weight (out_channels, in_channels / groups, kernel_size), bias (out_channels,), both uniform in
     +-1/sqrt(in_channels / groups * kernel_size) as PyTorch's. padding: a number, "valid" or "same"
     (stride 1); padding_mode "zeros", "reflect", "replicate" or "circular". Arguments in PyTorch's
-    order."""
+    order.
+
+    Examples
+    --------
+    >>> conv = tt.nn.Conv1d(2, 4, kernel_size=3, padding="same", rng=0)
+    >>> conv.weight.shape
+    (4, 2, 3)
+    >>> conv(tt.ones((8, 2, 10))).shape     # (batch, channels, length)
+    (8, 4, 10)
+    """
 
     def __init__(
         self,
@@ -209,12 +218,28 @@ class ConvTranspose2d(_ConvTransposeNd):
     """The transposed 2-D convolution (a learnable upsampling), as PyTorch's: (N, in, H, W) ->
     (N, out, Ho, Wo), Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding + 1;
     weight (in_channels, out_channels / groups, kh, kw), bias (out_channels,), PyTorch's init.
-    forward(x, output_size=None) as PyTorch's."""
+    forward(x, output_size=None) as PyTorch's.
+
+    Examples
+    --------
+    >>> up = tt.nn.ConvTranspose2d(4, 2, kernel_size=2, stride=2, rng=0)
+    >>> up.weight.shape
+    (4, 2, 2, 2)
+    >>> up(tt.ones((1, 4, 3, 3))).shape     # (3 - 1) * 2 + 2 = 6
+    (1, 2, 6, 6)
+    """
 
     _dims = 2
 
 
 class ConvTranspose1d(_ConvTransposeNd):
-    """The transposed 1-D convolution, as PyTorch's: weight (in_channels, out_channels / groups, k)."""
+    """The transposed 1-D convolution, as PyTorch's: weight (in_channels, out_channels / groups, k).
+
+    Examples
+    --------
+    >>> up = tt.nn.ConvTranspose1d(4, 2, kernel_size=2, stride=2, rng=0)
+    >>> up(tt.ones((1, 4, 5))).shape        # length (5 - 1) * 2 + 2
+    (1, 2, 10)
+    """
 
     _dims = 1

@@ -173,7 +173,21 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D cross-correlation, as torch.nn.functional.conv2d: x (N, C, H, W), weight
     (out, C / groups, kh, kw), bias (out,) or None -> (N, out, Ho, Wo) with
     Ho = (H + 2 * padding - dilation * (kh - 1) - 1) // stride + 1. `dilation` spaces the kernel's
-    taps; `groups` splits the channels into independent convolutions (one per group, joined)."""
+    taps; `groups` splits the channels into independent convolutions (one per group, joined).
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> x = tt.ones((1, 1, 4, 4))
+    >>> w = tt.ones((2, 1, 3, 3))           # two 3x3 filters
+    >>> F.conv2d(x, w).shape
+    (1, 2, 2, 2)
+    >>> F.conv2d(x, w, padding=1)[0, 0].numpy()   # 9 taps inside, fewer at the zero border
+    array([[4., 6., 6., 4.],
+           [6., 9., 9., 6.],
+           [6., 9., 9., 6.],
+           [4., 6., 6., 4.]])
+    """
     params = dict(stride=_pair(stride, "stride"), padding=_pair(padding, "padding"))
     dilation = _pair(dilation, "dilation")
     if 0 in dilation:
@@ -338,7 +352,15 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     The gradient goes to the first maximum of a window (as PyTorch). `padding` (at most half the
     kernel) adds -inf borders; `ceil_mode` rounds the output size up, as PyTorch's. With
     return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's,
-    for max_unpool2d)."""
+    for max_unpool2d).
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> tt.nn.functional.max_pool2d(x, 2)
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    """
     if dilation not in (1, (1, 1)):
         raise ValueError("max_pool2d: dilation is not supported (dilation=1)")
     kernel, stride = _pool_args(kernel_size, stride)
@@ -382,7 +404,19 @@ def _rows_and_columns(indices, size):
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """As torch.nn.functional.max_unpool2d: each value of (N, C, H, W) input put back at its flat
     index (from max_pool2d(..., return_indices=True)) in zeros of (N, C, Ho, Wo), Ho = (H - 1)
-    stride - 2 padding + kernel (or output_size). On the tape: the gradient picks those entries."""
+    stride - 2 padding + kernel (or output_size). On the tape: the gradient picks those entries.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> x = tt.tensor([[[[1.0, 5.0], [3.0, 2.0]]]])
+    >>> pooled, idx = F.max_pool2d(x, 2, return_indices=True)
+    >>> idx
+    tensor([[[[1]]]], dtype=int64)
+    >>> F.max_unpool2d(pooled, idx, 2)
+    tensor([[[[0., 5.],
+              [0., 0.]]]])
+    """
     name = "max_unpool2d"
     kernel, stride = _pool_args(kernel_size, stride)
     padding = _pair(padding, "padding")
@@ -430,7 +464,15 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     """The mean of each kernel window of (N, C, H, W); stride defaults to the kernel size.
     `padding` adds zero borders, counted in the mean unless count_include_pad=False; with
     ceil_mode the windows that run past the (padded) input divide by the part inside, as PyTorch's.
-    `divisor_override` divides every window's sum by that number instead."""
+    `divisor_override` divides every window's sum by that number instead.
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> tt.nn.functional.avg_pool2d(x, 2)
+    tensor([[[[ 2.5,  4.5],
+              [10.5, 12.5]]]])
+    """
     kernel, stride = _pool_args(kernel_size, stride)
     padding = _pair(padding, "padding")
     area = kernel[0] * kernel[1]
@@ -478,7 +520,18 @@ leaky_relu = ew.leaky_relu    # the gradient at 0 is negative_slope, as PyTorch
 
 def softplus(x, beta=1.0, threshold=20.0):
     """log(1 + exp(beta * x)) / beta, finite for any finite x; x itself where beta * x > threshold
-    (PyTorch's nn.Softplus)."""
+    (PyTorch's nn.Softplus).
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.softplus(tt.tensor(0.0))          # log 2
+    tensor(0.69314718)
+    >>> F.softplus(tt.tensor(1000.0))       # no overflow
+    tensor(1000.)
+    >>> F.softplus(tt.tensor(1.0), beta=10.0)   # nearer relu as beta grows
+    tensor(1.00000454)
+    """
     smooth = ew.softplus(x, beta=beta)
     if not math.isfinite(threshold):
         return smooth
@@ -554,7 +607,15 @@ linear_prim = defprim(
 
 def linear(x, weight, bias=None):
     """PyTorch's F.linear: x @ weight.T + bias, weight of shape (out_features, in_features).
-    (`tt.linear(x, W, b)` keeps the lecture's x @ W + b, W of shape (in, out).)"""
+    (`tt.linear(x, W, b)` keeps the lecture's x @ W + b, W of shape (in, out).)
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 2.0]])
+    >>> weight = tt.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])   # (out_features, in_features)
+    >>> tt.nn.functional.linear(x, weight, tt.tensor([0.0, 0.0, 1.0]))
+    tensor([[1., 3., 5.]])
+    """
     shape_x, shape_w = np.shape(x.data if isinstance(x, Tensor) else x), np.shape(
         weight.data if isinstance(weight, Tensor) else weight)
     if len(shape_w) != 2 or not shape_x or shape_x[-1] != shape_w[1]:
@@ -568,17 +629,35 @@ def linear(x, weight, bias=None):
 
 # ----- PyTorch's functional spellings of a few layers ------------------------------------------------
 def relu(x):
-    """`max(x, 0)`, elementwise (as `torch.nn.functional.relu`)."""
+    """`max(x, 0)`, elementwise (as `torch.nn.functional.relu`).
+
+    Examples
+    --------
+    >>> tt.nn.functional.relu(tt.tensor([-1.0, 0.0, 2.0]))
+    tensor([0., 0., 2.])
+    """
     return ops.relu(x)
 
 
 def softmax(x, dim=-1):
-    """Softmax along `dim` (as `torch.nn.functional.softmax`)."""
+    """Softmax along `dim` (as `torch.nn.functional.softmax`).
+
+    Examples
+    --------
+    >>> tt.nn.functional.softmax(tt.tensor([[0.0, np.log(3.0)]]), dim=1)
+    tensor([[0.25, 0.75]])
+    """
     return ops.softmax(x, axis=dim)
 
 
 def log_softmax(x, dim=-1):
-    """Log-softmax along `dim` (as `torch.nn.functional.log_softmax`)."""
+    """Log-softmax along `dim` (as `torch.nn.functional.log_softmax`).
+
+    Examples
+    --------
+    >>> tt.nn.functional.log_softmax(tt.tensor([[0.0, 0.0]]), dim=1)
+    tensor([[-0.69314718, -0.69314718]])
+    """
     return ops.log_softmax(x, axis=dim)
 
 
@@ -613,7 +692,16 @@ def _dropout(x, p, rng):
 
 def dropout(x, p=0.5, training=True, rng=None):
     """x * mask / (1 - p) with a fresh mask from `rng` (a seed or an np.random.Generator; None:
-    the global generator, tt.manual_seed) when training; x itself otherwise (see nn.Dropout)."""
+    the global generator, tt.manual_seed) when training; x itself otherwise (see nn.Dropout).
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.dropout(tt.ones(6), p=0.5, rng=0)   # kept entries scaled by 1 / (1 - p)
+    tensor([2., 0., 0., 0., 2., 2.])
+    >>> F.dropout(tt.ones(3), p=0.5, training=False)
+    tensor([1., 1., 1.])
+    """
     p = _check_dropout(p)
     if not training or p == 0.0:
         return x
@@ -681,21 +769,43 @@ def _same_shape(name, prediction, target):
 
 
 def mse_loss(prediction, target, reduction="mean"):
-    """Mean of (prediction - target)**2 over every element (or its sum, or no reduction)."""
+    """Mean of (prediction - target)**2 over every element (or its sum, or no reduction).
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.mse_loss(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 4.0]))
+    tensor(2.)
+    >>> F.mse_loss(tt.tensor([1.0, 2.0]), tt.tensor([1.0, 4.0]), reduction="none")
+    tensor([0., 4.])
+    """
     reduction = _check_reduction(reduction)
     target = _same_shape("MSELoss", prediction, target)
     return _reduce(ops.square(prediction - target), reduction)
 
 
 def l1_loss(prediction, target, reduction="mean"):
-    """Mean of |prediction - target| (the gradient at 0 is 0, as PyTorch)."""
+    """Mean of |prediction - target| (the gradient at 0 is 0, as PyTorch).
+
+    Examples
+    --------
+    >>> tt.nn.functional.l1_loss(tt.tensor([1.0, 2.0]), tt.tensor([2.0, 4.0]))
+    tensor(1.5)
+    """
     reduction = _check_reduction(reduction)
     target = _same_shape("L1Loss", prediction, target)
     return _reduce(ops.abs(prediction - target), reduction)
 
 
 def huber_loss(prediction, target, reduction="mean", delta=1.0):
-    """0.5 d**2 where |d| <= delta, delta * (|d| - 0.5 delta) elsewhere, d = prediction - target."""
+    """0.5 d**2 where |d| <= delta, delta * (|d| - 0.5 delta) elsewhere, d = prediction - target.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.huber_loss(tt.tensor([0.5, 3.0]), tt.tensor([0.0, 0.0]), reduction="none")
+    tensor([0.125, 2.5  ])
+    """
     reduction, delta = _check_reduction(reduction), _check_delta(delta)
     target = _same_shape("HuberLoss", prediction, target)
     a = ops.abs(prediction - target)
@@ -705,7 +815,16 @@ def huber_loss(prediction, target, reduction="mean", delta=1.0):
 
 def binary_cross_entropy(p, target, weight=None, reduction="mean"):
     """-w * (y log p + (1 - y) log(1 - p)) on probabilities p, each log clamped at -100 as
-    PyTorch (finite at p = 0 and 1). Prefer binary_cross_entropy_with_logits on logits."""
+    PyTorch (finite at p = 0 and 1). Prefer binary_cross_entropy_with_logits on logits.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.binary_cross_entropy(tt.tensor([0.5, 0.5]), tt.tensor([1.0, 0.0]))   # log(2)
+    tensor(0.69314718)
+    >>> F.binary_cross_entropy(tt.tensor([0.0]), tt.tensor([1.0]))   # clamped: finite
+    tensor(100.)
+    """
     reduction = _check_reduction(reduction)
     target = _same_shape("BCELoss", p, target)
     loss = binary_cross_entropy_prim(p, target)
@@ -715,7 +834,19 @@ def binary_cross_entropy(p, target, weight=None, reduction="mean"):
 
 
 def binary_cross_entropy_with_logits(logits, target, weight=None, reduction="mean", pos_weight=None):
-    """Binary cross-entropy of sigmoid(x) against y from the logits x (see nn.BCEWithLogitsLoss)."""
+    """Binary cross-entropy of sigmoid(x) against y from the logits x (see nn.BCEWithLogitsLoss).
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> logits = tt.tensor([0.0, 0.0], requires_grad=True)
+    >>> loss = F.binary_cross_entropy_with_logits(logits, tt.tensor([1.0, 0.0]))
+    >>> round(loss.item(), 4)               # log 2
+    0.6931
+    >>> loss.backward()
+    >>> logits.grad                         # (sigmoid(x) - y) / n
+    array([-0.25,  0.25])
+    """
     reduction = _check_reduction(reduction)
     target = _same_shape("BCEWithLogitsLoss", logits, target)
     tail = softplus(-logits, threshold=np.inf)      # softplus(-x) = -log sigmoid(x)
@@ -815,7 +946,20 @@ def _soft_coefficients(t, w, smoothing, dtype):
 def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Cross-entropy of softmax(logits) against the targets, as PyTorch's F.cross_entropy (see
     nn.CrossEntropyLoss). Without options it is one fused, stable primitive
-    (`tt.softmax_cross_entropy`); with them, log_softmax and a weighted sum."""
+    (`tt.softmax_cross_entropy`); with them, log_softmax and a weighted sum.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> logits = tt.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    >>> labels = np.array([0, 2])
+    >>> round(F.cross_entropy(logits, labels).item(), 6)
+    0.669079
+    >>> round(F.cross_entropy(logits, labels, label_smoothing=0.1).item(), 6)
+    0.735745
+    >>> F.cross_entropy(logits, labels, reduction="none").numpy().round(6)
+    array([0.239545, 1.098612])
+    """
     reduction, label_smoothing = _check_reduction(reduction), _check_smoothing(label_smoothing)
     ignore_index = int(ignore_index)
     logits, target = _class_last(logits, target)
@@ -854,7 +998,15 @@ def _none_ignored(target, ignore_index):
 
 
 def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
-    """-log_p[target] on log-probabilities (see nn.NLLLoss)."""
+    """-log_p[target] on log-probabilities (see nn.NLLLoss).
+
+    Examples
+    --------
+    >>> log_p = tt.log(tt.tensor([[0.5, 0.25, 0.25], [0.1, 0.8, 0.1]]))
+    >>> loss = tt.nn.functional.nll_loss(log_p, np.array([0, 1]))
+    >>> round(loss.item(), 4)               # -(log 0.5 + log 0.8) / 2
+    0.4581
+    """
     reduction, ignore_index = _check_reduction(reduction), int(ignore_index)
     log_p, target = _class_last(log_p, target)
     t = backend.asarray(target.data if isinstance(target, Tensor) else target)
@@ -865,7 +1017,14 @@ def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
 
 def smooth_l1_loss(prediction, target, reduction="mean", beta=1.0):
     """0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere, d = prediction - target, as
-    PyTorch's (huber_loss(delta) is delta * smooth_l1_loss(beta=delta)); beta=0 is l1_loss."""
+    PyTorch's (huber_loss(delta) is delta * smooth_l1_loss(beta=delta)); beta=0 is l1_loss.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> F.smooth_l1_loss(tt.tensor([0.5, 3.0]), tt.tensor([0.0, 0.0]), reduction="none", beta=2.0)
+    tensor([0.0625, 2.    ])
+    """
     reduction = _check_reduction(reduction)
     if not beta >= 0:
         raise ValueError(f"SmoothL1Loss: beta must be non-negative, got {beta!r}")
@@ -898,7 +1057,18 @@ def kl_div(input, target, reduction="mean", log_target=False):
     target * (log(target) - input) (0 where target is 0), or with log_target=True (target given
     as log-probabilities) exp(target) * (target - input). reduction "mean" averages over every
     element (as PyTorch's default; not the KL divergence), "batchmean" sums and divides by the
-    batch size (the first axis: the true KL divergence per sample), "sum", "none"."""
+    batch size (the first axis: the true KL divergence per sample), "sum", "none".
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> log_q = tt.log(tt.tensor([[0.5, 0.5]]))
+    >>> p = tt.tensor([[0.25, 0.75]])
+    >>> round(F.kl_div(log_q, p, reduction="batchmean").item(), 4)   # sum(p log(p / q)) per sample
+    0.1308
+    >>> round(F.kl_div(log_q, tt.log(p), reduction="batchmean", log_target=True).item(), 4)
+    0.1308
+    """
     if reduction not in KL_REDUCTIONS:
         raise ValueError(f"KLDivLoss: reduction must be one of {KL_REDUCTIONS}, got {reduction!r}")
     target = _same_shape("KLDivLoss", input, target)
@@ -939,7 +1109,15 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D cross-correlation, as torch.nn.functional.conv1d: x (N, C, L) or (C, L), weight
     (out, C / groups, k), bias (out,) -> (N, out, Lo), Lo = (L + 2 padding - dilation (k - 1) - 1)
     // stride + 1. padding may be "valid" or "same" (stride 1; an even extent pads one more on the
-    right, as PyTorch). Computed as conv2d over a (1, L) image."""
+    right, as PyTorch). Computed as conv2d over a (1, L) image.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[1.0, 2.0, 3.0, 4.0]]])   # (batch, channels, length)
+    >>> w = tt.tensor([[[1.0, -1.0]]])            # one filter: a difference
+    >>> tt.nn.functional.conv1d(x, w)
+    tensor([[[-1., -1., -1.]]])
+    """
     shape, w_shape = _shape_of(x), _shape_of(weight)
     if len(shape) not in (2, 3) or len(w_shape) != 3:
         raise ValueError(f"conv1d: expected input (N, C, L) or (C, L) and weight (out, C / groups, k), "
@@ -971,7 +1149,18 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     """The transposed convolution, as torch.nn.functional.conv_transpose2d (the gradient of conv2d
     with respect to its input): x (N, C_in, H, W) or (C_in, H, W), weight (C_in, out / groups, kh,
     kw) -> (N, out, Ho, Wo), Ho = (H - 1) stride - 2 padding + dilation (kh - 1) + output_padding
-    + 1. One `conv2d_grad_input` primitive per group."""
+    + 1. One `conv2d_grad_input` primitive per group.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    >>> w = tt.ones((1, 1, 2, 2))
+    >>> tt.nn.functional.conv_transpose2d(x, w, stride=2)   # each pixel becomes a 2x2 block
+    tensor([[[[1., 1., 2., 2.],
+              [1., 1., 2., 2.],
+              [3., 3., 4., 4.],
+              [3., 3., 4., 4.]]]])
+    """
     name = "conv_transpose2d"
     shape, w_shape = _shape_of(x), _shape_of(weight)
     if len(shape) == 3:
@@ -1013,7 +1202,15 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
 
 def conv_transpose1d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     """As torch.nn.functional.conv_transpose1d: x (N, C_in, L) or (C_in, L), weight (C_in, out /
-    groups, k); conv_transpose2d over a (1, L) image."""
+    groups, k); conv_transpose2d over a (1, L) image.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[1.0, 2.0]]])
+    >>> w = tt.tensor([[[1.0, 1.0]]])       # (in, out, k)
+    >>> tt.nn.functional.conv_transpose1d(x, w, stride=2)   # each input spread over k outputs
+    tensor([[[1., 1., 2., 2.]]])
+    """
     shape, w_shape = _shape_of(x), _shape_of(weight)
     if len(shape) not in (2, 3) or len(w_shape) != 3:
         raise ValueError(f"conv_transpose1d: expected input (N, C_in, L) or (C_in, L) and weight "
@@ -1051,7 +1248,15 @@ def _normalized_shape(normalized_shape):
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """As torch.nn.functional.layer_norm: normalise over the last len(normalized_shape) axes."""
+    """As torch.nn.functional.layer_norm: normalise over the last len(normalized_shape) axes.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[1.0, 3.0], [2.0, 2.0]])
+    >>> tt.nn.functional.layer_norm(x, (2,)).numpy().round(4)
+    array([[-1.,  1.],
+           [ 0.,  0.]])
+    """
     shape = _normalized_shape(normalized_shape)
     n = len(shape)
     if _shape_of(x)[len(_shape_of(x)) - n:] != tuple(shape):
@@ -1065,7 +1270,14 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     """As torch.nn.functional.group_norm: x (N, C, *) normalised over each group of C / num_groups
-    channels (and every position), then weight and bias per channel."""
+    channels (and every position), then weight and bias per channel.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[1.0], [3.0], [5.0], [5.0]]])   # (N, C, L): 4 channels, 2 groups
+    >>> tt.nn.functional.group_norm(x, 2).numpy().ravel().round(4)
+    array([-1.,  1.,  0.,  0.])
+    """
     shape = _shape_of(x)
     if len(shape) < 2 or shape[1] % int(num_groups):
         raise ValueError(f"group_norm: num_groups={num_groups} must divide the channels on axis 1 of an "
@@ -1078,7 +1290,15 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
                   momentum=0.1, eps=1e-5):
     """As torch.nn.functional.instance_norm: x (N, C, *) normalised per sample and channel over
     the positions (use_input_stats), or with the running statistics; the running buffers (Tensors)
-    are updated in place when given with use_input_stats, as PyTorch's."""
+    are updated in place when given with use_input_stats, as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[1.0, 3.0], [0.0, 10.0]]])
+    >>> tt.nn.functional.instance_norm(x).numpy().round(4)
+    array([[[-1.,  1.],
+            [-1.,  1.]]])
+    """
     shape = _shape_of(x)
     axes = tuple(range(2, len(shape)))
     if not axes:
@@ -1103,7 +1323,13 @@ def instance_norm(x, running_mean=None, running_var=None, weight=None, bias=None
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
     """As torch.nn.functional.rms_norm: x / sqrt(mean(x^2 over the last axes) + eps) * weight;
-    eps=None is the machine epsilon of x's dtype, as PyTorch."""
+    eps=None is the machine epsilon of x's dtype, as PyTorch.
+
+    Examples
+    --------
+    >>> tt.nn.functional.rms_norm(tt.tensor([[3.0, 4.0]]), (2,), eps=0.0) * np.sqrt(12.5)
+    tensor([[3., 4.]])
+    """
     shape = _normalized_shape(normalized_shape)
     n = len(shape)
     x_shape = _shape_of(x)
@@ -1116,7 +1342,14 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 
 def normalize(x, p=2.0, dim=1, eps=1e-12):
-    """As torch.nn.functional.normalize: x / max(||x||_p along dim, eps)."""
+    """As torch.nn.functional.normalize: x / max(||x||_p along dim, eps).
+
+    Examples
+    --------
+    >>> tt.nn.functional.normalize(tt.tensor([[3.0, 4.0], [0.0, 2.0]]), dim=1)
+    tensor([[0.6, 0.8],
+            [0. , 1. ]])
+    """
     if p == 2:
         norm = ops.sqrt(ops.sum(x * x, axis=dim, keepdims=True))
     else:
@@ -1146,7 +1379,17 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     cubic convolution, A = -0.75), "trilinear" (5-D), with
     align_corners False (default: pixel centres) or True (corner pixels aligned), and "area"
     (adaptive average pooling). Exactly one of size and scale_factor. Each axis is resampled in
-    turn (bilinear = linear along W, then along H, PyTorch's association); gradients scatter back."""
+    turn (bilinear = linear along W, then along H, PyTorch's association); gradients scatter back.
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> x = tt.tensor([[[0.0, 1.0, 2.0]]])  # (N, C, L)
+    >>> F.interpolate(x, scale_factor=2)    # nearest
+    tensor([[[0., 0., 1., 1., 2., 2.]]])
+    >>> F.interpolate(x, size=5, mode="linear", align_corners=True)
+    tensor([[[0. , 0.5, 1. , 1.5, 2. ]]])
+    """
     name = "interpolate"
     shape = _shape_of(input)
     d = len(shape) - 2
@@ -1285,19 +1528,42 @@ def _adaptive_avg(x, out):
 
 def adaptive_avg_pool2d(x, output_size):
     """As torch.nn.functional.adaptive_avg_pool2d: (N, C, H, W) or (C, H, W) averaged into
-    output_size bins (an int, a pair, None keeps that axis), PyTorch's bins."""
+    output_size bins (an int, a pair, None keeps that axis), PyTorch's bins.
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> tt.nn.functional.adaptive_avg_pool2d(x, 1)   # global average pooling
+    tensor([[[[7.5]]]])
+    >>> tt.nn.functional.adaptive_avg_pool2d(x, (2, None)).shape   # None keeps that axis
+    (1, 1, 2, 4)
+    """
     return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 2, "adaptive_avg_pool2d"))
 
 
 def adaptive_avg_pool1d(x, output_size):
-    """As torch.nn.functional.adaptive_avg_pool1d on (N, C, L) or (C, L)."""
+    """As torch.nn.functional.adaptive_avg_pool1d on (N, C, L) or (C, L).
+
+    Examples
+    --------
+    >>> tt.nn.functional.adaptive_avg_pool1d(tt.tensor([[[1.0, 2.0, 3.0, 4.0]]]), 2)
+    tensor([[[1.5, 3.5]]])
+    """
     return _adaptive_avg(x, _adaptive_sizes(_shape_of(x), output_size, 1, "adaptive_avg_pool1d"))
 
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
     """As torch.nn.functional.adaptive_max_pool2d: the maximum of each of PyTorch's bins, rows
     then columns (the maximum of a rectangle is the maximum of its rows' maxima). With
-    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's)."""
+    return_indices, also each maximum's flat index into its (H, W) plane (int64, as PyTorch's).
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> tt.nn.functional.adaptive_max_pool2d(x, 2)
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    """
     shape = _shape_of(x)
     out = _adaptive_sizes(shape, output_size, 2, "adaptive_max_pool2d")
     y = x
@@ -1334,7 +1600,17 @@ def _dropout_mask_shaped(rng, x, shape, p, dtype):
 
 def dropout2d(x, p=0.5, training=True, rng=None):
     """As torch.nn.functional.dropout2d: zero whole channels of (N, C, H, W) (or (C, H, W)) with
-    probability p, scaling the rest by 1 / (1 - p); one draw per (sample, channel)."""
+    probability p, scaling the rest by 1 / (1 - p); one draw per (sample, channel).
+
+    Examples
+    --------
+    >>> y = tt.nn.functional.dropout2d(tt.ones((2, 3, 2, 2)), p=0.5, rng=0)
+    >>> y.numpy()[:, :, 0, 0]               # per (sample, channel): 0 or 1 / (1 - p)
+    array([[2., 0., 0.],
+           [0., 2., 2.]])
+    >>> bool((y.numpy() == y.numpy()[:, :, :1, :1]).all())   # the whole channel alike
+    True
+    """
     p = _check_dropout(p)
     shape = _shape_of(x)
     if len(shape) not in (3, 4):
@@ -1348,22 +1624,48 @@ def dropout2d(x, p=0.5, training=True, rng=None):
 
 
 def silu(x):
-    """x * sigmoid(x), as torch.nn.functional.silu."""
+    """x * sigmoid(x), as torch.nn.functional.silu.
+
+    Examples
+    --------
+    >>> tt.nn.functional.silu(tt.tensor([0.0, 1.0]))
+    tensor([0.        , 0.73105858])
+    """
     return x * ops.sigmoid(x)
 
 
 def mish(x):
-    """x * tanh(softplus(x)), as torch.nn.functional.mish."""
+    """x * tanh(softplus(x)), as torch.nn.functional.mish.
+
+    Examples
+    --------
+    >>> tt.nn.functional.mish(tt.tensor([0.0, 1.0]))
+    tensor([0.        , 0.86509839])
+    """
     return x * ops.tanh(softplus(x))
 
 
 def elu(x, alpha=1.0):
-    """x where x > 0, alpha (exp(x) - 1) elsewhere, as torch.nn.functional.elu."""
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as torch.nn.functional.elu.
+
+    Examples
+    --------
+    >>> tt.nn.functional.elu(tt.tensor([-1.0, 2.0]), alpha=0.5)
+    tensor([-0.31606028,  2.        ])
+    """
     return ops.relu(x) + alpha * ops.PUBLIC["expm1"](ops.minimum(x, 0.0))
 
 
 def prelu(x, weight):
-    """max(0, x) + weight * min(0, x), weight per channel (axis 1) or one number."""
+    """max(0, x) + weight * min(0, x), weight per channel (axis 1) or one number.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[-1.0, -1.0], [2.0, 2.0]])   # (N, C): 2 channels
+    >>> tt.nn.functional.prelu(x, tt.tensor([0.1, 0.5]))   # one slope per channel
+    tensor([[-0.1, -0.5],
+            [ 2. ,  2. ]])
+    """
     w = weight
     n = len(_shape_of(w))
     if n == 1 and _shape_of(w)[0] > 1 and len(_shape_of(x)) > 1:
@@ -1373,7 +1675,14 @@ def prelu(x, weight):
 
 def one_hot(tensor, num_classes=-1):
     """As torch.nn.functional.one_hot: integer classes (...) -> int64 (..., num_classes);
-    num_classes=-1 means max + 1. Indices outside [0, num_classes) raise."""
+    num_classes=-1 means max + 1. Indices outside [0, num_classes) raise.
+
+    Examples
+    --------
+    >>> tt.nn.functional.one_hot(np.array([0, 2]), num_classes=3)
+    tensor([[1, 0, 0],
+            [0, 0, 1]], dtype=int64)
+    """
     idx = tensor.data if isinstance(tensor, Tensor) else backend.asarray(tensor)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
@@ -1394,7 +1703,19 @@ def _one_hot_values(idx, n):
 def pad(input, pad, mode="constant", value=None):
     """As torch.nn.functional.pad: `pad` lists (left, right) pairs from the LAST axis backwards
     ((1, 2) pads the last axis; (1, 1, 2, 2) the last two). mode "constant" (value, default 0),
-    "reflect", "replicate" or "circular". (tt.pad keeps NumPy's ((before, after), ...) per axis.)"""
+    "reflect", "replicate" or "circular". (tt.pad keeps NumPy's ((before, after), ...) per axis.)
+
+    Examples
+    --------
+    >>> F = tt.nn.functional
+    >>> x = tt.tensor([[1.0, 2.0, 3.0]])
+    >>> F.pad(x, (1, 2))                    # the last axis: one before, two after
+    tensor([[0., 1., 2., 3., 0., 0.]])
+    >>> F.pad(x, (2, 0), mode="reflect")
+    tensor([[3., 2., 1., 2., 3.]])
+    >>> F.pad(x, (0, 0, 1, 0), value=9.0).shape   # the last axis unpadded, one row on top
+    (2, 3)
+    """
     shape = _shape_of(input)
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2 or len(pad) // 2 > len(shape):
@@ -1422,7 +1743,18 @@ def pad(input, pad, mode="constant", value=None):
 
 def embedding(input, weight, padding_idx=None):
     """As torch.nn.functional.embedding: rows of weight (num_embeddings, dim) by integer index;
-    with padding_idx that row's gradient is zero."""
+    with padding_idx that row's gradient is zero.
+
+    Examples
+    --------
+    >>> weight = tt.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])   # 3 embeddings of size 2
+    >>> tt.nn.functional.embedding(np.array([2, 1, 1]), weight)
+    tensor([[3., 4.],
+            [1., 2.],
+            [1., 2.]])
+    >>> tt.nn.functional.embedding(np.array([[2, 1], [1, 0]]), weight).shape
+    (2, 2, 2)
+    """
     index = backend.asarray(host_array(input.data if isinstance(input, Tensor) else input), like=weight,
                             what="embedding's indices")
     if index.dtype.kind not in "iu":

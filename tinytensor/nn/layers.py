@@ -113,20 +113,38 @@ class ReLU(Module):
 
 
 class Tanh(Module):
-    """`tanh`, elementwise, as a module (as `torch.nn.Tanh`)."""
+    """`tanh`, elementwise, as a module (as `torch.nn.Tanh`).
+
+    Examples
+    --------
+    >>> tt.nn.Tanh()(tt.tensor([-1.0, 0.0, 1.0]))
+    tensor([-0.76159416,  0.        ,  0.76159416])
+    """
     def forward(self, x):
         return ops.tanh(x)
 
 
 class Sigmoid(Module):
-    """1 / (1 + exp(-x)), elementwise."""
+    """1 / (1 + exp(-x)), elementwise.
+
+    Examples
+    --------
+    >>> tt.nn.Sigmoid()(tt.tensor([-1.0, 0.0, 1.0]))
+    tensor([0.26894142, 0.5       , 0.73105858])
+    """
 
     def forward(self, x):
         return ops.sigmoid(x)
 
 
 class LeakyReLU(Module):
-    """x where x > 0, negative_slope * x elsewhere."""
+    """x where x > 0, negative_slope * x elsewhere.
+
+    Examples
+    --------
+    >>> tt.nn.LeakyReLU(negative_slope=0.1)(tt.tensor([-2.0, 3.0]))
+    tensor([-0.2,  3. ])
+    """
 
     def __init__(self, negative_slope=0.01):
         super().__init__()
@@ -137,7 +155,16 @@ class LeakyReLU(Module):
 
 
 class GELU(Module):
-    """x * Phi(x) (Phi the standard normal CDF), or its tanh approximation (approximate="tanh")."""
+    """x * Phi(x) (Phi the standard normal CDF), or its tanh approximation (approximate="tanh").
+
+    Examples
+    --------
+    >>> x = tt.tensor([-1.0, 0.0, 1.0])
+    >>> tt.nn.GELU()(x)
+    tensor([-0.15865525,  0.        ,  0.84134475])
+    >>> tt.nn.GELU(approximate="tanh")(x)
+    tensor([-0.15880801,  0.        ,  0.84119199])
+    """
 
     def __init__(self, approximate="none"):
         super().__init__()
@@ -148,7 +175,13 @@ class GELU(Module):
 
 
 class Softplus(Module):
-    """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold (as PyTorch)."""
+    """log(1 + exp(beta * x)) / beta, linear where beta * x > threshold (as PyTorch).
+
+    Examples
+    --------
+    >>> tt.nn.Softplus()(tt.tensor([0.0, 30.0]))   # log(2); linear past the threshold
+    tensor([ 0.69314718, 30.        ])
+    """
 
     def __init__(self, beta=1.0, threshold=20.0):
         super().__init__()
@@ -163,7 +196,13 @@ def _axis(axis, dim):
 
 
 class Softmax(Module):
-    """softmax along `axis` (PyTorch's `dim=` is accepted too)."""
+    """softmax along `axis` (PyTorch's `dim=` is accepted too).
+
+    Examples
+    --------
+    >>> tt.nn.Softmax(dim=1)(tt.tensor([[0.0, np.log(3.0)]]))
+    tensor([[0.25, 0.75]])
+    """
 
     def __init__(self, axis=-1, dim=None):
         super().__init__()
@@ -174,14 +213,26 @@ class Softmax(Module):
 
 
 class LogSoftmax(Softmax):
-    """log_softmax along `axis` (PyTorch's `dim=` is accepted too)."""
+    """log_softmax along `axis` (PyTorch's `dim=` is accepted too).
+
+    Examples
+    --------
+    >>> tt.nn.LogSoftmax(dim=1)(tt.tensor([[0.0, 0.0]]))
+    tensor([[-0.69314718, -0.69314718]])
+    """
 
     def forward(self, x):
         return ops.log_softmax(x, axis=self.axis)
 
 
 class Identity(Module):
-    """Returns its input (any arguments to the constructor are ignored, as in PyTorch)."""
+    """Returns its input (any arguments to the constructor are ignored, as in PyTorch).
+
+    Examples
+    --------
+    >>> tt.nn.Identity()(tt.tensor([1.0, 2.0]))
+    tensor([1., 2.])
+    """
 
     def __init__(self, *args, **kwargs):
         super().__init__()
@@ -384,7 +435,16 @@ class MaxPool2d(Module):
 
 class MaxUnpool2d(Module):
     """The partial inverse of MaxPool2d, as PyTorch's: forward(x, indices, output_size=None) puts
-    each value back at its index in zeros of the unpooled size."""
+    each value back at its index in zeros of the unpooled size.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    >>> pooled, idx = tt.nn.functional.max_pool2d(x, 2, return_indices=True)
+    >>> tt.nn.MaxUnpool2d(2)(pooled, idx)   # the maximum back in its place, zeros elsewhere
+    tensor([[[[0., 0.],
+              [0., 4.]]]])
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
@@ -402,7 +462,15 @@ class AvgPool2d(Module):
     """The mean over each kernel window of (N, C, H, W) or (C, H, W); stride defaults to
     kernel_size. `padding` (zero borders, at most half the kernel), `ceil_mode`,
     `count_include_pad` (default True: the zeros count in the mean) and `divisor_override`, as
-    PyTorch's."""
+    PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> tt.nn.AvgPool2d(2)(x)
+    tensor([[[[ 2.5,  4.5],
+              [10.5, 12.5]]]])
+    """
 
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
                  divisor_override=None):
@@ -547,13 +615,36 @@ class _BatchNorm(Module):
 class BatchNorm1d(_BatchNorm):
     """Batch norm of (N, C) or (N, C, L) input over N (and L), per channel C, as PyTorch:
     training mode normalises with the batch's biased variance and updates the buffers
-    running_mean and running_var (unbiased variance, momentum 0.1); eval() mode uses them."""
+    running_mean and running_var (unbiased variance, momentum 0.1); eval() mode uses them.
+
+    Examples
+    --------
+    >>> bn = tt.nn.BatchNorm1d(2)
+    >>> x = tt.tensor([[1.0, 10.0], [3.0, 30.0]], dtype=np.float32)
+    >>> bn(x).numpy().round(4)              # training: the batch's statistics
+    array([[-1., -1.],
+           [ 1.,  1.]], dtype=float32)
+    >>> bn.running_mean                     # moved 10 % of the way to the batch's mean
+    tensor([0.2, 2. ], dtype=float32)
+    >>> bn.eval()(x).shape                  # eval: the running statistics
+    (2, 2)
+    """
 
     _ndims = (2, 3)
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch norm of (N, C, H, W) input over N, H and W, per channel C (see BatchNorm1d)."""
+    """Batch norm of (N, C, H, W) input over N, H and W, per channel C (see BatchNorm1d).
+
+    Examples
+    --------
+    >>> bn = tt.nn.BatchNorm2d(3)
+    >>> y = bn(tt.randn(4, 3, 5, 5, rng=0))
+    >>> y.shape
+    (4, 3, 5, 5)
+    >>> bool(np.allclose(y.numpy().mean(axis=(0, 2, 3)), 0, atol=1e-6))   # per channel: mean 0
+    True
+    """
 
     _ndims = (4,)
 
@@ -667,7 +758,24 @@ class Sequential(Module):
 
 class ModuleList(Module):
     """A list of modules whose parameters the parent finds (named "0.weight", "1.bias", ...):
-    indexable, len(), iteration, append, extend. It has no forward of its own."""
+    indexable, len(), iteration, append, extend. It has no forward of its own.
+
+    Examples
+    --------
+    >>> class Stack(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.layers = tt.nn.ModuleList([tt.nn.Linear(2, 2, rng=i) for i in range(3)])
+    ...     def forward(self, x):
+    ...         for layer in self.layers:
+    ...             x = layer(x)
+    ...         return x
+    >>> model = Stack()
+    >>> len(model.layers), [name for name, _ in model.named_parameters()][:2]
+    (3, ['layers.0.weight', 'layers.0.bias'])
+    >>> model(np.ones((4, 2))).shape
+    (4, 2)
+    """
 
     def __init__(self, modules=()):
         super().__init__()
@@ -745,7 +853,18 @@ class _Keyed:
 class ModuleDict(_Keyed, Module):
     """An ordered dict of modules whose parameters the parent finds, named "key.weight", as
     PyTorch's: indexing by key, assignment, `del`, `in`, len(), iteration over the keys,
-    keys(), values(), items(), update(), pop(), clear(). It has no forward of its own."""
+    keys(), values(), items(), update(), pop(), clear(). It has no forward of its own.
+
+    Examples
+    --------
+    >>> heads = tt.nn.ModuleDict({"label": tt.nn.Linear(4, 3, rng=0), "box": tt.nn.Linear(4, 2, rng=1)})
+    >>> list(heads.keys())
+    ['label', 'box']
+    >>> heads["box"](np.ones((1, 4))).shape
+    (1, 2)
+    >>> sorted(heads.state_dict())
+    ['box.bias', 'box.weight', 'label.bias', 'label.weight']
+    """
 
     def __init__(self, modules=None):
         super().__init__()
@@ -790,21 +909,39 @@ class ModuleDict(_Keyed, Module):
 
 # ----- PyTorch's activations, containers and shapes added in issue 31 ------------------------------
 class SiLU(Module):
-    """x * sigmoid(x) (swish), as PyTorch's nn.SiLU."""
+    """x * sigmoid(x) (swish), as PyTorch's nn.SiLU.
+
+    Examples
+    --------
+    >>> tt.nn.SiLU()(tt.tensor([0.0, 1.0]))
+    tensor([0.        , 0.73105858])
+    """
 
     def forward(self, x):
         return F.silu(x)
 
 
 class Mish(Module):
-    """x * tanh(softplus(x)), as PyTorch's nn.Mish."""
+    """x * tanh(softplus(x)), as PyTorch's nn.Mish.
+
+    Examples
+    --------
+    >>> tt.nn.Mish()(tt.tensor([0.0, 1.0]))
+    tensor([0.        , 0.86509839])
+    """
 
     def forward(self, x):
         return F.mish(x)
 
 
 class ELU(Module):
-    """x where x > 0, alpha (exp(x) - 1) elsewhere, as PyTorch's nn.ELU."""
+    """x where x > 0, alpha (exp(x) - 1) elsewhere, as PyTorch's nn.ELU.
+
+    Examples
+    --------
+    >>> tt.nn.ELU()(tt.tensor([-1.0, 2.0]))
+    tensor([-0.63212056,  2.        ])
+    """
 
     def __init__(self, alpha=1.0):
         super().__init__()
@@ -819,7 +956,16 @@ class ELU(Module):
 
 class PReLU(Module):
     """max(0, x) + weight * min(0, x) with a learned slope: one (num_parameters=1) or one per
-    channel (axis 1), starting at `init` (0.25), as PyTorch's nn.PReLU ("weight")."""
+    channel (axis 1), starting at `init` (0.25), as PyTorch's nn.PReLU ("weight").
+
+    Examples
+    --------
+    >>> act = tt.nn.PReLU()
+    >>> act.weight
+    tensor([0.25], dtype=float32, requires_grad=True, name='weight')
+    >>> act(tt.tensor([-2.0, 3.0], dtype=np.float32))
+    tensor([-0.5,  3. ], dtype=float32, requires_grad=True)
+    """
 
     def __init__(self, num_parameters=1, init=0.25, dtype=np.float32):
         super().__init__()
@@ -838,7 +984,13 @@ class PReLU(Module):
 
 
 class Unflatten(Module):
-    """Split axis `dim` into `unflattened_size`, as PyTorch's nn.Unflatten."""
+    """Split axis `dim` into `unflattened_size`, as PyTorch's nn.Unflatten.
+
+    Examples
+    --------
+    >>> tt.nn.Unflatten(1, (2, 3))(tt.ones((4, 6))).shape
+    (4, 2, 3)
+    """
 
     def __init__(self, dim, unflattened_size):
         super().__init__()
@@ -855,7 +1007,20 @@ class Unflatten(Module):
 
 class Dropout2d(Module):
     """Zero whole channels of (N, C, H, W) (or (C, H, W)) with probability p in training mode,
-    scaling the rest by 1 / (1 - p); the identity in eval(). As PyTorch's nn.Dropout2d."""
+    scaling the rest by 1 / (1 - p); the identity in eval(). As PyTorch's nn.Dropout2d.
+
+    Examples
+    --------
+    >>> drop = tt.nn.Dropout2d(p=0.5, rng=0)
+    >>> y = drop(tt.ones((1, 4, 2, 2)))
+    >>> y.numpy()[0].reshape(4, -1)         # each channel kept (scaled by 2) or zeroed whole
+    array([[2., 2., 2., 2.],
+           [0., 0., 0., 0.],
+           [0., 0., 0., 0.],
+           [0., 0., 0., 0.]])
+    >>> drop.eval()(tt.ones((1, 4, 2, 2))).numpy().max().item()   # the identity in eval mode
+    1.0
+    """
 
     def __init__(self, p=0.5, rng=None):
         super().__init__()
@@ -881,7 +1046,22 @@ def _as_parameter(value, name):
 class ParameterList(Module):
     """A list of parameters registered with the module that holds it (named "0", "1", ...), as
     PyTorch's nn.ParameterList: indexing, len(), iteration, append, extend. Arrays become
-    Parameters."""
+    Parameters.
+
+    Examples
+    --------
+    >>> class Poly(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.coef = tt.nn.ParameterList([np.array(1.0), np.array(2.0), np.array(3.0)])
+    ...     def forward(self, x):
+    ...         return sum(c * x**i for i, c in enumerate(self.coef))
+    >>> p = Poly()
+    >>> [name for name, _ in p.named_parameters()]
+    ['coef.0', 'coef.1', 'coef.2']
+    >>> p(tt.tensor(2.0))                   # 1 + 2 * 2 + 3 * 4
+    tensor(17., requires_grad=True)
+    """
 
     def __init__(self, values=None):
         super().__init__()
@@ -920,7 +1100,22 @@ class ParameterList(Module):
 class ParameterDict(_Keyed, Module):
     """An ordered dict of parameters registered with the module that holds it (named by key), as
     PyTorch's nn.ParameterDict: indexing, assignment, `in`, len(), keys(), values(), items(),
-    update()."""
+    update().
+
+    Examples
+    --------
+    >>> class Scale(tt.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__()
+    ...         self.params = tt.nn.ParameterDict({"gain": np.array(2.0), "shift": np.array(1.0)})
+    ...     def forward(self, x):
+    ...         return x * self.params["gain"] + self.params["shift"]
+    >>> m = Scale()
+    >>> [name for name, _ in m.named_parameters()]
+    ['params.gain', 'params.shift']
+    >>> m(tt.tensor([1.0, 2.0]))
+    tensor([3., 5.], requires_grad=True)
+    """
 
     def __init__(self, parameters=None):
         super().__init__()
@@ -949,7 +1144,19 @@ class ParameterDict(_Keyed, Module):
 # ----- resampling ---------------------------------------------------------------------------------
 class Upsample(Module):
     """F.interpolate as a layer, as PyTorch's nn.Upsample(size=None, scale_factor=None,
-    mode="nearest", align_corners=None, recompute_scale_factor=None)."""
+    mode="nearest", align_corners=None, recompute_scale_factor=None).
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[[1.0, 2.0], [3.0, 4.0]]]])
+    >>> tt.nn.Upsample(scale_factor=2)(x)
+    tensor([[[[1., 1., 2., 2.],
+              [1., 1., 2., 2.],
+              [3., 3., 4., 4.],
+              [3., 3., 4., 4.]]]])
+    >>> tt.nn.Upsample(size=(3, 3), mode="bilinear", align_corners=True)(x).shape
+    (1, 1, 3, 3)
+    """
 
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
@@ -967,14 +1174,27 @@ class Upsample(Module):
 
 
 class UpsamplingNearest2d(Upsample):
-    """Upsample(size, scale_factor, mode="nearest"), PyTorch's older spelling."""
+    """Upsample(size, scale_factor, mode="nearest"), PyTorch's older spelling.
+
+    Examples
+    --------
+    >>> tt.nn.UpsamplingNearest2d(scale_factor=2)(tt.ones((1, 3, 4, 4))).shape
+    (1, 3, 8, 8)
+    """
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, "nearest")
 
 
 class UpsamplingBilinear2d(Upsample):
-    """Bilinear with align_corners=True, as PyTorch's."""
+    """Bilinear with align_corners=True, as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[[0.0, 2.0]]]])
+    >>> tt.nn.UpsamplingBilinear2d(size=(1, 3))(x)   # the corners stay, the middle is their mean
+    tensor([[[[0., 1., 2.]]]])
+    """
 
     def __init__(self, size=None, scale_factor=None):
         super().__init__(size, scale_factor, "bilinear", align_corners=True)
@@ -982,7 +1202,14 @@ class UpsamplingBilinear2d(Upsample):
 
 class AdaptiveAvgPool2d(Module):
     """Average (N, C, H, W) or (C, H, W) into output_size bins (int, pair, None keeps an axis), with
-    PyTorch's bins [floor(i H / h), ceil((i + 1) H / h))."""
+    PyTorch's bins [floor(i H / h), ceil((i + 1) H / h)).
+
+    Examples
+    --------
+    >>> pool = tt.nn.AdaptiveAvgPool2d((1, 1))   # global average pooling, whatever the image size
+    >>> pool(tt.ones((2, 8, 7, 5))).shape
+    (2, 8, 1, 1)
+    """
 
     def __init__(self, output_size):
         super().__init__()
@@ -996,7 +1223,15 @@ class AdaptiveAvgPool2d(Module):
 
 
 class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
-    """The mean over output_size adaptive bins of the last axis of (N, C, L) (PyTorch's bins)."""
+    """The mean over output_size adaptive bins of the last axis of (N, C, L) or (C, L) (PyTorch's
+    bins).
+
+    Examples
+    --------
+    >>> x = tt.tensor([[[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]]])
+    >>> tt.nn.AdaptiveAvgPool1d(2)(x)
+    tensor([[[2., 5.]]])
+    """
 
     def forward(self, x):
         return F.adaptive_avg_pool1d(x, self.output_size)
@@ -1004,7 +1239,19 @@ class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
 
 class AdaptiveMaxPool2d(AdaptiveAvgPool2d):
     """The maximum over each of PyTorch's adaptive bins; with return_indices the pair (output,
-    flat (H, W) indices), as PyTorch's."""
+    flat (H, W) indices), as PyTorch's.
+
+    Examples
+    --------
+    >>> x = tt.tensor(np.arange(16.0).reshape(1, 1, 4, 4))
+    >>> out, idx = tt.nn.AdaptiveMaxPool2d(2, return_indices=True)(x)
+    >>> out
+    tensor([[[[ 5.,  7.],
+              [13., 15.]]]])
+    >>> idx
+    tensor([[[[ 5,  7],
+              [13, 15]]]], dtype=int64)
+    """
 
     def __init__(self, output_size, return_indices=False):
         super().__init__(output_size)

@@ -47,7 +47,14 @@ class L1Loss(_Loss):
 
 
 class HuberLoss(_Loss):
-    """0.5 d**2 where |d| <= delta, delta * (|d| - 0.5 delta) elsewhere, d = prediction - target."""
+    """0.5 d**2 where |d| <= delta, delta * (|d| - 0.5 delta) elsewhere, d = prediction - target.
+
+    Examples
+    --------
+    >>> loss = tt.nn.HuberLoss(delta=1.0)
+    >>> loss(tt.tensor([0.5, 3.0]), tt.tensor([0.0, 0.0]))   # (0.125 + 2.5) / 2
+    tensor(1.3125)
+    """
 
     def __init__(self, reduction="mean", delta=1.0):
         super().__init__(reduction)
@@ -59,7 +66,14 @@ class HuberLoss(_Loss):
 
 class SmoothL1Loss(_Loss):
     """0.5 d**2 / beta where |d| < beta, |d| - 0.5 beta elsewhere, d = prediction - target, as
-    PyTorch's (HuberLoss(delta) is delta * SmoothL1Loss(beta=delta)); beta=0 is L1Loss."""
+    PyTorch's (HuberLoss(delta) is delta * SmoothL1Loss(beta=delta)); beta=0 is L1Loss.
+
+    Examples
+    --------
+    >>> loss = tt.nn.SmoothL1Loss(beta=1.0)
+    >>> loss(tt.tensor([0.5, 3.0]), tt.tensor([0.0, 0.0]))   # (0.125 + 2.5) / 2
+    tensor(1.3125)
+    """
 
     def __init__(self, reduction="mean", beta=1.0):
         super().__init__(reduction)
@@ -77,7 +91,16 @@ class SmoothL1Loss(_Loss):
 class KLDivLoss(_Loss):
     """KL divergence of `input` (log-probabilities) from `target`, as PyTorch's (see
     F.kl_div): reduction "mean" (every element), "batchmean" (the KL divergence per sample),
-    "sum", "none"; log_target=True takes the target as log-probabilities."""
+    "sum", "none"; log_target=True takes the target as log-probabilities.
+
+    Examples
+    --------
+    >>> log_q = tt.log(tt.tensor([[0.5, 0.5]]))   # the model's log-probabilities
+    >>> p = tt.tensor([[0.25, 0.75]])             # the target distribution
+    >>> kl = tt.nn.KLDivLoss(reduction="batchmean")(log_q, p)
+    >>> round(kl.item(), 4)                 # 0.25 log(0.25 / 0.5) + 0.75 log(0.75 / 0.5)
+    0.1308
+    """
 
     def __init__(self, reduction="mean", log_target=False):
         Module.__init__(self)
@@ -94,7 +117,15 @@ class KLDivLoss(_Loss):
 
 class BCELoss(_Loss):
     """-w * (y log p + (1 - y) log(1 - p)) on probabilities p, each log clamped at -100 as
-    PyTorch (finite at p = 0 and 1). Prefer BCEWithLogitsLoss on logits."""
+    PyTorch (finite at p = 0 and 1). Prefer BCEWithLogitsLoss on logits.
+
+    Examples
+    --------
+    >>> p = tt.tensor([0.9, 0.2])           # probabilities (after a sigmoid)
+    >>> loss = tt.nn.BCELoss()(p, tt.tensor([1.0, 0.0]))
+    >>> round(loss.item(), 4)               # -(log 0.9 + log 0.8) / 2
+    0.1643
+    """
 
     def __init__(self, weight=None, reduction="mean"):
         super().__init__(reduction)

@@ -27,7 +27,7 @@ import numpy as np
 from .. import backend, ops, rng
 from ..hooks import HookDict, RemovableHandle
 from ..ops.batching import BatchArray
-from ..state import SHARED, STATE
+from ..state import SHARED, STATE, replayed_while_recording
 from ..tensor import Tensor, _is_device_name, mark_modified
 from ..torch_interop import host_array, numpy_dtype
 from ..weakid import IdentityWeakMap
@@ -407,6 +407,9 @@ class Module:
     def zero_grad(self, set_to_none=True):
         """Set every parameter's `.grad` to None (the next backward starts from zero), or to
         zeros with `set_to_none=False`, as PyTorch."""
+        replayed, _ = replayed_while_recording("Module.zero_grad()", self.zero_grad, set_to_none)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return
         for p in self.parameters():
             p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 

@@ -14,7 +14,18 @@ from .module import Module, cast_input
 
 class GroupNorm(Module):
     """Normalise (N, C, *) input over each of num_groups groups of channels (and all positions),
-    then weight and bias per channel (1 and 0 at start), as PyTorch's nn.GroupNorm."""
+    then weight and bias per channel (1 and 0 at start), as PyTorch's nn.GroupNorm.
+
+    Examples
+    --------
+    >>> gn = tt.nn.GroupNorm(num_groups=2, num_channels=4)
+    >>> y = gn(tt.randn(3, 4, 5, rng=0))
+    >>> groups = y.numpy().reshape(3, 2, 10)   # each sample's each group of 2 channels
+    >>> bool(np.allclose(groups.mean(axis=-1), 0, atol=1e-6))
+    True
+    >>> bool(np.allclose(groups.std(axis=-1), 1, atol=1e-3))
+    True
+    """
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, dtype=np.float32):
         super().__init__()
@@ -91,20 +102,43 @@ class _InstanceNorm(Module):
 
 class InstanceNorm2d(_InstanceNorm):
     """Normalise each sample's each channel of (N, C, H, W) over H and W, as PyTorch's
-    nn.InstanceNorm2d: affine=False and track_running_stats=False by default."""
+    nn.InstanceNorm2d: affine=False and track_running_stats=False by default.
+
+    Examples
+    --------
+    >>> norm = tt.nn.InstanceNorm2d(3)
+    >>> y = norm(tt.randn(2, 3, 4, 4, rng=0))
+    >>> bool(np.allclose(y.numpy().mean(axis=(2, 3)), 0, atol=1e-6))   # every sample's every channel
+    True
+    """
 
     _ndim = 4
 
 
 class InstanceNorm1d(_InstanceNorm):
-    """nn.InstanceNorm2d's 1-D twin, on (N, C, L)."""
+    """nn.InstanceNorm2d's 1-D twin, on (N, C, L).
+
+    Examples
+    --------
+    >>> norm = tt.nn.InstanceNorm1d(2)
+    >>> norm(tt.tensor([[[1.0, 3.0], [0.0, 10.0]]])).numpy().round(4)   # each channel on its own
+    array([[[-1.,  1.],
+            [-1.,  1.]]], dtype=float32)
+    """
 
     _ndim = 3
 
 
 class RMSNorm(Module):
     """x / sqrt(mean(x^2 over the last len(normalized_shape) axes) + eps) * weight, as PyTorch's
-    nn.RMSNorm (weight starts at 1; eps=None is the dtype's machine epsilon)."""
+    nn.RMSNorm (weight starts at 1; eps=None is the dtype's machine epsilon).
+
+    Examples
+    --------
+    >>> norm = tt.nn.RMSNorm(2, eps=0.0)
+    >>> norm(tt.tensor([[3.0, 4.0]])).numpy().round(4)   # divided by sqrt((9 + 16) / 2)
+    array([[0.8485, 1.1314]], dtype=float32)
+    """
 
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, dtype=np.float32):
         super().__init__()

@@ -181,6 +181,18 @@ class DistributedDataParallel(Module):
     bucket's all-reduce starts as soon as its gradients are complete, and the backward returns
     with every gradient averaged. Call `sync_gradients()` yourself when the gradients come from
     elsewhere (`tt.grad`, a compiled step, gradients set by hand) -- on every rank.
+
+    Examples
+    --------
+    >>> model = tt.nn.parallel.DistributedDataParallel(tt.nn.Linear(3, 1, rng=0))
+    >>> model.world_size                    # one process: rank 0 of 1 (launch with mpiexec for more)
+    1
+    >>> [name for name, _ in model.named_parameters()]
+    ['module.weight', 'module.bias']
+    >>> loss = model(np.ones((4, 3))).sum()
+    >>> loss.backward()                     # the gradients are averaged over the ranks here
+    >>> model.module.bias.grad
+    array([4.], dtype=float32)
     """
 
     def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):

@@ -14,7 +14,17 @@ from ..tensor import Tensor, _make
 class Parameter(Tensor):
     """Parameter(data, requires_grad=True): a leaf Tensor on `data`'s array (shared, as
     PyTorch's `nn.Parameter(tensor)` shares the tensor's storage; a list or a scalar is copied
-    into a new array). Only floating-point data can require a gradient."""
+    into a new array). Only floating-point data can require a gradient.
+
+    Examples
+    --------
+    >>> w = tt.nn.Parameter(np.zeros(2))
+    >>> w
+    Parameter containing:
+    tensor([0., 0.], requires_grad=True)
+    >>> w.requires_grad, w.is_leaf
+    (True, True)
+    """
 
     __slots__ = ()
 

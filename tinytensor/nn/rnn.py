@@ -437,7 +437,16 @@ class RNNBase(Module):
 
 class RNN(RNNBase):
     """h_t = tanh(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh) (nonlinearity="relu": max(., 0)).
-    forward(input, h_0=None) -> (output, h_n), as PyTorch's nn.RNN."""
+    forward(input, h_0=None) -> (output, h_n), as PyTorch's nn.RNN.
+
+    Examples
+    --------
+    >>> rnn = tt.nn.RNN(input_size=3, hidden_size=5, num_layers=2, rng=0)
+    >>> x = tt.ones((7, 2, 3))              # (time, batch, features)
+    >>> output, h_n = rnn(x)
+    >>> output.shape, h_n.shape             # every step's top layer; each layer's last step
+    ((7, 2, 5), (2, 2, 5))
+    """
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, rng=None, dtype=np.float32):
@@ -451,7 +460,15 @@ class RNN(RNNBase):
 class LSTM(RNNBase):
     """PyTorch's nn.LSTM (gates i, f, g, o): forward(input, (h_0, c_0)=None) ->
     (output, (h_n, c_n)). With proj_size > 0, h_t = W_hr (o_t * tanh(c_t)) of size proj_size
-    (weight_hr_l{k} (proj_size, hidden_size); h_0 and the output have proj_size features)."""
+    (weight_hr_l{k} (proj_size, hidden_size); h_0 and the output have proj_size features).
+
+    Examples
+    --------
+    >>> lstm = tt.nn.LSTM(input_size=3, hidden_size=5, batch_first=True, rng=0)
+    >>> output, (h_n, c_n) = lstm(tt.ones((2, 7, 3)))   # (batch, time, features)
+    >>> output.shape, h_n.shape, c_n.shape
+    ((2, 7, 5), (1, 2, 5), (1, 2, 5))
+    """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, rng=None, dtype=np.float32, proj_size=0):
@@ -460,7 +477,15 @@ class LSTM(RNNBase):
 
 
 class GRU(RNNBase):
-    """PyTorch's nn.GRU (gates r, z, n): forward(input, h_0=None) -> (output, h_n)."""
+    """PyTorch's nn.GRU (gates r, z, n): forward(input, h_0=None) -> (output, h_n).
+
+    Examples
+    --------
+    >>> gru = tt.nn.GRU(input_size=3, hidden_size=5, bidirectional=True, rng=0)
+    >>> output, h_n = gru(tt.ones((7, 2, 3)))
+    >>> output.shape, h_n.shape             # both directions' features, side by side
+    ((7, 2, 10), (2, 2, 5))
+    """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, rng=None, dtype=np.float32):
@@ -522,7 +547,17 @@ class RNNCellBase(Module):
 
 
 class RNNCell(RNNCellBase):
-    """h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh); forward(input, hx=None) -> h'."""
+    """h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh); forward(input, hx=None) -> h'.
+
+    Examples
+    --------
+    >>> cell = tt.nn.RNNCell(3, 5, rng=0)
+    >>> h = None
+    >>> for x_t in tt.ones((4, 2, 3)):       # one step at a time
+    ...     h = cell(x_t, h)
+    >>> h.shape
+    (2, 5)
+    """
 
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", rng=None, dtype=np.float32):
         if nonlinearity not in ("tanh", "relu"):
@@ -535,7 +570,16 @@ class RNNCell(RNNCellBase):
 
 
 class LSTMCell(RNNCellBase):
-    """One LSTM step; forward(input, (h, c)=None) -> (h', c')."""
+    """One LSTM step; forward(input, (h, c)=None) -> (h', c').
+
+    Examples
+    --------
+    >>> cell = tt.nn.LSTMCell(3, 5, rng=0)
+    >>> h, c = cell(tt.ones((2, 3)))
+    >>> h, c = cell(tt.ones((2, 3)), (h, c))
+    >>> h.shape, c.shape
+    ((2, 5), (2, 5))
+    """
 
     def __init__(self, input_size, hidden_size, bias=True, rng=None, dtype=np.float32):
         super().__init__("LSTM", input_size, hidden_size, bias, rng, dtype)
@@ -545,7 +589,15 @@ class LSTMCell(RNNCellBase):
 
 
 class GRUCell(RNNCellBase):
-    """One GRU step; forward(input, hx=None) -> h'."""
+    """One GRU step; forward(input, hx=None) -> h'.
+
+    Examples
+    --------
+    >>> cell = tt.nn.GRUCell(3, 5, rng=0)
+    >>> h = cell(tt.ones((2, 3)))
+    >>> cell(tt.ones((2, 3)), h).shape
+    (2, 5)
+    """
 
     def __init__(self, input_size, hidden_size, bias=True, rng=None, dtype=np.float32):
         super().__init__("GRU", input_size, hidden_size, bias, rng, dtype)

@@ -39,7 +39,16 @@ def _clones(module, n):
 class TransformerEncoderLayer(Module):
     """self-attention and a feed-forward block, each with a residual connection and a LayerNorm:
     x = norm1(x + sa(x)); x = norm2(x + ff(x)) (norm_first: x = x + sa(norm1(x)); x = x + ff(norm2(x))).
-    forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False)."""
+    forward(src, src_mask=None, src_key_padding_mask=None, is_causal=False).
+
+    Examples
+    --------
+    >>> layer = tt.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+    ...                                       batch_first=True, rng=0)
+    >>> src = tt.randn(2, 5, 8, rng=0)      # (batch, sequence, d_model)
+    >>> layer(src).shape
+    (2, 5, 8)
+    """
 
     def __init__(
         self,
@@ -98,7 +107,19 @@ class TransformerEncoderLayer(Module):
 class TransformerEncoder(Module):
     """num_layers copies of encoder_layer (each starting from its values, as PyTorch's deep
     copies), applied in turn, then `norm` if given. Keys "layers.0.self_attn.in_proj_weight", ...
-    forward(src, mask=None, src_key_padding_mask=None, is_causal=None)."""
+    forward(src, mask=None, src_key_padding_mask=None, is_causal=None).
+
+    Examples
+    --------
+    >>> layer = tt.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+    ...                                       batch_first=True, rng=0)
+    >>> encoder = tt.nn.TransformerEncoder(layer, num_layers=2)
+    >>> causal = tt.nn.Transformer.generate_square_subsequent_mask(5)   # -inf above the diagonal
+    >>> encoder(tt.randn(2, 5, 8, rng=0), mask=causal).shape
+    (2, 5, 8)
+    >>> "layers.1.self_attn.in_proj_weight" in encoder.state_dict()
+    True
+    """
 
     def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
         super().__init__()
@@ -121,7 +142,18 @@ class TransformerDecoderLayer(Module):
     """self-attention, attention over `memory` (the encoder's output) and a feed-forward block,
     each with a residual connection and a LayerNorm (norm1..3), as PyTorch's.
     forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False)."""
+    memory_key_padding_mask=None, tgt_is_causal=False, memory_is_causal=False).
+
+    Examples
+    --------
+    >>> layer = tt.nn.TransformerDecoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+    ...                                       batch_first=True, rng=0)
+    >>> memory = tt.randn(2, 6, 8, rng=0)   # the encoder's output
+    >>> tgt = tt.randn(2, 4, 8, rng=1)
+    >>> causal = tt.nn.Transformer.generate_square_subsequent_mask(4)
+    >>> layer(tgt, memory, tgt_mask=causal).shape
+    (2, 4, 8)
+    """
 
     def __init__(
         self,
@@ -212,7 +244,16 @@ class TransformerDecoder(Module):
     """num_layers copies of decoder_layer applied in turn to tgt (each attending to `memory`),
     then `norm` if given, as PyTorch's. Keys "layers.0.self_attn.in_proj_weight", ...
     forward(tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
-    memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False)."""
+    memory_key_padding_mask=None, tgt_is_causal=None, memory_is_causal=False).
+
+    Examples
+    --------
+    >>> layer = tt.nn.TransformerDecoderLayer(d_model=8, nhead=2, dim_feedforward=16, dropout=0.0,
+    ...                                       batch_first=True, rng=0)
+    >>> decoder = tt.nn.TransformerDecoder(layer, num_layers=2)
+    >>> decoder(tt.randn(2, 4, 8, rng=1), tt.randn(2, 6, 8, rng=0)).shape
+    (2, 4, 8)
+    """
 
     def __init__(self, decoder_layer, num_layers, norm=None):
         super().__init__()
@@ -256,7 +297,17 @@ class Transformer(Module):
     xavier-uniform, as PyTorch's _reset_parameters. Keys "encoder.layers.0...", "encoder.norm...",
     "decoder.layers.0...", "decoder.norm...". forward(src, tgt, src_mask=None, tgt_mask=None,
     memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
-    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False)."""
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None, memory_is_causal=False).
+
+    Examples
+    --------
+    >>> model = tt.nn.Transformer(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=1,
+    ...                           dim_feedforward=16, dropout=0.0, batch_first=True, rng=0)
+    >>> src, tgt = tt.randn(2, 6, 8, rng=0), tt.randn(2, 4, 8, rng=1)
+    >>> causal = model.generate_square_subsequent_mask(4)
+    >>> model(src, tgt, tgt_mask=causal).shape   # one vector per target position
+    (2, 4, 8)
+    """
 
     def __init__(
         self,

@@ -40,12 +40,54 @@ def _angle_tangent(t, ans, z):
 
 real = defprim(np.real, "real", vjp=[lambda g, ans, z: g], jvp=[lambda t, ans, z: np.real(t)],
                numpy=np.real)
+real.__doc__ = """The real part (as `np.real` and `z.real`), recorded: a real parameter can pass through
+complex intermediates to a real loss (JAX's convention, see this module's notes).
+
+Examples
+--------
+>>> x = tt.tensor([3.0, 4.0], requires_grad=True)
+>>> z = x[0] + 1j * x[1]
+>>> tt.real(z * tt.conj(z)).backward()   # |z|**2 = x0**2 + x1**2
+>>> x.grad
+array([6., 8.])
+"""
 imag = defprim(np.imag, "imag", vjp=[_imag_rule],
                jvp=[lambda t, ans, z: np.imag(t)], numpy=np.imag)
+imag.__doc__ = """The imaginary part (as `np.imag` and `z.imag`), recorded; 0 for a real value.
+
+Examples
+--------
+>>> x = tt.tensor([3.0, 4.0], requires_grad=True)
+>>> z = x[0] + 1j * x[1]
+>>> tt.imag(z * z).backward()            # Im(z**2) = 2 x0 x1
+>>> x.grad
+array([8., 6.])
+"""
 conj = defprim(np.conj, "conj", vjp=[lambda g, ans, z: np.conj(g)], jvp=[lambda t, ans, z: np.conj(t)],
                numpy=(np.conj, np.conjugate), method=("conj", "conjugate"))
+conj.__doc__ = """The complex conjugate (as `np.conj`, `np.conjugate`, `t.conj()`), recorded; a real value is
+itself.
+
+Examples
+--------
+>>> z = tt.tensor([1 + 2j, 3 - 1j])
+>>> tt.conj(z)
+tensor([1.-2.j, 3.+1.j], dtype=complex128)
+"""
 angle = defprim(lambda z: np.angle(z), "angle", vjp=[_angle_rule], jvp=[_angle_tangent], numpy=np.angle)
-angle.__doc__ = "np.angle(z): the argument of a complex value (radians), differentiable (JAX's convention)."
+angle.__doc__ = """`np.angle(z)`: the argument of a complex value in radians, in (-pi, pi], recorded
+(JAX's convention; its gradient at 0 is 0).
+
+Examples
+--------
+>>> x = tt.tensor([3.0, 4.0], requires_grad=True)
+>>> z = x[0] + 1j * x[1]
+>>> tt.angle(z)
+tensor(0.92729522, requires_grad=True)
+>>> tt.angle(z).backward()               # (-x1, x0) / |z|**2
+>>> x.grad
+array([-0.16,  0.12])
+"""
 complex_rules(real, imag, conj, angle)
 
 # NumPy's attributes z.real and z.imag (properties, not methods: no publish(method=) form).

@@ -70,6 +70,15 @@ def _spread(g, x, axis, keepdims):
 
 # ----- elementwise, one input ---------------------------------------------------------------------
 exp = elementwise(np.exp, "exp", lambda ans, x: ans, numpy=np.exp, method=True)
+exp.__doc__ = """`e**x`, elementwise (as `np.exp`); its derivative is itself.
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.exp(x).sum().backward()
+>>> x.grad
+array([1.        , 2.71828183])
+"""
 
 
 @np.errstate(divide="ignore")   # log(0) = -inf is the exact limit, not an error: no RuntimeWarning
@@ -98,8 +107,36 @@ Examples
 array([1. , 0.5])
 """
 sin = elementwise(np.sin, "sin", lambda ans, x: np.cos(x), numpy=np.sin, method=True)
+sin.__doc__ = """Sine of radians, elementwise (as `np.sin`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, np.pi / 2], requires_grad=True)
+>>> tt.sin(x).sum().backward()
+>>> x.grad.round(12)   # cos x
+array([1., 0.])
+"""
 cos = elementwise(np.cos, "cos", lambda ans, x: -np.sin(x), numpy=np.cos, method=True)
+cos.__doc__ = """Cosine of radians, elementwise (as `np.cos`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, np.pi / 2], requires_grad=True)
+>>> tt.cos(x).sum().backward()
+>>> x.grad.round(12)   # -sin x
+array([-0., -1.])
+"""
 tanh = elementwise(np.tanh, "tanh", lambda ans, x: 1 - ans * ans, numpy=np.tanh, method=True)
+tanh.__doc__ = """Hyperbolic tangent, elementwise (as `np.tanh`); the derivative reuses the
+output: `1 - tanh**2`.
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.tanh(x).sum().backward()
+>>> x.grad
+array([1.        , 0.41997434])
+"""
 
 
 sigmoid = elementwise(_expit, "sigmoid", lambda ans, x: ans * (1 - ans),
@@ -124,7 +161,25 @@ Examples
 tensor([0., 0., 2.])
 """
 sqrt = elementwise(np.sqrt, "sqrt", _sqrt_deriv, numpy=np.sqrt, method=True)
+sqrt.__doc__ = """Square root, elementwise (as `np.sqrt`); its derivative at 0 is inf, as PyTorch's.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 4.0], requires_grad=True)
+>>> tt.sqrt(x).sum().backward()
+>>> x.grad
+array([0.5 , 0.25])
+"""
 square = elementwise(np.square, "square", lambda ans, x: 2 * x, numpy=np.square, method=True)
+square.__doc__ = """`x * x`, elementwise (as `np.square`).
+
+Examples
+--------
+>>> x = tt.tensor([-1.0, 3.0], requires_grad=True)
+>>> tt.square(x).sum().backward()
+>>> x.grad
+array([-2.,  6.])
+"""
 def _abs_rule(g, ans, x):
     if x.dtype.kind == "c":                  # d|z| = Re(conj(z) dz) / |z|; 0 at z = 0
         return np.where(x != 0, g * (np.conj(x) / _safe(ans)), 0)
@@ -138,22 +193,86 @@ def _abs_tangent(t, ans, x):
 
 
 abs = defprim(np.abs, "abs", vjp=[_abs_rule], jvp=[_abs_tangent], numpy=np.absolute, method=True)
+abs.__doc__ = """Absolute value, elementwise (as `np.abs`); its derivative at 0 is 0 (as PyTorch's). A complex
+intermediate's gradient follows JAX's convention (ops/complex_numbers.py).
+
+Examples
+--------
+>>> x = tt.tensor([-2.0, 0.0, 3.0], requires_grad=True)
+>>> tt.abs(x).sum().backward()
+>>> x.grad
+array([-1.,  0.,  1.])
+"""
 neg = defprim(np.negative, "neg", vjp=[lambda g, ans, x: -g], jvp=[lambda t, ans, x: -t], numpy=np.negative)
+neg.__doc__ = """`-x`, elementwise (as `np.negative`): the operator `-t` records it.
+
+Examples
+--------
+>>> tt.neg(tt.tensor([1.0, -2.0]))
+tensor([-1.,  2.])
+"""
 
 
 # ----- elementwise, two inputs (NumPy broadcasting) --------------------------------------------
 add = defprim(np.add, "add",
               vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: g],
               jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: t], numpy=np.add)
+add.__doc__ = """`a + b` with NumPy's broadcasting (as `np.add`): the operator `+` records it. Each input's
+gradient is summed back to its own shape.
+
+Examples
+--------
+>>> a = tt.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+>>> b = tt.tensor([10.0, 20.0], requires_grad=True)
+>>> tt.add(a, b)
+tensor([[11., 22.],
+        [13., 24.]], requires_grad=True)
+>>> tt.add(a, b).sum().backward()
+>>> b.grad                     # b was broadcast over 2 rows
+array([2., 2.])
+"""
 sub = defprim(np.subtract, "sub",
               vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g],
               jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t], numpy=np.subtract)
+sub.__doc__ = """`a - b` with NumPy's broadcasting (as `np.subtract`): the operator `-` records it.
+
+Examples
+--------
+>>> a = tt.tensor([5.0, 7.0], requires_grad=True)
+>>> b = tt.tensor(2.0, requires_grad=True)
+>>> tt.sub(a, b).sum().backward()
+>>> a.grad, b.grad
+(array([1., 1.]), array(-2.))
+"""
 mul = defprim(np.multiply, "mul",
               vjp=[lambda g, ans, a, b: g * b, lambda g, ans, a, b: g * a],
               jvp=[lambda t, ans, a, b: t * b, lambda t, ans, a, b: a * t], numpy=np.multiply)
+mul.__doc__ = """`a * b` with NumPy's broadcasting (as `np.multiply`): the operator `*` records it.
+
+Examples
+--------
+>>> a = tt.tensor([2.0, 3.0], requires_grad=True)
+>>> b = tt.tensor([4.0, 5.0], requires_grad=True)
+>>> tt.mul(a, b).sum().backward()
+>>> a.grad, b.grad
+(array([4., 5.]), array([2., 3.]))
+"""
 div = defprim(np.divide, "div",
               vjp=[lambda g, ans, a, b: g / b, lambda g, ans, a, b: -g * ans / b],
               jvp=[lambda t, ans, a, b: t / b, lambda t, ans, a, b: -t * ans / b], numpy=np.divide)
+div.__doc__ = """`a / b` with NumPy's broadcasting (as `np.divide`, true division): the operator
+`/` records it.
+
+Examples
+--------
+>>> a = tt.tensor([1.0, 6.0], requires_grad=True)
+>>> b = tt.tensor([2.0, 3.0], requires_grad=True)
+>>> tt.div(a, b)
+tensor([0.5, 2. ], requires_grad=True)
+>>> tt.div(a, b).sum().backward()
+>>> a.grad, b.grad             # 1 / b and -a / b**2
+(array([0.5       , 0.33333333]), array([-0.25      , -0.66666667]))
+"""
 
 
 def _log_base(a):
@@ -174,6 +293,19 @@ power = defprim(np.power, "power",
                      lambda g, ans, a, b: g * (ans * _log_base(a))],
                 jvp=[lambda t, ans, a, b: t * _power_slope(a, b),
                      lambda t, ans, a, b: t * (ans * _log_base(a))], numpy=np.power, method="pow")
+power.__doc__ = """`a ** b` with NumPy's broadcasting (as `np.power`): the operator `**` records it. The
+derivative in `a` is 0 where `b == 0`, and in `b` it is 0 where `a == 0` (as PyTorch's).
+
+Examples
+--------
+>>> a = tt.tensor([2.0, 3.0], requires_grad=True)
+>>> b = tt.tensor(2.0, requires_grad=True)
+>>> tt.power(a, b)
+tensor([4., 9.], requires_grad=True)
+>>> tt.power(a, b).sum().backward()
+>>> a.grad, b.grad             # b a**(b-1) and sum(a**b log a)
+(array([4., 6.]), array(12.66009932))
+"""
 
 
 def _share(s, a, b):
@@ -186,10 +318,32 @@ maximum = defprim(np.maximum, "maximum",
                   vjp=[lambda g, ans, a, b: _share(g, a, b), lambda g, ans, a, b: _share(g, b, a)],
                   jvp=[lambda t, ans, a, b: _share(t, a, b), lambda t, ans, a, b: _share(t, b, a)],
                   numpy=np.maximum)
+maximum.__doc__ = """The elementwise larger of `a` and `b`, with NumPy's broadcasting (as
+`np.maximum`; NaN wins). At a tie each input gets half of the gradient (as PyTorch's).
+
+Examples
+--------
+>>> a = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.maximum(a, 2.0)
+tensor([2., 2., 3.], requires_grad=True)
+>>> tt.maximum(a, 2.0).sum().backward()
+>>> a.grad
+array([0. , 0.5, 1. ])
+"""
 minimum = defprim(np.minimum, "minimum",
                   vjp=[lambda g, ans, a, b: _share(g, b, a), lambda g, ans, a, b: _share(g, a, b)],
                   jvp=[lambda t, ans, a, b: _share(t, b, a), lambda t, ans, a, b: _share(t, a, b)],
                   numpy=np.minimum)
+minimum.__doc__ = """The elementwise smaller of `a` and `b`, with NumPy's broadcasting (as
+`np.minimum`; NaN wins). At a tie each input gets half of the gradient (as PyTorch's).
+
+Examples
+--------
+>>> a = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.minimum(a, 2.0).sum().backward()
+>>> a.grad
+array([1. , 0.5, 0. ])
+"""
 
 
 # ----- reductions --------------------------------------------------------------------------------

@@ -38,28 +38,172 @@ ONE_OVER_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 # ----- exponentials and logarithms ----------------------------------------------------------------
 log1p = elementwise(np.log1p, "log1p", lambda ans, x: 1 / (1 + x), numpy=np.log1p, method=True)
+log1p.__doc__ = """`log(1 + x)`, elementwise (as `np.log1p`), accurate where `x` is tiny.
+
+Examples
+--------
+>>> tt.log1p(tt.tensor([1e-10, 1.0]))
+tensor([1.00000000e-10, 6.93147181e-01])
+"""
 expm1 = elementwise(np.expm1, "expm1", lambda ans, x: ans + 1, numpy=np.expm1, method=True)
+expm1.__doc__ = """`exp(x) - 1`, elementwise (as `np.expm1`), accurate where `x` is tiny.
+
+Examples
+--------
+>>> x = tt.tensor([1e-10, 1.0], requires_grad=True)
+>>> tt.expm1(x)
+tensor([1.00000000e-10, 1.71828183e+00], requires_grad=True)
+>>> tt.expm1(x).sum().backward()
+>>> x.grad                     # exp(x)
+array([1.        , 2.71828183])
+"""
 log2 = elementwise(np.log2, "log2", lambda ans, x: 1 / (x * LN2), numpy=np.log2, method=True)
+log2.__doc__ = """Base-2 logarithm, elementwise (as `np.log2`).
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 8.0], requires_grad=True)
+>>> tt.log2(x)
+tensor([0., 3.], requires_grad=True)
+>>> tt.log2(x).sum().backward()
+>>> x.grad                     # 1 / (x ln 2)
+array([1.44269504, 0.18033688])
+"""
 log10 = elementwise(np.log10, "log10", lambda ans, x: 1 / (x * LN10), numpy=np.log10, method=True)
+log10.__doc__ = """Base-10 logarithm, elementwise (as `np.log10`).
+
+Examples
+--------
+>>> tt.log10(tt.tensor([1.0, 1000.0]))
+tensor([0., 3.])
+"""
 exp2 = elementwise(np.exp2, "exp2", lambda ans, x: ans * LN2, numpy=np.exp2, method=True)
+exp2.__doc__ = """`2**x`, elementwise (as `np.exp2`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 3.0], requires_grad=True)
+>>> tt.exp2(x)
+tensor([1., 8.], requires_grad=True)
+>>> tt.exp2(x).sum().backward()
+>>> x.grad                     # 2**x ln 2
+array([0.69314718, 5.54517744])
+"""
 reciprocal = elementwise(np.reciprocal, "reciprocal", lambda ans, x: -ans * ans,
                          numpy=np.reciprocal, method=True)
+reciprocal.__doc__ = """`1 / x`, elementwise (as `np.reciprocal`; give it floats: NumPy's integer
+reciprocal truncates).
+
+Examples
+--------
+>>> x = tt.tensor([2.0, 4.0], requires_grad=True)
+>>> tt.reciprocal(x).sum().backward()
+>>> x.grad                     # -1 / x**2
+array([-0.25  , -0.0625])
+"""
 
 # ----- trigonometric and hyperbolic ---------------------------------------------------------------
 tan = elementwise(np.tan, "tan", lambda ans, x: 1 + ans * ans, numpy=np.tan, method=True)
+tan.__doc__ = """Tangent of radians, elementwise (as `np.tan`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, np.pi / 4], requires_grad=True)
+>>> tt.tan(x).sum().backward()
+>>> x.grad                     # 1 + tan**2
+array([1., 2.])
+"""
 arcsin = elementwise(np.arcsin, "arcsin", lambda ans, x: 1 / np.sqrt(1 - x * x),
                      numpy=np.arcsin, method=True)
+arcsin.__doc__ = """Inverse sine in radians, elementwise (as `np.arcsin`), for `x` in [-1, 1].
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 0.5], requires_grad=True)
+>>> tt.arcsin(x)
+tensor([0.        , 0.52359878], requires_grad=True)
+>>> tt.arcsin(x).sum().backward()
+>>> x.grad                     # 1 / sqrt(1 - x**2)
+array([1.        , 1.15470054])
+"""
 arccos = elementwise(np.arccos, "arccos", lambda ans, x: -1 / np.sqrt(1 - x * x),
                      numpy=np.arccos, method=True)
+arccos.__doc__ = """Inverse cosine in radians, elementwise (as `np.arccos`), for `x` in [-1, 1].
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 0.5], requires_grad=True)
+>>> tt.arccos(x)
+tensor([1.57079633, 1.04719755], requires_grad=True)
+>>> tt.arccos(x).sum().backward()
+>>> x.grad                     # -1 / sqrt(1 - x**2)
+array([-1.        , -1.15470054])
+"""
 arctan = elementwise(np.arctan, "arctan", lambda ans, x: 1 / (1 + x * x), numpy=np.arctan, method=True)
+arctan.__doc__ = """Inverse tangent in radians, elementwise (as `np.arctan`); see `arctan2` for an angle.
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.arctan(x).sum().backward()
+>>> x.grad                     # 1 / (1 + x**2)
+array([1. , 0.5])
+"""
 sinh = elementwise(np.sinh, "sinh", lambda ans, x: np.cosh(x), numpy=np.sinh, method=True)
+sinh.__doc__ = """Hyperbolic sine, elementwise (as `np.sinh`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.sinh(x).sum().backward()
+>>> x.grad                     # cosh x
+array([1.        , 1.54308063])
+"""
 cosh = elementwise(np.cosh, "cosh", lambda ans, x: np.sinh(x), numpy=np.cosh, method=True)
+cosh.__doc__ = """Hyperbolic cosine, elementwise (as `np.cosh`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.cosh(x).sum().backward()
+>>> x.grad                     # sinh x
+array([0.        , 1.17520119])
+"""
 arcsinh = elementwise(np.arcsinh, "arcsinh", lambda ans, x: 1 / np.sqrt(x * x + 1),
                       numpy=np.arcsinh, method=True)
+arcsinh.__doc__ = """Inverse hyperbolic sine, elementwise (as `np.arcsinh`).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 1.0], requires_grad=True)
+>>> tt.arcsinh(x).sum().backward()
+>>> x.grad                     # 1 / sqrt(x**2 + 1)
+array([1.        , 0.70710678])
+"""
 arccosh = elementwise(np.arccosh, "arccosh", lambda ans, x: 1 / np.sqrt(x * x - 1),
                       numpy=np.arccosh, method=True)
+arccosh.__doc__ = """Inverse hyperbolic cosine, elementwise (as `np.arccosh`), for `x >= 1`.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0], requires_grad=True)
+>>> tt.arccosh(x)
+tensor([0.        , 1.3169579], requires_grad=True)
+>>> tt.arccosh(x[1:]).sum().backward()   # 1 / sqrt(x**2 - 1); inf at x = 1
+>>> x.grad
+array([0.        , 0.57735027])
+"""
 arctanh = elementwise(np.arctanh, "arctanh", lambda ans, x: 1 / (1 - x * x),
                       numpy=np.arctanh, method=True)
+arctanh.__doc__ = """Inverse hyperbolic tangent, elementwise (as `np.arctanh`), for `x` in (-1, 1).
+
+Examples
+--------
+>>> x = tt.tensor([0.0, 0.5], requires_grad=True)
+>>> tt.arctanh(x).sum().backward()
+>>> x.grad                     # 1 / (1 - x**2)
+array([1.        , 1.33333333])
+"""
 
 
 # sinc'(x) = (cos(pi x) - sinc(x)) / x cancels near 0; there its series, x * P(x^2), with
@@ -233,6 +377,19 @@ hypot = defprim(np.hypot, "hypot",
                 vjp=[lambda g, ans, a, b: g * a / _nonzero(ans), lambda g, ans, a, b: g * b / _nonzero(ans)],
                 jvp=[lambda t, ans, a, b: t * a / _nonzero(ans), lambda t, ans, a, b: t * b / _nonzero(ans)],
                 numpy=np.hypot, method=True)
+hypot.__doc__ = """`sqrt(a**2 + b**2)` with NumPy's broadcasting (as `np.hypot`), without overflow;
+the gradient at the origin is 0.
+
+Examples
+--------
+>>> a = tt.tensor(3.0, requires_grad=True)
+>>> b = tt.tensor(4.0, requires_grad=True)
+>>> tt.hypot(a, b)
+tensor(5., requires_grad=True)
+>>> tt.hypot(a, b).backward()
+>>> a.grad, b.grad
+(array(0.6), array(0.8))
+"""
 
 
 def _r2(y, x):
@@ -243,16 +400,53 @@ arctan2 = defprim(np.arctan2, "arctan2",                  # arctan2(y, x): the a
                   vjp=[lambda g, ans, y, x: g * x / _r2(y, x), lambda g, ans, y, x: -g * y / _r2(y, x)],
                   jvp=[lambda t, ans, y, x: t * x / _r2(y, x), lambda t, ans, y, x: -t * y / _r2(y, x)],
                   numpy=np.arctan2, method=True)
+arctan2.__doc__ = """`arctan2(y, x)`: the angle of the point (x, y) in radians, in (-pi, pi] (as
+`np.arctan2`; note the order: `y` first).
+
+Examples
+--------
+>>> y = tt.tensor([1.0, 1.0], requires_grad=True)
+>>> x = tt.tensor([1.0, -1.0])
+>>> tt.arctan2(y, x)
+tensor([0.78539816, 2.35619449], requires_grad=True)
+>>> tt.arctan2(y, x).sum().backward()
+>>> y.grad                     # x / (x**2 + y**2)
+array([ 0.5, -0.5])
+"""
 logaddexp = defprim(np.logaddexp, "logaddexp",            # d/da log(e^a + e^b) = e^(a - ans)
                     vjp=[lambda g, ans, a, b: g * np.exp(a - ans), lambda g, ans, a, b: g * np.exp(b - ans)],
                     jvp=[lambda t, ans, a, b: t * np.exp(a - ans), lambda t, ans, a, b: t * np.exp(b - ans)],
                     numpy=np.logaddexp, method=True)
+logaddexp.__doc__ = """`log(exp(a) + exp(b))` with NumPy's broadcasting (as `np.logaddexp`), with no
+overflow.
+
+Examples
+--------
+>>> a = tt.tensor([1000.0, 0.0], requires_grad=True)
+>>> tt.logaddexp(a, 1000.0)
+tensor([1000.69314718, 1000.        ], requires_grad=True)
+>>> tt.logaddexp(a, 1000.0).sum().backward()
+>>> a.grad                     # exp(a - result): each input's softmax weight
+array([0.5, 0. ])
+"""
 logaddexp2 = defprim(np.logaddexp2, "logaddexp2",
                      vjp=[lambda g, ans, a, b: g * np.exp2(a - ans),
                           lambda g, ans, a, b: g * np.exp2(b - ans)],
                      jvp=[lambda t, ans, a, b: t * np.exp2(a - ans),
                           lambda t, ans, a, b: t * np.exp2(b - ans)],
                      numpy=np.logaddexp2, method=True)
+logaddexp2.__doc__ = """`log2(2**a + 2**b)` with NumPy's broadcasting (as `np.logaddexp2`), with no
+overflow.
+
+Examples
+--------
+>>> a = tt.tensor([3.0, 10.0], requires_grad=True)
+>>> tt.logaddexp2(a, 3.0)
+tensor([ 4.        , 10.01122726], requires_grad=True)
+>>> tt.logaddexp2(a, 3.0).sum().backward()
+>>> a.grad                     # 2**(a - result)
+array([0.5       , 0.99224806])
+"""
 
 # a % b = a - floor(a / b) * b (the sign of b, as Python's and NumPy's): slope 1 in a and
 # -floor(a / b) in b, away from the jumps. np.mod is the same function; `t % b` records it.
@@ -260,6 +454,19 @@ remainder = defprim(np.remainder, "remainder",
                     vjp=[lambda g, ans, a, b: g, lambda g, ans, a, b: -g * np.floor(a / b)],
                     jvp=[lambda t, ans, a, b: t, lambda t, ans, a, b: -t * np.floor(a / b)],
                     numpy=np.remainder, method=True)
+remainder.__doc__ = """`a % b` with the sign of `b` (as `np.remainder`, Python's `%`): the operator
+`%` records it. Its derivative is 1 in `a` and `-floor(a / b)` in `b`, away from the jumps.
+
+Examples
+--------
+>>> a = tt.tensor([7.0, -7.0], requires_grad=True)
+>>> b = tt.tensor(3.0, requires_grad=True)
+>>> tt.remainder(a, b)
+tensor([1., 2.], requires_grad=True)
+>>> tt.remainder(a, b).sum().backward()
+>>> a.grad, b.grad             # b.grad: -(2 + (-3))
+(array([1., 1.]), array(1.))
+"""
 
 
 def _fshare(s, a, b, beats):
@@ -277,7 +484,31 @@ def _fmax_fmin(fun, name, beats):
 
 
 fmax = _fmax_fmin(np.fmax, "fmax", np.greater)
+fmax.__doc__ = """The elementwise larger of `a` and `b` where a NaN loses to a number (as
+`np.fmax`); at a tie each input gets half of the gradient, as `maximum`'s.
+
+Examples
+--------
+>>> a = tt.tensor([1.0, np.nan, 3.0], requires_grad=True)
+>>> tt.fmax(a, 2.0)
+tensor([2., 2., 3.], requires_grad=True)
+>>> tt.fmax(a, 2.0).sum().backward()
+>>> a.grad
+array([0., 0., 1.])
+"""
 fmin = _fmax_fmin(np.fmin, "fmin", np.less)
+fmin.__doc__ = """The elementwise smaller of `a` and `b` where a NaN loses to a number (as
+`np.fmin`); at a tie each input gets half of the gradient, as `minimum`'s.
+
+Examples
+--------
+>>> a = tt.tensor([1.0, np.nan, 3.0], requires_grad=True)
+>>> tt.fmin(a, 2.0)
+tensor([1., 2., 2.], requires_grad=True)
+>>> tt.fmin(a, 2.0).sum().backward()
+>>> a.grad
+array([1., 0., 0.])
+"""
 
 
 # ----- selecting: where, clip -------------------------------------------------------------------------
@@ -409,10 +640,65 @@ def _piecewise_constant(np_fun, name):
 
 
 sign = _piecewise_constant(np.sign, "sign")
+sign.__doc__ = """-1, 0 or 1 by the sign of `x`, elementwise (as `np.sign`); piecewise constant, so
+the result does not require grad (its gradient is 0 almost everywhere).
+
+Examples
+--------
+>>> x = tt.tensor([-1.5, -0.5, 0.5, 2.5], requires_grad=True)
+>>> tt.sign(x)
+tensor([-1., -1.,  1.,  1.])
+>>> tt.sign(x).requires_grad
+False
+"""
 floor = _piecewise_constant(np.floor, "floor")
+floor.__doc__ = """The largest integer <= `x`, elementwise, as floats (as `np.floor`); piecewise
+constant, so the result does not require grad (its gradient is 0 almost everywhere).
+
+Examples
+--------
+>>> x = tt.tensor([-1.5, -0.5, 0.5, 2.5], requires_grad=True)
+>>> tt.floor(x)
+tensor([-2., -1.,  0.,  2.])
+>>> tt.floor(x).requires_grad
+False
+"""
 ceil = _piecewise_constant(np.ceil, "ceil")
+ceil.__doc__ = """The smallest integer >= `x`, elementwise, as floats (as `np.ceil`); piecewise
+constant, so the result does not require grad (its gradient is 0 almost everywhere).
+
+Examples
+--------
+>>> x = tt.tensor([-1.5, -0.5, 0.5, 2.5], requires_grad=True)
+>>> tt.ceil(x)
+tensor([-1., -0.,  1.,  3.])
+>>> tt.ceil(x).requires_grad
+False
+"""
 round = _piecewise_constant(np.round, "round")     # round(x, decimals=0)
+round.__doc__ = """`round(x, decimals=0)`: rounded to `decimals` places, halves to even (as `np.round`);
+piecewise constant, so the result does not require grad (its gradient is 0 almost everywhere).
+
+Examples
+--------
+>>> x = tt.tensor([-1.5, -0.5, 0.5, 2.5], requires_grad=True)
+>>> tt.round(x)
+tensor([-2., -0.,  0.,  2.])
+>>> tt.round(x).requires_grad
+False
+"""
 trunc = _piecewise_constant(np.trunc, "trunc")
+trunc.__doc__ = """`x` with its fractional part dropped (towards 0), elementwise (as `np.trunc`);
+piecewise constant, so the result does not require grad (its gradient is 0 almost everywhere).
+
+Examples
+--------
+>>> x = tt.tensor([-1.5, -0.5, 0.5, 2.5], requires_grad=True)
+>>> tt.trunc(x)
+tensor([-1., -0.,  0.,  2.])
+>>> tt.trunc(x).requires_grad
+False
+"""
 
 
 def _on_values(np_fun):
@@ -421,29 +707,156 @@ def _on_values(np_fun):
         out = np_fun(*[a.data if isinstance(a, Tensor) else a for a in args], **kwargs)
         return on_values(np_fun, args, kwargs, out)     # tt.compile recomputes it per call
     op.__name__ = op.__qualname__ = np_fun.__name__
-    op.__doc__ = f"np.{np_fun.__name__} on the values: a boolean array, no gradient."
+    op.__doc__ = f"np.{np_fun.__name__} on the values: a plain array (booleans, indices), no gradient."
     return op
 
 
 less = publish(_on_values(np.less), "less")
+less.__doc__ = """`a < b` with NumPy's broadcasting (as `np.less`, and the operator `<` on Tensors): a
+plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.less(x, 2.0)
+array([ True, False, False])
+"""
 less_equal = publish(_on_values(np.less_equal), "less_equal")
+less_equal.__doc__ = """`a <= b` with NumPy's broadcasting (as `np.less_equal`, and the operator
+`<=` on Tensors): a plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.less_equal(x, 2.0)
+array([ True,  True, False])
+"""
 greater = publish(_on_values(np.greater), "greater")
+greater.__doc__ = """`a > b` with NumPy's broadcasting (as `np.greater`, and the operator `>` on
+Tensors): a plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.greater(x, 2.0)
+array([False, False,  True])
+"""
 greater_equal = publish(_on_values(np.greater_equal), "greater_equal")
+greater_equal.__doc__ = """`a >= b` with NumPy's broadcasting (as `np.greater_equal`, and the
+operator `>=` on Tensors): a plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.greater_equal(x, 2.0)
+array([False,  True,  True])
+"""
 equal = publish(_on_values(np.equal), "equal")
+equal.__doc__ = """`a == b` with NumPy's broadcasting (as `np.equal`, and the operator `==` on Tensors): a
+plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.equal(x, 2.0)
+array([False,  True, False])
+"""
 not_equal = publish(_on_values(np.not_equal), "not_equal")
+not_equal.__doc__ = """`a != b` with NumPy's broadcasting (as `np.not_equal`, and the operator `!=`
+on Tensors): a plain boolean array, with no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> tt.not_equal(x, 2.0)
+array([ True, False,  True])
+"""
 isfinite = publish(_on_values(np.isfinite), "isfinite")
+isfinite.__doc__ = """Whether each value is neither infinite nor NaN (as `np.isfinite`): a plain
+boolean array.
+
+Examples
+--------
+>>> tt.isfinite(tt.tensor([1.0, np.inf, -np.inf, np.nan]))
+array([ True, False, False, False])
+"""
 isnan = publish(_on_values(np.isnan), "isnan")
+isnan.__doc__ = """Whether each value is NaN (as `np.isnan`): a plain boolean array.
+
+Examples
+--------
+>>> tt.isnan(tt.tensor([1.0, np.inf, -np.inf, np.nan]))
+array([False, False, False,  True])
+"""
 isinf = publish(_on_values(np.isinf), "isinf")
+isinf.__doc__ = """Whether each value is +inf or -inf (as `np.isinf`): a plain boolean array.
+
+Examples
+--------
+>>> tt.isinf(tt.tensor([1.0, np.inf, -np.inf, np.nan]))
+array([False,  True,  True, False])
+"""
 nondifferentiable(np.trunc)   # np.trunc(t): a plain array, like np.floor(t)
 # Indices and truth values, as NumPy's methods give them (t.all(), t.argsort(axis=0), t.nonzero()).
-for _fun in (np.all, np.any, np.argsort, np.nonzero):
-    publish(_on_values(_fun), _fun.__name__, method=True)
+all = publish(_on_values(np.all), "all", method=True)
+all.__doc__ = """`all(a, axis=None, keepdims=False)`: whether every value along `axis` is true (nonzero),
+as `np.all` and `t.all()`: a plain boolean array, no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([[1.0, 0.0], [2.0, 3.0]])
+>>> tt.all(x > 0, axis=1)
+array([False,  True])
+"""
+any = publish(_on_values(np.any), "any", method=True)
+any.__doc__ = """`any(a, axis=None, keepdims=False)`: whether some value along `axis` is true (nonzero),
+as `np.any` and `t.any()`: a plain boolean array, no gradient.
+
+Examples
+--------
+>>> x = tt.tensor([[1.0, 0.0], [2.0, 3.0]])
+>>> tt.any(x == 0, axis=0)
+array([False,  True])
+"""
+argsort = publish(_on_values(np.argsort), "argsort", method=True)
+argsort.__doc__ = """`argsort(a, axis=-1, kind=None)`: the indices that sort `a` along `axis` (as
+`np.argsort` and `t.argsort()`): a plain integer array, no gradient. Indexing with them is
+recorded: `x[tt.argsort(x)]` is differentiable, as `tt.sort(x)` is.
+
+Examples
+--------
+>>> x = tt.tensor([3.0, 1.0, 2.0], requires_grad=True)
+>>> tt.argsort(x)
+array([1, 2, 0])
+>>> x[tt.argsort(x)]
+tensor([1., 2., 3.], requires_grad=True)
+"""
+nonzero = publish(_on_values(np.nonzero), "nonzero", method=True)
+nonzero.__doc__ = """The indices of the nonzero values, one integer array per axis (as `np.nonzero` and
+`t.nonzero()`, not PyTorch's one 2-D array): plain arrays, no gradient.
+
+Examples
+--------
+>>> tt.nonzero(tt.tensor([[0.0, 1.0], [2.0, 0.0]]))
+(array([0, 1]), array([1, 0]))
+"""
 nondifferentiable(np.argsort, np.nonzero)
-del _fun
 
 # `t // d` and divmod(t, d), as NumPy: the quotient has no gradient (piecewise constant), the
 # remainder is `remainder` (%) with its rules.
 floor_divide = _piecewise_constant(np.floor_divide, "floor_divide")
+floor_divide.__doc__ = """`floor(a / b)`, elementwise (as `np.floor_divide`; the operator `//`
+calls it). Piecewise constant, so the result does not require grad; `divmod(t, d)` pairs it with
+`remainder`, which is recorded.
+
+Examples
+--------
+>>> a = tt.tensor([7.0, -7.0], requires_grad=True)
+>>> tt.floor_divide(a, 2.0)
+tensor([ 3., -4.])
+>>> divmod(a, 2.0)
+(tensor([ 3., -4.]), tensor([1., 1.], requires_grad=True))
+"""
 nondifferentiable(np.floor_divide)
 Tensor.__floordiv__ = lambda self, other: floor_divide(self, other)
 Tensor.__rfloordiv__ = lambda self, other: floor_divide(other, self)

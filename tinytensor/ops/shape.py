@@ -218,8 +218,34 @@ def _atleast(ndim):
 
 
 atleast_1d = public(_atleast(1), numpy=np.atleast_1d)
+atleast_1d.__doc__ = """`atleast_1d(*arys)` (as `np.atleast_1d`): each input with at least 1 axis (a
+0-d one becomes shape (1,)), recorded; one input gives one result, several a tuple.
+
+Examples
+--------
+>>> tt.atleast_1d(tt.tensor(5.0))
+tensor([5.])
+"""
 atleast_2d = public(_atleast(2), numpy=np.atleast_2d)
+atleast_2d.__doc__ = """`atleast_2d(*arys)` (as `np.atleast_2d`): each input with at least 2 axes
+(shape (n,) becomes (1, n)), recorded; one input gives one result, several a tuple.
+
+Examples
+--------
+>>> a, b = tt.atleast_2d(tt.tensor([1.0, 2.0]), tt.tensor(3.0))
+>>> a.shape, b.shape
+((1, 2), (1, 1))
+"""
 atleast_3d = public(_atleast(3), numpy=np.atleast_3d)
+atleast_3d.__doc__ = """`atleast_3d(*arys)` (as `np.atleast_3d`): each input with at least 3 axes
+(shape (n,) becomes (1, n, 1), (m, n) becomes (m, n, 1)), recorded; one input gives one result,
+several a tuple.
+
+Examples
+--------
+>>> tt.atleast_3d(tt.ones((2, 3))).shape
+(2, 3, 1)
+"""
 
 
 def _sequence(tup, op):

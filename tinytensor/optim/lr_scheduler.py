@@ -18,7 +18,7 @@ ChainedScheduler (several at once) follow PyTorch's definitions.
 
 import math
 
-from ..state import refuse_while_recording
+from ..state import replayed_while_recording
 from .optimizer import Optimizer
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -28,7 +28,24 @@ __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_ap
 
 
 class LRScheduler:
-    """The base of the schedules: `step()` sets each group's `lr`; `get_last_lr()` reads them."""
+    """The base of the schedules: `step()` sets each group's `lr`; `get_last_lr()` reads them.
+
+    Examples
+    --------
+    A schedule of your own defines `get_lr()` from `self.base_lrs` and `self.last_epoch`:
+
+    >>> class Halving(tt.optim.lr_scheduler.LRScheduler):
+    ...     def get_lr(self):
+    ...         return [lr * 0.5 ** self.last_epoch for lr in self.base_lrs]
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = Halving(opt)
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     schedule.step()
+    ...
+    >>> schedule.get_last_lr()
+    [0.125]
+    """
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: expected a tt.optim optimizer, got "
@@ -52,7 +69,9 @@ class LRScheduler:
         return list(self._last_lr)
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         self._step_count = getattr(self, "_step_count", 0) + 1
         self.last_epoch += 1
         for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
@@ -249,7 +268,9 @@ class ReduceLROnPlateau:
         return a > (best * (1 + self.threshold) if rel else best + self.threshold)
 
     def step(self, metrics):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step, metrics)
+        if replayed:        # inside tt.compile: refused for a metric computed there
+            return out
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
         self.last_epoch += 1
         if self.is_better(current, self.best):
@@ -375,7 +396,21 @@ class OneCycleLR(LRScheduler):
     to max_lr / div_factor / final_div_factor (three_phase: back to the initial lr first, then
     down); anneal_strategy "cos" (default) or "linear". With cycle_momentum (default) the momentum
     (SGD, RMSprop) or Adam's beta1 moves the other way, between max_momentum and base_momentum.
-    Stepping past total_steps raises, as PyTorch's."""
+    Stepping past total_steps raises, as PyTorch's.
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0, momentum=0.9)
+    >>> schedule = tt.optim.lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=5)
+    >>> lrs = [schedule.get_last_lr()[0]]
+    >>> for _ in range(4):
+    ...     opt.step()
+    ...     schedule.step()
+    ...     lrs.append(schedule.get_last_lr()[0])
+    ...
+    >>> [round(lr, 4) for lr in lrs]        # up from max_lr / 25, then down to nearly 0
+    [0.04, 0.9505, 0.6113, 0.1883, 0.0]
+    """
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
                  pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
@@ -459,7 +494,25 @@ class OneCycleLR(LRScheduler):
 class SequentialLR(LRScheduler):
     """schedulers[0] until milestones[0], then schedulers[1] (started afresh at its epoch 0), and
     so on, as PyTorch's (e.g. LinearLR warmup, then CosineAnnealingLR). Build the schedulers on
-    the same optimizer first; SequentialLR undoes their first steps."""
+    the same optimizer first; SequentialLR undoes their first steps.
+
+    Examples
+    --------
+    Two steps of linear warmup, then halving:
+
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> warmup = tt.optim.lr_scheduler.LinearLR(opt, start_factor=0.25, total_iters=2)
+    >>> decay = tt.optim.lr_scheduler.ExponentialLR(opt, gamma=0.5)
+    >>> schedule = tt.optim.lr_scheduler.SequentialLR(opt, [warmup, decay], milestones=[2])
+    >>> lrs = [schedule.get_last_lr()[0]]
+    >>> for _ in range(4):
+    ...     opt.step()
+    ...     schedule.step()
+    ...     lrs.append(schedule.get_last_lr()[0])
+    ...
+    >>> lrs
+    [0.25, 0.625, 1.0, 0.5, 0.25]
+    """
 
     def __init__(self, optimizer, schedulers, milestones, last_epoch=-1):
         schedulers = list(schedulers)
@@ -486,7 +539,9 @@ class SequentialLR(LRScheduler):
         self._last_lr = schedulers[0].get_last_lr()
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         from bisect import bisect_right
         self.last_epoch += 1
         idx = bisect_right(self._milestones, self.last_epoch)
@@ -511,7 +566,23 @@ class SequentialLR(LRScheduler):
 
 class ChainedScheduler(SequentialLR):
     """Step every scheduler at each step (their factors multiply: the chainable ones compose),
-    as PyTorch's ChainedScheduler(schedulers)."""
+    as PyTorch's ChainedScheduler(schedulers).
+
+    Examples
+    --------
+    >>> opt = tt.optim.SGD([tt.tensor([1.0], requires_grad=True)], lr=1.0)
+    >>> schedule = tt.optim.lr_scheduler.ChainedScheduler([
+    ...     tt.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=2),
+    ...     tt.optim.lr_scheduler.ExponentialLR(opt, gamma=0.9)])
+    >>> lrs = [schedule.get_last_lr()[0]]
+    >>> for _ in range(3):
+    ...     opt.step()
+    ...     schedule.step()
+    ...     lrs.append(round(schedule.get_last_lr()[0], 6))
+    ...
+    >>> lrs                                 # the warmup's factor times 0.9 ** step
+    [0.5, 0.675, 0.81, 0.729]
+    """
 
     def __init__(self, schedulers, optimizer=None):
         schedulers = list(schedulers)
@@ -524,7 +595,9 @@ class ChainedScheduler(SequentialLR):
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self):
-        refuse_while_recording("scheduler.step()")
+        replayed, out = replayed_while_recording("scheduler.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return out
         for s in self._schedulers:
             s.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import backend
 from ..nn.module import _is_parameter
-from ..state import refuse_while_recording
+from ..state import replayed_while_recording
 from ..tensor import Tensor, mark_modified
 from ..torch_interop import host_array
 
@@ -118,14 +118,23 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Set every parameter's `.grad` to None, as PyTorch does by default (or to zeros)."""
-        refuse_while_recording("optimizer.zero_grad()")
-        for p in self.params:
-            p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
+        replayed, _ = replayed_while_recording("optimizer.zero_grad()", self.zero_grad, set_to_none)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient. `closure` (optional, as PyTorch)
         re-evaluates the loss and is called first; its result is returned."""
-        refuse_while_recording("optimizer.step()")
+        if closure is not None and replayed_while_recording("optimizer.step()", lambda: None)[0]:
+            raise RuntimeError("tt.compile: optimizer.step(closure) inside a compiled function: the "
+                               "closure's loss and backward would run outside the program. Call "
+                               "the closure's body in the compiled function, then optimizer.step()")
+        replayed, _ = replayed_while_recording("optimizer.step()", self.step)
+        if replayed:        # inside tt.compile: a line of the program, run on every call
+            return None
         loss = None
         if closure is not None:
             loss = closure()

@@ -536,7 +536,25 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
     to any order. The options apply to the forward solve; a failed solve makes the derivative raise.
     func is recorded once with tt.compile and replayed on every call, several times cheaper, when
-    it closes over no Tensor that requires grad; `replay=False` (not SciPy's) runs it eagerly."""
+    it closes over no Tensor that requires grad; `replay=False` (not SciPy's) runs it eagerly.
+
+    Examples
+    --------
+    Exponential decay, dy/dt = -k y, and the derivative of y(2) = exp(-2k) in the rate k:
+
+    >>> k = tt.tensor(0.5, requires_grad=True)
+    >>> t = np.array([0.0, 1.0, 2.0])
+    >>> ys = tt.scipy.integrate.odeint(lambda y, t, k: -k * y, np.array([1.0]), t, args=(k,))
+    >>> ys.shape
+    (3, 1)
+    >>> ys.numpy().round(6)                   # exp(-k t)
+    array([[1.      ],
+           [0.606531],
+           [0.367879]])
+    >>> ys[-1, 0].backward()
+    >>> round(float(k.grad), 6)               # -2 exp(-2k)
+    -0.735759
+    """
     if full_output or Dfun is not None or tfirst:
         raise TypeError("odeint: full_output, Dfun and tfirst are not supported on Tensors")
     options = {k: v for k, v in dict(rtol=rtol, atol=atol, mxstep=mxstep, hmax=hmax, hmin=hmin,
@@ -567,7 +585,23 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     differentiable in y0, the arrays of `args`, every Tensor fun closes over and t_eval, to any
     order, as odeint (the adjoint reads the kept forward trajectory). Without t_eval the times are
     the solver's steps, taken as constants. A failed solve (success False) gives SciPy's result with
-    `y` an array, so no gradient can be taken from it. `replay=True`: as odeint's."""
+    `y` an array, so no gradient can be taken from it. `replay=True`: as odeint's.
+
+    Examples
+    --------
+    Exponential decay with the rate closed over (no `args` needed), and d y(2) / dk:
+
+    >>> k = tt.tensor(0.5, requires_grad=True)
+    >>> sol = tt.scipy.integrate.solve_ivp(lambda t, y: -k * y, (0.0, 2.0), np.array([1.0]),
+    ...                                    t_eval=[1.0, 2.0], rtol=1e-8, atol=1e-10)
+    >>> sol.success, sol.y.shape
+    (True, (1, 2))
+    >>> sol.y.numpy().round(6)                # exp(-k t)
+    array([[0.606531, 0.367879]])
+    >>> sol.y[0, -1].backward()
+    >>> round(float(k.grad), 6)               # -2 exp(-2k)
+    -0.735759
+    """
     if dense_output or events is not None or vectorized:
         raise TypeError("solve_ivp: dense_output, events and vectorized are not supported on Tensors "
                         "(use t_eval for the times you need)")

@@ -65,7 +65,22 @@ _solve_triangular = defprim(
 
 def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
                      check_finite=True):
-    """x with a x = b (trans=0), a^T x = b (1, "T", or 2, "C" for real a), a triangular (2-D)."""
+    """x with a x = b (trans=0), a^T x = b (1, "T", or 2, "C" for real a), a triangular (2-D),
+    differentiable in a (its triangle) and b.
+
+    Examples
+    --------
+    >>> a = tt.tensor([[2.0, 0.0], [1.0, 4.0]])
+    >>> b = tt.tensor([2.0, 9.0], requires_grad=True)
+    >>> x = tt.scipy.linalg.solve_triangular(a, b, lower=True)
+    >>> x
+    tensor([1., 2.], requires_grad=True)
+    >>> x.sum().backward()
+    >>> b.grad                                # a^-T ones
+    array([0.375, 0.25 ])
+    >>> tt.scipy.linalg.solve_triangular(a, tt.tensor([2.0, 9.0]), lower=True, trans=1)   # a^T x = b
+    tensor([-0.125,  2.25 ])
+    """
     if trans in (1, 2, "T", "C"):
         a, lower = _t(a), not lower
     elif trans not in (0, "N"):
@@ -74,17 +89,56 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 
 def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
-    """The Cholesky factor, upper (a = U^T U) by default as SciPy's, lower with lower=True."""
+    """The Cholesky factor, upper (a = U^T U) by default as SciPy's, lower with lower=True; like
+    SciPy's it reads one triangle of a (the upper one by default), where its gradient lands.
+
+    Examples
+    --------
+    >>> a = tt.tensor([[4.0, 2.0], [2.0, 3.0]], requires_grad=True)
+    >>> u = tt.scipy.linalg.cholesky(a)
+    >>> u
+    tensor([[2.        , 1.        ],
+            [0.        , 1.41421356]], requires_grad=True)
+    >>> logdet = 2 * tt.log(tt.diagonal(u)).sum()          # log det a = log 8
+    >>> logdet.backward()
+    >>> a.grad                                # inv(a), its off-diagonal entries added up
+    array([[ 0.375, -0.5  ],
+           [ 0.   ,  0.5  ]])
+    """
     return tt_linalg.cholesky(a, upper=not lower)
 
 
 def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    """(c, lower) for cho_solve; c holds the factor, zeros in the other triangle."""
+    """(c, lower) for cho_solve; c holds the factor, zeros in the other triangle (where SciPy's
+    leaves what was there).
+
+    Examples
+    --------
+    >>> c, lower = tt.scipy.linalg.cho_factor(tt.tensor([[4.0, 2.0], [2.0, 3.0]]))
+    >>> c
+    tensor([[2.        , 1.        ],
+            [0.        , 1.41421356]])
+    >>> lower
+    False
+    """
     return cholesky(a, lower=lower), lower
 
 
 def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
-    """x with a x = b, from cho_factor(a): two triangular solves."""
+    """x with a x = b, from cho_factor(a): two triangular solves, differentiable in the factor
+    and in b.
+
+    Examples
+    --------
+    >>> a = tt.tensor([[4.0, 2.0], [2.0, 3.0]])
+    >>> b = tt.tensor([1.0, 2.0], requires_grad=True)
+    >>> x = tt.scipy.linalg.cho_solve(tt.scipy.linalg.cho_factor(a), b)
+    >>> x
+    tensor([-0.125,  0.75 ], requires_grad=True)
+    >>> x.sum().backward()
+    >>> b.grad                                # a^-1 ones (a is symmetric)
+    array([0.125, 0.25 ])
+    """
     c, lower = c_and_lower
     y = solve_triangular(c, b, trans=0 if lower else 1, lower=lower)
     return solve_triangular(c, y, trans=1 if lower else 0, lower=lower)
@@ -113,7 +167,21 @@ _expm = defprim(_expm_forward, "expm",
 
 
 def expm(A):
-    """The matrix exponential (scipy.linalg.expm), of one matrix or a batch (..., n, n)."""
+    """The matrix exponential (scipy.linalg.expm), of one matrix or a batch (..., n, n);
+    differentiable (the Frechet derivative), to any order.
+
+    Examples
+    --------
+    >>> generator = tt.tensor([[0.0, 1.0], [-1.0, 0.0]])
+    >>> t = tt.tensor(0.5, requires_grad=True)
+    >>> rotation = tt.scipy.linalg.expm(t * generator)      # [[cos t, sin t], [-sin t, cos t]]
+    >>> rotation
+    tensor([[ 0.87758256,  0.47942554],
+            [-0.47942554,  0.87758256]], requires_grad=True)
+    >>> rotation[0, 1].backward()
+    >>> t.grad                                # d/dt sin t = cos t
+    array(0.87758256)
+    """
     return _expm(A)
 
 
@@ -137,7 +205,22 @@ _solve_sylvester = defprim(
 
 
 def solve_sylvester(a, b, q):
-    """X with A X + X B = Q (scipy.linalg.solve_sylvester), differentiable in A, B and Q."""
+    """X with A X + X B = Q (scipy.linalg.solve_sylvester), differentiable in A, B and Q.
+
+    Examples
+    --------
+    >>> a = tt.tensor([[1.0, 0.0], [0.0, 2.0]])
+    >>> b = tt.tensor([[3.0]])
+    >>> q = tt.tensor([[4.0], [5.0]], requires_grad=True)
+    >>> x = tt.scipy.linalg.solve_sylvester(a, b, q)
+    >>> x                                     # (1 + 3) x0 = 4, (2 + 3) x1 = 5
+    tensor([[1.],
+            [1.]], requires_grad=True)
+    >>> x.sum().backward()
+    >>> q.grad                                # 1 / (a_ii + b_00)
+    array([[0.25],
+           [0.2 ]])
+    """
     return _solve_sylvester(a, b, q)
 
 
@@ -157,7 +240,21 @@ _sqrtm = defprim(_sqrtm_forward, "sqrtm",
 
 
 def sqrtm(A, disp=True, blocksize=64):
-    """The principal square root of A (real), differentiable: X dX + dX X = dA."""
+    """The principal square root of A (real), differentiable: X dX + dX X = dA. A matrix with no
+    real square root (a negative real eigenvalue) raises.
+
+    Examples
+    --------
+    >>> a = tt.tensor([[4.0, 1.0], [0.0, 9.0]], requires_grad=True)
+    >>> root = tt.scipy.linalg.sqrtm(a)
+    >>> root                                  # root @ root == a
+    tensor([[2. , 0.2],
+            [0. , 3. ]], requires_grad=True)
+    >>> tt.trace(root).backward()
+    >>> a.grad                                # inv(2 root)^T
+    array([[ 0.25      ,  0.        ],
+           [-0.01666667,  0.16666667]])
+    """
     return _sqrtm(A)
 
 

@@ -176,7 +176,21 @@ class _Norm(_Continuous):
 
 class _T(_Continuous):
     """The Student's t distribution, as `scipy.stats.t`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in every Tensor argument but cdf's df (a
+    shape parameter of betainc there: a df that requires grad raises).
+
+    Examples
+    --------
+    >>> df = tt.tensor(3.0, requires_grad=True)
+    >>> lp = tt.scipy.stats.t.logpdf(tt.tensor([0.0, 2.0]), df)
+    >>> lp
+    tensor([-1.00088885, -2.69548457], requires_grad=True)
+    >>> lp.sum().backward()
+    >>> df.grad
+    array(0.01026448)
+    >>> tt.scipy.stats.t(3.0).cdf(tt.tensor(2.0))        # frozen, as SciPy's
+    tensor(0.93033702)
+    """
     name = "t"
 
     def logpdf(self, x, df, loc=0, scale=1):
@@ -199,7 +213,25 @@ class _T(_Continuous):
 
 class _Gamma(_Continuous):
     """The gamma distribution, as `scipy.stats.gamma`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in every Tensor argument but the shape a of
+    cdf and sf (a shape parameter of gammainc there: an a that requires grad raises).
+
+    Examples
+    --------
+    >>> a = tt.tensor(2.0, requires_grad=True)
+    >>> scale = tt.tensor(1.5, requires_grad=True)
+    >>> lp = tt.scipy.stats.gamma.logpdf(1.0, a, scale=scale)
+    >>> lp
+    tensor(-1.47759688, requires_grad=True)
+    >>> lp.backward()
+    >>> a.grad, scale.grad
+    (array(-0.82824944), array(-0.88888889))
+    >>> x = tt.tensor(1.0, requires_grad=True)
+    >>> cdf = tt.scipy.stats.gamma.cdf(x, 2.0)
+    >>> cdf.backward()
+    >>> cdf, x.grad                                    # the cdf, and the density at 1
+    (tensor(0.26424112, requires_grad=True), array(0.36787944))
+    """
     name = "gamma"
 
     def logpdf(self, x, a, loc=0, scale=1):
@@ -226,7 +258,21 @@ class _Gamma(_Continuous):
 
 class _Chi2(_Continuous):
     """The chi-squared distribution, as `scipy.stats.chi2`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in every Tensor argument but the df of cdf
+    and sf (a df that requires grad raises there).
+
+    Examples
+    --------
+    >>> stat = tt.tensor(3.0, requires_grad=True)
+    >>> p_value = tt.scipy.stats.chi2.sf(stat, 2)
+    >>> p_value                                        # exp(-3/2)
+    tensor(0.22313016, requires_grad=True)
+    >>> p_value.backward()
+    >>> stat.grad                                      # minus the density
+    array(-0.11156508)
+    >>> tt.scipy.stats.chi2.logpdf(tt.tensor([1.0, 3.0]), 2)
+    tensor([-1.19314718, -2.19314718])
+    """
     name = "chi2"
 
     def logpdf(self, x, df, loc=0, scale=1):
@@ -241,7 +287,21 @@ class _Chi2(_Continuous):
 
 class _Beta(_Continuous):
     """The beta distribution, as `scipy.stats.beta`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in every Tensor argument but cdf's a and b
+    (shape parameters of betainc there: an a or b that requires grad raises).
+
+    Examples
+    --------
+    >>> a = tt.tensor(2.0, requires_grad=True)
+    >>> lp = tt.scipy.stats.beta.logpdf(0.25, a, 3.0)
+    >>> lp
+    tensor(0.52324814, requires_grad=True)
+    >>> lp.backward()
+    >>> a.grad
+    array(-0.30296103)
+    >>> tt.scipy.stats.beta.cdf(tt.tensor([0.25, 0.5]), 2, 3)
+    tensor([0.26171875, 0.6875    ])
+    """
     name = "beta"
 
     def logpdf(self, x, a, b, loc=0, scale=1):
@@ -279,7 +339,20 @@ def _probability(p):
 
 class _Poisson(_Discrete):
     """The Poisson distribution, as `scipy.stats.poisson`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in mu (counts k carry no gradient).
+
+    Examples
+    --------
+    >>> mu = tt.tensor(2.0, requires_grad=True)
+    >>> nll = -tt.scipy.stats.poisson.logpmf(tt.tensor([0.0, 1.0, 3.0]), mu).sum()
+    >>> nll
+    tensor(5.01917075, requires_grad=True)
+    >>> nll.backward()
+    >>> mu.grad                                        # n - sum(k) / mu: 0 at the mean of k
+    array(1.)
+    >>> tt.scipy.stats.poisson.cdf(1, tt.tensor(2.0))   # 3 exp(-2)
+    tensor(0.40600585)
+    """
     name = "poisson"
 
     def logpmf(self, k, mu, loc=0):
@@ -306,7 +379,18 @@ class _Poisson(_Discrete):
 
 class _Bernoulli(_Discrete):
     """The Bernoulli distribution, as `scipy.stats.bernoulli`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in p (outcomes k carry no gradient).
+
+    Examples
+    --------
+    >>> p = tt.tensor(0.3, requires_grad=True)
+    >>> ll = tt.scipy.stats.bernoulli.logpmf(tt.tensor([1.0, 0.0, 1.0]), p).sum()
+    >>> ll                                             # 2 log 0.3 + log 0.7
+    tensor(-2.76462055, requires_grad=True)
+    >>> ll.backward()
+    >>> p.grad                                         # 2 / 0.3 - 1 / 0.7
+    array(5.23809524)
+    """
     name = "bernoulli"
 
     def logpmf(self, k, p, loc=0):
@@ -332,7 +416,21 @@ def _count(n):
 
 class _Binom(_Discrete):
     """The binomial distribution, as `scipy.stats.binom`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    the same methods and arguments, differentiable in p (and in n, but for cdf, where an n that
+    requires grad raises); counts k carry no gradient.
+
+    Examples
+    --------
+    >>> p = tt.tensor(0.3, requires_grad=True)
+    >>> lp = tt.scipy.stats.binom.logpmf(2, 10, p)       # 2 successes in 10 trials
+    >>> lp
+    tensor(-1.45468267, requires_grad=True)
+    >>> lp.backward()
+    >>> p.grad                                         # 2 / p - 8 / (1 - p)
+    array(-4.76190476)
+    >>> tt.scipy.stats.binom.pmf(tt.tensor([0.0, 1.0, 2.0]), 2, tt.tensor(0.5))
+    tensor([0.25, 0.5 , 0.25])
+    """
     name = "binom"
 
     def logpmf(self, k, n, p, loc=0):
@@ -359,7 +457,23 @@ class _Binom(_Discrete):
 # ----- multivariate ---------------------------------------------------------------------------------------
 class _MultivariateNormal(_Distribution):
     """The multivariate normal distribution, as `scipy.stats.multivariate_normal`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    logpdf and pdf with the same arguments, differentiable in every Tensor argument (x, mean,
+    cov); cdf raises (SciPy integrates it numerically).
+
+    Examples
+    --------
+    >>> mean = tt.tensor([0.0, 1.0], requires_grad=True)
+    >>> cov = tt.tensor([[2.0, 0.5], [0.5, 1.0]])
+    >>> lp = tt.scipy.stats.multivariate_normal.logpdf(tt.tensor([1.0, 1.0]), mean, cov)
+    >>> lp
+    tensor(-2.40339925, requires_grad=True)
+    >>> lp.backward()
+    >>> mean.grad                                      # cov^-1 (x - mean)
+    array([ 0.57142857, -0.28571429])
+    >>> points = tt.tensor([[1.0, 1.0], [0.0, 0.0]])    # a batch: one value per row
+    >>> tt.scipy.stats.multivariate_normal(mean=mean.detach(), cov=cov).logpdf(points)
+    tensor([-2.40339925, -2.68911353])
+    """
     name = "multivariate_normal"
 
     def __call__(self, mean=None, cov=1, allow_singular=False, seed=None):
@@ -438,7 +552,18 @@ class _MultivariateNormal(_Distribution):
 
 class _Dirichlet(_Distribution):
     """The Dirichlet distribution, as `scipy.stats.dirichlet`:
-    the same methods and arguments, differentiable in every Tensor argument."""
+    logpdf and pdf with the same arguments, differentiable in x and alpha.
+
+    Examples
+    --------
+    >>> alpha = tt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    >>> lp = tt.scipy.stats.dirichlet.logpdf(tt.tensor([0.2, 0.3, 0.5]), alpha)
+    >>> lp
+    tensor(1.5040774, requires_grad=True)
+    >>> lp.backward()
+    >>> alpha.grad                                     # log x - digamma(alpha) + digamma(sum(alpha))
+    array([0.67389542, 0.07936053, 0.09018615])
+    """
     name = "dirichlet"
 
     def __call__(self, alpha, seed=None):

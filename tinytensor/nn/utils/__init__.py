@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from ...state import refuse_while_recording
+from ...state import replayed_while_recording
 from ...tensor import Tensor
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -33,7 +33,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     >>> w.grad.round(4)
     array([0.6, 0.8])
     """
-    refuse_while_recording("clip_grad_norm_()")
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    replayed, out = replayed_while_recording("clip_grad_norm_()", clip_grad_norm_, parameters, max_norm,
+                                             norm_type, error_if_nonfinite)
+    if replayed:            # inside tt.compile: a line of the program, run on every call
+        return out
     params = _with_grads(parameters)
     norm_type = float(norm_type)
     if not params:
@@ -55,8 +59,20 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
 
 def clip_grad_value_(parameters, clip_value):
-    """Clip every gradient entry into [-clip_value, clip_value]."""
-    refuse_while_recording("clip_grad_value_()")
+    """Clip every gradient entry into [-clip_value, clip_value].
+
+    Examples
+    --------
+    >>> w = tt.tensor([1.0, -3.0], requires_grad=True)
+    >>> (w * w).sum().backward()            # w.grad = [2, -6]
+    >>> tt.nn.utils.clip_grad_value_([w], clip_value=1.0)
+    >>> w.grad
+    array([ 1., -1.])
+    """
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    replayed, out = replayed_while_recording("clip_grad_value_()", clip_grad_value_, parameters, clip_value)
+    if replayed:            # inside tt.compile: a line of the program, run on every call
+        return out
     clip_value = float(clip_value)
     for p in _with_grads(parameters):
         p.grad = np.clip(p.grad, -clip_value, clip_value)
@@ -85,7 +101,15 @@ def parameters_to_vector(parameters):
 
 def vector_to_parameters(vec, parameters):
     """Copy consecutive slices of `vec` (a 1-d Tensor or array) into the parameters' arrays, in
-    place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up."""
+    place and in order (as torch.nn.utils.vector_to_parameters); the lengths must add up.
+
+    Examples
+    --------
+    >>> layer = tt.nn.Linear(2, 1, rng=0)
+    >>> tt.nn.utils.vector_to_parameters(np.array([1.0, 2.0, 3.0]), layer.parameters())
+    >>> layer.weight.numpy(), layer.bias.numpy()   # weight (1, 2) first, then bias
+    (array([[1., 2.]], dtype=float32), array([3.], dtype=float32))
+    """
     from ... import backend
     from ...tensor import mark_modified
     params = [parameters] if isinstance(parameters, Tensor) else list(parameters)

@@ -25,7 +25,21 @@ __all__ = ["PackedSequence", "pack_padded_sequence", "pad_packed_sequence", "pad
 class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorted_indices",
                                                    "unsorted_indices"])):
     """data (sum(lengths), *), batch_sizes (T,) int64, sorted_indices / unsorted_indices (B,) or
-    None (when packed with enforce_sorted=True)."""
+    None (when packed with enforce_sorted=True).
+
+    Examples
+    --------
+    >>> rnn = tt.nn.utils.rnn
+    >>> padded = tt.ones((3, 2, 1))         # (T, B, features): lengths 3 and 1
+    >>> packed = rnn.pack_padded_sequence(padded, [3, 1])
+    >>> packed.data.shape, packed.batch_sizes   # step 0 has 2 sequences, steps 1 and 2 have 1
+    ((4, 1), array([2, 1, 1]))
+    >>> packed.lengths()
+    array([3, 1])
+    >>> output, h_n = tt.nn.GRU(1, 4, rng=0)(packed)   # each sequence stops at its own length
+    >>> type(output).__name__, output.data.shape
+    ('PackedSequence', (4, 4))
+    """
 
     __slots__ = ()
 
@@ -61,7 +75,21 @@ def _lengths(lengths, batch, name):
 def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True):
     """Pack a padded batch (T, B, *) ((B, T, *) with batch_first) of sequences with `lengths`.
     With enforce_sorted=True the lengths must be decreasing (sorted_indices is None); with
-    enforce_sorted=False any order, restored by unsorted_indices after the RNN."""
+    enforce_sorted=False any order, restored by unsorted_indices after the RNN.
+
+    Examples
+    --------
+    >>> rnn = tt.nn.utils.rnn
+    >>> padded = tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]])   # (B, T): lengths 3 and 2
+    >>> packed = rnn.pack_padded_sequence(padded, [3, 2], batch_first=True)
+    >>> packed.data                         # time-major, the padding left out
+    tensor([1., 4., 2., 5., 3.])
+    >>> packed.batch_sizes
+    array([2, 2, 1])
+    >>> unsorted = rnn.pack_padded_sequence(padded[::-1], [2, 3], batch_first=True, enforce_sorted=False)
+    >>> unsorted.sorted_indices, unsorted.lengths()
+    (array([1, 0]), array([2, 3]))
+    """
     name = "pack_padded_sequence"
     x = input if isinstance(input, Tensor) else Tensor(host_array(input))
     if x.ndim < 2:
@@ -97,7 +125,20 @@ def _pack(x, lengths, sorted_indices):
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
     """(padded, lengths): the packed batch as (T, B, *) ((B, T, *) with batch_first), filled with
     padding_value past each length (T = total_length if given), in the original batch order, and
-    the lengths as an int64 array."""
+    the lengths as an int64 array.
+
+    Examples
+    --------
+    >>> rnn = tt.nn.utils.rnn
+    >>> packed = rnn.pack_padded_sequence(tt.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 0.0]]), [3, 2],
+    ...                                   batch_first=True)
+    >>> padded, lengths = rnn.pad_packed_sequence(packed, batch_first=True, padding_value=-1.0)
+    >>> padded
+    tensor([[ 1.,  2.,  3.],
+            [ 4.,  5., -1.]])
+    >>> lengths
+    array([3, 2])
+    """
     name = "pad_packed_sequence"
     if not isinstance(sequence, PackedSequence):
         raise TypeError(f"{name}: expected a PackedSequence (from pack_padded_sequence), got "
@@ -130,7 +171,17 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
 
 def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="right"):
     """A list of (L_i, *) Tensors as one (max L, B, *) Tensor ((B, max L, *) with batch_first),
-    filled with padding_value, as torch.nn.utils.rnn.pad_sequence."""
+    filled with padding_value, as torch.nn.utils.rnn.pad_sequence.
+
+    Examples
+    --------
+    >>> seqs = [tt.tensor([1.0, 2.0, 3.0]), tt.tensor([4.0])]
+    >>> tt.nn.utils.rnn.pad_sequence(seqs, batch_first=True)
+    tensor([[1., 2., 3.],
+            [4., 0., 0.]])
+    >>> tt.nn.utils.rnn.pad_sequence(seqs).shape   # (max length, batch) by default
+    (3, 2)
+    """
     seqs = [s if isinstance(s, Tensor) else Tensor(host_array(s)) for s in sequences]
     if not seqs:
         raise ValueError("pad_sequence: expected at least one sequence")

@@ -1,0 +1,282 @@
+"""A whole training step compiled (issue 29, item 4): backward(), zero_grad, clipping, the
+optimizer's and the scheduler's steps inside tt.compile, equal to the same step run eagerly bit
+for bit (loss, parameters, .grad, optimizer state, learning rate) over many calls, with one
+recording; and the refusals, each naming the fix."""
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+from tinytensor import nn, optim
+
+OPTIMIZERS = {
+    "sgd": lambda ps: optim.SGD(ps, lr=0.1),
+    "momentum": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
+    "nesterov-wd": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-2),
+    "adam": lambda ps: optim.Adam(ps, lr=0.01),
+    "adamw-amsgrad": lambda ps: optim.AdamW(ps, lr=0.01, amsgrad=True),
+    "rmsprop": lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5),
+}
+SCHEDULERS = {
+    None: None,
+    "step": lambda o: optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+    "cosine": lambda o: optim.lr_scheduler.CosineAnnealingLR(o, T_max=5),
+}
+CLIPS = {None: None, "norm": lambda ps: nn.utils.clip_grad_norm_(ps, 0.5),
+         "value": lambda ps: nn.utils.clip_grad_value_(ps, 0.05)}
+
+
+def model(dtype=np.float64):
+    return nn.Sequential(nn.Linear(4, 8, rng=0, dtype=dtype), nn.Tanh(), nn.Linear(8, 3, rng=1, dtype=dtype))
+
+
+def data(n=12, dtype=np.float64):
+    rng = np.random.default_rng(1)
+    return [(rng.standard_normal((5, 4)).astype(dtype), rng.integers(0, 3, 5)) for _ in range(n)]
+
+
+def build(opt_name, sched_name=None, clip=None, zero_first=True, dtype=np.float64):
+    m = model(dtype)
+    opt = OPTIMIZERS[opt_name](m.parameters())
+    sched = SCHEDULERS[sched_name](opt) if sched_name else None
+    loss_fn = nn.CrossEntropyLoss()
+
+    def train_step(x, y):
+        if zero_first:
+            opt.zero_grad()
+        loss = loss_fn(m(x), y)
+        loss.backward()
+        if clip:
+            CLIPS[clip](m.parameters())
+        opt.step()
+        if not zero_first:
+            m.zero_grad()
+        if sched is not None:
+            sched.step()
+        return loss
+    return m, opt, train_step
+
+
+def assert_same(m1, o1, m2, o2, what):
+    for (name, p), q in zip(m1.named_parameters(), m2.parameters()):
+        assert np.array_equal(p.data, q.data), f"{what}: {name}"
+        assert (p.grad is None) == (q.grad is None), f"{what}: {name}.grad"
+        if p.grad is not None:
+            assert np.array_equal(p.grad, q.grad), f"{what}: {name}.grad"
+    assert [g["lr"] for g in o1.param_groups] == [g["lr"] for g in o2.param_groups], what
+    s1, s2 = o1.state_dict()["state"], o2.state_dict()["state"]
+    assert s1.keys() == s2.keys(), what
+    for k in s1:
+        for name, v in s1[k].items():
+            assert np.array_equal(np.asarray(v), np.asarray(s2[k][name])), f"{what}: state {k} {name}"
+
+
+@pytest.mark.parametrize("opt_name", OPTIMIZERS)
+@pytest.mark.parametrize("sched_name", SCHEDULERS)
+@pytest.mark.parametrize("clip", CLIPS)
+def test_a_whole_step_equals_eager_bit_for_bit(opt_name, sched_name, clip):
+    m1, o1, eager = build(opt_name, sched_name, clip)
+    m2, o2, step = build(opt_name, sched_name, clip)
+    step = tt.compile(step)
+    for i, (x, y) in enumerate(data()):
+        a, b = eager(x, y), step(x, y)
+        assert isinstance(b, tt.Tensor) and b.requires_grad and b.dtype == a.dtype
+        assert np.array_equal(a.data, b.data), f"call {i}: loss"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+    assert step.recompiles == ["the first call"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zero_grad_after_the_step_and_float32(dtype):
+    m1, o1, eager = build("momentum", zero_first=False, dtype=dtype)
+    m2, o2, step = build("momentum", zero_first=False, dtype=dtype)
+    step = tt.compile(step)
+    for i, (x, y) in enumerate(data(6, dtype)):
+        assert np.array_equal(eager(x, y).data, step(x, y).data)
+        assert_same(m1, o1, m2, o2, f"call {i}")
+
+
+def test_gradients_accumulate_over_calls_without_zero_grad():
+    """No zero_grad inside: .grad sums over calls, as eagerly (the program reads .grad each call)."""
+    def make():
+        w = tt.tensor(np.array([1.0, -2.0, 0.5]), requires_grad=True)
+
+        def f(x):
+            loss = ((w * x) ** 2).sum()
+            loss.backward()
+            return loss
+        return w, f
+    w1, eager = make()
+    w2, f = make()
+    f = tt.compile(f)
+    for k in range(5):
+        x = np.arange(3.0) + k
+        assert np.array_equal(eager(x).data, f(x).data)
+        assert np.array_equal(w1.grad, w2.grad)
+    w1.grad = w2.grad = None                      # zeroed outside: starts again
+    assert np.array_equal(eager(np.ones(3)).data, f(np.ones(3)).data)
+    assert np.array_equal(w1.grad, w2.grad)
+
+
+def test_state_changes_outside_between_calls_are_seen():
+    """The lr set by hand, a load_state_dict, a parameter rebound: read when the lines run."""
+    m1, o1, eager = build("adam")
+    m2, o2, step = build("adam")
+    step = tt.compile(step)
+    batches = data(9)
+    for i, (x, y) in enumerate(batches):
+        if i == 3:
+            for o in (o1, o2):
+                o.param_groups[0]["lr"] = 0.5
+        if i == 5:
+            saved = o1.state_dict()
+            o1.load_state_dict(saved)
+            o2.load_state_dict(saved)
+        if i == 7:
+            for m in (m1, m2):
+                m[0].weight.data = m[0].weight.data * 0.5
+        assert np.array_equal(eager(x, y).data, step(x, y).data), f"call {i}"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+
+
+def test_the_recording_call_steps_once():
+    """The first call records f (running its step) and puts the step back; the program's run makes
+    it: one step, not two, and the optimizer's step count is 1."""
+    m, o, step = build("adam")
+    before = [p.data.copy() for p in m.parameters()]
+    x, y = data(1)[0]
+    tt.compile(step)(x, y)
+    m_e, o_e, eager = build("adam")
+    eager(x, y)
+    for p, q in zip(m.parameters(), m_e.parameters()):
+        assert np.array_equal(p.data, q.data)
+    assert all(not np.array_equal(p.data, b) for p, b in zip(m.parameters(), before))
+    assert all(s["step"] == 1 for s in o.state.values())
+
+
+def test_a_value_guard_before_the_step_picks_the_program():
+    """A branch on the loss before backward() is guarded (each outcome its own program)."""
+    def make():
+        w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        opt = optim.SGD([w], lr=0.1)
+
+        def f(x):
+            opt.zero_grad()
+            loss = (w * x).sum() ** 2
+            if loss > 4:
+                loss = loss * 0.5
+            loss.backward()
+            opt.step()
+            return loss
+        return w, f
+    w1, eager = make()
+    w2, f = make()
+    f = tt.compile(f)
+    for x in ([1.0, 1.0], [0.1, 0.1], [2.0, 0.0], [0.3, -0.1], [1.0, 1.0]):
+        x = np.array(x)
+        assert np.array_equal(eager(x).data, f(x).data)
+        assert np.array_equal(w1.data, w2.data) and np.array_equal(w1.grad, w2.grad)
+    assert len(f.recompiles) == 2
+
+
+def test_a_second_backward_through_the_result_is_refused():
+    m, o, step = build("sgd")
+    loss = tt.compile(step)(*data(1)[0])
+    with pytest.raises(RuntimeError, match="second backward"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("case", ["item_after_step", "closure", "plateau_metric", "leaf_made_inside",
+                                  "lr_set_inside"])
+def test_refusals_name_the_fix(case):
+    w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    plateau = optim.lr_scheduler.ReduceLROnPlateau(opt)
+
+    def f(x, lr=0.05):
+        opt.zero_grad()
+        loss = ((w * x) ** 2).sum()
+        if case == "leaf_made_inside":
+            v = tt.tensor(np.ones(2), requires_grad=True)
+            loss = loss + (v * x).sum()
+        if case == "lr_set_inside":
+            opt.param_groups[0]["lr"] = lr
+        loss.backward()
+        if case == "closure":
+            opt.step(lambda: loss)
+        else:
+            opt.step()
+        if case == "plateau_metric":
+            plateau.step(loss)
+        return loss.item() if case == "item_after_step" else loss
+    fix = {"item_after_step": r"\.item\(\) after the call", "closure": "closure's body",
+           "plateau_metric": "Call it outside", "leaf_made_inside": "Make it before the call",
+           "lr_set_inside": "changed the settings of SGD"}[case]
+    before = w.data.copy()
+    with pytest.raises(RuntimeError, match=fix):
+        tt.compile(f)(np.ones(2))
+    if case in ("item_after_step", "leaf_made_inside"):   # refused after f ran: put back
+        assert np.array_equal(w.data, before)
+
+
+def test_ddp_on_several_ranks_is_refused(monkeypatch):
+    """DistributedDataParallel averages gradients after backward() on several ranks: the program
+    would not. (In one process its hook does nothing: a whole step there compiles.)"""
+    from tinytensor import distributed
+    m = nn.Linear(2, 1, rng=0)
+    ddp = nn.parallel.DistributedDataParallel(m)
+    opt = optim.SGD(ddp.parameters(), lr=0.1)
+
+    def f(x):
+        opt.zero_grad()
+        loss = (ddp(x) ** 2).sum()
+        loss.backward()
+        opt.step()
+        return loss
+    m2 = nn.Linear(2, 1, rng=0)
+    opt2 = optim.SGD(m2.parameters(), lr=0.1)
+    step = tt.compile(f)
+    for k in range(3):
+        x = np.ones((3, 2)) * (k + 1)
+        opt2.zero_grad()
+        (m2(x) ** 2).sum().backward()
+        opt2.step()
+        step(x)
+        assert np.array_equal(m.weight.data, m2.weight.data)
+    monkeypatch.setattr(distributed._STATE, "size", 2)
+    with pytest.raises(RuntimeError, match="DistributedDataParallel"):
+        tt.compile(f)(np.ones((3, 2)))
+
+
+def test_the_constant_seed_is_never_handed_over_as_a_grad():
+    """loss = b + ...: b's gradient is the seed itself, a constant of the program; eagerly it is
+    copied into b.grad, and it must be here too, or clipping in place would change the constant."""
+    def make():
+        b = tt.tensor(np.array(0.5), requires_grad=True)
+        w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        opt = optim.SGD([b, w], lr=0.1)
+
+        def f(x):
+            opt.zero_grad()
+            loss = b + (w * x).sum()
+            loss.backward()
+            nn.utils.clip_grad_norm_([b, w], 0.1)
+            opt.step()
+            return loss
+        return b, w, f
+    b1, w1, eager = make()
+    b2, w2, f = make()
+    f = tt.compile(f)
+    for k in range(4):
+        x = np.array([1.0, -1.0]) * (k + 1)
+        assert np.array_equal(eager(x).data, f(x).data)
+        assert np.array_equal(b1.grad, b2.grad) and np.array_equal(w1.data, w2.data)
+
+
+def test_the_program_shows_the_step_lines():
+    m, o, step = build("sgd")
+    step = tt.compile(step)
+    step(*data(1)[0])
+    src = step.source
+    assert "optimizer.zero_grad(), on every call" in src and "optimizer.step(), on every call" in src
+    assert "backward(): each leaf's .grad, on every call" in src
