@@ -762,18 +762,41 @@ class _Done:
         pass
 
 
-def _start_sum(flat):
-    """Start summing the contiguous 1-D array `flat` over all ranks, in place; returns a request
-    with .Wait(). Host arrays use MPI's non-blocking Iallreduce (the next bucket is packed while
-    this one travels); CuPy arrays use NCCL on the current stream. The caller has exchanged
-    headers first (every rank is here)."""
+def _duplicate():
+    """A communicator of its own for one DistributedDataParallel's buckets (every rank calls it,
+    at wrap time), so that two wrappers' all-reduces, started as their gradients finish during
+    one backward, can never be matched with each other; None in one process."""
+    s = _STATE
+    if s.size == 1 or s.comm is None:
+        return None
+    return s.comm.Dup()
+
+
+def _free(comm):
+    """weakref.finalize's call when a wrapper goes: give its communicator back to MPI."""
+    if comm is not None and not _STATE.MPI.Is_finalized():
+        comm.Free()
+
+
+def _start_sum(flat, comm=None):
+    """Start summing the contiguous 1-D array `flat` over all ranks, in place, on `comm` (default
+    the world); returns a request with .Test(). Host arrays use MPI's non-blocking Iallreduce (the
+    next bucket is packed, or the backward goes on, while this one travels); CuPy arrays use NCCL
+    on the current stream. The caller has exchanged headers first (every rank is here)."""
     s = _STATE
     if s.size == 1 or s.comm is None:
         return _Done()
     if type(flat) is not np.ndarray:
         _nccl_all_reduce(flat, "sum", out=flat)
         return _Done()
-    return _mpi_call("all_reduce", s.comm.Iallreduce, s.MPI.IN_PLACE, flat, s.MPI.SUM)
+    return _mpi_call("all_reduce", (comm or s.comm).Iallreduce, s.MPI.IN_PLACE, flat, s.MPI.SUM)
+
+
+def _progress(requests):
+    """Let MPI move started requests along (MPI progresses only inside its calls): one test."""
+    mpi = [r for r in requests if not isinstance(r, _Done)]
+    if mpi:
+        _STATE.MPI.Request.Testall(mpi)
 
 
 def _wait_all(requests):
@@ -785,14 +808,36 @@ def _wait_all(requests):
 def _complete(*requests):
     """Finish MPI requests of a collective every rank has entered (its headers agreed) by testing
     them in a loop. MPICH's blocking calls yield the core while they wait, which on a loaded
-    machine costs a time slice (milliseconds) per collective; testing keeps the core, as a spin."""
-    if len(requests) == 1:
-        request = requests[0]
-        while not request.Test():
-            pass
-    else:
-        while not _STATE.MPI.Request.Testall(list(requests)):
-            pass
+    machine costs a time slice (milliseconds) per collective; testing keeps the core, as a spin.
+    The watchdog still watches: a rank that never sends its part (its backward raised, and was
+    caught, after DistributedDataParallel's all-reduce had started) ends the job after the
+    timeout, or a second after that rank ended its program."""
+    s = _STATE
+    test = requests[0].Test if len(requests) == 1 else (lambda: s.MPI.Request.Testall(list(requests)))
+    if test():
+        return
+    start = time.monotonic()
+    next_look, gone_since = start + 1e-3, None
+    while not test():
+        now = time.monotonic()
+        if now < next_look:
+            continue
+        next_look = now + 1e-3
+        if gone_since is None:
+            if s.ctl is not None and s.ctl.Iprobe(source=s.MPI.ANY_SOURCE, tag=_TAG_BYE):
+                _collect_goodbyes()
+            if s.gone:
+                gone_since = now          # its last messages may still be on their way: a grace second
+        elif now - gone_since > 1.0:
+            _abort(f"collective #{s.seq} (every rank had entered it) cannot complete: rank(s) "
+                   f"{', '.join(map(str, sorted(s.gone)))} ended (end of the script or sys.exit) "
+                   f"before sending their part")
+        if now - start > s.timeout:
+            _abort(f"the watchdog: waited {now - start:.0f} s for the data of collective #{s.seq}, "
+                   f"which every rank had entered: a rank stopped before sending its part (a "
+                   f"backward that raised on one rank after DistributedDataParallel's all-reduce "
+                   f"had started?); the limit is tt.distributed.init(timeout=) or TT_DIST_TIMEOUT "
+                   f"({s.timeout:g} s)")
 
 
 def _raw_broadcast(flat, root):

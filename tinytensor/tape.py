@@ -547,7 +547,7 @@ def run_tensor_hooks(node, g):
     return g
 
 
-def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None, cut=False):
+def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None, cut=False, ready=None):
     """Reverse mode. Returns {node: d<roots, cotangents>/d node} for `wrt` (default: every leaf,
     and the recorded nodes in the set `retained`). With `cut`, a recorded node of `wrt` is not
     swept through: what it was computed from gets nothing from it (odeint's closed-over Tensors,
@@ -558,6 +558,10 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     the heap every contribution to its cotangent has arrived. Traversal and sweep are one pass.
     With `create_graph` the rules are applied to Tensors, so the gradients are themselves
     recorded on the tape and can be differentiated again.
+
+    `ready` (backward()'s `_Ready`, or None): leaves handed to `ready.done(leaf, g)` as soon as
+    their last consumer has been swept, instead of when they come off the heap (a leaf is older
+    than every node that uses it, so it comes off last); they are then not in the result.
     """
     SWEEPS[0] += 1                          # a tensor hook can tell which sweep called it
     wanted = None if wrt is None else set(wrt)
@@ -584,7 +588,9 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     hooked = bool(TENSOR_HOOKS)             # Tensor.register_hook: looked up per node only if any
     while frontier:
         key, node = heappop(frontier)       # key = -node._id
-        g = cotangent.pop(node)             # complete now; freed once passed on
+        g = cotangent.pop(node, None)       # complete now; freed once passed on
+        if g is None:                       # a leaf already handed to ready.done
+            continue
         if hooked:
             g = run_tensor_hooks(node, g)
         prim = node._prim
@@ -646,6 +652,11 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     cotangent[a] = prev + ga if rec is None else rec.add(prev, ga, a, "VJP")
         except Exception as err:
             raise _rule_error(err, node, "VJP", i) from err
+        if ready is not None and node in ready.consumers:
+            for leaf in ready.swept(node):  # leaves whose last consumer this was
+                g = cotangent.pop(leaf, None)
+                if g is not None:
+                    ready.done(leaf, run_tensor_hooks(leaf, g) if hooked else g)
     return results
 
 
@@ -654,6 +665,45 @@ _SEEDS = {}
 # Called as hook(grads) after each backward() has set the leaves' .grad ({leaf: gradient} of that
 # sweep): tt.nn.parallel.DistributedDataParallel averages the gradients across processes here.
 POST_BACKWARD = []
+
+# Leaves whose finished gradient is wanted before backward() ends: {leaf: hook}, hook(leaf) called
+# once per backward() as soon as leaf.grad holds all of that backward's contributions (PyTorch's
+# post-accumulate-grad hook). DistributedDataParallel starts a bucket's all-reduce there, while
+# the sweep goes on with the layers below.
+GRAD_READY = IdentityWeakMap()
+
+
+class _Ready:
+    """backward()'s bookkeeping for GRAD_READY's leaves: a leaf's gradient is complete once every
+    node of this graph that consumes it has been swept (the tape knows each node's inputs, so one
+    walk of the graph counts them). A leaf whose consumers are not all swept (a branch that got no
+    cotangent) is finished with the others after the sweep."""
+
+    def __init__(self, output, handed):
+        self.consumers = {}             # node -> the watched leaves among its inputs (with repeats)
+        self.left = {}                  # leaf -> consumers not swept yet
+        for node in _tape_of([output]):
+            if node._prim is None:
+                continue
+            for a in node._inputs:
+                if isinstance(a, Tensor) and a._prim is None and a.requires_grad and a in GRAD_READY:
+                    self.consumers.setdefault(node, []).append(a)
+                    self.left[a] = self.left.get(a, 0) + 1
+        self.handed = handed            # backward()'s: arrays a leaf may not own
+
+    def swept(self, node):
+        """The leaves whose last consumer is `node`."""
+        finished = []
+        for leaf in self.consumers.pop(node):
+            self.left[leaf] -= 1
+            if not self.left[leaf]:
+                finished.append(leaf)
+        return finished
+
+    def done(self, leaf, g):
+        _check_float(leaf)
+        accumulate({leaf: g}, self.handed)
+        GRAD_READY.get(leaf)(leaf)
 
 
 def _seed(like):
@@ -728,19 +778,29 @@ def backward(output, grad=None):
         grad = grad.astype(output.dtype, copy=False)
     handed = {id(grad)}                      # the caller's array (or the seed) is never handed to a leaf
     retained = RETAINED.nodes() if RETAINED else None
-    grads = reverse_sweep([output], [grad], retained=retained)
+    ready = _Ready(output, handed) if GRAD_READY and STATE.recorder is None else None
+    grads = reverse_sweep([output], [grad], retained=retained, ready=ready)
     for leaf in grads:
-        if leaf.data.dtype.kind not in "fc":    # requires_grad set by hand on an integer Tensor
-            raise TypeError(f"backward: {leaf.name or 'a leaf'} (shape {leaf.shape}) has dtype "
-                            f"{leaf.dtype} and requires grad: its gradient would be truncated to "
-                            f"integers; only floating-point tensors can require gradients (make it "
-                            f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
+        _check_float(leaf)
     if STATE.recorder is not None:     # tt.compile: the accumulation is a line of the program
         STATE.recorder.accumulate(grads, handed)
     else:
         accumulate(grads, handed)
+    if GRAD_READY:                     # its leaves the sweep did not hand over (tt.compile's
+        for leaf in grads:             # recording, or a use that got no cotangent)
+            hook = GRAD_READY.get(leaf)
+            if hook is not None:
+                hook(leaf)
     for hook in POST_BACKWARD:
         hook(grads)
+
+
+def _check_float(leaf):
+    if leaf.data.dtype.kind not in "fc":    # requires_grad set by hand on an integer Tensor
+        raise TypeError(f"backward: {leaf.name or 'a leaf'} (shape {leaf.shape}) has dtype "
+                        f"{leaf.dtype} and requires grad: its gradient would be truncated to "
+                        f"integers; only floating-point tensors can require gradients (make it "
+                        f"one: tt.tensor(..., dtype=np.float64) or t.astype(np.float64))")
 
 
 def forward_sweep(output, tangents):

@@ -9,6 +9,7 @@
     raise         rank 1 raises while rank 0 waits in a collective: every rank must exit
     exit          rank 1 calls sys.exit(0) between two steps: rank 0 must abort, naming it
     uneven        rank 1 has fewer batches and ends normally (no join()): rank 0 must abort
+    midway        rank 1's backward raises (caught) after two buckets started: the job must end
     timeout       rank 1 sleeps while rank 0 waits in all_reduce: the watchdog (1 s) aborts
     preinit       rank 1 fails before init(): rank 0 must not stay inside init()
 """
@@ -149,7 +150,7 @@ def check_no_sync_and_buckets():
     X, y = data()
     loss_fn = tt.nn.CrossEntropyLoss()
     model = make_model(r)                    # rank 0's weights are broadcast
-    ddp = DDP(model, bucket_cap_mb=0.004)    # 4 KB buckets: several messages
+    ddp = DDP(model, bucket_cap_mb=0.0005)   # 512-byte buckets: one layer each, several messages
     assert len(ddp._reducer.buckets) > 2, "buckets were not split at the cap"
     assert DDP(make_model(0))._reducer.buckets.__len__() == 1, "a small model is one message"
     ref = make_model(0)
@@ -195,6 +196,90 @@ def check_no_sync_and_buckets():
     assert all(p.grad is None for p in two.module.unused.parameters())
     assert all(p.grad is not None for p in two.module.used.parameters())
     assert [n for n, _ in two.named_parameters()][0].startswith("module.")
+
+
+def check_overlap():
+    """The buckets start during the backward, as soon as their gradients are complete: with one
+    layer per bucket, the two last layers' all-reduces have started when the sweep reaches the
+    first layer. The result is bit-for-bit the all-reduce started after the backward (no_sync,
+    then sync_gradients()), step after step, in float64 and float32, with accumulation."""
+    r, w = dist.rank(), dist.world_size()
+    X, y = data()
+    loss_fn = tt.nn.CrossEntropyLoss()
+    started = []
+    start_sum = dist._start_sum
+
+    def counting(flat, comm=None):
+        started.append(flat.size)
+        return start_sum(flat, comm)
+
+    dist._start_sum = counting
+    try:
+        model = make_model(0)
+        ddp = DDP(model, bucket_cap_mb=0.0005)            # one layer per bucket
+        assert len(ddp._reducer.buckets) == 3
+        seen = []
+
+        def watch(module, args, out):                     # the first layer's output, in the backward
+            out.register_hook(lambda g: seen.append(len(started)))
+        model[0].register_forward_hook(watch)
+        xb, yb = next(iter(tt.data.minibatches(X, y, 8, rng=0, rank=r, world_size=w)))
+        started.clear()
+        loss_fn(ddp(xb), yb).backward()
+        assert seen == [2], f"buckets started before the first layer's backward: {seen} (want [2])"
+        assert len(started) == 3
+    finally:
+        dist._start_sum = start_sum
+
+    for dtype, cap in ((np.float64, 0.0005), (np.float32, 25)):
+        runs = []
+        for after in (False, True):
+            model = make_model(r, dtype)
+            ddp = DDP(model, bucket_cap_mb=cap)
+            opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+            batches = list(tt.data.minibatches(X.astype(dtype), y, 8, rng=4, rank=r, world_size=w))[:8]
+            for k, (xb, yb) in enumerate(batches):
+                if k % 4 == 1:                            # accumulate one batch locally first
+                    with ddp.no_sync():
+                        loss_fn(ddp(xb), yb).backward()
+                    continue
+                if after:
+                    with ddp.no_sync():
+                        loss_fn(ddp(xb), yb).backward()
+                    ddp.sync_gradients()
+                else:
+                    loss_fn(ddp(xb), yb).backward()
+                opt.step()
+                opt.zero_grad()
+            runs.append(np.concatenate([p.data.ravel() for p in model.parameters()]))
+        assert runs[0].dtype == dtype and np.array_equal(runs[0], runs[1]), \
+            f"{dtype.__name__}: overlapped != after the backward by {np.max(np.abs(runs[0] - runs[1]))}"
+    # the averaged gradients are views of the buckets, never overwritten while held: a .grad kept
+    # from one step keeps its values; once nothing holds them, the next step reuses the memory
+    ddp = DDP(make_model(0), bucket_cap_mb=0.0005)
+    opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    batches = list(tt.data.minibatches(X, y, 8, rng=4, rank=r, world_size=w))
+
+    def step(k):
+        opt.zero_grad()
+        loss_fn(ddp(batches[k][0]), batches[k][1]).backward()
+        opt.step()
+    step(0)
+    kept = [p.grad for p in ddp.parameters()]
+    copies = [g.copy() for g in kept]
+    step(1)
+    assert all(np.array_equal(k, c) for k, c in zip(kept, copies)), "a kept .grad was overwritten"
+    assert not any(np.shares_memory(k, p.grad) for k, p in zip(kept, ddp.parameters()))
+    del kept, copies
+    step(2)
+    before = [id(b.buffer) for b in ddp._reducer.buckets]
+    step(3)
+    assert [id(b.buffer) for b in ddp._reducer.buckets] == before, "the buckets were not reused"
+    assert all(np.shares_memory(p.grad, ddp._reducer.buckets[ddp._reducer.where[id(p)][0]].buffer)
+               for p in ddp.parameters())
+    if dist.is_main():
+        print("overlap: 2 of 3 buckets started before the first layer's backward; bit-for-bit equal "
+              "to the all-reduce after the backward (float64, float32)")
 
 
 def check_save(directory):
@@ -427,6 +512,12 @@ def check_join():
     raises_everywhere(throwing, "throw_on_early_termination=True", "ran out of inputs")
 
 
+def fail_in_backward(module, args, out):
+    def fail(g):
+        raise RuntimeError("deliberate failure in rank 1's backward")
+    out.register_hook(fail)
+
+
 def main():
     mode = sys.argv[1]
     if mode == "preinit" and os.environ.get("PMI_RANK") == "1":
@@ -437,6 +528,7 @@ def main():
         check_sharding()
         check_equivalence()
         check_no_sync_and_buckets()
+        check_overlap()
         check_save(sys.argv[2])
         check_mismatched_collectives()
         check_wrap()
@@ -457,6 +549,17 @@ def main():
             tt.nn.CrossEntropyLoss()(ddp(xb), yb).backward()
         print(f"rank {dist.rank()} done", flush=True)
         return                               # rank 1 ends its script normally
+    elif mode == "midway":
+        X, y = data()
+        model = make_model(0)
+        ddp = DDP(model, bucket_cap_mb=0.0005)            # one layer per bucket
+        if dist.rank() == 1:                              # fails after two buckets have started
+            model[0].register_forward_hook(fail_in_backward)
+        try:
+            tt.nn.CrossEntropyLoss()(ddp(X[:8]), y[:8]).backward()
+        except RuntimeError as err:
+            print(f"rank 1 caught: {err}", flush=True)
+        ddp(X[:8])                                       # goes on: must end the job, not hang
     elif mode == "timeout":
         dist.init(timeout=1)
         if dist.rank() == 1:

@@ -83,6 +83,7 @@ def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
     run = launch(2, CHECKS, "collectives", tmp_path)
     assert run.returncode == 0, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
     assert "OK collectives on 2 ranks" in run.stdout
+    assert "overlap: 2 of 3 buckets started before the first layer's backward" in run.stdout
     assert run.stdout.count("equivalence") == 2, run.stdout
     assert run.stdout.count("join: ranks with 5 and 3 batches") == 2, run.stdout
     assert "Fatal error" not in run.stderr and "MPIR_" not in run.stderr, run.stderr
@@ -105,6 +106,8 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
               "for rank(s) 1, which ended", "ddp.join()"]),
     ("uneven", ["rank 0 of 2: waiting in DistributedDataParallel's gradient all-reduce",
                 "for rank(s) 1, which ended"]),
+    ("midway", ["rank 1 of 2: a backward through DistributedDataParallel raised on this rank after "
+                "its gradient all-reduce had started"]),
     ("timeout", ["the watchdog: waited", "all_reduce(op='sum') of an array float64 (3,)",
                  "for rank(s) 1, which did not arrive", "timeout="]),
     ("preinit", ["tt.distributed.init: rank 0 of 2 waited 1 s for MPI to start",
@@ -113,8 +116,10 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
     batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
-    1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1). Now the launch ends, non-zero, with
-    rank 0 naming the collective and the rank it waited for."""
+    1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1); rank 1's backward raising, caught,
+    after its first buckets started their all-reduce (rank 0 waits for the rest), then going on.
+    Now the launch ends, non-zero, with a rank naming the collective and the rank it waited for,
+    or what went wrong."""
     import time
     start = time.monotonic()
     run = launch(2, CHECKS, mode, timeout=90, env={"TT_DIST_TIMEOUT": "1"} if mode == "preinit" else None)
@@ -291,14 +296,28 @@ def test_ddp_in_one_process_is_the_module(single):
 
 
 def test_buckets_are_few_and_capped(single):
+    """PyTorch's rule: parameters in reverse order; a bucket is closed once it holds its cap (1 MB
+    for the first, so that the first all-reduce starts early in the backward; bucket_cap_mb for
+    the others), so only its last parameter may take it past the cap."""
     model = tt.nn.Sequential(*[tt.nn.Linear(64, 64, rng=i, dtype=np.float64) for i in range(6)])
     one = tt.nn.parallel.DistributedDataParallel(model)
-    assert len(one._reducer.buckets) == 1                 # 25 MB holds the whole model
-    small = tt.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)   # 52 KB
-    sizes = [sum(p.data.nbytes for p in b.params) for b in small._reducer.buckets]
-    assert 1 < len(sizes) < len(list(model.parameters())) and max(sizes) <= 0.05 * 2**20
+    assert len(one._reducer.buckets) == 1                 # 1 MB holds the whole model (100 KB)
+    cap = 0.05 * 2**20                                    # 52 KB
+    small = tt.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.05)
+    sizes = [[p.data.nbytes for p in b.params] for b in small._reducer.buckets]
+    assert 1 < len(sizes) < len(list(model.parameters()))
+    assert all(sum(s[:-1]) < cap for s in sizes) and all(sum(s) >= cap for s in sizes[:-1])
     first = small._reducer.buckets[0].params[0]
     assert first is list(model.parameters())[-1]          # the last layer's gradients go first
+    assert [p for b in small._reducer.buckets for p in b.params] == list(model.parameters())[::-1]
+    # the benchmark's MLP (7.45 MB in float32): PyTorch's split, the two last layers then the first
+    mlp = tt.nn.Sequential(tt.nn.Linear(784, 1024, dtype=np.float32), tt.nn.ReLU(),
+                           tt.nn.Linear(1024, 1024, dtype=np.float32), tt.nn.ReLU(),
+                           tt.nn.Linear(1024, 10, dtype=np.float32))
+    names = {id(p): n for n, p in mlp.named_parameters()}
+    layout = [[names[id(p)] for p in b.params]
+              for b in tt.nn.parallel.DistributedDataParallel(mlp)._reducer.buckets]
+    assert layout == [["4.bias", "4.weight", "2.bias", "2.weight"], ["0.bias", "0.weight"]]
 
 
 @pytest.mark.parametrize("n, batch, world, drop_last",

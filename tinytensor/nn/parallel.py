@@ -25,14 +25,22 @@ with gradients enabled and outside no_sync, the buffers (batch norm's running st
 broadcast from rank 0, as PyTorch does (PyTorch decides by the previous forward's state, this by
 the current one's: an evaluation under no_grad on one rank needs no other rank).
 
-The gradients travel in a few large messages: the parameters, last layer first, are cut into
-buckets of at most `bucket_cap_mb` megabytes of one dtype; each bucket is packed into one flat
-array and summed with a non-blocking MPI all-reduce (`Iallreduce`), so bucket k travels while
-bucket k + 1 is packed. A parameter whose gradient is None on every rank keeps None (one flag per
-parameter rides in its bucket); None on some ranks counts as zeros there.
+The gradients travel in a few large messages, overlapping the rest of the backward: the
+parameters, last layer first (their gradients finish first), are cut into buckets of one dtype,
+as PyTorch's: a bucket is closed once it holds 1 MB (the first) or `bucket_cap_mb` megabytes (the
+others). During the backward, each parameter's gradient is divided by the world size and packed
+into its bucket's flat array as soon as it is complete (the engine's GRAD_READY hook: every node
+that uses the parameter has been swept), and a bucket whose gradients are all packed starts its
+non-blocking MPI all-reduce (`Iallreduce`) at once, in bucket order on every rank, while the
+sweep goes on with the layers below; the end of the backward packs what is left (parameters
+the sweep did not reach), starts the remaining buckets, waits for all and unpacks. The sums are
+the same numbers, in the same messages, as when every bucket starts after the backward.
+A parameter whose gradient is None on every rank keeps None (one flag per parameter rides in its
+bucket); None on some ranks counts as zeros there.
 """
 
 import itertools
+import sys
 import weakref
 from contextlib import contextmanager
 
@@ -47,6 +55,7 @@ from .module import Module
 __all__ = ["DistributedDataParallel"]
 
 _OWN = (_CODE["ddp_sync"], _CODE["ddp_buffers"], _CODE["join"])   # the wrapper's collectives
+FIRST_BUCKET_MB = 1      # PyTorch's first bucket: small, so the first all-reduce starts early
 # The live wrappers, by creation: a backward through several (a GAN's generator and
 # discriminator) averages them in the same order on every rank.
 _LIVE = weakref.WeakValueDictionary()
@@ -59,6 +68,15 @@ def _after_backward(grads):
         if ddp is not None and ddp._through_forward == tape.SWEEPS[0]:   # this backward's sweep
             ddp._through_forward = None
             ddp._after_backward(grads)
+
+
+def _release(comm, params, ready):
+    """A wrapper is gone: its communicator goes back to MPI, and its parameters leave GRAD_READY
+    (unless a newer wrapper has taken them), so backward() stops counting their consumers."""
+    distributed._free(comm)
+    for p in params:
+        if tape.GRAD_READY.get(p) is ready:
+            tape.GRAD_READY.pop(p)
 
 
 def _tensors(out):
@@ -88,29 +106,56 @@ class _Bucket:
         self.size = offset
         self.buffer = backend.namespace(params[0].data).empty(offset + flags, params[0].data.dtype)
 
+    def claim(self):
+        """Before a round packs into the buffer: the last round's averaged gradients are views of
+        it (each parameter's .grad); if any is still held (by .grad, or by a user who kept it),
+        this round packs into a new buffer and leaves the old one to them. After zero_grad()
+        nothing holds it, and it is reused: no copy out of the bucket, no new memory."""
+        # 2 references: the attribute and getrefcount's argument; each view held adds one
+        if type(self.buffer) is np.ndarray and sys.getrefcount(self.buffer) > 2:
+            self.buffer = np.empty_like(self.buffer)
+
 
 class _Reducer:
     """The buckets and the all-reduce of one wrapper (a plain object: Module._walk ignores it)."""
 
-    def __init__(self, params, cap_bytes):
+    def __init__(self, params, cap_bytes, comm):
         groups, order = {}, []
         for p in reversed(params):               # gradients of the last layers are ready first
             key = (type(p.data), p.data.dtype)
             if key not in groups:
                 groups[key] = [[]]
                 order.append(key)
-            current = groups[key][-1]
-            if current and sum(q.data.nbytes for q in current) + p.data.nbytes > cap_bytes:
-                current = []
-                groups[key].append(current)
-            current.append(p)
+            chunks = groups[key]
+            cap = min(FIRST_BUCKET_MB * 2**20, cap_bytes) if len(chunks) == 1 else cap_bytes
+            if chunks[-1] and sum(q.data.nbytes for q in chunks[-1]) >= cap:   # full: PyTorch's rule
+                chunks.append([])
+            chunks[-1].append(p)
         chunks = [chunk for key in order for chunk in groups[key]]
         # each bucket carries one presence flag per parameter in it, after the gradients
         self.buckets = [_Bucket(chunk, len(chunk)) for chunk in chunks]
+        self.where = {id(p): (k, i) for k, b in enumerate(self.buckets) for i, p in enumerate(b.params)}
         self.params = params
         self.cap_bytes = cap_bytes
+        self.comm = comm                         # the wrapper's own communicator (None: one process)
         # the layout, the same on every rank of one model: checked in each gradient round's header
         self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]))
+
+
+class _Sync:
+    """One round of the gradient all-reduce: the buckets packed so far, the ones started (always a
+    prefix, so every rank starts them in the same order), their requests."""
+
+    def __init__(self, reducer, divisor, sweep, same_buffers=False):
+        for bucket in reducer.buckets:
+            if not same_buffers:                 # (gradient_as_bucket_view: always the same buffer)
+                bucket.claim()
+        self.divisor = divisor
+        self.sweep = sweep                       # the backward it belongs to (tape.SWEEPS)
+        self.packed = set()                      # ids of the parameters packed
+        self.missing = [len(b.params) for b in reducer.buckets]   # per bucket, not packed yet
+        self.started = 0                         # buckets started: 0 .. started - 1
+        self.requests = []
 
 
 class DistributedDataParallel(Module):
@@ -119,18 +164,23 @@ class DistributedDataParallel(Module):
     module: the model, the same architecture on every rank (checked: else every rank raises
         naming the first difference); its parameters and buffers are overwritten by rank 0's, so
         the ranks start equal whatever their seeds.
-    bucket_cap_mb: the largest message, in megabytes (PyTorch's default, 25).
+    bucket_cap_mb: the size of a message, in megabytes (PyTorch's default, 25): a bucket is closed
+        once it holds that much (the first one once it holds 1 MB, as PyTorch's), so that the
+        first all-reduces start early in the backward.
     broadcast_buffers: send rank 0's buffers (batch norm's running statistics) to every rank at
         each forward with gradients enabled (outside `tt.no_grad()` and `no_sync()`), as PyTorch.
         An evaluation under `tt.no_grad()` on one rank alone needs no other rank.
-    gradient_as_bucket_view: hand out the averaged gradients as views of the bucket buffers
-        (PyTorch's option of that name): saves writing a fresh copy of every gradient each step,
-        but a `.grad` kept from one step to the next changes with the next all-reduce. Default
-        False: each step's gradients are new arrays.
+    gradient_as_bucket_view: PyTorch's option of that name: the averaged gradients are views of
+        the bucket buffers, which the next all-reduce overwrites, so a `.grad` kept from one step
+        to the next changes with it. Default False: the gradients are views too (on the host; a
+        copy on a GPU), but the next round packs into a new buffer while any of them is still
+        held, so a kept `.grad` keeps its values; after `zero_grad()` the buffer is reused, with
+        no copy.
 
-    Averaging happens at the end of a `loss.backward()` that went through this wrapper's forward;
-    call `sync_gradients()` yourself when the gradients come from elsewhere (`tt.grad`, a compiled
-    step, gradients set by hand) -- on every rank.
+    Averaging happens during a `loss.backward()` that went through this wrapper's forward: each
+    bucket's all-reduce starts as soon as its gradients are complete, and the backward returns
+    with every gradient averaged. Call `sync_gradients()` yourself when the gradients come from
+    elsewhere (`tt.grad`, a compiled step, gradients set by hand) -- on every rank.
 
     Examples
     --------
@@ -161,16 +211,29 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True
         self._through_forward = None           # the sweep that last passed this wrapper's output
         self._join_flags = 0                   # inside join(): 1 throw on early end, 2 divide by active
+        self._pending = None                   # the gradient all-reduce under way (a _Sync)
         params = [p for p in module.parameters() if p.requires_grad]
-        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20))
+        comm = None
         if distributed.world_size() > 1:
             self._check_replicas()
             self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
+            comm = distributed._duplicate()
+            ref = weakref.ref(self)
+
+            def ready(p):                      # the engine's call: p.grad is complete
+                ddp = ref()
+                if ddp is not None:
+                    ddp._grad_ready(p)
+            for p in params:
+                tape.GRAD_READY[p] = ready
+            weakref.finalize(self, _release, comm, params, ready)
+        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
         _LIVE[next(_MADE)] = self
 
     def forward(self, *args, **kwargs):
+        self._no_stale_sync()
         syncing = STATE.grad_enabled and self.require_backward_grad_sync and distributed.world_size() > 1
         if syncing and self.broadcast_buffers and any(b.data.size for b in self.module.buffers()):
             self._sync_buffers()
@@ -323,53 +386,109 @@ class DistributedDataParallel(Module):
                     self._broadcast(list(self.module.parameters()) + list(self.module.buffers()), last)
                 return
             if op == _CODE["ddp_sync"]:
-                self._reduce(divisor, contribute=False)
+                self._finish(_Sync(self._reducer, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view),
+                             contribute=False)
             else:
                 self._broadcast(list(self.module.buffers()), root=active[0])
 
     def _after_backward(self, grads):
         if self.require_backward_grad_sync and distributed._STATE.size > 1:
-            self.sync_gradients()
+            if self._pending is not None and self._pending.sweep == tape.SWEEPS[0]:
+                self._finish(self._pending)      # started during the sweep
+            else:
+                self.sync_gradients()
+
+    def _no_stale_sync(self):
+        """Outside a backward, a round still open is left over from a backward that raised (and
+        was caught) after the round had started: the other ranks are inside that all-reduce,
+        waiting for this rank's buckets."""
+        if self._pending is not None:
+            distributed._abort("a backward through DistributedDataParallel raised on this rank after "
+                               "its gradient all-reduce had started, and the program went on; the "
+                               "other ranks wait in that all-reduce, and the replicas can no longer "
+                               "stay equal")
+
+    def _grad_ready(self, p):
+        """The engine's GRAD_READY hook, during a backward: p.grad is complete. In a backward through
+        this wrapper's forward (outside no_sync), pack it, then start every bucket that is full, in
+        bucket order. The first call of the backward exchanges the round's header (every rank is
+        here: the ranks agree before any gradient moves)."""
+        if self._through_forward != tape.SWEEPS[0] or not self.require_backward_grad_sync:
+            return                               # a local backward, or no_sync: nothing to do
+        sync = self._pending
+        if sync is None:
+            sync = self._pending = self._start_round()
+        elif sync.sweep != tape.SWEEPS[0]:     # from an earlier backward
+            self._no_stale_sync()
+        self._pack(sync, p)
+        self._start_full(sync)
+        distributed._progress(sync.requests)     # MPI moves data only inside its calls
+
+    def _start_round(self):
+        """The header exchange of a gradient round; returns its _Sync."""
+        if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
+               for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
+            r = self._reducer
+            self._reducer = _Reducer(r.params, r.cap_bytes, r.comm)
+        every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=self._reducer.fingerprint)
+        _, _, divisor = self._round(every)
+        return _Sync(self._reducer, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view)
 
     def sync_gradients(self):
         """Replace each parameter's .grad by its mean over the ranks (every rank must call it):
         each gradient is divided by the world size as it is packed (exact for 2, 4, 8 ... ranks),
-        one non-blocking all-reduce per bucket sums them, then the unpacking. Called by
-        backward()."""
+        one non-blocking all-reduce per bucket sums them, then the unpacking. backward() does the
+        same, starting each bucket as soon as its gradients are complete."""
         if distributed.world_size() == 1:
             return
-        if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
-               for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
-            self._reducer = _Reducer(self._reducer.params, self._reducer.cap_bytes)
-        every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=self._reducer.fingerprint)
-        _, _, divisor = self._round(every)
-        self._reduce(divisor)
+        self._no_stale_sync()
+        self._finish(self._start_round())
 
-    def _reduce(self, divisor, contribute=True):
+    def _pack(self, sync, p, contribute=True):
+        k, i = self._reducer.where[id(p)]
+        bucket = self._reducer.buckets[k]
+        flat = bucket.buffer
+        lo, hi = bucket.slices[i]
+        g = p.grad if contribute else None
+        if g is None:                            # no gradient here (or a joined rank): zeros
+            flat[lo:hi] = 0
+        else:                                    # divided while packed (one pass): the sum is the mean
+            backend.namespace(flat).divide(g.reshape(-1), sync.divisor, out=flat[lo:hi])
+        if contribute:
+            flat[bucket.size + i] = g is not None     # presence flag (summed: a count)
+        sync.packed.add(id(p))
+        sync.missing[k] -= 1
+
+    def _start_full(self, sync):
+        """Start the buckets whose gradients are all packed, in order (a full bucket waits for
+        the ones before it: every rank must start them in the same order)."""
         buckets = self._reducer.buckets
-        requests = []
-        for bucket in buckets:                     # pack bucket k + 1 while bucket k travels
-            flat = bucket.buffer
-            xp = backend.namespace(flat)
-            if not contribute:                     # a joined rank: zeros, and no presence flags
-                flat[:] = 0
-                requests.append(distributed._start_sum(flat))
-                continue
-            for p, (lo, hi) in zip(bucket.params, bucket.slices):
-                g = p.grad
-                if g is None:
-                    flat[lo:hi] = 0
-                else:              # divided while packed (one pass): the sum is then the mean
-                    xp.divide(g.reshape(-1), divisor, out=flat[lo:hi])
-            flat[bucket.size:] = xp.asarray(np.array([p.grad is not None for p in bucket.params]))
-            requests.append(distributed._start_sum(flat))
-        distributed._wait_all(requests)
+        while sync.started < len(buckets) and not sync.missing[sync.started]:
+            flat = buckets[sync.started].buffer
+            sync.requests.append(distributed._start_sum(flat, self._reducer.comm))
+            sync.started += 1
+
+    def _finish(self, sync, contribute=True):
+        """Pack what is left (bucket by bucket: bucket k travels while k + 1 is packed), wait for
+        every bucket, unpack. A joined rank (contribute=False) sends zeros and keeps its .grad."""
+        self._pending = None
+        for k in range(sync.started, len(self._reducer.buckets)):
+            bucket = self._reducer.buckets[k]
+            for p in bucket.params:
+                if id(p) not in sync.packed:
+                    self._pack(sync, p, contribute)
+            if not contribute:
+                bucket.buffer[bucket.size:] = 0      # no presence flags from a joined rank
+            self._start_full(sync)
+        distributed._wait_all(sync.requests)
         if not contribute:
             return
-        for bucket in buckets:
+        for bucket in self._reducer.buckets:
             flat = bucket.buffer
-            # a fresh array each step (a user may keep last step's .grad), or views of the bucket
-            mean = flat[:bucket.size] if self.gradient_as_bucket_view else flat[:bucket.size].copy()
+            # views of the bucket: the next round packs into a new buffer while any is held (claim),
+            # so a .grad kept from this step keeps its values (a copy on devices other than the host)
+            host = type(flat) is np.ndarray or self.gradient_as_bucket_view
+            mean = flat[:bucket.size] if host else flat[:bucket.size].copy()
             present = backend.to_host(flat[bucket.size:]) if bucket.flags else None
             for i, (p, (lo, hi)) in enumerate(zip(bucket.params, bucket.slices)):
                 if present is not None and not present[i]:

@@ -283,7 +283,10 @@ class SGD(Optimizer):
                 buf = state["momentum_buffer"] = backend.copy(g, p.dtype)   # a copy, on p's device
             else:
                 buf *= momentum
-                buf += (1 - group["dampening"]) * g
+                if group["dampening"]:
+                    buf += (1 - group["dampening"]) * g
+                else:                              # (1 - 0) * g is g: a pass and a temporary less
+                    buf += g
             g = g + momentum * buf if group["nesterov"] else buf
         p.data -= group["lr"] * g
 
