@@ -477,11 +477,25 @@ def _fast_check(parts, namespace):
         node = ast.parse(part, mode="eval").body
         for sub in node.elts if isinstance(node, ast.Tuple) else [node]:
             name = f"k{len(constants)}"
-            identity = (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "id"
-                        and len(sub.args) == 1 and not sub.keywords)
-            expression = ast.unparse(sub.args[0] if identity else sub)
-            constants[name] = eval(builtins.compile(expression, "<tt.compile guard>", "eval"), namespace)
-            tests.append(f"{expression} is {name}" if identity else f"{expression} == {name}")
+            call = sub.func.id if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) \
+                and len(sub.args) == 1 and not sub.keywords else None
+            expression = ast.unparse(sub.args[0] if call in ("id", "fp") else sub)
+            value = eval(builtins.compile(expression, "<tt.compile guard>", "eval"), namespace)
+            if call == "fp" and _items_by_identity(value):
+                # a list or tuple of Tensors, arrays, functions (a parameter list), which the
+                # fingerprint reads by identity item by item: the same test, without the calls
+                v = f"_v{len(constants)}"
+                items = [f"{v}[{i}] is {name}_{i}" for i in range(len(value))]
+                constants.update({f"{name}_{i}": x for i, x in enumerate(value)})
+                constants[name] = type(value)
+                head = [f"type({v} := {expression}) is {name}", f"len({v}) == {len(value)}"]
+                tests.append(" and ".join(head + items))
+                continue
+            constants[name] = _fingerprint(value) if call == "fp" else value
+            if call == "id":
+                tests.append(f"{expression} is {name}")
+            else:
+                tests.append(f"{'fp(' + expression + ')' if call == 'fp' else expression} == {name}")
     source = "def ok():\n    return (" + "\n            and ".join(tests) + ")\n"
     scope = {**namespace, **constants}
     exec(builtins.compile(source, "<tt.compile guard>", "exec"), scope)
@@ -503,6 +517,13 @@ def _global_names(code):
         elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
             names.append(c)
     return tuple(dict.fromkeys(names))
+
+
+def _items_by_identity(value):
+    """Whether `value` is a short list or tuple that the fingerprint reads item by item by
+    identity (Tensors, arrays, functions)."""
+    return (type(value) in (list, tuple) and len(value) <= _MAX_ITEMS
+            and all(_fingerprint(x, 1) == (type(x), id(x)) for x in value))
 
 
 def _names(code):

@@ -1169,14 +1169,14 @@ def _raw(x):
 class _Call:
     """A program line calling an optimizer's or scheduler's method (or a clipping function) as
     eagerly: its result as an array (clip_grad_norm_'s norm), or None."""
-    __slots__ = ("method", "args", "kwargs")
+    __slots__ = ("call",)
 
     def __init__(self, method, args, kwargs):
-        self.method, self.args, self.kwargs = method, args, kwargs
+        self.call = functools.partial(method, *args, **kwargs)
 
     def __call__(self):
-        out = self.method(*self.args, **self.kwargs)
-        return out.data if isinstance(out, Tensor) else out
+        out = self.call()
+        return out if out is None else out.data if isinstance(out, Tensor) else out
 
 
 class _Accumulate:
@@ -1189,13 +1189,19 @@ class _Accumulate:
         self.ids = frozenset(id(a) for a in pinned)
 
     def __call__(self, *grads):
-        if len(grads) == 1:             # one leaf, its .grad None (zero_grad) and g the program's own
-            leaf, g = self.leaves[0], grads[0]
+        handed, rest = set(self.ids), None
+        for leaf, g in zip(self.leaves, grads):
+            # the usual case (zero_grad before): .grad None, g the program's own new array, handed
+            # over as tape.accumulate does; anything else goes through tape.accumulate itself
             if (_SLOT_GRAD.__get__(leaf) is None and type(g) is np.ndarray and g.base is None
-                    and g.flags.writeable and g.dtype == leaf.data.dtype and id(g) not in self.ids):
+                    and g.flags.writeable and g.dtype == leaf.data.dtype and id(g) not in handed):
                 _SLOT_GRAD.__set__(leaf, g)
-                return
-        tape.accumulate(dict(zip(self.leaves, grads)), set(self.ids))
+                handed.add(id(g))
+            else:
+                rest = rest or {}
+                rest[leaf] = g
+        if rest:
+            tape.accumulate(rest, handed)
 
 
 def _leaves(tree):

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import backend
 from ..nn.module import _is_parameter
-from ..state import replayed_while_recording
+from ..state import SHARED, STATE, replayed_while_recording
 from ..tensor import Tensor, mark_modified
 from ..torch_interop import host_array
 
@@ -128,16 +128,16 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient. `closure` (optional, as PyTorch)
         re-evaluates the loss and is called first; its result is returned."""
-        if closure is not None and replayed_while_recording("optimizer.step()", lambda: None)[0]:
-            raise RuntimeError("tt.compile: optimizer.step(closure) inside a compiled function: the "
-                               "closure's loss and backward would run outside the program. Call "
-                               "the closure's body in the compiled function, then optimizer.step()")
-        replayed, _ = replayed_while_recording("optimizer.step()", self.step)
-        if replayed:        # inside tt.compile: a line of the program, run on every call
+        if not SHARED.quiet and STATE.recorder is not None:   # tt.compile is recording
+            if closure is not None:
+                raise RuntimeError("tt.compile: optimizer.step(closure) inside a compiled function: "
+                                   "the closure's loss and backward would run outside the program. "
+                                   "Call the closure's body in the compiled function, then "
+                                   "optimizer.step()")
+            replayed_while_recording("optimizer.step()", self.step)   # a line of the program
             return None
-        loss = None
-        if closure is not None:
-            loss = closure()
+        loss = None if closure is None else closure()
+        states, update = self.state, self._update
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -145,10 +145,10 @@ class Optimizer:
                     continue
                 if g.shape != p.data.shape:
                     raise ValueError(f"a parameter has shape {p.shape} but its grad has shape {g.shape}")
-                state = self.state.get(p)
+                state = states.get(p)
                 if state is None:
-                    state = self.state[p] = {}
-                self._update(p, g, state, group)
+                    state = states[p] = {}
+                update(p, g, state, group)
                 mark_modified(p)
         return loss
 
