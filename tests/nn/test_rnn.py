@@ -248,3 +248,28 @@ def test_dropout_between_layers_only_in_training():
     m.eval()
     np.testing.assert_allclose(m(x)[0].data, plain(x)[0].data, rtol=1e-14)
     assert repr(m) == "GRU(3, 4, num_layers=2, dropout=0.5)"
+
+
+# ----- the LSTM's NumPy loops (rnn._lstm_forward_numpy, _lstm_vjp_numpy) against the general code -----
+class _Plain(np.ndarray):
+    """An ndarray subclass: rnn's fast NumPy loops take plain ndarrays only, so this takes the
+    general code path (the one Tensors and other array libraries run)."""
+
+
+@pytest.mark.parametrize("T, B, H", [(1, 1, 1), (3, 2, 1), (4, 3, 5), (2, 1, 8)])
+def test_lstm_fast_loops_equal_the_general_code(T, B, H):
+    from tinytensor.nn import rnn
+    rng = np.random.default_rng(T * 100 + B * 10 + H)
+    xp, h0, c0 = rng.normal(size=(T, B, 4 * H)), rng.normal(size=(B, H)), rng.normal(size=(B, H))
+    whh = rng.normal(size=(4 * H, H))
+    gY = rng.normal(size=(T, B, 6 * H))            # every column, the gates' too
+    kept = whh.copy()
+    fast = rnn._lstm_forward(xp, h0, c0, whh)
+    np.testing.assert_array_equal(whh, kept)        # the weights are never scaled in place (H = 1: whh.T is C order)
+    plain = [a.view(_Plain) for a in (xp, h0, c0, whh)]
+    general = np.asarray(rnn._lstm_forward(*plain))
+    np.testing.assert_allclose(fast, general, rtol=1e-14, atol=1e-15)
+    fast_grads = rnn._lstm_vjp(gY, fast, xp, h0, c0, whh)
+    general_grads = rnn._lstm_vjp(gY.view(_Plain), general.view(_Plain), *plain)
+    for name, a, b in zip(("xp", "h0", "c0", "whh"), fast_grads, general_grads):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-14, err_msg=name)

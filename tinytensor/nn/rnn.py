@@ -93,8 +93,8 @@ def _lstm_forward_numpy(xp, h0, c0, whh):
     shift = scale.copy()
     shift[2 * H:3 * H] = 0
     xs = xp * scale                                   # (T, B, 4H)
-    ws = np.ascontiguousarray(whh.T)                  # (H, 4H), C order: the faster product
-    ws *= scale                                       # (whh.T * scale would keep F order)
+    ws = np.array(whh.T, order="C")                   # (H, 4H), C order: the faster product; a
+    ws *= scale                                       # copy (whh.T * scale would keep F order)
     Y = np.empty((T, B, 6 * H), dtype=dtype)
     z, ig = np.empty((B, 4 * H), dtype), np.empty((B, H), dtype)
     i, f, g, o = z[:, :H], z[:, H:2 * H], z[:, 2 * H:3 * H], z[:, 3 * H:]
