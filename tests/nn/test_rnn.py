@@ -265,7 +265,7 @@ def test_lstm_fast_loops_equal_the_general_code(T, B, H):
     gY = rng.normal(size=(T, B, 6 * H))            # every column, the gates' too
     kept = whh.copy()
     fast = rnn._lstm_forward(xp, h0, c0, whh)
-    np.testing.assert_array_equal(whh, kept)        # the weights are never scaled in place (H = 1: whh.T is C order)
+    np.testing.assert_array_equal(whh, kept)   # never scaled in place (H = 1: whh.T is C order)
     plain = [a.view(_Plain) for a in (xp, h0, c0, whh)]
     general = np.asarray(rnn._lstm_forward(*plain))
     np.testing.assert_allclose(fast, general, rtol=1e-14, atol=1e-15)
