@@ -250,9 +250,9 @@ def test_dropout_between_layers_only_in_training():
     assert repr(m) == "GRU(3, 4, num_layers=2, dropout=0.5)"
 
 
-# ----- the LSTM's NumPy loops (rnn._lstm_forward_numpy, _lstm_vjp_numpy) against the general code -----
+# ----- the LSTM backward's NumPy loop (rnn._lstm_vjp_numpy) against the general code ------------
 class _Plain(np.ndarray):
-    """An ndarray subclass: rnn's fast NumPy loops take plain ndarrays only, so this takes the
+    """An ndarray subclass: rnn's fast NumPy loop takes plain ndarrays only, so this takes the
     general code path (the one Tensors and other array libraries run)."""
 
 
