@@ -306,17 +306,14 @@ def _run(mode, xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, H, w_hr=None):
     (and c0): returns (outputs (T, B, H), the cell states (T, B, H) or None)."""
     if w_hr is not None:
         return _run_projected(xp_in, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, H)
+    # The input projection for every step at once: one linear entry (the bias added in place on
+    # the product, and a C-ordered weight gradient), F.linear as nn.Linear's.
     if mode == "GRU":
-        xp = ops.matmul(xp_in, w_ih.T)
-        if b_ih is not None:
-            xp = xp + b_ih
+        xp = F.linear(xp_in, w_ih, b_ih)
         bhh = b_hh if b_hh is not None else backend.namespace(w_hh).zeros(3 * H, w_hh.dtype)
         Y = gru_seq(xp, h0, w_hh, bhh)
     else:
-        bias = None if b_ih is None else b_ih + b_hh
-        xp = ops.matmul(xp_in, w_ih.T)
-        if bias is not None:
-            xp = xp + bias
+        xp = F.linear(xp_in, w_ih, None if b_ih is None else b_ih + b_hh)
         if mode == "LSTM":
             Y = lstm_seq(xp, h0, c0, w_hh)
         else:
