@@ -149,7 +149,17 @@ def _conv2d_grad_input_forward(g, w, shape, stride=(1, 1), padding=(0, 0), dilat
 def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0), dilation=(1, 1)):
     """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
     cols, _ = _im2col(x, kernel, stride, padding, dilation)
-    dw = _rows(g).T @ cols                                            # (out, kh * kw * C)
+    rows = _rows(g)
+    if rows.shape[0] >= 4096 and rows.shape[1] * cols.shape[1] <= 1024 and type(rows) is np.ndarray:
+        # A long, thin product (an image's first layer: 8192 rows of 16 outputs by 9 taps) runs at
+        # a fifth of BLAS's speed in one call; as 8 row blocks summed, 2x faster (75 -> 33 us).
+        k = rows.shape[0] // 8 * 8
+        dw = np.matmul(rows[:k].reshape(8, -1, rows.shape[1]).transpose(0, 2, 1),
+                       cols[:k].reshape(8, -1, cols.shape[1])).sum(axis=0)
+        if k < rows.shape[0]:
+            dw += rows[k:].T @ cols[k:]
+    else:
+        dw = rows.T @ cols                                            # (out, kh * kw * C)
     return dw.reshape(g.shape[1], kernel[0], kernel[1], x.shape[1]).transpose(0, 3, 1, 2)
 
 
@@ -265,7 +275,7 @@ def _first_maxima(x, ans, kernel, stride):
 
 def _unpool_forward(g, hits, shape, kernel, stride):
     """Each window's cotangent to the entry `hits` marks (overlapping windows add up)."""
-    out = np.zeros_like(g, shape=shape)                    # in g's layout
+    out = np.zeros_like(hits[0], dtype=g.dtype, shape=shape)   # in the pooled input's layout
     disjoint = stride[0] >= kernel[0] and stride[1] >= kernel[1]
     for k, (_, _, index) in enumerate(_offsets(shape, kernel, stride)):
         if disjoint:                     # each input entry in one window: write, no temporary
