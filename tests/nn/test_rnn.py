@@ -256,13 +256,19 @@ class _Plain(np.ndarray):
     general code path (the one Tensors and other array libraries run)."""
 
 
-@pytest.mark.parametrize("T, B, H", [(1, 1, 1), (3, 2, 1), (4, 3, 5), (2, 1, 8)])
-def test_lstm_fast_loops_equal_the_general_code(T, B, H):
+@pytest.mark.parametrize("T, B, H", [(1, 1, 1), (3, 2, 1), (4, 3, 5), (2, 1, 8), (7, 2, 3)])
+@pytest.mark.parametrize("block_bytes", [1, 200, 2**20])    # steps per block: 1, a few, all
+@pytest.mark.parametrize("cotangent", ["all", "h only"])    # with all columns, or as a layer gives it
+def test_lstm_fast_loops_equal_the_general_code(T, B, H, block_bytes, cotangent, monkeypatch):
     from tinytensor.nn import rnn
+    monkeypatch.setattr(rnn, "_BLOCK_BYTES", block_bytes)
     rng = np.random.default_rng(T * 100 + B * 10 + H)
     xp, h0, c0 = rng.normal(size=(T, B, 4 * H)), rng.normal(size=(B, H)), rng.normal(size=(B, H))
     whh = rng.normal(size=(4 * H, H))
-    gY = rng.normal(size=(T, B, 6 * H))            # every column, the gates' too
+    gY = rng.normal(size=(T, B, 6 * H))            # every column, the gates' too ...
+    if cotangent == "h only":                       # ... or h's, and c's at the last step (c_n)
+        gY[:, :, H:] = 0
+        gY[-1, :, H:2 * H] = rng.normal(size=(B, H))
     kept = whh.copy()
     fast = rnn._lstm_forward(xp, h0, c0, whh)
     np.testing.assert_array_equal(whh, kept)   # never scaled in place (H = 1: whh.T is C order)

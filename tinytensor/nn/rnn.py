@@ -74,44 +74,60 @@ def _numpy_floats(*arrays):
     return dtype.kind == "f" and all(type(a) is np.ndarray and a.dtype == dtype for a in arrays)
 
 
-# The backward's NumPy loop: the same formulas with one ufunc call per quantity, into buffers made
-# once (the general code below makes ~30 temporaries a step, and between the step's matmuls those
-# calls are the time): bench_rnn T=35 B=20 H=128, the VJP 4.7 -> 4.3 ms (CPU time, medians of 7
-# alternated runs, 2-core EPYC, loaded). The forward's loop, written the same way, was no faster
-# than the one above (its matmul is most of each step), so it stays as it is.
+# The backward's NumPy loop: the same formulas, with what does not depend on the recurrence
+# (the gates' slopes, tanh(c), o (1 - tanh(c)^2)) computed for a block of steps at once, and one
+# ufunc call per remaining quantity into buffers made once. The general code below makes ~30
+# temporaries a step on (B, H) column blocks, and between the step's matmuls those calls are the
+# time. Blocks of ~1 MB of gates: computed for all steps at once, the slopes of a long sequence
+# (T=100 B=32 H=256: 13 MB) leave the cache before the loop reads them back, and the step was then
+# slower than with the general code (1.07x); in 256 kB blocks the T=35 case gained less. bench_rnn's
+# step against main's, in one process (CPU time, 2-core EPYC, loaded): T=35 B=20 H=128 0.91x,
+# T=100 B=32 H=256 0.94x. The forward's loop, written the same way, was no faster than the one
+# above (its matmul is most of each step): it stays as it is.
+_BLOCK_BYTES = 1024 * 1024
+
+
 def _lstm_vjp_numpy(gY, Y, h0, c0, whh):
-    """_lstm_vjp on NumPy arrays: the same formulas, all four gates' cotangents in one product,
-    dz = slope * [gc g + gy_i, gc c_prev + gy_f, gc i + gy_g, gh tanh(c) + gy_o] with slope the
-    gates' derivatives (a (1 - a) for i, f, o; 1 - g^2 for g), and the cell's cotangent
-    gc = gy_c + dc + gh o (1 - tanh(c)^2), where o tanh(c)^2 = h tanh(c)."""
+    """_lstm_vjp on NumPy arrays: dz = slope * [gc g + gy_i, gc c_prev + gy_f, gc i + gy_g,
+    gh tanh(c) + gy_o] with slope the gates' derivatives (a - a^2 for i, f, o; 1 - g^2 for g), and
+    the cell's cotangent gc = gy_c + dc + gh o (1 - tanh(c)^2), where o tanh(c)^2 = h tanh(c).
+    The cotangents of the cell states and gates are zero unless the caller used them (a layer
+    exposes c_n at most): their additions are skipped in a block where they are."""
     T, B = Y.shape[:2]
     H = h0.shape[-1]
     dtype = Y.dtype
     hs, cs, gates = Y[..., :H], Y[..., H:2 * H], Y[..., 2 * H:]
     gy_h, gy_c, gy_gates = gY[..., :H], gY[..., H:2 * H], gY[..., 2 * H:]
-    dz = np.empty((T, B, 4 * H), dtype)
-    m, slope = np.empty((B, 4 * H), dtype), np.empty((B, 4 * H), dtype)
-    m4, tc, tmp = m.reshape(B, 4, H), np.empty((B, H), dtype), np.empty((B, H), dtype)
+    dz = np.empty((T, B, 4 * H), dtype)               # the slopes, then times m in the loop
+    tc, to_cell = np.empty((T, B, H), dtype), np.empty((T, B, H), dtype)
+    m = np.empty((B, 4 * H), dtype)
+    m4 = m.reshape(B, 4, H)
     gh, gc, dc, dh = (np.zeros((B, H), dtype) for _ in range(4))
+    block = max(1, _BLOCK_BYTES // (B * 4 * H * dz.itemsize))
     for t in range(T - 1, -1, -1):
-        a = gates[t]                                  # (B, 4H): [i, f, g, o]
-        a4 = a.reshape(B, 4, H)
-        np.tanh(cs[t], out=tc)
+        if (T - 1 - t) % block == 0:                  # the next block of steps, [lo, t]
+            steps = slice(max(0, t + 1 - block), t + 1)
+            a, s = gates[steps], dz[steps]
+            np.multiply(a, a, out=s)
+            np.subtract(a[..., :2 * H], s[..., :2 * H], out=s[..., :2 * H])
+            np.subtract(1, s[..., 2 * H:3 * H], out=s[..., 2 * H:3 * H])
+            np.subtract(a[..., 3 * H:], s[..., 3 * H:], out=s[..., 3 * H:])
+            np.tanh(cs[steps], out=tc[steps])
+            np.multiply(hs[steps], tc[steps], out=to_cell[steps])
+            np.subtract(a[..., 3 * H:], to_cell[steps], out=to_cell[steps])     # o (1 - tanh(c)^2)
+            cell_cotangent, gate_cotangent = gy_c[steps].any(), gy_gates[steps].any()
+        a4 = gates[t].reshape(B, 4, H)
         np.add(gy_h[t], dh, out=gh)
-        np.multiply(hs[t], tc, out=tmp)
-        np.subtract(a4[:, 3], tmp, out=tmp)           # o (1 - tanh(c)^2)
-        np.multiply(gh, tmp, out=gc)
-        gc += gy_c[t]
+        np.multiply(gh, to_cell[t], out=gc)
+        if cell_cotangent:
+            gc += gy_c[t]
         gc += dc
-        np.multiply(a, a, out=slope)                  # the slopes: a - a^2, and 1 - g^2 for g
-        np.subtract(a[:, :2 * H], slope[:, :2 * H], out=slope[:, :2 * H])
-        np.subtract(1, slope[:, 2 * H:3 * H], out=slope[:, 2 * H:3 * H])
-        np.subtract(a[:, 3 * H:], slope[:, 3 * H:], out=slope[:, 3 * H:])
         np.multiply(a4[:, 2::-2], gc[:, None], out=m4[:, 0::2])     # [gc g, gc i] in one call
         np.multiply(gc, c0 if t == 0 else cs[t - 1], out=m4[:, 1])
-        np.multiply(gh, tc, out=m4[:, 3])
-        m += gy_gates[t]
-        np.multiply(slope, m, out=dz[t])
+        np.multiply(gh, tc[t], out=m4[:, 3])
+        if gate_cotangent:
+            m += gy_gates[t]
+        dz[t] *= m
         np.multiply(gc, a4[:, 1], out=dc)
         np.matmul(dz[t], whh, out=dh)
     h_before = _states_before(hs, h0)
