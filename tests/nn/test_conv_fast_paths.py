@@ -77,10 +77,11 @@ def test_pools_keep_a_channels_last_layout_and_their_values():
     ans = F._max_pool_forward(x, (2, 2), (2, 2))
     hits = F._first_maxima(x, ans, (2, 2), (2, 2))
     np.testing.assert_array_equal(hits, F._first_maxima(plain, ans, (2, 2), (2, 2)))
-    g = rng.standard_normal(ans.shape)                              # C order, as after a Flatten
-    back = F._unpool_forward(g, hits, x.shape, (2, 2), (2, 2))
+    g = rng.standard_normal(ans.shape[:1] + ans.shape[2:] + ans.shape[1:2]).transpose(0, 3, 1, 2)
+    back = F._unpool_forward(g, hits, x.shape, (2, 2), (2, 2))      # g channels last, as from a conv
     assert back.strides[1] == back.itemsize
-    plain_back = F._unpool_forward(g, np.ascontiguousarray(hits), x.shape, (2, 2), (2, 2))
+    plain_back = F._unpool_forward(np.ascontiguousarray(g), np.ascontiguousarray(hits), x.shape, (2, 2),
+                                   (2, 2))
     np.testing.assert_array_equal(back, plain_back)
 
 

@@ -150,7 +150,7 @@ def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0), dil
     """d<conv2d(x, w), g>/dw for w with kernel size `kernel`."""
     cols, _ = _im2col(x, kernel, stride, padding, dilation)
     rows = _rows(g)
-    if rows.shape[0] >= 4096 and rows.shape[1] * cols.shape[1] <= 1024 and type(rows) is np.ndarray:
+    if rows.shape[0] >= 4096 and rows.shape[1] * cols.shape[1] <= 1024 and isinstance(rows, np.ndarray):
         # A long, thin product (an image's first layer: 8192 rows of 16 outputs by 9 taps) runs at
         # a fifth of BLAS's speed in one call; as 8 row blocks summed, 2x faster (75 -> 33 us).
         k = rows.shape[0] // 8 * 8
@@ -274,8 +274,10 @@ def _first_maxima(x, ans, kernel, stride):
 
 
 def _unpool_forward(g, hits, shape, kernel, stride):
-    """Each window's cotangent to the entry `hits` marks (overlapping windows add up)."""
-    out = np.zeros_like(hits[0], dtype=g.dtype, shape=shape)   # in the pooled input's layout
+    """Each window's cotangent to the entry `hits` marks (overlapping windows add up), in g's
+    layout. (Channels last always, or hits's layout, made a compiled BatchNorm CNN round
+    differently from eager code in tests/compile/test_compile_round6.py: kept as g's.)"""
+    out = np.zeros_like(g, shape=shape)
     disjoint = stride[0] >= kernel[0] and stride[1] >= kernel[1]
     for k, (_, _, index) in enumerate(_offsets(shape, kernel, stride)):
         if disjoint:                     # each input entry in one window: write, no temporary
