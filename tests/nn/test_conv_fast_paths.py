@@ -110,3 +110,11 @@ def test_select_keeps_exact_zeros_for_infinite_or_huge_cotangents():
         assert out.dtype == g.dtype
     z = np.array([1.0 + 2.0j, np.inf + 0j])
     np.testing.assert_array_equal(_select(np.array([True, False]), z), [1.0 + 2.0j, 0])
+
+
+@pytest.mark.parametrize("channels", [1, 3, 16])
+def test_conv2d_bias_gradient_in_either_layout_is_the_sum(channels):
+    rng = np.random.default_rng(channels)
+    g = rng.standard_normal((6, 5, 7, channels))
+    for layout in (g.transpose(0, 3, 1, 2), np.ascontiguousarray(g.transpose(0, 3, 1, 2))):
+        np.testing.assert_allclose(F._bias_gradient(layout), layout.sum(axis=(0, 2, 3)), rtol=1e-13)

@@ -163,6 +163,16 @@ def _conv2d_grad_weight_forward(x, g, kernel, stride=(1, 1), padding=(0, 0), dil
     return dw.reshape(g.shape[1], kernel[0], kernel[1], x.shape[1]).transpose(0, 3, 1, 2)
 
 
+def _bias_gradient(g):
+    """g summed over all but the channel axis. A convolution's cotangent is mostly channels-last
+    in memory, and NumPy sums over the outer axes (0, 2, 3) of that in runs of C (168 us for
+    (128, 16, 8, 8) float32); as ones @ rows it is one BLAS call (8 us)."""
+    if isinstance(g, np.ndarray) and g.ndim == 4 and g.strides[1] == g.itemsize and g.shape[1] > 1:
+        rows = _rows(g)
+        return np.ones(rows.shape[0], dtype=g.dtype) @ rows
+    return g.sum(axis=(0, 2, 3))
+
+
 def _bias_tangent(t, ans):
     return ops.broadcast_to(ops.reshape(t, (-1, 1, 1)), ans.shape)
 
@@ -172,7 +182,7 @@ conv2d_prim = defprim(
     _conv2d_forward, "conv2d", nargs=3,
     vjp=[lambda g, ans, x, w, b, **p: conv2d_grad_input(g, w, shape=x.shape, **p),
          lambda g, ans, x, w, b, **p: conv2d_grad_weight(x, g, kernel=w.shape[2:], **p),
-         lambda g, ans, x, w, b, **p: g.sum(axis=(0, 2, 3))],
+         lambda g, ans, x, w, b, **p: _bias_gradient(g)],
     jvp=[lambda t, ans, x, w, b, **p: conv2d_prim(t, w, None, **p),
          lambda t, ans, x, w, b, **p: conv2d_prim(x, t, None, **p),
          lambda t, ans, x, w, b, **p: _bias_tangent(t, ans)])
