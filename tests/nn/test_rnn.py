@@ -279,3 +279,11 @@ def test_lstm_fast_loops_equal_the_general_code(T, B, H, block_bytes, cotangent,
     general_grads = rnn._lstm_vjp(gY.view(_Plain), general.view(_Plain), *plain)
     for name, a, b in zip(("xp", "h0", "c0", "whh"), fast_grads, general_grads):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+def test_lstm_backward_on_an_empty_batch():
+    m = nn.LSTM(3, 4, rng=0)
+    out, (h, _) = m(tt.tensor(np.zeros((5, 0, 3), np.float32)))
+    (out.sum() + h.sum()).backward()
+    assert out.shape == (5, 0, 4)
+    np.testing.assert_array_equal(m.weight_hh_l0.grad, np.zeros((16, 4), np.float32))

@@ -103,7 +103,7 @@ def _lstm_vjp_numpy(gY, Y, h0, c0, whh):
     m = np.empty((B, 4 * H), dtype)
     m4 = m.reshape(B, 4, H)
     gh, gc, dc, dh = (np.zeros((B, H), dtype) for _ in range(4))
-    block = max(1, _BLOCK_BYTES // (B * 4 * H * dz.itemsize))
+    block = max(1, _BLOCK_BYTES // max(1, B * 4 * H * dz.itemsize))
     for t in range(T - 1, -1, -1):
         if (T - 1 - t) % block == 0:                  # the next block of steps, [lo, t]
             steps = slice(max(0, t + 1 - block), t + 1)
