@@ -248,3 +248,42 @@ def test_dropout_between_layers_only_in_training():
     m.eval()
     np.testing.assert_allclose(m(x)[0].data, plain(x)[0].data, rtol=1e-14)
     assert repr(m) == "GRU(3, 4, num_layers=2, dropout=0.5)"
+
+
+# ----- the LSTM backward's NumPy loop (rnn._lstm_vjp_numpy) against the general code ------------
+class _Plain(np.ndarray):
+    """An ndarray subclass: rnn's fast NumPy loop takes plain ndarrays only, so this takes the
+    general code path (the one Tensors and other array libraries run)."""
+
+
+@pytest.mark.parametrize("T, B, H", [(1, 1, 1), (3, 2, 1), (4, 3, 5), (2, 1, 8), (7, 2, 3)])
+@pytest.mark.parametrize("block_bytes", [1, 200, 2**20])    # steps per block: 1, a few, all
+@pytest.mark.parametrize("cotangent", ["all", "h only"])    # with all columns, or as a layer gives it
+def test_lstm_fast_loops_equal_the_general_code(T, B, H, block_bytes, cotangent, monkeypatch):
+    from tinytensor.nn import rnn
+    monkeypatch.setattr(rnn, "_BLOCK_BYTES", block_bytes)
+    rng = np.random.default_rng(T * 100 + B * 10 + H)
+    xp, h0, c0 = rng.normal(size=(T, B, 4 * H)), rng.normal(size=(B, H)), rng.normal(size=(B, H))
+    whh = rng.normal(size=(4 * H, H))
+    gY = rng.normal(size=(T, B, 6 * H))            # every column, the gates' too ...
+    if cotangent == "h only":                       # ... or h's, and c's at the last step (c_n)
+        gY[:, :, H:] = 0
+        gY[-1, :, H:2 * H] = rng.normal(size=(B, H))
+    kept = whh.copy()
+    fast = rnn._lstm_forward(xp, h0, c0, whh)
+    np.testing.assert_array_equal(whh, kept)   # never scaled in place (H = 1: whh.T is C order)
+    plain = [a.view(_Plain) for a in (xp, h0, c0, whh)]
+    general = np.asarray(rnn._lstm_forward(*plain))
+    np.testing.assert_allclose(fast, general, rtol=1e-14, atol=1e-15)
+    fast_grads = rnn._lstm_vjp(gY, fast, xp, h0, c0, whh)
+    general_grads = rnn._lstm_vjp(gY.view(_Plain), general.view(_Plain), *plain)
+    for name, a, b in zip(("xp", "h0", "c0", "whh"), fast_grads, general_grads):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-12, atol=1e-14, err_msg=name)
+
+
+def test_lstm_backward_on_an_empty_batch():
+    m = nn.LSTM(3, 4, rng=0)
+    out, (h, _) = m(tt.tensor(np.zeros((5, 0, 3), np.float32)))
+    (out.sum() + h.sum()).backward()
+    assert out.shape == (5, 0, 4)
+    np.testing.assert_array_equal(m.weight_hh_l0.grad, np.zeros((16, 4), np.float32))
