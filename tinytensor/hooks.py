@@ -21,15 +21,18 @@ class RemovableHandle:
     """What `register_hook`, `register_forward_hook` and `register_forward_pre_hook` return:
     `handle.remove()` takes the hook out (twice is harmless); `with handle:` removes it on exit."""
 
-    def __init__(self, hooks, key, on_empty=None):
+    def __init__(self, hooks, key, on_empty=None, on_remove=None):
         self._hooks = weakref.ref(hooks) if hasattr(hooks, "__weakref__") else (lambda: hooks)
         self.id = key
         self._on_empty = on_empty
+        self._on_remove = on_remove
 
     def remove(self):
         hooks = self._hooks()
         if hooks is not None and self.id in hooks:
             del hooks[self.id]
+            if self._on_remove is not None:
+                self._on_remove()
             if not hooks and self._on_empty is not None:
                 self._on_empty()
 
@@ -79,6 +82,13 @@ class _TensorHooks(IdentityWeakMap):
 
 
 TENSOR_HOOKS = _TensorHooks()
+# Bumped whenever a hook is registered on or removed from a leaf Tensor (a parameter): a compiled
+# program whose sweep ran such hooks (a whole training step's backward()) checks it on every call.
+LEAF_HOOKS = [0]
+
+
+def _leaf_hooks_changed():
+    LEAF_HOOKS[0] += 1
 
 
 def register_hook(self, hook):
@@ -96,5 +106,9 @@ def register_hook(self, hook):
     key = next(_ids)
     hooks[key] = hook
     ref = weakref.ref(self)
-    return RemovableHandle(hooks, key, on_empty=lambda: ref() is not None and TENSOR_HOOKS.discard(ref()))
+    leaf = self._prim is None
+    if leaf:
+        _leaf_hooks_changed()
+    return RemovableHandle(hooks, key, on_empty=lambda: ref() is not None and TENSOR_HOOKS.discard(ref()),
+                           on_remove=_leaf_hooks_changed if leaf else None)
 

@@ -28,6 +28,7 @@ import types
 
 import numpy as np
 
+from ..hooks import LEAF_HOOKS
 from ..tensor import Tensor
 from .tracer import _is_user
 
@@ -319,12 +320,11 @@ class _Reach:
                     pass
             values += [f.__globals__[n] for n in _global_names(f.__code__) if n in f.__globals__]
             for v in values:
-                if isinstance(v, Tensor):
-                    found[id(v)] = v
+                _tensors_of(v, found)
         for obj in self.objects.values():
+            _tensors_of(obj, found, itself=False)
             for v in getattr(obj, "__dict__", {}).values():
-                if isinstance(v, Tensor):
-                    found[id(v)] = v
+                _tensors_of(v, found)
         return found.values()
 
     def _functions(self):
@@ -415,6 +415,8 @@ class _Reach:
         if self.tracer.modules:
             readers.append(("{}()", _Structure(self.tracer.modules),
                             "the submodules of the modules it calls"))
+        if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
+            readers.append(("{}[0]", LEAF_HOOKS, "the gradient hooks registered on parameters"))
         return readers
 
     def _state(self):
@@ -517,6 +519,23 @@ def _global_names(code):
         elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
             names.append(c)
     return tuple(dict.fromkeys(names))
+
+
+def _tensors_of(v, found, itself=True):
+    """Add to `found` the Tensor v, or every parameter and buffer of the Module v, or every
+    parameter of the optimizer v: Tensors f can reach through them (model[0].bias.detach(),
+    opt.param_groups[0]["params"]) are inputs from the start, their value reads noted."""
+    if isinstance(v, Tensor):
+        if itself:
+            found[id(v)] = v
+    elif isinstance(v, _module_class()):
+        for t in list(v.parameters()) + list(v.buffers()):
+            found[id(t)] = t
+    elif hasattr(v, "param_groups") and hasattr(v, "state") and isinstance(v.param_groups, list):
+        for group in v.param_groups:
+            for t in group.get("params", ()) if isinstance(group, dict) else ():
+                if isinstance(t, Tensor):
+                    found[id(t)] = t
 
 
 def _items_by_identity(value):

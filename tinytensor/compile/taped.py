@@ -42,10 +42,12 @@ def sweep(tracer, out):
 
 def _on_the_tape(tracer, out):
     """out's leaves and structure, the positions of its results that require grad, and the
-    reached Tensors that require grad."""
+    reached Tensors that require grad and that the recording read (or returned)."""
     leaves, structure = transforms.tree_flatten(out)
     roots = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) and x.requires_grad]
-    return leaves, structure, roots, [t for _, t in tracer.lives if t.requires_grad]
+    used = {r for e in tracer.entries for r in _refs(e.args, []) + _refs(e.kwargs, [])}
+    used.update(tracer.var_of(x) for x in leaves if isinstance(x, Tensor))
+    return leaves, structure, roots, [t for var, t in tracer.lives if t.requires_grad and var in used]
 
 
 def split(tracer, out, swept, fname):
