@@ -2659,3 +2659,62 @@ def test_lstm_step_compiles_the_same_way_twice_in_one_process():
     outcomes = [once(), once(), once()]
     if len(set(outcomes)) > 1:
         pytest.xfail(f"process-history-dependent refusal: {outcomes}")
+
+
+# ----------------------------------------------------------------------------------------------
+# M. values read off parameters and buffers at the start of a step (before the forward)
+# ----------------------------------------------------------------------------------------------
+
+_FROZEN = pytest.mark.xfail(strict=True, reason="read before the forward through the module (a "
+                            "container, state_dict, named_parameters, param_groups), the value is "
+                            "a constant of the program: frozen at the first call's (silent)")
+
+
+@pytest.mark.parametrize("read", [
+    "l2_before",
+    pytest.param("data_before", marks=_FROZEN),
+    pytest.param("numpy_before", marks=_FROZEN),
+    pytest.param("groups_detach", marks=_FROZEN),
+    "bn_running_mean",
+    pytest.param("bn_running_mean_detach", marks=_FROZEN),
+    pytest.param("state_dict_before", marks=_FROZEN),
+    pytest.param("named_params_detach", marks=_FROZEN),
+    "closure_param_detach",
+])
+def test_values_read_off_parameters_before_forward(read):
+    model_fn = bn_mlp if read.startswith("bn_") else mlp
+
+    def make(E):
+        model, opt, _, loss_fn = parts(E, opt="adam", model=model_fn)
+        # held in the closure only in that case: with it there, the other reads are seen too
+        bias = model[2].bias if read == "closure_param_detach" else None
+
+        def step(x, y):
+            pre = None
+            if read == "l2_before":
+                pre = sum((p ** 2).sum() for p in model.parameters()) * 1e-3
+            elif read == "data_before":
+                pre = model[2].bias.data * 1.0
+            elif read == "numpy_before":
+                pre = model[2].bias.numpy() * 1.0
+            elif read == "groups_detach":
+                pre = sum(p.detach().sum() for p in opt.param_groups[0]["params"])
+            elif read == "bn_running_mean":
+                pre = model[1].running_mean * 1.0
+            elif read == "bn_running_mean_detach":
+                pre = model[1].running_mean.detach() * 1.0
+            elif read == "state_dict_before":
+                pre = model.state_dict()["2.bias"] * 1.0
+            elif read == "named_params_detach":
+                pre = dict(model.named_parameters())["2.bias"].detach() * 1.0
+            elif read == "closure_param_detach":
+                pre = bias.detach() * 1.0
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            if read == "l2_before":
+                loss = loss + pre
+            loss.backward()
+            opt.step()
+            return loss, pre
+        return step
+    check(custom(make), 6)
