@@ -2718,3 +2718,94 @@ def test_values_read_off_parameters_before_forward(read):
             return loss, pre
         return step
     check(custom(make), 6)
+
+
+@pytest.mark.parametrize("log", [
+    "nothing",
+    pytest.param("nothing_but_mentioned", marks=pytest.mark.xfail(
+        strict=True, reason="the same when the step's code only mentions opt.param_groups in a "
+        "branch that is never taken")),
+    pytest.param("lr_from_param_groups", marks=pytest.mark.xfail(
+        strict=True, reason="a step that reads opt.param_groups[0]['lr'] (to log it) guards "
+        "param_groups by value: every scheduled lr change re-records ('Adam.param_groups "
+        "changed'); 8 recordings, then eager with a warning (numbers equal)")),
+    "lr_from_get_last_lr",
+])
+def test_step_logging_the_lr_records_once(log):
+    model = mlp()
+    opt = tt.optim.Adam(model.parameters(), lr=0.01)
+    sched = LS.ExponentialLR(opt, 0.9)
+
+    def update(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss
+
+    # one function per variant: a name merely mentioned in the code (param_groups in a branch
+    # not taken) is enough to make it a guard
+    def plain(x, y):
+        return update(x, y)
+
+    def from_groups(x, y):
+        return update(x, y), opt.param_groups[0]["lr"]
+
+    def from_sched(x, y):
+        return update(x, y), sched.get_last_lr()[0]
+
+    def mentioned(x, y):
+        if x is None:
+            return opt.param_groups[0]["lr"]          # never taken
+        return update(x, y)
+    step = tt.compile({"nothing": plain, "nothing_but_mentioned": mentioned, "lr_from_param_groups": from_groups,
+                       "lr_from_get_last_lr": from_sched}[log])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(1, 11):
+            step(*data_cls()(i))
+    assert len(step.recompiles) == 1, step.recompiles
+
+
+@pytest.mark.parametrize("what", ["ret_lr", "ret_last_lr", "ret_step", "ret_len_state",
+                                  "ret_last_epoch", "fwd_hook_closure", "grad_hook_closure",
+                                  "loss_reduction_changed"])
+def test_reads_of_optimizer_and_scheduler_state_returned(what):
+    def make(E):
+        model, opt, sched, loss_fn = parts(E, opt="adam", sched="exp")
+        E.cfg = {"scale": 1.0}
+        cfg = E.cfg
+        if what == "fwd_hook_closure":
+            model[0].register_forward_hook(lambda m, i, o: o * cfg["scale"])
+        if what == "grad_hook_closure":
+            model[0].weight.register_hook(lambda g: g * cfg["scale"])
+        w0 = model[0].weight
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            if what == "ret_lr":
+                return loss, opt.param_groups[0]["lr"]
+            if what == "ret_last_lr":
+                return loss, sched.get_last_lr()[0]
+            if what == "ret_step":
+                return loss, opt.state[w0]["step"]
+            if what == "ret_len_state":
+                return loss, len(opt.state)
+            if what == "ret_last_epoch":
+                return loss, sched.last_epoch
+            return loss
+        return step
+
+    def scale(E):
+        E.cfg["scale"] = 0.1
+
+    def red(E):
+        E.loss_fn.reduction = "sum"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(custom(make), 12, changes={3: red if what == "loss_reduction_changed" else scale})
