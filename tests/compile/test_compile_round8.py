@@ -2759,8 +2759,8 @@ def test_step_logging_the_lr_records_once(log):
         if x is None:
             return opt.param_groups[0]["lr"]          # never taken
         return update(x, y)
-    step = tt.compile({"nothing": plain, "nothing_but_mentioned": mentioned, "lr_from_param_groups": from_groups,
-                       "lr_from_get_last_lr": from_sched}[log])
+    step = tt.compile({"nothing": plain, "nothing_but_mentioned": mentioned,
+                       "lr_from_param_groups": from_groups, "lr_from_get_last_lr": from_sched}[log])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for i in range(1, 11):
