@@ -1305,8 +1305,6 @@ def test_forward_pre_hook_registered_outside():
     check(custom(std_make("adam")), 12, changes={3: c})
 
 
-@pytest.mark.xfail(strict=True, reason="a gradient hook registered on a parameter after the first "
-                   "call is ignored by the compiled step (eager applies it): silent difference")
 def test_parameter_grad_hook_registered_outside():
     def c(E):
         E.model[0].weight.register_hook(lambda g: g * 0.1)
@@ -1319,9 +1317,6 @@ def test_parameter_grad_hook_registered_before_first_call():
     check(custom(std_make("sgd_mom")), 12, changes={1: c})
 
 
-@pytest.mark.xfail(strict=True, reason="a gradient hook on a parameter, registered before the first "
-                   "call and removed (handle.remove()) on call 3, keeps being applied by the "
-                   "compiled step: silent difference")
 def test_parameter_grad_hook_removed_outside():
     def c(E):
         E.h = E.model[0].weight.register_hook(lambda g: g * 0.1)
@@ -1331,8 +1326,6 @@ def test_parameter_grad_hook_removed_outside():
     check(custom(std_make("sgd_mom")), 12, changes={1: c, 3: rm})
 
 
-@pytest.mark.xfail(strict=True, reason="minimal: a hook on a leaf registered after the first call "
-                   "is not seen; eager w=[0.9]*3, compiled w=[0.7]*3")
 def test_minimal_leaf_hook_registered_after_first_call():
     def run(compiled):
         w = tt.tensor(np.ones(3), requires_grad=True)
@@ -1499,8 +1492,6 @@ def test_returns_parameter_copy_after_step():
     check(custom(make), 12)
 
 
-@pytest.mark.xfail(strict=True, reason="model[2].bias.detach() read before the forward is frozen "
-                   "to the first call's value (a hoisted constant): silent difference")
 def test_returns_parameter_before_and_after_step():
     def make(E):
         model, opt, _, loss_fn = parts(E, opt="adam")
@@ -1546,9 +1537,6 @@ def test_type_of_detached_result_matches_eager():
         pytest.xfail(f"documented type difference: {o}")
 
 
-@pytest.mark.xfail(strict=True, reason="minimal: a parameter reached through a container "
-                   "(model[0], list(model.parameters())) and detached before any forward reads "
-                   "it is a constant of the program: eager [0.15, 1.15, 2.15], compiled [0.15]*3")
 def test_minimal_detached_parameter_through_container_is_frozen():
     def run(compiled):
         model = nn.Sequential(nn.Linear(2, 3, rng=0, dtype=np.float64), nn.Tanh())
@@ -1564,8 +1552,6 @@ def test_minimal_detached_parameter_through_container_is_frozen():
     assert all(np.array_equal(a, b) for a, b in zip(e, c)), (e, c)
 
 
-@pytest.mark.xfail(strict=True, reason="the weight norm of the parameters, read with p.detach() "
-                   "at the start of a training step, is frozen at the first call's value")
 def test_weight_norm_logged_at_step_start():
     def make(E):
         model, opt, _, loss_fn = parts(E, opt="adam")
@@ -1877,10 +1863,6 @@ def test_method_decorator_two_instances():
 # J. recordings: one program per step (the guide's own promise), not one per call
 # ----------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason="an optimizer reached as an attribute of an object (self.opt "
-                   "in a Trainer class) is guarded by value: every scheduled lr change re-records "
-                   "('Trainer.opt changed'), 8 recordings in 8 steps, then eager with a warning "
-                   "(numbers equal; a closed-over optimizer records once)")
 def test_trainer_class_with_scheduler_records_once():
     class Trainer:
         def __init__(self):
@@ -2665,20 +2647,17 @@ def test_lstm_step_compiles_the_same_way_twice_in_one_process():
 # M. values read off parameters and buffers at the start of a step (before the forward)
 # ----------------------------------------------------------------------------------------------
 
-_FROZEN = pytest.mark.xfail(strict=True, reason="read before the forward through the module (a "
-                            "container, state_dict, named_parameters, param_groups), the value is "
-                            "a constant of the program: frozen at the first call's (silent)")
 
 
 @pytest.mark.parametrize("read", [
     "l2_before",
-    pytest.param("data_before", marks=_FROZEN),
-    pytest.param("numpy_before", marks=_FROZEN),
-    pytest.param("groups_detach", marks=_FROZEN),
+    "data_before",
+    "numpy_before",
+    "groups_detach",
     "bn_running_mean",
-    pytest.param("bn_running_mean_detach", marks=_FROZEN),
-    pytest.param("state_dict_before", marks=_FROZEN),
-    pytest.param("named_params_detach", marks=_FROZEN),
+    "bn_running_mean_detach",
+    "state_dict_before",
+    "named_params_detach",
     "closure_param_detach",
 ])
 def test_values_read_off_parameters_before_forward(read):

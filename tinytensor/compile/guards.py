@@ -265,6 +265,11 @@ class _Reach:
                     attr = getattr(type(value), name, None)
                     if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
                         self._collect(attr, depth + 1)
+                for v in list(getattr(value, "__dict__", {}).values()):
+                    if type(v).__module__.startswith("tinytensor.optim") and depth < _DEPTH:
+                        # an optimizer or a scheduler it holds (self.opt): read by identity, its
+                        # attributes the code names one by one (its steps are program lines)
+                        self._value(v, depth + 1)
             inner = getattr(value, "fun", None)
             if callable(value) and callable(inner):       # a compiled function inside f
                 self._collect(inner, depth + 1)

@@ -478,6 +478,20 @@ class _Tracer:
             if new is not None:
                 t.__class__ = _Traced
 
+    def value_copy(self, t):
+        """A copy of Tensor t's value (Module.state_dict() inside a recording): a line of the
+        program, so each call copies the value t holds then, handed on as a _Tainted array (f's
+        NumPy operations on it are recorded too)."""
+        data = _SLOT_DATA.__get__(t)
+        out = data.copy()
+        var = self.var_of(t)
+        if var is None:
+            var = self.live(t)
+        if var is None or type(data) is not np.ndarray:
+            return out
+        new = self.record(np.copy, "copy", (_Ref(var),), {}, out, "a copy (state_dict)", "numpy")
+        return out if new is None else self.tainted(out, new)
+
     def watch_generators(self, *objects):
         """Remember the state of the generators f can reach (its closure, its arguments, the
         modules it calls), to find draws made past tinytensor."""

@@ -417,7 +417,11 @@ class Module:
     def state_dict(self):
         """{name: copy of the array} in PyTorch's order: each module's own parameters, its own
         (persistent) buffers, then its children's state (pre-order); then the generators."""
-        state = {name: t.data.copy() for name, t in self._state_tensors()}
+        rec = None if SHARED.quiet else STATE.recorder
+        if rec is None:
+            state = {name: t.data.copy() for name, t in self._state_tensors()}
+        else:                  # inside tt.compile: each copy a line of the program
+            state = {name: rec.value_copy(t) for name, t in self._state_tensors()}
         state.update((name, rng.state_of(g)) for name, g in self._named_generators())
         return state
 
