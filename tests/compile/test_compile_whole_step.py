@@ -21,6 +21,11 @@ SCHEDULERS = {
     None: None,
     "step": lambda o: optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
     "cosine": lambda o: optim.lr_scheduler.CosineAnnealingLR(o, T_max=5),
+    "chained": lambda o: optim.lr_scheduler.ChainedScheduler(
+        [optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5), optim.lr_scheduler.ExponentialLR(o, 0.9)]),
+    "sequential": lambda o: optim.lr_scheduler.SequentialLR(
+        o, [optim.lr_scheduler.LinearLR(o, 0.5, total_iters=2), optim.lr_scheduler.ExponentialLR(o, 0.9)],
+        milestones=[3]),
 }
 CLIPS = {None: None, "norm": lambda ps: nn.utils.clip_grad_norm_(ps, 0.5),
          "value": lambda ps: nn.utils.clip_grad_value_(ps, 0.05)}

@@ -90,7 +90,8 @@ class _Tracer:
         #                              read through the Tensor object on every call
         self.swapped = []            # (Tensor, its class) put back when the recording ends
         self.guards = 0              # value guards: Python values f read off traced values
-        self.tainted_frames = set()  # ids of the user frames handed recorded NumPy arrays
+        self.tainted_frames = {}     # id -> the user frames handed recorded NumPy arrays (kept
+        #                              alive while recording: a freed frame's id is reused)
         self.depth_inside = 0        # > 0 while a primitive's forward or a rule runs (inside)
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
@@ -183,6 +184,7 @@ class _Tracer:
         for t, cls in reversed(self.swapped):
             t.__class__ = cls
         self.swapped = []
+        self.tainted_frames = {}             # the frames (and their locals) go
 
     def guard(self, conversion, x, value, how):
         """f turned traced x into the Python value `value` (bool(), float(), .item(), .tolist()):
@@ -218,7 +220,7 @@ class _Tracer:
                 break
             frame = frame.f_back
         if frame is not None and _is_user(frame.f_code):
-            self.tainted_frames.add(id(frame))
+            self.tainted_frames[id(frame)] = frame
         return view
 
     def wrap(self, value, var):
@@ -1241,17 +1243,48 @@ def _several_ranks():
 
 
 def _hyperparameters(obj):
-    """An optimizer's groups (settings and parameters) or a scheduler's attributes, as a value to
-    compare; None for anything else."""
-    import copy
+    """An optimizer's groups (settings and parameters) or a scheduler's attributes (the
+    schedulers it holds by their own), as a value to compare; None for anything else."""
     if obj is None:
         return None
     if hasattr(obj, "param_groups") and hasattr(obj, "state"):
         return [(tuple(map(id, g["params"])), {k: v for k, v in g.items() if k != "params"})
                 for g in obj.param_groups]
-    if hasattr(obj, "optimizer") and hasattr(obj, "last_epoch"):
-        return copy.deepcopy({k: v for k, v in vars(obj).items() if k != "optimizer"})
+    if _is_scheduler(obj):
+        return {k: _settings(v) for k, v in vars(obj).items() if k != "optimizer"}
     return None
+
+
+def _is_scheduler(obj):
+    return hasattr(obj, "optimizer") and hasattr(type(obj), "step") and not hasattr(obj, "param_groups") \
+        and (hasattr(obj, "last_epoch") or hasattr(obj, "_schedulers"))
+
+
+def _settings(v):
+    """v as a value to compare: the schedulers inside by identity and their own settings."""
+    if _is_scheduler(v):
+        return ("scheduler", id(v), _hyperparameters(v))
+    if type(v) in (list, tuple):
+        return (type(v), [_settings(x) for x in v])
+    if type(v) is dict:
+        return {k: _settings(x) for k, x in v.items()}
+    return _kept(v)
+
+
+def _kept(v):
+    """A copy of v to put back: containers copied, the schedulers, optimizers, Modules, Tensors
+    and functions inside kept themselves (their own state is put back by their own entries)."""
+    import copy
+    if type(v) is list:
+        return [_kept(x) for x in v]
+    if type(v) is tuple:
+        return tuple(_kept(x) for x in v)
+    if type(v) is dict:
+        return {k: _kept(x) for k, x in v.items()}
+    if _is_scheduler(v) or hasattr(v, "param_groups") or isinstance(v, Tensor) or callable(v) \
+            or hasattr(v, "parameters"):
+        return v
+    return copy.deepcopy(v)
 
 
 def _put_back_tensors(saved):
@@ -1288,11 +1321,15 @@ def _optimizer_put_back(opt):
 
 
 def _attributes_put_back(obj):
-    """A function putting back obj's attributes (lists and dicts in place), but its optimizer."""
-    import copy
-    saved = {k: (v, copy.deepcopy(v)) for k, v in vars(obj).items() if k != "optimizer"}
+    """A function putting back obj's attributes (lists and dicts in place; the schedulers it
+    holds, a ChainedScheduler's, put back by their own), but its optimizer."""
+    inner = [x for v in vars(obj).values() if type(v) in (list, tuple) for x in v if _is_scheduler(x)]
+    inner_put_backs = [_attributes_put_back(s) for s in inner]
+    saved = {k: (v, _kept(v)) for k, v in vars(obj).items() if k != "optimizer"}
 
     def put_back():
+        for p in inner_put_backs:
+            p()
         for k in [k for k in vars(obj) if k not in saved and k != "optimizer"]:
             delattr(obj, k)
         for k, (v, c) in saved.items():
