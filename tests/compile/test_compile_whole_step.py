@@ -285,3 +285,49 @@ def test_the_program_shows_the_step_lines():
     src = step.source
     assert "optimizer.zero_grad(), on every call" in src and "optimizer.step(), on every call" in src
     assert "backward(): each leaf's .grad, on every call" in src
+
+
+def test_a_value_read_after_backward_that_depends_on_the_arguments_alone_is_checked_first():
+    """Two microbatches in one step: the second cross-entropy tests its labels for ignore_index
+    (a value read into Python after the first backward()). It depends on the arguments alone,
+    so the program checks it before the step begins; a batch with an ignored label takes the
+    other program."""
+    def make():
+        m = nn.Linear(4, 3, rng=0)
+        opt = optim.SGD(m.parameters(), lr=0.1)
+        ce = nn.CrossEntropyLoss()
+
+        def step(x1, y1, x2, y2):
+            opt.zero_grad()
+            ce(m(x1), y1).backward()
+            loss = ce(m(x2), y2)
+            loss.backward()
+            opt.step()
+            return loss
+        return m, step
+    m1, eager = make()
+    m2, step = make()
+    step = tt.compile(step)
+    rng = np.random.default_rng(0)
+    for i in range(8):
+        x1, x2 = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+        y1, y2 = rng.integers(0, 3, 5), rng.integers(0, 3, 5)
+        if i in (2, 3, 6):
+            y2[1] = -100
+        assert np.array_equal(eager(x1, y1, x2, y2).data, step(x1, y1, x2, y2).data), i
+        assert np.array_equal(m1.weight.data, m2.weight.data)
+        assert np.array_equal(m1.weight.grad, m2.weight.grad)
+    assert len(step.recompiles) == 2
+
+
+def test_a_value_read_after_the_step_from_the_parameters_is_refused():
+    w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    def f(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.step()
+        return w * 2 if w.sum() > 0 else w      # the updated parameters: no program can check first
+    with pytest.raises(RuntimeError, match="read it before backward"):
+        tt.compile(f)(np.ones(2))

@@ -41,7 +41,7 @@ from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
 from .guards import _Reach, describe_change
-from .tracer import _Tracer
+from .tracer import _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
@@ -456,19 +456,43 @@ def _name_of(t):
 def _check_effects_last(tracer, name):
     """A program with a whole training step (backward(), optimizer.step(), ...) checks its value
     guards before the first of those (zero_grad aside): a guard failing after one would leave
-    the step half done when the call is recorded again."""
-    first = next((i for i, e in enumerate(tracer.entries) if e.kind == "effect"
+    the step half done when the call is recorded again. A guard read later whose value depends
+    on the arguments alone (cross-entropy's test for ignored labels on a second microbatch) is
+    moved there, with the lines it needs (they are pure); any other is refused."""
+    entries = tracer.entries
+    first = next((i for i, e in enumerate(entries) if e.kind == "effect"
                   and not e.name.endswith("zero_grad")), None)      # zero_grad: done twice, the same
     if first is None:
         return
-    late = next((e for e in tracer.entries[first:] if e.kind == "guard"), None)
-    if late is not None:
-        raise RuntimeError(
-            f"tt.compile: {name} reads a value into Python after {tracer.entries[first].name}() "
-            f"({late.label.split(' was ')[0]}): the program checks such a value on every call, and "
-            f"a different value after the step has begun would leave it half done. Return the "
-            f"value (a Tensor) and read it outside the compiled function (loss.item() after the "
-            f"call), or read it before backward()")
+    late = [e for e in entries[first:] if e.kind == "guard"]
+    if not late:
+        return
+    producer = {e.out: e for e in entries}
+    lives = {var for var, _ in tracer.lives}
+    arguments = set(tracer.arguments)
+    moved = set()
+
+    def from_arguments(var):          # var computed from the arguments alone, by pure lines
+        if var in arguments:
+            return True
+        e = producer.get(var)
+        if var in lives or e is None or e.kind in ("effect", "draw", "store", "guard"):
+            return False
+        if e.out not in moved and all(from_arguments(r) for r in _refs(e.args, []) + _refs(e.kwargs, [])):
+            moved.add(e.out)
+        return e.out in moved
+
+    for e in late:
+        if not all(from_arguments(r) for r in _refs(e.args, [])):
+            raise RuntimeError(
+                f"tt.compile: {name} reads a value into Python after {entries[first].name}() "
+                f"({e.label.split(' was ')[0]}): the program checks such a value on every call, and "
+                f"a different value after the step has begun would leave it half done. Return the "
+                f"value (a Tensor) and read it outside the compiled function (loss.item() after the "
+                f"call), or read it before backward()")
+    hoisted = [e for e in entries[first:] if e.out in moved or e.kind == "guard"]
+    kept = [e for e in entries[first:] if not (e.out in moved or e.kind == "guard")]
+    tracer.entries = entries[:first] + hoisted + kept
 
 
 def _undo(tracer):
