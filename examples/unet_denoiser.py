@@ -74,6 +74,44 @@ def make_unet(rng=None, dtype=np.float32, width=16):
     return UNet(rng, dtype, width)
 
 
+def make_torch_unet(torch, width=16):
+    """The same network in PyTorch (the same state_dict keys and order), for the comparisons:
+    tests/nn/test_unet_example.py (20 AdamW steps) and benchmarks/bench_unet.py (the step's time)."""
+    tnn, tF = torch.nn, torch.nn.functional
+
+    class TorchBlock(tnn.Module):
+        def __init__(self, cin, cout, stride=1):
+            super().__init__()
+            self.conv = tnn.Conv2d(cin, cout, 3, stride=stride, padding=1)
+            self.norm = tnn.GroupNorm(4, cout)
+            self.act = tnn.SiLU()
+
+        def forward(self, x):
+            return self.act(self.norm(self.conv(x)))
+
+    class TorchUNet(tnn.Module):
+        def __init__(self, w):
+            super().__init__()
+            self.enc1 = TorchBlock(1, w)
+            self.enc2 = TorchBlock(w, 2 * w, stride=2)
+            self.enc3 = TorchBlock(2 * w, 2 * w, stride=2)
+            self.dec2 = TorchBlock(4 * w, 2 * w)
+            self.up1 = tnn.ConvTranspose2d(2 * w, w, 2, stride=2)
+            self.dec1 = TorchBlock(2 * w, w)
+            self.head = tnn.Conv2d(w, 1, 1)
+
+        def forward(self, x):
+            e1 = self.enc1(x)
+            e2 = self.enc2(e1)
+            e3 = self.enc3(e2)
+            up = tF.interpolate(e3, scale_factor=2, mode="bilinear", align_corners=False)
+            d2 = self.dec2(torch.cat([up, e2], dim=1))
+            d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))
+            return x - self.head(d1)
+
+    return TorchUNet(width)
+
+
 def load_digits_images(seed, dtype=np.float32):
     """The 1,797 digits as (N, 1, 8, 8) in [0, 1], split 80/20 into train and test."""
     from sklearn.datasets import load_digits

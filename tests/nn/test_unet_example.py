@@ -59,47 +59,11 @@ def test_unet_main_runs():
     assert np.isfinite(denoised) and noisy > 0
 
 
-def _torch_unet(torch, width):
-    tnn, F = torch.nn, torch.nn.functional
-
-    class ConvBlock(tnn.Module):
-        def __init__(self, cin, cout, stride=1):
-            super().__init__()
-            self.conv = tnn.Conv2d(cin, cout, 3, stride=stride, padding=1)
-            self.norm = tnn.GroupNorm(4, cout)
-            self.act = tnn.SiLU()
-
-        def forward(self, x):
-            return self.act(self.norm(self.conv(x)))
-
-    class UNet(tnn.Module):
-        def __init__(self, w):
-            super().__init__()
-            self.enc1 = ConvBlock(1, w)
-            self.enc2 = ConvBlock(w, 2 * w, stride=2)
-            self.enc3 = ConvBlock(2 * w, 2 * w, stride=2)
-            self.dec2 = ConvBlock(4 * w, 2 * w)
-            self.up1 = tnn.ConvTranspose2d(2 * w, w, 2, stride=2)
-            self.dec1 = ConvBlock(2 * w, w)
-            self.head = tnn.Conv2d(w, 1, 1)
-
-        def forward(self, x):
-            e1 = self.enc1(x)
-            e2 = self.enc2(e1)
-            e3 = self.enc3(e2)
-            up = F.interpolate(e3, scale_factor=2, mode="bilinear", align_corners=False)
-            d2 = self.dec2(torch.cat([up, e2], dim=1))
-            d1 = self.dec1(torch.cat([self.up1(d2), e1], dim=1))
-            return x - self.head(d1)
-
-    return UNet(width).double()
-
-
 def test_unet_equals_pytorch_for_20_adamw_steps():
     torch = pytest.importorskip("torch", reason="PyTorch is not installed: the live comparison is skipped")
     U = _example()
     model = U.make_unet(np.random.default_rng(0), dtype=np.float64, width=8)
-    ref = _torch_unet(torch, 8)
+    ref = U.make_torch_unet(torch, 8).double()
     assert list(ref.state_dict()) == list(model.state_dict())  # the same keys, the same order
     ref.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()})
     opt = tt.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-2)
