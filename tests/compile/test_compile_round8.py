@@ -2709,7 +2709,10 @@ def test_values_read_off_parameters_before_forward(read):
         strict=True, reason="a step that reads opt.param_groups[0]['lr'] (to log it) guards "
         "param_groups by value: every scheduled lr change re-records ('Adam.param_groups "
         "changed'); 8 recordings, then eager with a warning (numbers equal)")),
-    "lr_from_get_last_lr",
+    pytest.param("lr_from_get_last_lr", marks=pytest.mark.xfail(
+        strict=True, reason="sched.get_last_lr() reads the scheduler's state, which the step "
+        "changes: guarded whole, every scheduled lr change re-records (recorded once, it returned "
+        "the first call's lr: a silent difference, fixed); numbers equal")),
 ])
 def test_step_logging_the_lr_records_once(log):
     model = mlp()

@@ -331,3 +331,30 @@ def test_a_value_read_after_the_step_from_the_parameters_is_refused():
         return w * 2 if w.sum() > 0 else w      # the updated parameters: no program can check first
     with pytest.raises(RuntimeError, match="read it before backward"):
         tt.compile(f)(np.ones(2))
+
+
+@pytest.mark.parametrize("where", ["after_the_step", "before_the_step"])
+def test_state_read_through_a_schedulers_methods_is_guarded(where):
+    """sched.get_last_lr() reads attributes f's code never names: the program returned the first
+    call's learning rate (a silent difference); the scheduler's state is now guarded whole, so
+    each scheduled change records again (eager's numbers; past the limit, eagerly)."""
+    def make():
+        w = tt.tensor(np.ones(3), requires_grad=True)
+        opt = optim.SGD([w], lr=0.1)
+        sched = optim.lr_scheduler.StepLR(opt, 1, 0.5)
+
+        def step(x):
+            scale = sched.get_last_lr()[0] if where == "before_the_step" else 1.0
+            opt.zero_grad()
+            loss = (w * x).sum() * scale
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss, sched.get_last_lr()[0]
+        return w, step
+    w1, eager = make()
+    w2, step = make()
+    step = tt.compile(step)
+    for k in range(6):
+        (a, lr_a), (b, lr_b) = eager(np.ones(3)), step(np.ones(3))
+        assert lr_a == lr_b and np.array_equal(a.data, b.data) and np.array_equal(w1.data, w2.data), k

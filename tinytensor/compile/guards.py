@@ -181,6 +181,7 @@ class _Reach:
         self.codes = {}           # code object -> a frame's globals (user code that ran)
         self.functions = {}       # id -> function f can reach statically (closures, methods, partials)
         self.objects = {}         # id -> object whose attributes are guarded (bound self, partial args)
+        self.optim_reads = {}     # id -> optimizer or scheduler whose reading methods f called
         self.partials = {}        # id -> functools.partial (its arguments and keywords, by value)
         self.walked = {}          # id -> tinytensor's own function walked through (a transform's)
         self.caches = {}          # id -> functools.lru_cache wrapper f calls
@@ -284,11 +285,18 @@ class _Reach:
         codes = self.codes
         tracer = self.tracer
 
+        reads = self.optim_reads
+
         def profile(frame, event, arg):
             if event == "call":
                 code = frame.f_code
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
+                elif code.co_filename.startswith(_OPTIM) and code.co_name not in _STEPS \
+                        and frame.f_back is not None and _is_user(frame.f_back.f_code):
+                    owner = frame.f_locals.get("self")      # sched.get_last_lr(), opt.state_dict()
+                    if owner is not None:
+                        reads[id(owner)] = owner
             elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
                     and tracer.laundered is None:
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
@@ -420,6 +428,9 @@ class _Reach:
         if self.tracer.modules:
             readers.append(("{}()", _Structure(self.tracer.modules),
                             "the submodules of the modules it calls"))
+        for obj in self.optim_reads.values():   # f called a method that reads its state
+            readers.append(("{}.fingerprint()", _Whole(obj), f"the state of {type(obj).__name__} (f reads it "
+                                                   f"through its methods)"))
         if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
             readers.append(("{}[0]", LEAF_HOOKS, "the gradient hooks registered on parameters"))
         return readers
@@ -541,6 +552,32 @@ def _tensors_of(v, found, itself=True):
             for t in group.get("params", ()) if isinstance(group, dict) else ():
                 if isinstance(t, Tensor):
                     found[id(t)] = t
+
+
+_OPTIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "optim") + os.sep
+_STEPS = frozenset({"step", "zero_grad", "__init__", "_check", "_update", "add_param_group", "params",
+                    "load_state_dict"})
+
+
+class _Whole:
+    """An optimizer or a scheduler whose methods f called to read its state (get_last_lr(),
+    state_dict()): fingerprinted whole, since those methods read attributes f's code never
+    names (a step inside then records again on every call: eager's numbers)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _Whole and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def fingerprint(self):
+        obj = self.obj
+        return tuple((k, _fingerprint(v, 1)) for k, v in vars(obj).items()) if hasattr(obj, "__dict__") \
+            else id(obj)
 
 
 def _items_by_identity(value):
