@@ -610,6 +610,62 @@ for _k in ("range_obj", "slice_obj", "obj_getattr_dyn"):
     del CASES[f"global_{_k}"], CASES[f"closure_{_k}"]
 
 
+# ---- round 9b: deeper reads ------------------------------------------------------------------
+_DEEP = {
+    "module_cfg_namespace": ("m = nn.Linear(3, 2, rng=0)\nm.cfg = types.SimpleNamespace(s=1.0)", "m(x).sum() * m.cfg.s", "m.cfg.s += 1"),
+    "module_cfg_dataclass_list": ("@dataclasses.dataclass\nclass Cfg:\n    ks: list\nm = nn.Linear(3, 2, rng=0)\nm.cfg = Cfg([1.0])", "m(x).sum() * m.cfg.ks[0]", "m.cfg.ks[0] += 1"),
+    "module_property_list": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.ks = [1.0]\n    @property\n    def k(self):\n        return self.ks[-1]\n    def forward(self, x):\n        return self.lin(x) * self.k\nm = M()", "m(x).sum()", "m.ks.append(float(i))"),
+    "module_forward_reads_list": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.ks = [1.0]\n    def forward(self, x):\n        return self.lin(x) * self.ks[0]\nm = M()", "m(x).sum()", "m.ks[0] += 1"),
+    "module_forward_reads_dict": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.opts = {'act': 'tanh'}\n    def forward(self, x):\n        y = self.lin(x)\n        return tt.tanh(y) if self.opts['act'] == 'tanh' else tt.relu(y) if hasattr(tt, 'relu') else y * 0\nm = M()", "m(x).sum()", "m.opts['act'] = 'relu' if m.opts['act'] == 'tanh' else 'tanh'"),
+    "module_str_attr": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.act = 'tanh'\n    def forward(self, x):\n        y = self.lin(x)\n        return tt.tanh(y) if self.act == 'tanh' else y * 2\nm = M()", "m(x).sum()", "m.act = 'id' if m.act == 'tanh' else 'tanh'"),
+    "module_tuple_attr": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.sc = (1.0, 2.0)\n    def forward(self, x):\n        return self.lin(x) * self.sc[1]\nm = M()", "m(x).sum()", "m.sc = (1.0, float(i))"),
+    "module_list_of_tensors": ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lin = nn.Linear(3, 2, rng=0)\n        self.ws = [tt.tensor(np.ones(2, dtype=np.float32))]\n    def forward(self, x):\n        return self.lin(x) * self.ws[0]\nm = M()", "m(x).sum()", "m.ws[0] = tt.tensor(np.full(2, float(i), dtype=np.float32))"),
+    "modulelist_append": ("m = nn.ModuleList([nn.Linear(3, 3, rng=0)])", "sum(l(x).sum() for l in m)", "m.append(nn.Linear(3, 3, rng=i))"),
+    "moduledict_replace": ("m = nn.ModuleDict({'a': nn.Linear(3, 3, rng=0)})", "m['a'](x).sum()", "m['a'] = nn.Linear(3, 3, rng=i)"),
+    "parameterlist_append": ("m = nn.ParameterList([nn.Parameter(np.ones(3, dtype=np.float32))])", "sum(tt.sum(x * p) for p in m)", "m.append(nn.Parameter(np.full(3, float(i), dtype=np.float32)))"),
+    "closed_tensor_float": ("w = tt.tensor(np.ones(3, dtype=np.float32))", "x.sum() * float(w.sum())", "w.data += 1"),
+    "closed_tensor_numpy_op": ("w = tt.tensor(np.ones(3, dtype=np.float32))", "x.sum() * (w.numpy() * 2).sum()", "w.data += 1"),
+    "closed_tensor_asarray": ("w = tt.tensor(np.ones(3, dtype=np.float32))", "x.sum() * np.asarray(w).sum()", "w.data += 1"),
+    "closed_tensor_tolist": ("w = tt.tensor(np.ones(3, dtype=np.float32))", "x.sum() * sum(w.tolist())", "w.data += 1"),
+    "closed_tensor_item_branch": ("w = tt.tensor(np.ones(1, dtype=np.float32))", "x.sum() * (2 if w.item() > 1.5 else 1)", "w.data += 1"),
+    "staticmethod_classattr": ("class K:\n    s = 1.0\n    @classmethod\n    def sc(cls):\n        return cls.s\n    @staticmethod\n    def twice(a):\n        return a * 2", "x.sum() * K.sc() + K.twice(x).sum()", "K.s += 1"),
+    "helper_mod_default_list": ("def h(a, d=helper_mod.__dict__.setdefault('D', [1.0])):\n    return a * d[0]", "h(x).sum()", "helper_mod.D[0] += 1"),
+    "lambdalr_global": ("lin = nn.Linear(3, 2, rng=0)\nopt = tt.optim.SGD(lin.parameters(), lr=0.1)\nfac = [1.0]\nsched = tt.optim.lr_scheduler.LambdaLR(opt, lambda e: fac[0] / (1 + e))", "_step(x)", "fac[0] *= 0.5"),
+    "optimizer_lr_read": ("lin = nn.Linear(3, 2, rng=0)\nopt = tt.optim.SGD(lin.parameters(), lr=0.1)", "lin(x).sum() * opt.param_groups[0]['lr']", "opt.param_groups[0]['lr'] *= 0.5"),
+    "sched_last_lr_read": ("lin = nn.Linear(3, 2, rng=0)\nopt = tt.optim.SGD(lin.parameters(), lr=0.1)\nsched = tt.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)", "lin(x).sum() * sched.get_last_lr()[0]", "sched.step()"),
+    "hook_added_later_in_step": ("lin = nn.Linear(3, 2, rng=0)\nopt = tt.optim.SGD(lin.parameters(), lr=0.1)\nhk = [1.0]\nsched = None", "_step(x)", "lin.register_forward_hook(lambda m, a, out: out * hk[0]) if i == 2 else hk.__setitem__(0, hk[0] + 1)"),
+    "module_list_attr_in_step": ("lin = nn.Linear(3, 2, rng=0)\nopt = tt.optim.SGD(lin.parameters(), lr=0.1)\nlin.ks = [1.0]\nsched = None", "_step(x, lin.ks[0])", "lin.ks[0] += 1"),
+}
+for _k, (_init, _use, _chg) in _DEEP.items():
+    case(f"deep_{_k}", _init + f"""
+def _step(x, s=1.0):
+    opt.zero_grad()
+    loss = (lin(x) * s).pow(2).mean() if hasattr(tt.Tensor, 'pow') else ((lin(x) * s) ** 2).mean()
+    loss.backward()
+    opt.step()
+    if sched is not None:
+        sched.step()
+    return loss
+def f(x):
+    return {_use}
+def change(i):
+    if i in {CH}:
+        {_chg}
+args = lambda i: (X(i, (5, 3)).astype(np.float32),)
+""", n=12)
+
+
+_MODOBJ = ("a Module's non-number attribute (list, dict, SimpleNamespace, dataclass, list of Tensors) "
+           "changed in place outside is not seen, even when the module's own forward reads it")
+for _k in ("module_cfg_dataclass_list", "module_cfg_namespace", "module_forward_reads_dict",
+           "module_forward_reads_list", "module_list_attr_in_step", "module_list_of_tensors", "module_property_list"):
+    XFAIL[f"deep_{_k}"] = _MODOBJ
+XFAIL["deep_moduledict_replace"] = ("ModuleDict item replaced outside (m['a'] = nn.Linear(..)): the compiled "
+                                    "function keeps running the old Linear")
+XFAIL["deep_hook_added_later_in_step"] = ("a forward hook added after the first recording, in a whole training step: "
+                                          "the global its lambda reads is not guarded")
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case(name, request):
     if name in XFAIL:
