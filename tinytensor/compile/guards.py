@@ -74,6 +74,11 @@ def _fingerprint(x, depth=0):
         if isinstance(x, _module_class()):
             return (t, id(x), _module_state(x))
         return (t, id(x))
+    if t is range:                                    # by value: an equal new range is the same
+        return (t, x.start, x.stop, x.step)
+    if t is slice:
+        return (t, _fingerprint(x.start, depth + 1), _fingerprint(x.stop, depth + 1),
+                _fingerprint(x.step, depth + 1))
     if hasattr(t, "__next__"):                        # an iterator, a generator: where it is
         return (t, id(x), _iterator_state(x))
     attributes = getattr(x, "__dict__", None)
