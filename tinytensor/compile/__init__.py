@@ -199,12 +199,15 @@ class Compiled:
         key.append(SHARED.quiet or STATE.grad_enabled)
         key = tuple(key)
         program = self.programs.get(key)
-        if program is not None and program.guard is not None and not program.guard.ok():
+        while program is not None and program.guard is not None and not program.guard.ok():
             modes = program.guard()                              # modes, closed-over numbers
-            if modes != program.modes:
-                self._why = describe_change(program.guard, program.modes, modes)
-                key = (key, modes)
-                program = self.programs.get(key)
+            if modes == program.modes:
+                break
+            # the program recorded for these values has guards of its own (a hook added since
+            # reads a global): checked in turn, as the chain of keys leads
+            self._why = describe_change(program.guard, program.modes, modes)
+            key = (key, modes)
+            program = self.programs.get(key)
         if program is None:
             return self._miss(key, args, kwargs, arrays)
         if len(self.programs) > 1:

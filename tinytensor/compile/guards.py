@@ -20,11 +20,13 @@ import ast
 import builtins
 import dis
 import functools
+import inspect
 import math
 import os
 import sys
 import threading
 import types
+import weakref
 
 import numpy as np
 
@@ -173,8 +175,22 @@ def _module_state(m):
     it when a submodule, Parameter, Tensor or hook is assigned)."""
     attributes = vars(m)
     return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
-            tuple((k, v) for k, v in attributes.items() if type(v) in _SCALARS),
+            tuple((k, v) if type(v) in _SCALARS else (k, _array_key(v)) if type(v) is np.ndarray
+                  else (k, _fingerprint(v, 1)) for k, v in attributes.items()
+                  if type(v) in _SCALARS or _contents_matter(k, v)),
             tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
+
+
+_MODULE_OWN = frozenset({"_structure", "_forward_hooks", "_forward_pre_hooks", "_buffers", "_non_persistent",
+                         "_names", "_keys"})
+
+
+def _contents_matter(name, value):
+    """Whether a Module attribute's contents, not only its identity, are guarded: a list, dict,
+    set, namespace, dataclass or other plain object (`self.ks = [1.0]`, `m.cfg.s`), which can
+    change in place without an assignment to the module (that bumps its structure version)."""
+    return (name not in _MODULE_OWN and not isinstance(value, (Tensor, _module_class()) + _OPAQUE)
+            and not callable(value))
 
 
 class _Reach:
@@ -191,6 +207,7 @@ class _Reach:
         self.walked = {}          # id -> tinytensor's own function walked through (a transform's)
         self.caches = {}          # id -> functools.lru_cache wrapper f calls
         self.always = set()       # ids of functions guarded whether or not their code ran
+        self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
         self.before = None
         self._previous = None
         self._collect(f, 0)
@@ -211,14 +228,14 @@ class _Reach:
             self._value(f.__self__, depth)
             f = f.__func__
         if not isinstance(f, types.FunctionType):
-            if callable(f) and hasattr(f, "cache_info") and isinstance(getattr(f, "__wrapped__", None),
+            if callable(f) and _attr(f, "cache_info") and isinstance(_attr(f, "__wrapped__"),
                                                                      types.FunctionType):
                 self.caches[id(f)] = f           # functools.cache: its contents are state f reads
                 self._collect(f.__wrapped__, depth + 1)
                 self.always.add(id(f.__wrapped__))   # guarded even when a cache hit skips its code
                 return
             if callable(f) and hasattr(f, "__dict__") and not isinstance(f, type):
-                inner = getattr(f, "fun", None) or getattr(f, "__wrapped__", None)
+                inner = _attr(f, "fun") or _attr(f, "__wrapped__")
                 if inner is not None and inner is not f:
                     self._collect(inner, depth + 1)
                 self._value(f, depth)
@@ -230,7 +247,7 @@ class _Reach:
             return
         user = _is_user(f.__code__)
         (self.functions if user else self.walked)[id(f)] = f
-        wrapped = getattr(f, "__wrapped__", None)
+        wrapped = _attr(f, "__wrapped__")
         if wrapped is not None:
             self._collect(wrapped, depth + 1)
         for cell in f.__closure__ or ():
@@ -248,10 +265,16 @@ class _Reach:
             self._value(value, depth)
 
     def _value(self, value, depth):
+        if isinstance(value, weakref.ref) and not isinstance(value, weakref.WeakMethod):
+            referent = value()                  # what it refers to now: its attributes are read
+            if referent is None:                # through the reference (see _sources), which
+                return                          # the guard does not keep alive
+            self.weak[id(referent)] = value
+            value = referent
         if isinstance(value, (types.FunctionType, functools.partial, types.MethodType)) \
-                or callable(value) and hasattr(value, "cache_info") and hasattr(value, "__wrapped__"):
+                or callable(value) and _attr(value, "cache_info") and _attr(value, "__wrapped__"):
             self._collect(value, depth + 1)
-        elif callable(value) and isinstance(getattr(value, "fun", None), types.FunctionType) \
+        elif callable(value) and isinstance(_attr(value, "fun"), types.FunctionType) \
                 and type(value).__module__.startswith("tinytensor"):
             self._collect(value.fun, depth + 1)       # a compiled function (or a transform) f calls
         elif isinstance(value, (list, tuple, dict)) and len(value) <= _MAX_ITEMS:
@@ -276,7 +299,7 @@ class _Reach:
                         # an optimizer or a scheduler it holds (self.opt): read by identity, its
                         # attributes the code names one by one (its steps are program lines)
                         self._value(v, depth + 1)
-            inner = getattr(value, "fun", None)
+            inner = _attr(value, "fun")
             if callable(value) and callable(inner):       # a compiled function inside f
                 self._collect(inner, depth + 1)
 
@@ -366,6 +389,10 @@ class _Reach:
                 expression = f"id({form})"        # its attributes are guarded one by one below
             else:
                 expression = _reader(form, value)
+            reference = self.weak.get(id(holder))
+            if reference is not None:             # an object reached through a weakref.ref: read
+                expression = expression.replace("{}", "dr({})")   # through it (dead: _DEAD)
+                holder = reference
             key = (expression, id(holder))
             if key not in seen:
                 seen.add(key)
@@ -396,9 +423,10 @@ class _Reach:
             for name in _global_names(code):
                 if name in glob:
                     self._value(glob[name], 1)
-        ran = set()                                   # attribute names the code that ran can read
+        ran, spelled = set(), set()                   # attribute names the code that ran can read;
         for code in list(self.codes) + [f.__code__ for f in self._functions()]:
-            ran.update(_names(code))
+            ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
+            spelled.update(_strings(code))            # default), hasattr): their absence is guarded
         for code, glob in self.codes.items():           # os.environ read by the code that ran
             if "environ" in _names(code) and glob.get("os") is os:
                 readers.append(("tuple({}.environ.items())", os, "os.environ"))
@@ -412,12 +440,16 @@ class _Reach:
                 continue
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
+            if own is not None and any(n in vars(c) for c in type(obj).__mro__[:-1]
+                                       for n in ("__getattr__", "__getattribute__")):
+                # attributes made up by its own __getattr__: which names it reads cannot be told
+                add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
             classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
             for name in sorted(ran):
                 where = [c for c in classes if name in vars(c)]
-                if own is not None and (name in own or where):   # an instance attribute (one may
-                    what = f"{label}.{name}"                      # shadow the class's later)
-                    add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))
+                if own is not None and (name in own or where or name in spelled):
+                    what = f"{label}.{name}"          # an instance attribute (one may shadow the
+                    add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))    # class's later)
                 if where:
                     value = vars(where[0])[name]
                     if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
@@ -477,7 +509,8 @@ class _Reach:
         readers = self._sources()
         if not readers:
             return None
-        namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state}
+        namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state, "av": _array_key,
+                     "dr": _dereference}
         parts = []
         for i, (form, obj, _) in enumerate(readers):
             namespace[f"o{i}"] = obj
@@ -552,7 +585,8 @@ def _tensors_of(v, found, itself=True):
     elif isinstance(v, _module_class()):
         for t in list(v.parameters()) + list(v.buffers()):
             found[id(t)] = t
-    elif hasattr(v, "param_groups") and hasattr(v, "state") and isinstance(v.param_groups, list):
+    elif _attr(v, "param_groups") is not None and _attr(v, "state") is not None \
+            and isinstance(v.param_groups, list):
         for group in v.param_groups:
             for t in group.get("params", ()) if isinstance(group, dict) else ():
                 if isinstance(t, Tensor):
@@ -603,10 +637,37 @@ def _names(code):
     return names
 
 
+def _attr(obj, name):
+    """obj.name, or None where it has none, without running a __getattr__ of obj's class (a
+    user's may raise anything, or compute)."""
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return None
+    try:
+        return getattr(obj, name, None)
+    except Exception:
+        return None
+
+
+def _strings(code):
+    """The identifier strings a code object (and the code inside it) holds as constants."""
+    names = [c for c in code.co_consts if type(c) is str and c.isidentifier()]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _strings(c)
+    return names
+
+
 def _user_module(m):
+    """A Python module of the user's: one with a file outside the standard library, the
+    installed packages and tinytensor, or one made at run time (types.ModuleType, a module
+    exec'd from a string) that is not built into the interpreter."""
     path = getattr(m, "__file__", None)
+    if path is None:
+        return m.__name__ not in sys.builtin_module_names and getattr(m, "__spec__", None) is None
     from .tracer import _NOT_USER
-    return path is not None and not os.path.abspath(path).startswith(_NOT_USER)
+    return not os.path.abspath(path).startswith(_NOT_USER)
 
 
 def _internal(x):
@@ -631,6 +692,8 @@ def _reader(form, value):
         return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
     if isinstance(value, types.FunctionType):
         return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
+    if type(value) is np.ndarray and value.size <= _SMALL_ARRAY:
+        return f"av({form})"                          # by its values (see _array_key)
     if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
                           Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
         return f"id({form})"
@@ -640,6 +703,36 @@ def _reader(form, value):
             and not hasattr(type(value), "__next__"):
         return f"id({form})"                          # fp's own answer for a callable object
     return f"fp({form})"
+
+
+class _Dead:
+    """What a guard reads through a weakref.ref whose object is gone: no attributes (every
+    guarded value then differs, and f is recorded again, as eager it raises or takes another path)."""
+
+
+_DEAD = _Dead()
+
+
+def _dereference(reference):
+    value = reference()
+    return _DEAD if value is None else value
+
+
+_SMALL_ARRAY = 4096
+
+
+def _array_key(a):
+    """A NumPy array a function reads directly (closed over, a global, a Module's attribute):
+    by identity, and by its values when it has at most _SMALL_ARRAY elements, since NumPy code
+    on it (`float(v)`, `v * 2` before a tinytensor op) runs once, while recording, and a change
+    in place must record again. A larger one (a data set) is read by identity only: where it
+    enters a tinytensor op the program reads it on every call, but NumPy computations on it
+    outside the ops run once (the documented limit)."""
+    if type(a) is not np.ndarray:
+        return _fingerprint(a)
+    if a.size > _SMALL_ARRAY:
+        return (id(a), a.shape, a.dtype)
+    return (id(a), a.shape, a.dtype, a.tobytes())
 
 
 def describe_change(guard, recorded, now):

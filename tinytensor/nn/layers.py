@@ -823,6 +823,16 @@ class _Keyed:
             raise KeyError(key)
         del self.__dict__[key]
         object.__setattr__(self, "_keys", tuple(k for k in self._keys if k != key))
+        self._bump()
+
+    def _put(self, key, value):
+        """Store an entry (a new one or a replacement): a new structure version either way."""
+        object.__setattr__(self, key, value)
+        if key not in self._keys:
+            object.__setattr__(self, "_keys", self._keys + (key,))
+        self._bump()
+
+    def _bump(self):
         _STRUCTURE[0] += 1
         object.__setattr__(self, "_structure", _STRUCTURE[0])
 
@@ -889,9 +899,7 @@ class ModuleDict(_Keyed, Module):
 
     def __setitem__(self, key, module):
         self._check(key, module)
-        object.__setattr__(self, key, module)
-        if key not in self._keys:
-            object.__setattr__(self, "_keys", self._keys + (key,))
+        self._put(key, module)
 
 
     def pop(self, key):
@@ -1127,9 +1135,7 @@ class ParameterDict(_Keyed, Module):
         if not isinstance(key, str) or not key or "." in key or (key not in self._keys and key in vars(self)):
             raise KeyError(f"ParameterDict: {key!r} cannot be a key (a non-empty string without '.', not an "
                            f"attribute of ParameterDict)")
-        object.__setattr__(self, key, _as_parameter(value, "ParameterDict"))
-        if key not in self._keys:
-            object.__setattr__(self, "_keys", self._keys + (key,))
+        self._put(key, _as_parameter(value, "ParameterDict"))
 
     def __getitem__(self, key):
         if key not in self._keys:
