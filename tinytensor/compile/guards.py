@@ -440,7 +440,7 @@ class _Reach:
                 continue
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-            if own is not None and any(n in vars(c) for c in type(obj).__mro__[:-1]
+            if own is not None and any(isinstance(vars(c).get(n), types.FunctionType) for c in type(obj).__mro__
                                        for n in ("__getattr__", "__getattribute__")):
                 # attributes made up by its own __getattr__: which names it reads cannot be told
                 add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
