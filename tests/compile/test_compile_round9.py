@@ -805,6 +805,25 @@ args = lambda i: (X(i, (5, 3)).astype(np.float32),)
 """, n=42)
 
 
+# a user's Module attribute named like Dropout's output (.mask) is the user's state: guarded
+case("user_module_mask_attribute_in_place", """
+class M(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3, rng=0)
+        self.mask = np.ones(3, dtype=np.float32)
+    def forward(self, x):
+        return self.lin(x) * self.mask
+m = M()
+def f(x):
+    return m(x).sum()
+def change(i):
+    if i in (2, 3, 10, 40):
+        m.mask[i % 3] = 0.0 if m.mask[i % 3] else 1.0
+args = lambda i: (X(i, (5, 3)).astype(np.float32),)
+""", n=42)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_case(name, request):
     if name in XFAIL:

@@ -177,7 +177,7 @@ def _module_state(m):
     return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
             tuple((k, v) if type(v) in _SCALARS else (k, _array_key(v)) if type(v) is np.ndarray
                   else (k, _fingerprint(v, 1)) for k, v in attributes.items()
-                  if type(v) in _SCALARS or _contents_matter(k, v)),
+                  if type(v) in _SCALARS or _contents_matter(k, v) and k not in type(m)._outputs),
             tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
 
 

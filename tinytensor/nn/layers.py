@@ -281,6 +281,8 @@ class Dropout(Module):
     tensor([1., 1., 1., 1.])
     """
 
+    _outputs = ("mask",)
+
     def __init__(self, p=0.5, rng=None):
         super().__init__()
         self.p = F._check_dropout(p)
@@ -289,8 +291,9 @@ class Dropout(Module):
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
-        out, self.mask = F._dropout(x, self.p, self.rng)   # the mask kept for inspection
-        return out
+        out, mask = F._dropout(x, self.p, self.rng)
+        self.__dict__["mask"] = mask      # kept for inspection: an output of the call, not state
+        return out                        # the module's structure (tt.compile's guards) includes
 
     def extra_repr(self):
         return f"p={self.p}"

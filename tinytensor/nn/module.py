@@ -94,6 +94,7 @@ def _remember(t):
 
 
 _NUMBERS = (bool, int, float, str, type(None))
+_NOTHING = object()
 _STRUCTURE = [0]     # the last structure version handed out (Module.__setattr__)
 
 
@@ -120,6 +121,8 @@ class Module:
     # A class attribute, so a subclass that forgets `super().__init__()` still works.
     training = True
     _hooked = False          # True once a forward (pre-)hook was registered: __call__'s one check
+    _outputs = ()            # attributes a call writes for inspection and never reads (Dropout's
+                             # .mask): not state, so tt.compile's guards leave them out
 
     def __init__(self):
         self.training = True
@@ -127,9 +130,11 @@ class Module:
     def __setattr__(self, name, value):
         if isinstance(value, Tensor) and value.requires_grad and value._prim is None:
             _remember(value)                 # a parameter even once frozen (see _is_parameter)
-        if type(value) not in _NUMBERS:      # a submodule, Tensor, array, object: a new structure,
-            _STRUCTURE[0] += 1               # which tt.compile's guards compare (numbers by value)
-            object.__setattr__(self, "_structure", _STRUCTURE[0])
+        if type(value) not in _NUMBERS and self.__dict__.get(name, _NOTHING) is not value:
+            _STRUCTURE[0] += 1               # a submodule, Tensor, array, object: a new structure,
+            object.__setattr__(self, "_structure", _STRUCTURE[0])   # which tt.compile's guards
+                                             # compare (numbers by value; `self.count += 1` on a
+                                             # Tensor in place hands back the same object: no change)
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name):
