@@ -181,6 +181,7 @@ def _module_state(m):
             tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
 
 
+_DYNAMIC = ("__getattr__", "__getattribute__")
 _MODULE_OWN = frozenset({"_structure", "_forward_hooks", "_forward_pre_hooks", "_buffers", "_non_persistent",
                          "_names", "_keys"})
 
@@ -440,8 +441,8 @@ class _Reach:
                 continue
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-            if own is not None and any(isinstance(vars(c).get(n), types.FunctionType) for c in type(obj).__mro__
-                                       for n in ("__getattr__", "__getattribute__")):
+            if own is not None and any(isinstance(vars(c).get(n), types.FunctionType)
+                                       for c in type(obj).__mro__ for n in _DYNAMIC):
                 # attributes made up by its own __getattr__: which names it reads cannot be told
                 add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
             classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
