@@ -9,6 +9,8 @@ inside a compiled function) is found at trace time and refused by tt.compile.
 """
 
 import functools
+import inspect
+import types
 
 import numpy as np
 
@@ -79,11 +81,11 @@ def generators_in(*objects):
             items = obj
         elif isinstance(obj, dict):
             items = obj.values()
-        elif callable(obj) and hasattr(obj, "__code__"):
+        elif callable(obj) and isinstance(_attribute(obj, "__code__"), types.CodeType):
             cells = [c.cell_contents for c in (obj.__closure__ or ()) if _filled(c)]
             glob = getattr(obj, "__globals__", {})
             items = cells + [glob[n] for n in obj.__code__.co_names if n in glob]
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        elif not isinstance(obj, type) and isinstance(_attribute(obj, "__dict__"), dict):
             items = list(vars(obj).values())
         else:
             return
@@ -101,3 +103,13 @@ def _filled(cell):
     except ValueError:
         return False
     return True
+
+
+def _attribute(obj, name):
+    """obj.name, or None where it has none, without running a __getattr__ of obj's class (a
+    user's may raise anything)."""
+    try:
+        inspect.getattr_static(obj, name)
+        return getattr(obj, name, None)
+    except Exception:
+        return None

@@ -16,15 +16,18 @@ Python state the function itself changes while it is recorded (a list it appends
 compared before and after the recording, and refused (`check_unchanged`).
 """
 
+import array
 import ast
 import builtins
+import collections
+import collections.abc
+import contextvars
 import dis
 import functools
 import inspect
 import math
 import os
 import sys
-import threading
 import types
 import weakref
 
@@ -41,8 +44,10 @@ _NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "funct
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
-_OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc, threading.local,
+_OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
            np.random.Generator, np.random.RandomState, np.dtype)
+_ABSTRACT = (collections.deque, collections.abc.Mapping, collections.abc.Sequence, collections.abc.Set)
+_UNSET = object()          # a ContextVar with no value in the context
 
 
 def _fingerprint(x, depth=0):
@@ -50,14 +55,14 @@ def _fingerprint(x, depth=0):
     by their items; arrays, Tensors, functions and other objects by identity; objects with
     attributes (a config, an optimizer) also by their number/string/container attributes."""
     t = type(x)
-    if t is float:
-        return (t, x, math.copysign(1.0, x))         # -0.0 is not 0.0 (copysign, 1 / x)
+    if t is float:                                    # -0.0 is not 0.0 (copysign, 1 / x), and a
+        return (t, x if x == x else "nan", math.copysign(1.0, x))     # nan equals a nan
     if t in _SCALARS:
         return (t, x)
     if t in _IDENTITY:
         return (t, id(x))
     if isinstance(x, np.generic):
-        return (t, x.item() if x.size == 1 else repr(x))
+        return (t, _fingerprint(x.item(), depth + 1) if x.size == 1 else repr(x))
     if t is float or isinstance(x, float):
         return (t, float(x))
     if t in _CONTAINERS or isinstance(x, (list, tuple, dict)):
@@ -76,6 +81,18 @@ def _fingerprint(x, depth=0):
         if isinstance(x, _module_class()):
             return (t, id(x), _module_state(x))
         return (t, id(x))
+    if isinstance(x, (bytearray, array.array)):         # buffers of numbers: by their bytes
+        return (t, id(x), getattr(x, "typecode", None), bytes(x))
+    if isinstance(x, _ABSTRACT) and not isinstance(x, (str, bytes, Tensor, np.ndarray)) \
+            and not isinstance(x, _module_class()):
+        if depth >= _DEPTH or len(x) > _MAX_ITEMS:    # a deque, an OrderedDict, a Mapping, a
+            return (t, id(x), len(x))                 # Sequence or a Set of the user's: by items
+        if isinstance(x, collections.abc.Mapping):
+            return (t, id(x), tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1))
+                                    for k, v in x.items()))
+        return (t, id(x), tuple(_fingerprint(v, depth + 1) for v in x))
+    if t is contextvars.ContextVar:                   # its value in the calling context
+        return (t, id(x), _fingerprint(x.get(_UNSET), depth + 1))
     if t is range:                                    # by value: an equal new range is the same
         return (t, x.start, x.stop, x.step)
     if t is slice:
@@ -96,8 +113,14 @@ def _state_of(obj):
     attributes (its own caches, a Dropout's last mask, are not the user's state); a helper
     module's number and container attributes (a counter it bumps); anything else's fingerprint."""
     if isinstance(obj, _module_class()):
-        return (id(obj), obj.training, tuple((k, v) for k, v in vars(obj).items()
-                                             if type(v) in _SCALARS and k != "_structure"))
+        return tuple((id(m), m.training, tuple((k, _fingerprint(v)) for k, v in vars(m).items()
+                                               if k != "_structure" and (type(v) in _SCALARS or
+                                                   _contents_matter(k, v) and k not in type(m)._outputs)))
+                     for m in obj.modules())
+    if type(obj) is np.ndarray:                      # compared once, after the recording: whole
+        return (id(obj), obj.shape, obj.dtype, obj.tobytes())
+    if isinstance(obj, type):
+        return (id(obj), _class_state(obj))
     if isinstance(obj, types.ModuleType):
         if not _user_module(obj):
             return id(obj)
@@ -138,8 +161,9 @@ def _class_state(cls):
     for c in cls.__mro__:
         if c.__module__ in _NOT_USER_MODULES or c.__module__.startswith("tinytensor"):
             continue
-        state += [(c.__name__, k, v if type(v) in _SCALARS else id(v)) for k, v in vars(c).items()
-                  if (type(v) in _SCALARS or type(v) is types.FunctionType) and not k.startswith("__")]
+        state += [(c.__name__, k, id(v) if type(v) is types.FunctionType else _fingerprint(v))
+                  for k, v in vars(c).items() if not k.startswith("__") and (
+                      type(v) in _SCALARS or type(v) is types.FunctionType or isinstance(v, np.generic))]
     return tuple(state)
 
 
@@ -175,7 +199,7 @@ def _module_state(m):
     it when a submodule, Parameter, Tensor or hook is assigned)."""
     attributes = vars(m)
     return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
-            tuple((k, v) if type(v) in _SCALARS else (k, _array_key(v)) if type(v) is np.ndarray
+            tuple((k, _fingerprint(v)) if type(v) in _SCALARS else (k, _array_key(v)) if type(v) is np.ndarray
                   else (k, _fingerprint(v, 1)) for k, v in attributes.items()
                   if type(v) in _SCALARS or _contents_matter(k, v) and k not in type(m)._outputs),
             tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
@@ -209,6 +233,7 @@ class _Reach:
         self.caches = {}          # id -> functools.lru_cache wrapper f calls
         self.always = set()       # ids of functions guarded whether or not their code ran
         self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
+        self.classes = {}         # id -> a user's class f reaches (its methods are walked)
         self.before = None
         self._previous = None
         self._collect(f, 0)
@@ -285,12 +310,26 @@ class _Reach:
         elif isinstance(value, types.ModuleType):
             if _user_module(value) and id(value) not in self.objects:
                 self.objects[id(value)] = value           # a helper module: its attributes
+        elif isinstance(value, type):
+            if id(value) not in self.classes and value.__module__ not in _NOT_USER_MODULES \
+                    and not value.__module__.startswith("tinytensor"):
+                self.classes[id(value)] = value           # a user's class: its methods and its
+                for cls in (value, type(value)):          # metaclass's (A.k through a property or
+                    for attr in list(vars(cls).values()):  # a __getattr__ of the metaclass)
+                        attr = getattr(attr, "fget", getattr(attr, "__func__", attr))
+                        if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
+                            self._collect(attr, depth + 1)
         elif hasattr(type(value), "__next__") and not isinstance(value, (Tensor, np.ndarray)):
             self.objects[id(value)] = value               # an iterator f may draw from
         elif (hasattr(value, "__dict__") or hasattr(type(value), "__slots__")) \
                 and not isinstance(value, _OPAQUE + (Tensor, np.ndarray)) and not _internal(value):
             if id(value) not in self.objects:
                 self.objects[id(value)] = value
+                if isinstance(value, _module_class()):   # the hooks of it and its submodules
+                    for m in value.modules():
+                        for name in ("_forward_hooks", "_forward_pre_hooks"):
+                            for hook, _ in vars(m).get(name, {}).values():
+                                self._collect(hook, depth + 1)
                 for name in dir(type(value)):            # its methods f may call
                     attr = getattr(type(value), name, None)
                     if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
@@ -385,6 +424,16 @@ class _Reach:
         in the cheapest form that still sees every change (see _reader)."""
         readers, seen = [], set()
 
+        def absent(glob, code):
+            """The names code reads as globals that are builtins now (`abs`, `len`): a global of
+            that name defined later shadows the builtin."""
+            missing = tuple(n for n in _global_names(code) if n not in glob and hasattr(builtins, n))
+            if missing:
+                key = (f"{{}}.keys().isdisjoint({missing!r})", id(glob))
+                if key not in seen:
+                    seen.add(key)
+                    readers.append((key[0], glob, f"no global shadows the builtins {', '.join(missing)}"))
+
         def add(form, holder, what, value):
             if id(value) in self.objects and form != "{}":
                 expression = f"id({form})"        # its attributes are guarded one by one below
@@ -411,6 +460,7 @@ class _Reach:
             for name in _global_names(f.__code__):
                 if name in glob:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+            absent(glob, f.__code__)
             if f.__defaults__:
                 add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
             readers.append(("id({}.__code__)", f, f"the code of {f.__qualname__}"))
@@ -420,6 +470,7 @@ class _Reach:
             for name in _global_names(code):
                 if name in glob:
                     add(f"{{}}.get({name!r})", glob, f"the global {name}", glob[name])
+            absent(glob, code)
         for code, glob in self.codes.items():           # what code reached at run time names
             for name in _global_names(code):
                 if name in glob:
@@ -428,10 +479,17 @@ class _Reach:
         for code in list(self.codes) + [f.__code__ for f in self._functions()]:
             ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
             spelled.update(_strings(code))            # default), hasattr): their absence is guarded
-        for code, glob in self.codes.items():           # os.environ read by the code that ran
-            if "environ" in _names(code) and glob.get("os") is os:
+        for code in self.codes:                         # os.environ read by the code that ran
+            if not {"environ", "getenv"}.isdisjoint(_names(code)):
                 readers.append(("tuple({}.environ.items())", os, "os.environ"))
                 break
+        for code in self.codes:       # a user's module looked up by name (sys.modules["m"],
+            for name in _all_strings(code):             # importlib.import_module("m"))
+                module = sys.modules.get(name)
+                if isinstance(module, types.ModuleType) and _user_module(module):
+                    add(f"{{}}.get({name!r})", sys.modules, f"sys.modules[{name!r}]", module)
+                    self.objects.setdefault(id(module), module)
+        whole = not {"vars", "__dict__"}.isdisjoint(ran)   # f reads whole __dict__s (vars(ns))
         for obj in self.objects.values():
             if isinstance(obj, _module_class()):
                 add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
@@ -441,8 +499,8 @@ class _Reach:
                 continue
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-            if own is not None and any(isinstance(vars(c).get(n), types.FunctionType)
-                                       for c in type(obj).__mro__ for n in _DYNAMIC):
+            if own is not None and (whole or any(isinstance(vars(c).get(n), types.FunctionType)
+                                                 for c in type(obj).__mro__ for n in _DYNAMIC)):
                 # attributes made up by its own __getattr__: which names it reads cannot be told
                 add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
             classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
@@ -491,6 +549,7 @@ class _Reach:
             values.append(_state_of(obj))
         for p in self.partials.values():
             values.append(_fingerprint(p))
+        values.append(tuple(os.environ.items()))       # os.environ["K"] = ... inside f
         return values
 
     def check_unchanged(self, name):
@@ -585,7 +644,8 @@ def _tensors_of(v, found, itself=True):
             found[id(v)] = v
     elif isinstance(v, _module_class()):
         for t in list(v.parameters()) + list(v.buffers()):
-            found[id(t)] = t
+            if isinstance(t, Tensor):                  # (a buffer replaced by a NumPy array)
+                found[id(t)] = t
     elif _attr(v, "param_groups") is not None and _attr(v, "state") is not None \
             and isinstance(v.param_groups, list):
         for group in v.param_groups:
@@ -657,6 +717,15 @@ def _strings(code):
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names += _strings(c)
+    return names
+
+
+def _all_strings(code):
+    """Every string a code object (and the code inside it) holds as a constant."""
+    names = [c for c in code.co_consts if type(c) is str]
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names += _all_strings(c)
     return names
 
 
