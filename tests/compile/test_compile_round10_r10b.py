@@ -3573,6 +3573,92 @@ def backward_after_load_state_dict():
     return NS(f=f, call=call, state=mstate(m))
 
 
+# ------------------------------------------ 23. hooks with Python side effects, manual updates
+
+
+def _hook_log_case(kind, whole_step=True):
+    def make():
+        m = nn.Sequential(
+            nn.Linear(4, 6, rng=0, dtype=np.float64), nn.Tanh(), nn.Linear(6, 2, rng=1, dtype=np.float64)
+        )
+        opt = tt.optim.SGD(m.parameters(), lr=0.1)
+        log = []
+        if kind == "tensor":
+            m[0].weight.register_hook(lambda g: log.append(np.asarray(g.detach().numpy()).sum()))
+        elif kind == "forward":
+            m[1].register_forward_hook(lambda mod, a, out: log.append(out.detach().numpy().copy()))
+        elif kind == "forward_count":
+            m[1].register_forward_hook(lambda mod, a, out: log.append(1))
+
+        def f(x):
+            if whole_step:
+                opt.zero_grad()
+            loss = tt.mean(m(x) ** 2)
+            if whole_step:
+                loss.backward()
+                opt.step()
+            return loss
+
+        def call(g, i):
+            r = g(_xb(i))
+            if not whole_step:
+                r.backward()
+            return r
+
+        return NS(f=f, call=call, state=mstate(m, opts=(opt,), extra=lambda: list(log)))
+
+    return make
+
+
+CASES["hook_log_tensor_grad_step"] = (_hook_log_case("tensor"), 12)
+CASES["hook_log_tensor_grad_forward_only"] = (_hook_log_case("tensor", False), 12)
+CASES["hook_log_activations_step"] = (_hook_log_case("forward"), 12)
+CASES["hook_log_activations_forward_only"] = (_hook_log_case("forward", False), 12)
+CASES["hook_count_calls_forward_only"] = (_hook_log_case("forward_count", False), 12)
+
+
+@case()
+def manual_sgd_isub_reached_param():
+    w = nn.Parameter(np.ones(4))
+
+    def f(x):
+        g = tt.grad(lambda ww: tt.sum(tt.tanh(x * ww) ** 2))(w)
+        with tt.no_grad():
+            w.sub_(g * 0.1)
+        return g
+
+    return NS(f=f, call=lambda g, i: g(R(i).standard_normal(4)), state=mstate(tensors=(w,)))
+
+
+@case()
+def manual_sgd_isub_operator():
+    w = nn.Parameter(np.ones(4))
+    box = {"w": w}
+
+    def f(x):
+        g = tt.grad(lambda ww: tt.sum(tt.tanh(x * ww) ** 2))(box["w"])
+        with tt.no_grad():
+            p = box["w"]
+            p -= g * 0.1
+        return g
+
+    return NS(
+        f=f, call=lambda g, i: g(R(i).standard_normal(4)), state=mstate(tensors=(w,), extra=lambda: box["w"])
+    )
+
+
+@case()
+def setitem_reached_param_no_grad():
+    w = nn.Parameter(np.ones(4))
+
+    def f(x):
+        with tt.no_grad():
+            w[0] = w[0] * 0.5
+        return tt.sum(x * w)
+
+    return NS(f=f, call=lambda g, i: tidy(g(R(i).standard_normal(4))), state=mstate(tensors=(w,)))
+
+
 # ------------------------------------------ the tests
 
 KNOWN: dict = {
@@ -3699,6 +3785,32 @@ KNOWN: dict = {
     "sched_before_opt_step_user_reads_lr": (
         "silent: sched.step(); lr = param_groups[0]['lr']; opt.step(); return loss, lr: the returned "
         "lr is stale on the call StepLR changes it (the update itself uses the new lr)"
+    ),
+    "hook_log_tensor_grad_step": (
+        "silent: a grad hook registered outside that appends to a list runs once (recording) inside a"
+        " compiled training step; eager appends every call"
+    ),
+    "hook_log_activations_step": (
+        "silent: forward hook logging activations (acts.append(out.detach().numpy())) fires only "
+        "while recording a compiled step"
+    ),
+    "hook_log_activations_forward_only": (
+        "silent: forward hook logging activations fires once for a compiled forward: 3 calls give "
+        "eager 3 entries, compiled 1"
+    ),
+    "hook_count_calls_forward_only": (
+        "silent: forward hook that appends 1 per call: compiled appends only on the recording call"
+    ),
+    "manual_sgd_isub_reached_param": (
+        "silent: g = tt.grad(loss)(w); with no_grad: w.sub_(0.1 * g); return g -- compiled w moves "
+        "once and every call returns the same g (already the second step's on call 1)"
+    ),
+    "manual_sgd_isub_operator": (
+        "silent: manual SGD with `p -= 0.1 * g` on a closed-over Parameter: updated once"
+    ),
+    "setitem_reached_param_no_grad": (
+        "silent: with no_grad: w[0] = w[0] * 0.5 on a closed-over Parameter: eager sums 3.5, 3.25, "
+        "3.125; compiled 3.25, 3.25, 3.25"
     ),
 }
 
