@@ -3685,34 +3685,6 @@ KNOWN: dict = {
     "dropout_mask_after_call": (
         "silent (documented limit): nn.Dropout.mask after a replayed call is the recording call's mask"
     ),
-    "ema_inplace_reached_tensor": (
-        "silent: `with no_grad(): ema.mul_(0.9).add_(w * 0.1)` on a closed-over Tensor runs only "
-        "while recording; compiled ema never moves again"
-    ),
-    "inplace_inside_ema_mul_add": (
-        "silent: ema.mul_().add_() on a closed-over Tensor inside the step is dropped on replay"
-    ),
-    "inplace_inside_param_clamp_": (
-        "silent: WGAN weight clipping `m.weight.clamp_(-0.3, 0.3)` after opt.step() never happens "
-        "compiled (not even on the recording call)"
-    ),
-    "inplace_inside_param_data_clip_out": (
-        "silent: np.clip(p.data, -c, c, out=p.data) after opt.step() is dropped (also on the first call)"
-    ),
-    "inplace_inside_target_copy_": (
-        "silent: target.weight.copy_(m.weight) (target-network sync) inside the step is dropped after"
-        " the recording call"
-    ),
-    "inplace_inside_param_div_norm": (
-        "silent: m.weight.div_(norm) after opt.step() (weight normalisation) is dropped"
-    ),
-    "inplace_inside_param_zero_": ("silent: m.bias.zero_() after opt.step() is dropped"),
-    "inplace_inside_no_step": (
-        "silent: f = buf.add_(x); return x*2 -- three calls: eager buf 3, compiled buf 1"
-    ),
-    "inplace_inside_running_count": (
-        "silent: count.add_(1) under no_grad inside a forward: counts 1 compiled"
-    ),
     "loss_outside_float": (
         "crash: float(train_step(x, y)) outside: eager a float, compiled TypeError ('Tensor that "
         "requires grad ... by float(t) while recording')"
@@ -3749,16 +3721,6 @@ KNOWN: dict = {
     "nparg_item_index": (
         "crash: f(x) = x.item(0) on an ndarray: compiled TypeError (Tensor.item() takes no index)"
     ),
-    "inplace_inside_buf_masked_fill_": (
-        "silent: buf.masked_fill_(w.data > 0, 1.0) on a closed-over Tensor inside the step: replays skip it"
-    ),
-    "inplace_inside_buf_add_grad_free": (
-        "silent: buf.add_(1.0) under no_grad after opt.step(): compiled buf stays at 1 after 12 calls"
-    ),
-    "inplace_inside_bias_sub_": ("silent: m.bias.sub_(0.01) after opt.step() inside the step is dropped"),
-    "inplace_inside_target_mul_add_polyak": (
-        "silent: Polyak target update tgt.weight.mul_(0.5).add_(w * 0.5) inside the step is dropped on replay"
-    ),
     "exc_caught_forward_with_dropout": (
         "crash: forward with nn.Dropout, then try: solve(a, b) except LinAlgError: eager catches it, "
         "compiled raises LinAlgError on the singular call"
@@ -3789,28 +3751,6 @@ KNOWN: dict = {
     "hook_log_tensor_grad_step": (
         "silent: a grad hook registered outside that appends to a list runs once (recording) inside a"
         " compiled training step; eager appends every call"
-    ),
-    "hook_log_activations_step": (
-        "silent: forward hook logging activations (acts.append(out.detach().numpy())) fires only "
-        "while recording a compiled step"
-    ),
-    "hook_log_activations_forward_only": (
-        "silent: forward hook logging activations fires once for a compiled forward: 3 calls give "
-        "eager 3 entries, compiled 1"
-    ),
-    "hook_count_calls_forward_only": (
-        "silent: forward hook that appends 1 per call: compiled appends only on the recording call"
-    ),
-    "manual_sgd_isub_reached_param": (
-        "silent: g = tt.grad(loss)(w); with no_grad: w.sub_(0.1 * g); return g -- compiled w moves "
-        "once and every call returns the same g (already the second step's on call 1)"
-    ),
-    "manual_sgd_isub_operator": (
-        "silent: manual SGD with `p -= 0.1 * g` on a closed-over Parameter: updated once"
-    ),
-    "setitem_reached_param_no_grad": (
-        "silent: with no_grad: w[0] = w[0] * 0.5 on a closed-over Parameter: eager sums 3.5, 3.25, "
-        "3.125; compiled 3.25, 3.25, 3.25"
     ),
 }
 

@@ -635,13 +635,17 @@ def _global_names(code):
     return tuple(dict.fromkeys(names))
 
 
-def _tensors_of(v, found, itself=True):
+def _tensors_of(v, found, itself=True, depth=0):
     """Add to `found` the Tensor v, or every parameter and buffer of the Module v, or every
-    parameter of the optimizer v: Tensors f can reach through them (model[0].bias.detach(),
-    opt.param_groups[0]["params"]) are inputs from the start, their value reads noted."""
+    parameter of the optimizer v, or the Tensors in the list, tuple or dict v (two levels):
+    Tensors f can reach through them (model[0].bias.detach(), opt.param_groups[0]["params"],
+    box["w"]) are inputs from the start, their value reads and writes noted."""
     if isinstance(v, Tensor):
         if itself:
             found[id(v)] = v
+    elif type(v) in (list, tuple, dict) and depth < 2 and len(v) <= _MAX_ITEMS:
+        for x in (v.values() if type(v) is dict else v):
+            _tensors_of(x, found, True, depth + 1)
     elif isinstance(v, _module_class()):
         for t in list(v.parameters()) + list(v.buffers()):
             if isinstance(t, Tensor):                  # (a buffer replaced by a NumPy array)

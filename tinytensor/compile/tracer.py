@@ -84,6 +84,7 @@ class _Tracer:
         self.first_states = {}       # Generator drawn from -> its state before the first draw
         self.legacy_state = np.random.get_state()
         self.buffers = set()         # variables that are module buffers (written in place by f)
+        self.live_vars = set()       # the variables of self.lives
         self.saved = {}              # id(buffer array) -> (array, its value before recording)
         self.lives = []              # (variable, Tensor): Tensors made before the recording that f
         #                              reached (parameters, buffers, closed-over Tensors), inputs
@@ -173,6 +174,7 @@ class _Tracer:
         data = t.data
         var = self._new(data, hint or _live_hint(t), t, data)
         self.lives.append((var, t))
+        self.live_vars.add(var)
         cls = type(t)
         if cls is not _Traced and not issubclass(cls, _Traced):
             self.swapped.append((t, cls))
@@ -392,7 +394,7 @@ class _Tracer:
         the program never repeats); None where it is not traced (or t is an argument: written,
         then refused by _refuse_writes). Into a module's buffer (a BatchNorm's running
         statistics): written, and the write is a line of the program, repeated on every call."""
-        if self.var_of(t) in self.buffers:
+        if self.var_of(t) in self.buffers or self._reached(t):
             return self._store(t, op(t, other))
         if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
@@ -407,6 +409,9 @@ class _Tracer:
         tape: recorded as setitem, t now holding the result. False where it is not traced."""
         if not (self._traced(t) or self._traced(value)) or _is_argument(self, t):
             return False
+        if self.var_of(t) in self.buffers or self._reached(t):
+            self._store(t, ops.setitem(t, value, index=index))   # a Tensor made outside f (an
+            return True                                       # EMA, a clamp_, w[0] = ...)
         new = ops.setitem(t, value, index=index)
         t.data = new.data
         self.index[id(t)] = self.var_of(new)
@@ -418,6 +423,10 @@ class _Tracer:
         array = t.data
         if id(array) not in self.saved:      # put back after recording: the first run writes it
             self.saved[id(array)] = (array, array.copy())
+            if self.undo:                    # after an effect (an optimizer step that changed
+                copy = self.saved.pop(id(array))[1]   # it first): put back in turn, last first
+                self.saved[id(array)] = (array, None)
+                self.undo.append(lambda: _store(array, copy))
         before = STATE.memory_write
         _store(array, value.data if isinstance(value, Tensor) else value)
         tensor_module.mark_modified(t)
@@ -428,6 +437,11 @@ class _Tracer:
         self.index[id(t)] = self.index[id(array)] = var
         self.buffers.add(var)
         return t
+
+    def _reached(self, t):
+        """t is a Tensor made before the recording that f reached (a parameter, a closed-over
+        Tensor): a write into it is state the program writes on every call, as a buffer's."""
+        return isinstance(t, Tensor) and self.var_of(t) in self.live_vars
 
     def _traced(self, x):
         return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
@@ -518,6 +532,8 @@ class _Tracer:
         for g, state in self.first_states.items():
             g.bit_generator.state = state
         for array, value in self.saved.values():     # the first run of the program writes them
+            if value is None:                        # (put back with the effects, in order)
+                continue
             array[...] = value
 
     def module(self, m):
@@ -938,6 +954,8 @@ class _Tainted(np.ndarray):
             return func(*_plain(args), **_plain(kwargs))
         if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
             raise _value_shape(func.__name__)
+        if kwargs.get("out") is not None and not _internal():    # np.clip(w.data, .., out=w.data)
+            raise _written()
         result = func(*_plain(args), **_plain(kwargs))
         return _noted_numpy(func, func.__name__, args, kwargs, result)
 
