@@ -3662,41 +3662,8 @@ def setitem_reached_param_no_grad():
 # ------------------------------------------ the tests
 
 KNOWN: dict = {
-    "train_returns_lr": (
-        "silent: step returns opt.param_groups[0]['lr'] after sched.step() (StepLR(4, 0.5)); call 4: "
-        "eager 0.025, compiled 0.05 (the recorded value)"
-    ),
-    "after_step_lr_steplr": (
-        "silent: return (loss, opt.param_groups[0]['lr']) after sched.step(); on the call where "
-        "StepLR changes lr, compiled returns the old lr"
-    ),
-    "after_step_lr_multistep": (
-        "silent: lr read after MultiStepLR.step() inside: compiled returns the pre-milestone lr on "
-        "the milestone call"
-    ),
-    "after_step_loss_times_lr": (
-        "silent: loss * opt.param_groups[0]['lr'] after sched.step(): the lr factor is frozen on the "
-        "call where StepLR changes it"
-    ),
-    "after_step_lr_in_branch": (
-        "silent: `loss * 2 if lr < 0.03 else loss` after sched.step(): compiled takes the old branch "
-        "on the call StepLR halves lr"
-    ),
     "dropout_mask_after_call": (
         "silent (documented limit): nn.Dropout.mask after a replayed call is the recording call's mask"
-    ),
-    "loss_outside_float": (
-        "crash: float(train_step(x, y)) outside: eager a float, compiled TypeError ('Tensor that "
-        "requires grad ... by float(t) while recording')"
-    ),
-    "loss_outside_fstring": (
-        "crash: f'{float(loss):.4f}' of a compiled step's loss raises TypeError; eager formats"
-    ),
-    "loss_outside_math_isfinite": (
-        "crash: math.isfinite(loss) of a compiled step's loss raises TypeError; eager True"
-    ),
-    "loss_outside_np_float64": (
-        "crash: np.float64(loss) of a compiled step's loss raises TypeError; eager a number"
     ),
     "try_except_inside_step": (
         "crash: try: solve(a, b) except LinAlgError inside a step after zero_grad(): eager catches "
@@ -3729,24 +3696,9 @@ KNOWN: dict = {
         "crash: try: inv(a) except LinAlgError as the first line of a training step: eager catches "
         "it, compiled raises LinAlgError on the singular call"
     ),
-    "loss_outside_int": ("crash: int(loss) of a compiled step's loss raises TypeError; eager an int"),
-    "loss_outside_np_asarray": (
-        "crash: np.asarray(loss) of a compiled step's loss raises TypeError; eager an array"
-    ),
-    "loss_outside_format_e": (
-        "crash: '%.3e' % loss of a compiled step's loss raises TypeError; eager formats"
-    ),
     "pyarg_slice_arg": (
         "crash (clear message): a slice argument: TypeError 'a non-array argument must be hashable' "
         "(Python 3.11); eager slices"
-    ),
-    "after_step_lr_lambda_piecewise": (
-        "silent: lr read after a piecewise LambdaLR.step() inside: compiled returns the old lr on the"
-        " call the factor drops"
-    ),
-    "sched_before_opt_step_user_reads_lr": (
-        "silent: sched.step(); lr = param_groups[0]['lr']; opt.step(); return loss, lr: the returned "
-        "lr is stale on the call StepLR changes it (the update itself uses the new lr)"
     ),
     "hook_log_tensor_grad_step": (
         "silent: a grad hook registered outside that appends to a list runs once (recording) inside a"

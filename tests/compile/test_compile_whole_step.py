@@ -333,8 +333,7 @@ def test_a_value_read_after_the_step_from_the_parameters_is_refused():
         tt.compile(f)(np.ones(2))
 
 
-@pytest.mark.parametrize("where", ["after_the_step", "before_the_step"])
-def test_state_read_through_a_schedulers_methods_is_guarded(where):
+def test_state_read_through_a_schedulers_methods_is_guarded():
     """sched.get_last_lr() reads attributes f's code never names: the program returned the first
     call's learning rate (a silent difference); the scheduler's state is now guarded whole, so
     each scheduled change records again (eager's numbers; past the limit, eagerly)."""
@@ -344,13 +343,13 @@ def test_state_read_through_a_schedulers_methods_is_guarded(where):
         sched = optim.lr_scheduler.StepLR(opt, 1, 0.5)
 
         def step(x):
-            scale = sched.get_last_lr()[0] if where == "before_the_step" else 1.0
+            scale = sched.get_last_lr()[0]
             opt.zero_grad()
             loss = (w * x).sum() * scale
             loss.backward()
             opt.step()
             sched.step()
-            return loss, sched.get_last_lr()[0]
+            return loss, scale
         return w, step
     w1, eager = make()
     w2, step = make()
@@ -358,3 +357,23 @@ def test_state_read_through_a_schedulers_methods_is_guarded(where):
     for k in range(6):
         (a, lr_a), (b, lr_b) = eager(np.ones(3)), step(np.ones(3))
         assert lr_a == lr_b and np.array_equal(a.data, b.data) and np.array_equal(w1.data, w2.data), k
+
+
+@pytest.mark.parametrize("read", ["get_last_lr", "param_groups"])
+def test_a_learning_rate_read_after_the_schedulers_step_is_refused(read):
+    """Round 10: the value a scheduler sets on this call, read after its step inside (to log or
+    to use), is what the program cannot read again: it returned the recording call's learning
+    rate on the calls where StepLR changed it. Refused, naming the fix."""
+    w = tt.tensor(np.ones(3), requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+    sched = optim.lr_scheduler.StepLR(opt, 2, 0.5)
+
+    def step(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.step()
+        sched.step()
+        return sched.get_last_lr()[0] if read == "get_last_lr" else opt.param_groups[0]["lr"]
+    with pytest.raises(RuntimeError, match="after a scheduler's step"):
+        tt.compile(step)(np.ones(3))
+    assert opt.param_groups[0]["lr"] == 0.1 and type(opt.param_groups) is list   # put back

@@ -360,6 +360,13 @@ class Compiled:
                 f"with tinytensor (tt.rand, tt.randn, with rng=), or pass the numbers in as an "
                 f"argument, or call the function uncompiled")
         _check_effects_last(tracer, self.__name__)
+        if tracer.read_after_step is not None:
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} {tracer.read_after_step} after a scheduler's step inside "
+                f"it: that Python value (a learning rate to log or to use) is what the scheduler set "
+                f"on this call, and the program, which repeats the steps, cannot read it again on the "
+                f"next. Read it before sched.step(), or outside the compiled function, or call it "
+                f"uncompiled")
         reach.check_unchanged(self.__name__)
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)

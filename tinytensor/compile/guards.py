@@ -365,6 +365,8 @@ class _Reach:
                     owner = frame.f_locals.get("self")      # sched.get_last_lr(), opt.state_dict()
                     if owner is not None:
                         reads[id(owner)] = owner
+                        if tracer.scheduled and tracer.read_after_step is None:   # after a schedule
+                            tracer.read_after_step = f"called {type(owner).__name__}.{code.co_name}()"
             elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
                     and tracer.laundered is None:
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can

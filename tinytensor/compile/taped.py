@@ -17,7 +17,7 @@ import copy
 import numpy as np
 
 from .. import tape, transforms
-from ..tensor import Tensor, _make
+from ..tensor import Tensor, _consumed, _make, _mark_consumed
 from .codegen import _generate
 from .tracer import _Ref, _refs
 
@@ -196,28 +196,37 @@ def spent(tracer, out, program, fname):
     that required grad eagerly are Tensors that require grad here too, on one tape entry that
     refuses a second backward (eagerly, the step's in-place update makes it an error as well).
     The program itself where there are none."""
-    _, structure, roots, wrt = _on_the_tape(tracer, out)
+    leaves, structure, roots, wrt = _on_the_tape(tracer, out)
     if not roots or not wrt:
         return None
-    return Spent(program, roots, structure, wrt, fname, single=isinstance(out, Tensor))
+    # the results whose backward() f called: a number taken from them (float(loss) to log it)
+    # loses nothing, eagerly as compiled
+    consumed = {k for k in roots if _consumed(out if isinstance(out, Tensor) else leaves[k])}
+    return Spent(program, roots, structure, wrt, fname, single=isinstance(out, Tensor), consumed=consumed)
 
 
 class Spent:
     """The program's call, its results that require grad as _Spent tape entries."""
 
-    def __init__(self, program, roots, structure, wrt, fname, single):
+    def __init__(self, program, roots, structure, wrt, fname, single, consumed=()):
         self.program, self.roots, self.structure, self.wrt = program, roots, structure, wrt
         self.source, self.entry, self.inputs = program.source, _Spent(fname), tuple(wrt)
         self.single = single          # f returned the loss itself
+        self.consumed = consumed      # the roots whose backward() f called
 
     def __call__(self, *arrays):
         out = self.program.function(*arrays)
         data = [t.data for t in self.inputs]
         if self.single:
-            return _make(out, self.entry, self.inputs, data, {}, True)
+            out = _make(out, self.entry, self.inputs, data, {}, True)
+            if self.consumed:
+                _mark_consumed(out)
+            return out
         leaves, _ = transforms.tree_flatten(out)
         for k in self.roots:
             leaves[k] = _make(np.asarray(leaves[k]), self.entry, self.inputs, data, {}, True)
+            if k in self.consumed:
+                _mark_consumed(leaves[k])
         return transforms.tree_unflatten(self.structure, leaves)
 
 

@@ -102,6 +102,8 @@ class _Tracer:
         self.grad_mode = STATE.grad_enabled
         self.undo = []               # what puts back the state the recorded effects changed
         self.stepped = False         # whether f ran a training step's effects (backward(), ...)
+        self.read_after_step = None  # where f read an optimizer's settings after a scheduler step
+        self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
 
     # ----- variables -----
@@ -378,6 +380,11 @@ class _Tracer:
             self.undo.append(_optimizer_put_back(optimizer))
         if owner is not None and owner is not optimizer and hasattr(owner, "optimizer"):   # a scheduler
             self.undo.append(_attributes_put_back(owner))
+            self.scheduled = True             # it sets learning rates: f's reads of them from now
+            groups = vars(optimizer).get("param_groups") if optimizer is not None else None
+            if type(groups) is list:          # on are noted (_Watched)
+                vars(optimizer)["param_groups"] = _Watched(groups, self)
+                self.undo.append(lambda: vars(optimizer).__setitem__("param_groups", groups))
         if owner is not None and hasattr(owner, "parameters") and not hasattr(owner, "optimizer"):
             self.remember_tensors(list(owner.parameters()))            # Module.zero_grad
         if owner is None:                                             # clip_grad_norm_(params, ...)
@@ -1313,6 +1320,32 @@ def _put_back_tensors(saved):
         if grad_copy is not None:
             np.copyto(grad, grad_copy)
         _SLOT_GRAD.__set__(t, grad)
+
+
+class _Watched(list):
+    """An optimizer's param_groups after a scheduler's step while recording: the user's code
+    reading it (`opt.param_groups[0]["lr"]`, to log the learning rate) reads what the step (and a
+    scheduler) just set, a Python value the program cannot read again on its calls: noted, and
+    the recording refused (tt.compile._record). The optimizer's own reads pass."""
+    __slots__ = ("tracer",)
+
+    def __init__(self, groups, tracer):
+        super().__init__(groups)
+        self.tracer = tracer
+
+    def _note(self):
+        frame = sys._getframe(2)
+        if _is_user(frame.f_code) and self.tracer.read_after_step is None:
+            self.tracer.read_after_step = (f"read the optimizer's param_groups at "
+                                           f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+
+    def __getitem__(self, index):
+        self._note()
+        return list.__getitem__(self, index)
+
+    def __iter__(self):
+        self._note()
+        return list.__iter__(self)
 
 
 def _optimizer_put_back(opt):
