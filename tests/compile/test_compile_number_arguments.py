@@ -247,3 +247,29 @@ def test_isinstance_of_a_number_argument_holds_while_recording():
         assert isinstance(lr, float) and not isinstance(lr, tt.Tensor)
         return x * lr
     _check(f, [((_x(3), 0.1 * i), {}) for i in range(3)], traces=1)
+
+
+def test_a_float_argument_of_a_call_on_the_tape():
+    """Results on the tape (a closed-over model's parameters require grad): the float is an input
+    of the forward program and the backward one reads what it saved."""
+    def make():
+        m = tt.nn.Linear(3, 2, rng=0, dtype=np.float64)
+        return m, (lambda x, s: ((m(x) * s) ** 2).sum() / s)
+    m_e, f_e = make()
+    m_c, f_c = make()
+    g = tt.compile(f_c)
+    for i in range(5):
+        x, s = _x(4, 3, seed=i), 0.3 + 0.2 * i
+        want, got = f_e(x, s), g(x, s)
+        want.backward()
+        got.backward()
+        assert _same(got, want)
+        assert _same(m_c.weight.grad, m_e.weight.grad) and _same(m_c.bias.grad, m_e.bias.grad)
+    assert g.traces == 1
+
+
+def test_a_number_argument_costs_no_recording_past_the_first():
+    g = tt.compile(lambda w, g, t, lr: tt.softmax(w / t) - lr * g)
+    for i in range(50):
+        g(_x(4), _x(4, seed=1), 0.5 + i / 50, 0.05 * (1 + math.cos(math.pi * i / 50)))
+    assert g.traces == 1 and len(g.programs) == 1

@@ -61,9 +61,16 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       Tensor f reaches that was made before the call (a model's parameters and buffers, a
       closed-over Tensor), read through the Tensor object on every call, so `w.data = ...`,
       `model.to(np.float64)` and in-place updates are seen; their shapes and dtypes are guarded.
+      Number arguments (Python floats and ints, NumPy float and int scalars) too: a learning
+      rate that changes every call records one program. While f is recorded it gets a tracked
+      number: as an operand of a tinytensor operation (`w - lr * g`) the program runs that
+      operation on the call's own number (NEP 50 as eagerly; the number's type is in the key),
+      Python arithmetic on it is a line of the program, and any other use (`if lr > 0.5`,
+      `float(lr)`, `math.cos(lr)`, `range(n)`, a shape, an index, a keyword parameter, an
+      f-string, a dict key, returning or storing it) makes that argument part of the cache key.
     * Guards, checked on every call (a change records another program): the argument shapes,
-      dtypes and non-array leaves (numbers, strings, None: part of the cache key); grad mode;
-      every Python value the code that ran reads: closure cells, globals (NumPy scalars,
+      dtypes and other leaves (strings, None, bools, a number's type: part of the cache key);
+      grad mode; every Python value the code that ran reads: closure cells, globals (NumPy scalars,
       lists, tuples, dicts and user objects by value, functions and modules by identity),
       defaults, bound `self`, partial arguments, class attributes, and each Module's mode,
       attributes, hooks and submodules (assigning a submodule, Parameter or hook bumps its
@@ -261,7 +268,8 @@ class Compiled:
                     f"tt.compile: {self.__name__} was recorded {self.traces} times (the limit is "
                     f"{self.limit}); the last reason: {why}. From now on, calls no recorded program "
                     f"fits run eagerly (the same numbers). Pass values that change on every call "
-                    f"as arrays, not Python numbers or values read off tensors; see .recompiles",
+                    f"and are used in Python (a branch, a shape) as 0-d arrays, or keep them on "
+                    f"tensors; see .recompiles",
                     RuntimeWarning, stacklevel=3)
             return self._eager(args, kwargs, arrays=True)
         self.recompiles.append(why)

@@ -481,6 +481,11 @@ class _Tracer:
     def draw(self, fun, rng, args, kwargs):
         """draws.draw: fun(rng, *args) drawn now and noted as a line the program repeats on every
         call (kept even if its result is unused: the generator advances as eagerly)."""
+        if self.numbers:          # a number argument as a seed or a shape of a draw: a key
+            found = []
+            rng, args, kwargs = _plain_numbers((rng, tuple(args), dict(kwargs)), found)
+            for n in found:
+                n._read("a seed or a shape of a random draw")
         generator = rng if isinstance(rng, np.random.Generator) else None
         if rng is None:
             generator = draws.generator(None)        # the global one (tt.manual_seed)
@@ -1509,12 +1514,6 @@ class _Number:
         inputs = [x._read(f"np.{ufunc.__name__}") if type(x) in _WRAPPED else x for x in inputs]
         return getattr(ufunc, method)(*inputs, **kwargs)
 
-    def item(self):
-        """A NumPy scalar's .item() (Tensor arithmetic takes NumPy scalars as Python numbers)."""
-        if not self.tracer.recording or not isinstance(self.value, np.generic):
-            return self._read(".item()").item()
-        return self.tracer.number_op(_item, "item", (self,), self.value.item(), self.sources)
-
 
 def _plain_number(x):
     return x.value if type(x) in _WRAPPED else x
@@ -1584,6 +1583,12 @@ class _NumberNP(_Number):
     """A NumPy scalar argument (np.float32(0.1)): Tensor arithmetic takes it as a Python number
     (tensor._NPS), through its recorded .item(), as eagerly."""
     __slots__ = ()
+
+    def item(self):
+        """A NumPy scalar's .item(): the Python number, a line of the program."""
+        if not self.tracer.recording:
+            return self.value.item()
+        return self.tracer.number_op(_item, "item", (self,), self.value.item(), self.sources)
 
 
 _WRAPPED = frozenset((_Number, _NumberNP))
