@@ -273,3 +273,22 @@ def test_a_number_argument_costs_no_recording_past_the_first():
     for i in range(50):
         g(_x(4), _x(4, seed=1), 0.5 + i / 50, 0.05 * (1 + math.cos(math.pi * i / 50)))
     assert g.traces == 1 and len(g.programs) == 1
+
+
+def test_code_that_needs_an_exact_float_records_again_with_numbers_as_keys():
+    """C code that takes exact numbers only (json, a NumPy seed) raises TypeError on a tracked
+    number before anything was written or drawn: recorded again with the numbers as they are."""
+    import json
+
+    def f(x, s):
+        return x * s + len(json.dumps(s))
+    g = _check(f, [((_x(3), s), {}) for s in (0.5, 0.25, 0.5)], traces=2)
+    assert "recorded again with its number arguments as keys" in g.recompiles[0]
+
+
+def test_type_of_a_number_argument_is_eagers():
+    """`type(lr) is float` cannot be answered by a tracked number: a function whose code calls
+    type() gets its numbers as they are (keys)."""
+    def f(x, s):
+        return x * s if type(s) is float else x - s
+    _check(f, [((_x(3), s), {}) for s in (0.5, 2, 0.25, 0.5, 2)], traces=3)

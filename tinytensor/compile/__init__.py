@@ -157,6 +157,7 @@ class Compiled:
         self._why = None
         self._eager_from = None         # why calls that fit no program run eagerly (past the limit)
         self._valued = frozenset()      # number arguments (input positions) whose values are keys
+        self._plain_numbers = False     # f needs its numbers as they are (exact types): all keys
         self._bound = IdentityWeakMap()     # instance -> its Compiled (see __get__)
         functools.update_wrapper(self, f, updated=())
         if not hasattr(self, "__name__"):
@@ -273,7 +274,14 @@ class Compiled:
                     RuntimeWarning, stacklevel=3)
             return self._eager(args, kwargs, arrays=True)
         self.recompiles.append(why)
-        program = self._record(args, kwargs, arrays)
+        try:
+            program = self._record(args, kwargs, arrays, plain_numbers=self._plain_numbers)
+        except TypeError as err:
+            if not getattr(err, "tt_compile_numbers", False):
+                raise
+            self._plain_numbers = True          # from now on: this function's numbers are keys
+            program = self._record(args, kwargs, arrays, plain_numbers=True)
+            self.recompiles[-1] += f" ({err}; recorded again with its number arguments as keys)"
         if not program.valued <= self._valued:    # f used a number argument in Python: its value
             self._valued |= program.valued        # is a key from now on (this program's too)
             key = _rekey(key, arrays, self._valued)
@@ -317,15 +325,16 @@ class Compiled:
             x if isinstance(x, Tensor) and x.requires_grad else
             np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
-    def _record(self, args, kwargs, arrays):
-        """Record f once on these arguments: the program."""
+    def _record(self, args, kwargs, arrays, plain_numbers=False):
+        """Record f once on these arguments: the program. With `plain_numbers`, f gets its number
+        arguments as they are, and their values are keys."""
         start = time.perf_counter()
         tracer = _Tracer()
         names = _argument_names(self.fun, args, kwargs)
         if len(names) != len(arrays):
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) if isinstance(a, np.ndarray) else
-                  tracer.number(a.value if type(a) in _WRAPPED else a, n, i)
+                  tracer.number(a.value if type(a) in _WRAPPED else a, n, i, plain_numbers)
                   for i, (a, n) in enumerate(zip(arrays, names))]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         tracer.watch_generators(self.fun, args, kwargs)
@@ -333,14 +342,19 @@ class Compiled:
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
-        returned = False
+        returned = numbers = False
         try:
             with tracer:
                 reach.enter()
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
-                        out = self.fun(*traced_args, **traced_kwargs)
+                        try:
+                            out = self.fun(*traced_args, **traced_kwargs)
+                        except TypeError as err:   # maybe code that takes exact numbers only (C's
+                            if tracer.numbers and _undisturbed(tracer, stamp, python_random):
+                                err.tt_compile_numbers = True   # float checks, a seed): again, plain
+                            raise
                         returned = True
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
@@ -353,10 +367,17 @@ class Compiled:
                 swept = None if tracer.stepped else taped.sweep(tracer, out)
         finally:
             tracer.restore()
-            if tracer.numbers:
+            numbers = bool(tracer.numbers)
+            if numbers:
                 _put_back_numbers(tracer)
             if returned:          # f's optimizer steps &c. put back: the program's first run does them
                 tracer.undo_effects()
+        if numbers and builtins.any("type" in code.co_names for code in reach.codes):
+            # `type(lr) is float` would see the tracked number's class, not eager's: numbers as keys
+            err = TypeError("the code that ran calls type(), which a tracked number cannot answer as "
+                            "its value does")
+            err.tt_compile_numbers = True
+            raise err
         for w in caught:              # shown now, as eagerly; the user's own warnings on every call
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
@@ -707,6 +728,13 @@ def _returned_numbers(out, tracer):
             x = x.value
         plain.append(x)
     return transforms.tree_unflatten(structure, plain)
+
+
+def _undisturbed(tracer, stamp, python_random):
+    """Whether f, stopped by an error while recorded, changed nothing the recording sees (no
+    write, draw, optimizer step, Python random draw): it may be recorded again."""
+    return (STATE.memory_write == stamp and not tracer.stepped and random.getstate() == python_random
+            and not builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries))
 
 
 def _put_back_numbers(tracer):

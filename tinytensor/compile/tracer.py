@@ -132,8 +132,14 @@ class _Tracer:
         self.arguments.append(var)
         return t
 
-    def number(self, value, name, position):
-        """Number argument `value` (input `position` of the program) as f sees it: a _Number."""
+    def number(self, value, name, position, plain=False):
+        """Number argument `value` (input `position` of the program) as f sees it: a _Number
+        (`plain`: the value itself, a key)."""
+        if plain:
+            self.arguments.append(self._new(value, name))
+            self.valued.add(position)
+            self.number_reads.append("f's code takes exact numbers only")
+            return value
         n = (_NumberNP if isinstance(value, np.generic) else _Number)(value, frozenset((position,)), self)
         var = self._new(value, name, n)
         self.arguments.append(var)
