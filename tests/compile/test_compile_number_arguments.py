@@ -292,3 +292,19 @@ def test_type_of_a_number_argument_is_eagers():
     def f(x, s):
         return x * s if type(s) is float else x - s
     _check(f, [((_x(3), s), {}) for s in (0.5, 2, 0.25, 0.5, 2)], traces=3)
+
+
+def test_an_error_of_fs_own_keeps_numbers_tracked_afterwards():
+    g = tt.compile(lambda x, s: x @ x * s)
+    with pytest.raises(ValueError):
+        g(_x(2, 3), 0.5)                    # f's own error (shapes), raised as eagerly
+    for s in (0.5, 0.25, 0.125):
+        assert _same(g(_x(3), s), _x(3) @ _x(3) * s)
+    assert g.traces == 1
+
+
+def test_a_pickled_or_copied_number_is_a_key():
+    from copy import deepcopy
+    from pickle import dumps, loads  # (the module itself: draws.generators_in trips on it)
+    _check(lambda x, s: x * loads(dumps(s)) + deepcopy(s),
+           [((_x(3), s), {}) for s in (0.5, 0.25, 0.5)], traces=2)

@@ -276,11 +276,11 @@ class Compiled:
         self.recompiles.append(why)
         try:
             program = self._record(args, kwargs, arrays, plain_numbers=self._plain_numbers)
-        except TypeError as err:
+        except Exception as err:
             if not getattr(err, "tt_compile_numbers", False):
                 raise
+            program = self._record(args, kwargs, arrays, plain_numbers=True)   # or f's own error
             self._plain_numbers = True          # from now on: this function's numbers are keys
-            program = self._record(args, kwargs, arrays, plain_numbers=True)
             self.recompiles[-1] += f" ({err}; recorded again with its number arguments as keys)"
         if not program.valued <= self._valued:    # f used a number argument in Python: its value
             self._valued |= program.valued        # is a key from now on (this program's too)
@@ -351,9 +351,13 @@ class Compiled:
                         warnings.simplefilter("always")
                         try:
                             out = self.fun(*traced_args, **traced_kwargs)
-                        except TypeError as err:   # maybe code that takes exact numbers only (C's
-                            if tracer.numbers and _undisturbed(tracer, stamp, python_random):
-                                err.tt_compile_numbers = True   # float checks, a seed): again, plain
+                        except Exception as err:
+                            # maybe code that takes exact numbers only (json, a C type check, a
+                            # seed): where f changed nothing yet, it is recorded again with its
+                            # numbers as they are (and raises there if the error is f's own)
+                            if (tracer.numbers and not str(err).startswith("tt.compile")
+                                    and _undisturbed(tracer, stamp, python_random)):
+                                err.tt_compile_numbers = True
                             raise
                         returned = True
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now

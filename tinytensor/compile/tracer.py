@@ -1500,6 +1500,9 @@ class _Number:
     def __rdivmod__(self, other):
         return divmod(_plain_number(other), self._read("divmod()"))
 
+    def __reduce_ex__(self, protocol):    # pickle, copy: the value's own
+        return self._read("pickle or copy").__reduce_ex__(protocol)
+
     def __getattr__(self, name):          # .real, .is_integer(), .dtype, ...: read as the value's
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
