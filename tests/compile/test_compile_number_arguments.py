@@ -308,3 +308,10 @@ def test_a_pickled_or_copied_number_is_a_key():
     from pickle import dumps, loads  # (the module itself: draws.generators_in trips on it)
     _check(lambda x, s: x * loads(dumps(s)) + deepcopy(s),
            [((_x(3), s), {}) for s in (0.5, 0.25, 0.5)], traces=2)
+
+
+def test_numpy_on_a_number_and_arrays_is_a_line_of_the_program():
+    held = np.linspace(-1.0, 1.0, 3)
+    _check(lambda x, s: x + held * s, [((_x(3), 0.1 * i), {}) for i in range(5)], traces=1)
+    _check(lambda x, t: x * (x > t), [((_x(3), t), {}) for t in (-0.5, 0.0, 0.5, 1.0)], traces=1)
+    _check(lambda x, s: x * np.exp(-s), [((_x(3), 0.1 * i), {}) for i in range(5)], traces=1)

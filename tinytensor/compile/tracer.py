@@ -1514,11 +1514,17 @@ class _Number:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if builtins.any(isinstance(x, Tensor) for x in inputs):
             return NotImplemented          # the Tensor's own ufunc: a primitive with this operand
-        if (method == "__call__" and not kwargs and ufunc.nout == 1 and self.tracer.recording
-                and builtins.all(type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS for x in inputs)):
-            value = ufunc(*[_plain_number(x) for x in inputs])      # np.float64(2) * lr, np.cos(lr):
-            sources = frozenset().union(*[x.sources for x in inputs if type(x) in _WRAPPED])
-            return self.tracer.number_op(ufunc, ufunc.__name__, inputs, value, sources)   # a line
+        tracer = self.tracer
+        if method == "__call__" and not kwargs and ufunc.nout == 1 and tracer.recording:
+            kinds = [1 if type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS else
+                     2 if type(x) is np.ndarray or type(x) is _Tainted else 0 for x in inputs]
+            if 0 not in kinds:
+                value = ufunc(*[_plain_number(x) for x in inputs])
+                if 2 not in kinds:      # np.float64(2) * lr, np.cos(lr): a number, a line
+                    sources = frozenset().union(*[x.sources for x in inputs if type(x) in _WRAPPED])
+                    return tracer.number_op(ufunc, ufunc.__name__, inputs, value, sources)
+                if not tracer.depth_inside:   # A * lr, t.data > lr: a line, its result recorded
+                    return tracer.numpy(ufunc, ufunc.__name__, inputs, {}, value)
         self._read(f"np.{ufunc.__name__}")
         inputs = [x._read(f"np.{ufunc.__name__}") if type(x) in _WRAPPED else x for x in inputs]
         return getattr(ufunc, method)(*inputs, **kwargs)
