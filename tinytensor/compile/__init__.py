@@ -334,7 +334,7 @@ class Compiled:
         if len(names) != len(arrays):
             names = [f"a{i}" for i in range(len(arrays))]
         inputs = [tracer.argument(a, n) if isinstance(a, np.ndarray) else
-                  tracer.number(a.value if type(a) in _WRAPPED else a, n, i, plain_numbers)
+                  tracer.number(a, n, i, plain_numbers)
                   for i, (a, n) in enumerate(zip(arrays, names))]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         tracer.watch_generators(self.fun, args, kwargs)
@@ -664,8 +664,8 @@ def _flatten(tree, arrays, key, tensors):
     elif t in _NUMBERS:       # a number: an input of the program (its type in the key), see _Number
         arrays.append(tree)
         key.append(t)
-    elif t in _WRAPPED:       # a recording's number (a nested compiled call is inlined)
-        arrays.append(tree)
+    elif t in _WRAPPED:       # a recording's number (inlined when that recording is on), or one
+        arrays.append(tree.value)       # left where f stored it: its value
         key.append(type(tree.value))
     else:
         try:
