@@ -136,6 +136,8 @@ def test_weak_and_strong_scalars_as_eagerly():
              ((x16, np.float32(0.2)), {}), ((x16, 0.3), {}), ((x32, 0.7), {}), ((x32, np.float64(0.9)), {})]
     _check(lambda x, s: tt.tensor(x) * s, calls, traces=5)        # float32 * np.float64 stays float32
     _check(lambda x, s: tt.mul(tt.tensor(x), s), calls, traces=5)   # tt.mul: NumPy's rule
+    _check(lambda x, s: np.multiply(s, tt.tensor(x)), calls, traces=5)   # a Tensor's ufunc: weak
+    _check(lambda x, s: np.maximum(tt.tensor(x), s), calls, traces=5)
 
 
 def test_np_float64_and_python_float_are_two_programs_with_eager_numbers():
