@@ -642,6 +642,8 @@ class _Tracer:
             operands = self.operand_counts.get(id(fun), 0)
         if operands is None:                  # a variadic primitive (concatenate, stack)
             operands = len(args)
+        if self.depth_inside:       # inside another entry (a solver calling f's closure): that
+            operands = 0            # entry runs whole on every call, with the number it holds
         found = []
         args = tuple(args)
         args = _plain_numbers(args[:operands], []) + _plain_numbers(args[operands:], found)
