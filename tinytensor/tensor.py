@@ -848,11 +848,13 @@ _NUMPY_SCALARS = frozenset(t for t in (np.float64, np.float32, np.float16, np.co
 _ARITHMETIC = frozenset((np.add, np.subtract, np.multiply, np.divide, np.power))
 
 
-_NPS = _NUMPY_SCALARS      # short, for the operator one-liners
+# Short, for the operator one-liners; tt.compile adds the class of a NumPy scalar argument it
+# tracks while recording (compile/tracer.py, _NumberNP), whose .item() is a line of its program.
+_NPS = _NUMPY_SCALARS
 
 
 def _weak(x):
-    return x.item() if type(x) in _NUMPY_SCALARS else x
+    return x.item() if type(x) in _NPS else x
 
 
 class _Size(int):

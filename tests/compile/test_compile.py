@@ -193,7 +193,9 @@ def test_retraces_on_new_shapes_and_static_values_and_bounds_the_cache():
     assert compiled(x, 2) == 5.0 and compiled(x + 1, 2) == 14.0
     assert compiled.traces == 1
     assert compiled(np.arange(4.0), 2) == 14.0           # new shape: traced again
-    assert compiled(x, 3) == 9.0                         # new static value: traced again
+    assert compiled(x, 3) == 9.0                         # a new number: an input, not traced again
+    assert compiled.traces == 2
+    assert compiled(x, 3.0) == 9.0                       # a new type of number: traced again
     assert compiled.traces == 3 and len(compiled.programs) == 2
     assert compiled(x.astype(np.float32), 2).dtype == np.float32   # new dtype: traced again
     assert compiled.traces == 4

@@ -55,16 +55,8 @@ def test_eager_runs_are_reproducible():
         assert first_difference(a, b) is None and len(a) == len(b) == case.n, case.name
 
 
-RE_RECORDED = {"cosine_lr_float_argument", "cosine_lr_keyword_only", "cosine_lr_in_nested_dict",
-               "cosine_lr_np_float32_argument", "cosine_lr_default_overridden_sometimes",
-               "temperature_argument_every_call", "float_argument_int_sometimes"}
-NUMBER_IS_A_KEY = pytest.mark.xfail(strict=True, reason=(
-    "not done: Python numbers stay part of the cache key. A float cannot be traced soundly: a float "
-    "subclass is not a weak scalar to NumPy (NEP 50 promotes float32 * subclass to float64) and a plain "
-    "float's Python uses cannot be seen. Past tt.compile's RECOMPILE_LIMIT (8) such calls run eagerly, "
-    "with one warning: eager's numbers, not the compiled speed. Pass a changing number as a 0-d array."))
-CHURN = [pytest.param(c, marks=NUMBER_IS_A_KEY) if c.name in RE_RECORDED else c
-         for c in CASES if c.max_traces is not None]
+# Issue 29: a number argument is an input of the program (tinytensor/compile/tracer.py, _Number)
+CHURN = [c for c in CASES if c.max_traces is not None]
 
 
 @pytest.mark.parametrize("case", CHURN, ids=[f"c{c.values[0].cls}-{c.values[0].name}" if hasattr(c, "values")

@@ -65,9 +65,15 @@ def check_new_shape_retraces():
     assert c.traces == 3
 
 
-@case("tinygrad: Python scalar argument", "equal", "re-traces (a number argument is part of the key)")
+@case("tinygrad: Python scalar argument", "equal",
+      "an input of the program (issue 29): one recording; used in Python (a branch), a key")
 def check_number_argument_retraces():
     f = lambda x, k: x * k                                          # noqa: E731
+    c = tt.compile(f)
+    for k in (2.0, 3.0, 2.0):
+        same(c(np.ones(2), k), eager(f)(np.ones(2), k))
+    assert c.traces == 1
+    f = lambda x, k: x * k if k > 2.5 else x - k                    # noqa: E731
     c = tt.compile(f)
     for k in (2.0, 3.0, 2.0):
         same(c(np.ones(2), k), eager(f)(np.ones(2), k))

@@ -22,10 +22,12 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 
 import builtins
 import functools
+import gc
 import inspect
 import math
 import os
 import random
+import sys
 import time
 import types
 import warnings
@@ -41,7 +43,7 @@ from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
 from .guards import _Reach, describe_change
-from .tracer import _refs, _Tracer
+from .tracer import _WRAPPED, _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
@@ -59,9 +61,16 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
       Tensor f reaches that was made before the call (a model's parameters and buffers, a
       closed-over Tensor), read through the Tensor object on every call, so `w.data = ...`,
       `model.to(np.float64)` and in-place updates are seen; their shapes and dtypes are guarded.
+      Number arguments (Python floats and ints, NumPy float and int scalars) too: a learning
+      rate that changes every call records one program. While f is recorded it gets a tracked
+      number: as an operand of a tinytensor operation (`w - lr * g`) the program runs that
+      operation on the call's own number (NEP 50 as eagerly; the number's type is in the key),
+      Python arithmetic on it is a line of the program, and any other use (`if lr > 0.5`,
+      `float(lr)`, `math.cos(lr)`, `range(n)`, a shape, an index, a keyword parameter, an
+      f-string, a dict key, returning or storing it) makes that argument part of the cache key.
     * Guards, checked on every call (a change records another program): the argument shapes,
-      dtypes and non-array leaves (numbers, strings, None: part of the cache key); grad mode;
-      every Python value the code that ran reads: closure cells, globals (NumPy scalars,
+      dtypes and other leaves (strings, None, bools, a number's type: part of the cache key);
+      grad mode; every Python value the code that ran reads: closure cells, globals (NumPy scalars,
       lists, tuples, dicts and user objects by value, functions and modules by identity),
       defaults, bound `self`, partial arguments, class attributes, and each Module's mode,
       attributes, hooks and submodules (assigning a submodule, Parameter or hook bumps its
@@ -147,6 +156,8 @@ class Compiled:
         self._checked = False
         self._why = None
         self._eager_from = None         # why calls that fit no program run eagerly (past the limit)
+        self._valued = frozenset()      # number arguments (input positions) whose values are keys
+        self._plain_numbers = False     # f needs its numbers as they are (exact types): all keys
         self._bound = IdentityWeakMap()     # instance -> its Compiled (see __get__)
         functools.update_wrapper(self, f, updated=())
         if not hasattr(self, "__name__"):
@@ -197,6 +208,8 @@ class Compiled:
         if not SHARED.quiet and STATE.hook is not None or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
         key.append(SHARED.quiet or STATE.grad_enabled)
+        if self._valued:                    # number arguments f used in Python: their values
+            key.append(_values(arrays, self._valued))
         key = tuple(key)
         program = self.programs.get(key)
         while program is not None and program.guard is not None and not program.guard.ok():
@@ -256,11 +269,22 @@ class Compiled:
                     f"tt.compile: {self.__name__} was recorded {self.traces} times (the limit is "
                     f"{self.limit}); the last reason: {why}. From now on, calls no recorded program "
                     f"fits run eagerly (the same numbers). Pass values that change on every call "
-                    f"as arrays, not Python numbers or values read off tensors; see .recompiles",
+                    f"and are used in Python (a branch, a shape) as 0-d arrays, or keep them on "
+                    f"tensors; see .recompiles",
                     RuntimeWarning, stacklevel=3)
             return self._eager(args, kwargs, arrays=True)
         self.recompiles.append(why)
-        program = self._record(args, kwargs, arrays)
+        try:
+            program = self._record(args, kwargs, arrays, plain_numbers=self._plain_numbers)
+        except Exception as err:
+            if not getattr(err, "tt_compile_numbers", False):
+                raise
+            program = self._record(args, kwargs, arrays, plain_numbers=True)   # or f's own error
+            self._plain_numbers = True          # from now on: this function's numbers are keys
+            self.recompiles[-1] += f" ({err}; recorded again with its number arguments as keys)"
+        if not program.valued <= self._valued:    # f used a number argument in Python: its value
+            self._valued |= program.valued        # is a key from now on (this program's too)
+            key = _rekey(key, arrays, self._valued)
         if replaced is not None:
             # a value guard failed: the new program takes the key, the old ones stay as its
             # alternatives, so that alternating branches each keep their program
@@ -301,29 +325,44 @@ class Compiled:
             x if isinstance(x, Tensor) and x.requires_grad else
             np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
 
-    def _record(self, args, kwargs, arrays):
-        """Record f once on these arguments: the program."""
+    def _record(self, args, kwargs, arrays, plain_numbers=False):
+        """Record f once on these arguments: the program. With `plain_numbers`, f gets its number
+        arguments as they are, and their values are keys."""
         start = time.perf_counter()
         tracer = _Tracer()
         names = _argument_names(self.fun, args, kwargs)
         if len(names) != len(arrays):
             names = [f"a{i}" for i in range(len(arrays))]
-        inputs = [tracer.argument(a, n) for a, n in zip(arrays, names)]
-        traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs))
+        inputs = [tracer.argument(a, n) if isinstance(a, np.ndarray) else
+                  tracer.number(a, n, i, plain_numbers)
+                  for i, (a, n) in enumerate(zip(arrays, names))]
+        traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
-        returned = False
+        returned = numbers = False
         try:
             with tracer:
                 reach.enter()
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
-                        out = self.fun(*traced_args, **traced_kwargs)
+                        try:
+                            out = self.fun(*traced_args, **traced_kwargs)
+                        except Exception as err:
+                            # maybe code that takes exact numbers only (json, a C type check, a
+                            # seed): where f changed nothing yet, it is recorded again with its
+                            # numbers as they are (and raises there if the error is f's own)
+                            if (tracer.numbers and not str(err).startswith("tt.compile")
+                                    and _undisturbed(tracer, stamp, python_random)):
+                                err.tt_compile_numbers = True
+                            raise
                         returned = True
+                        del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
+                        if tracer.numbers:     # a number returned is the call's own: a key
+                            out = _returned_numbers(out, tracer)
                         tracer.check_owners("the end of the call")
                 finally:
                     reach.exit()
@@ -332,8 +371,17 @@ class Compiled:
                 swept = None if tracer.stepped else taped.sweep(tracer, out)
         finally:
             tracer.restore()
+            numbers = bool(tracer.numbers)
+            if numbers:
+                _put_back_numbers(tracer)
             if returned:          # f's optimizer steps &c. put back: the program's first run does them
                 tracer.undo_effects()
+        if numbers and builtins.any("type" in code.co_names for code in reach.codes):
+            # `type(lr) is float` would see the tracked number's class, not eager's: numbers as keys
+            err = TypeError("the code that ran calls type(), which a tracked number cannot answer as "
+                            "its value does")
+            err.tt_compile_numbers = True
+            raise err
         for w in caught:              # shown now, as eagerly; the user's own warnings on every call
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
@@ -385,6 +433,10 @@ class Compiled:
                 main = _Program(step, main.source)
                 main.contexts, main.error = contexts, error
         program = main
+        program.valued = frozenset(tracer.valued)
+        if program.valued:
+            self.recompiles[-1] += (f" (a number argument is part of the cache key: {tracer.number_reads[0]}"
+                                    f"{' and more' if len(tracer.number_reads) > 1 else ''})")
         program.reads = bool(tracer.guards)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
@@ -419,7 +471,7 @@ class Compiled:
             return compiled
         # Eager on untracked Tensors sharing the arrays, as the recording saw them (some ops
         # differ on plain arrays: crossEntropy(softmax(z)) is computed from z only for Tensors).
-        wrapped = [_make(a) for a in arrays]
+        wrapped = [_make(a) for a in arrays if isinstance(a, np.ndarray)]
         eager_args, eager_kwargs = _refill((args, kwargs), iter(wrapped))
         eager = self.fun(*eager_args, **eager_kwargs)
         got, _ = transforms.tree_flatten(compiled)
@@ -441,6 +493,10 @@ class Compiled:
 
 
 _SCALARS = (int, float, bool, str, type(None), complex)
+# Number arguments that are inputs of the program (not bool: a mode flag; not complex), unless
+# f uses one in Python where the program cannot replay it (_Number): then its value is a key.
+_NUMBERS = frozenset((float, int, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16,
+                      np.int8, np.uint64, np.uint32, np.uint16, np.uint8))
 
 
 def _warn_again(warns):
@@ -612,6 +668,12 @@ def _flatten(tree, arrays, key, tensors):
             _flatten(item, arrays, key, tensors)
     elif isinstance(tree, np.ndarray):            # a subclass: its plain array
         _flatten(np.asarray(tree), arrays, key, tensors)
+    elif t in _NUMBERS:       # a number: an input of the program (its type in the key), see _Number
+        arrays.append(tree)
+        key.append(t)
+    elif t in _WRAPPED:       # a recording's number (inlined when that recording is on), or one
+        arrays.append(tree.value)       # left where f stored it: its value
+        key.append(type(tree.value))
     else:
         try:
             hash(tree)
@@ -622,19 +684,102 @@ def _flatten(tree, arrays, key, tensors):
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 
-def _refill(tree, inputs):
-    """`tree` with its array leaves replaced, in order, by the next items of `inputs`."""
-    if isinstance(tree, (np.ndarray, Tensor)):
+def _refill(tree, inputs, numbers=False):
+    """`tree` with its array leaves (and, with `numbers`, its number leaves: the program's inputs
+    as _flatten takes them) replaced, in order, by the next items of `inputs`."""
+    if isinstance(tree, (np.ndarray, Tensor)) or numbers and (type(tree) in _NUMBERS
+                                                              or type(tree) in _WRAPPED):
         return next(inputs)
     if isinstance(tree, dict):
-        return transforms._rebuild(tree, {k: _refill(v, inputs) for k, v in tree.items()})
+        return transforms._rebuild(tree, {k: _refill(v, inputs, numbers) for k, v in tree.items()})
     if isinstance(tree, (tuple, list)):
-        return transforms._rebuild(tree, [_refill(v, inputs) for v in tree])
+        return transforms._rebuild(tree, [_refill(v, inputs, numbers) for v in tree])
     return tree
 
 
+def _values(arrays, valued):
+    """The cache key's part for number arguments f used in Python: their values (a zero's sign,
+    and NaN equal to NaN, as the guards compare)."""
+    key = []
+    for i in valued:
+        v = arrays[i] if i < len(arrays) else None
+        if type(v) is float or isinstance(v, np.floating):
+            v = (type(v), float(v).hex())
+        elif not isinstance(v, np.ndarray):
+            v = (type(v), v)
+        else:
+            v = None                # an array at that position (another structure)
+        key.append(v)
+    return _Valued(key)
+
+
+class _Valued(tuple):
+    """The part of a cache key holding number arguments' values (see Compiled._valued)."""
+
+
+def _rekey(key, arrays, valued):
+    """`key` (maybe (key, modes)) with its number values part for the `valued` positions."""
+    if type(key[0]) is tuple:                           # (key, modes): a guard's outcome
+        return (_rekey(key[0], arrays, valued), key[1])
+    if type(key[-1]) is _Valued:
+        key = key[:-1]
+    return key + (_values(arrays, valued),)
+
+
+def _returned_numbers(out, tracer):
+    """f's results with the _Numbers among them as their values (returned, a number is used
+    in Python: the arguments it comes from become keys)."""
+    leaves, structure = transforms.tree_flatten(out)
+    if not builtins.any(type(x) in _WRAPPED for x in leaves):
+        return out
+    plain = []
+    for x in leaves:
+        if type(x) in _WRAPPED:
+            tracer.number_read(x, "returned")
+            x = x.value
+        plain.append(x)
+    return transforms.tree_unflatten(structure, plain)
+
+
+def _undisturbed(tracer, stamp, python_random):
+    """Whether f, stopped by an error while recorded, changed nothing the recording sees (no
+    write, draw, optimizer step, Python random draw): it may be recorded again."""
+    return (STATE.memory_write == stamp and not tracer.stepped and random.getstate() == python_random
+            and not builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries))
+
+
+def _put_back_numbers(tracer):
+    """The _Numbers f stored where they outlive the recording (`group["lr"] = lr`, `self.t = t`,
+    appended to a list) are put back as their values there, and the arguments they come from
+    become keys (the program does not repeat the store; whether f may store at all is the
+    guards' question)."""
+    numbers, tracer.numbers = tracer.numbers, []
+    for n in numbers:        # held by `numbers`, tracer.alive, n and getrefcount's argument only:
+        if sys.getrefcount(n) <= 4:         # not stored (the usual case: no scan of the heap)
+            continue
+        for holder in gc.get_referrers(n):
+            if holder is tracer.alive or holder is numbers:
+                continue
+            if type(holder) is types.CellType:      # a closure made in f: `lambda x: x * lr`
+                holder.cell_contents = n.value
+                tracer.number_read(n, "stored (a closure)")
+            elif type(holder) is dict:
+                for k, v in list(holder.items()):
+                    if v is n:
+                        holder[k] = n.value
+                        tracer.number_read(n, "stored (an attribute, a dict, a list)")
+            elif type(holder) is list:
+                for i, v in enumerate(holder):
+                    if v is n:
+                        holder[i] = n.value
+                        if id(holder) not in tracer.node_values:
+                            tracer.number_read(n, "stored (an attribute, a dict, a list)")
+    numbers.clear()
+
+
 def _argument_names(f, args, kwargs):
-    """A readable name per array leaf: the parameter's name, and the path inside it (params_W1)."""
+    """A readable name per array (and number) leaf: the parameter's name, and the path inside it
+    (params_W1)."""
     try:
         params = list(inspect.signature(f).parameters.values())
     except (TypeError, ValueError):
@@ -647,7 +792,7 @@ def _argument_names(f, args, kwargs):
     names = []
 
     def walk(node, path):
-        if isinstance(node, (np.ndarray, Tensor)):
+        if isinstance(node, (np.ndarray, Tensor)) or type(node) in _NUMBERS or type(node) in _WRAPPED:
             names.append(path)
         elif isinstance(node, dict):
             for k, v in node.items():

@@ -32,7 +32,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _Ref, _refs, declared
+from .tracer import _WRAPPED, _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -391,6 +391,9 @@ class _Namer:
         t = type(x)
         if t is _Ref:
             return self.names[x.var]
+        if t in _WRAPPED:         # a number argument inside a constant (a slice): a key
+            self.tracer.number_read(x, "a constant of the program (a slice, a parameter)")
+            return self.emit(x.value)
         if x is None or t is bool or t is int or t is str:
             return repr(x)
         if t is float and np.isfinite(x):

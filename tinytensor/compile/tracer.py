@@ -7,6 +7,7 @@ comparisons and reads into Python it notes."""
 
 import builtins
 import functools
+import math
 import operator
 import os
 import sys
@@ -105,6 +106,13 @@ class _Tracer:
         self.read_after_step = None  # where f read an optimizer's settings after a scheduler step
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
+        self.recording = False       # while f runs: a _Number's uses are noted only then
+        self.numbers = []            # the _Numbers handed to f or computed from them
+        self.valued = set()          # positions (among the inputs) of number arguments whose use in
+        #                              Python the program cannot replay: they are part of the key
+        self.number_reads = []       # why, "how at file:line", in order
+        self.operand_counts = None   # id(a primitive's forward) -> its operand count (nargs)
+        self.node_values = set()     # id(a recorded tape node's values list): may hold _Numbers
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -127,6 +135,38 @@ class _Tracer:
         self.arguments.append(var)
         return t
 
+    def number(self, value, name, position, plain=False):
+        """Number argument `value` (input `position` of the program) as f sees it: a _Number
+        (`plain`: the value itself, a key)."""
+        if plain:
+            self.arguments.append(self._new(value, name))
+            self.valued.add(position)
+            self.number_reads.append("f's code takes exact numbers only")
+            return value
+        n = (_NumberNP if isinstance(value, np.generic) else _Number)(value, frozenset((position,)), self)
+        var = self._new(value, name, n)
+        self.arguments.append(var)
+        self.numbers.append(n)
+        return n
+
+    def number_op(self, fun, name, args, value, sources):
+        """`value = fun(*args)`, Python's arithmetic on _Numbers: a line of the program."""
+        n = (_NumberNP if isinstance(value, np.generic) else _Number)(value, sources, self)
+        self.numbers.append(n)
+        self.record(fun, name, args, {}, value, f"{name} of number arguments", "number", objects=(n,))
+        return n
+
+    def number_read(self, n, how):
+        """f used _Number n in Python (a branch, a conversion, a shape): the number arguments it
+        comes from become part of the cache key."""
+        new = n.sources - self.valued
+        if new:
+            self.valued |= new
+            frame = _user_frame()
+            if frame is not None:
+                how += f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+            self.number_reads.append(how)
+
     def var_of(self, x):
         """The variable holding x (a Tensor or an array), or None for a constant."""
         var = self.index.get(id(x))
@@ -144,6 +184,12 @@ class _Tracer:
             return x.data if var is None else _Ref(var)   # a constant Tensor made inside f
         if type(x) is _Tainted:
             raise _untracked(x)
+        if type(x) in _WRAPPED:
+            var = self.index.get(id(x))
+            if var is not None and x.tracer is self:
+                return _Ref(var)
+            self.number_read(x, "a constant of the program")
+            return x.value
         if type(x) in (tuple, list):
             return type(x)(self.template(v) for v in x)
         if type(x) is dict:
@@ -245,12 +291,14 @@ class _Tracer:
 
     # ----- recording, this thread only -----
     def __enter__(self):
+        self.recording = True
         self._previous = STATE.recorder
         STATE.recorder = self
         update_hook(tape.ANOMALY_CHECK)
         return self
 
     def __exit__(self, *exc):
+        self.recording = False
         STATE.recorder = self._previous
         update_hook(tape.ANOMALY_CHECK)
 
@@ -259,8 +307,12 @@ class _Tracer:
         """Primitive.__call__ made `out` (STATE.hook)."""
         if STATE.anomaly:
             tape._anomaly_check_forward(out, prim, args)
+        context = (prim.name, _plain_numbers(args, []) if self.numbers else args)   # no _Number kept
         var = self.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
-                          objects=(out,), context=(prim.name, args))
+                          objects=(out,), context=context)
+        if self.numbers and out._values is not None:   # a tape node holding the call's numbers:
+            self.node_values.add(id(out._values))        # not a place f stored them in
+            self.alive.append(out._values)
         if var is not None:
             out.__class__ = _Traced           # its comparisons and reads are noted
             if out.data.ndim == 0:
@@ -456,6 +508,11 @@ class _Tracer:
     def draw(self, fun, rng, args, kwargs):
         """draws.draw: fun(rng, *args) drawn now and noted as a line the program repeats on every
         call (kept even if its result is unused: the generator advances as eagerly)."""
+        if self.numbers:          # a number argument as a seed or a shape of a draw: a key
+            found = []
+            rng, args, kwargs = _plain_numbers((rng, tuple(args), dict(kwargs)), found)
+            for n in found:
+                n._read("a seed or a shape of a random draw")
         generator = rng if isinstance(rng, np.random.Generator) else None
         if rng is None:
             generator = draws.generator(None)        # the global one (tt.manual_seed)
@@ -583,20 +640,46 @@ class _Tracer:
                 f"fixed shape instead (tt.where(condition, x, 0), x * mask, sum over a mask), or "
                 f"compute it outside the compiled function and pass it in")
 
-    def inside(self, fun, args, params):
+    def inside(self, fun, args, params, operands=-1):
         """fun(*args, **params) as one entry of the program (a primitive's forward, a rule): it
         runs again, whole, on every call, so the values it reads are no guards and its NumPy
-        work on recorded arrays is not noted line by line."""
+        work on recorded arrays is not noted line by line. `operands`: how many of `args` are
+        the primitive's operands (-1: look the forward up in the op table)."""
+        if self.numbers:
+            args, params = self._plain(fun, args, params, operands)
         self.depth_inside += 1
         try:
             return fun(*args, **params)
         finally:
             self.depth_inside -= 1
 
+    def _plain(self, fun, args, params, operands):
+        """The arguments of an entry with the _Numbers in them replaced by their values. A number
+        that is an operand of a primitive (`w * lr`, `where(c, x, t)`; of its rules, the inputs
+        after the cotangent and the result) is an input of the program: the entry runs on the
+        call's number, and such an operand is a 0-d value, which sets no shape. One anywhere
+        else (an axis, a shape, an index, a stride, p=) may set a shape: a key."""
+        if operands == -1:
+            if self.operand_counts is None:
+                self.operand_counts = {id(p.fun): p.nargs for p in tape.REGISTRY.values()}
+            operands = self.operand_counts.get(id(fun), 0)
+        if operands is None:                  # a variadic primitive (concatenate, stack)
+            operands = len(args)
+        if self.depth_inside:       # inside another entry (a solver calling f's closure): that
+            operands = 0            # entry runs whole on every call, with the number it holds
+        found = []
+        args = tuple(args)
+        args = _plain_numbers(args[:operands], []) + _plain_numbers(args[operands:], found)
+        params = _plain_numbers(params, found)
+        for n in found:
+            n._read("a parameter of an operation (an axis, a shape, an index, p=, a stride)")
+        return args, params
+
     def rule(self, fun, args, params, node, kind, i=-1, parts=False):
         """A sweep applies a rule of `node`'s primitive (for input `i`; -1: a joint rule,
         `parts`: one returning a tuple, one gradient per input)."""
-        value = self.inside(fun, args, params)
+        nargs = node._prim.nargs
+        value = self.inside(fun, args, params, len(args) if nargs is None else 2 + nargs)
         if value is None:
             return None
         prim = node._prim.name
@@ -623,7 +706,7 @@ class _Tracer:
 
     def apply(self, fun, args, kwargs, node, kind):
         """A sweep's own step on a gradient or tangent (unbroadcast, a copy, a cast)."""
-        value = self.inside(fun, args, kwargs)
+        value = self.inside(fun, args, kwargs, 0)
         prefix = "g_" if kind == "VJP" else "t_"
         self.record(fun, getattr(fun, "__name__", "step"), args, kwargs, value,
                     f"{getattr(fun, '__name__', 'step')} of the {'gradient' if kind == 'VJP' else 'tangent'}"
@@ -1393,3 +1476,205 @@ def _attributes_put_back(obj):
                 v = c
             setattr(obj, k, v)
     return put_back
+
+
+# ----- number arguments: inputs of the program, or (used in Python) part of the cache key ---------
+class _Number:
+    """A number argument of f (a Python float or int, a NumPy float or int scalar), or a number
+    computed from them, while f is recorded: what f gets in its place, so that every use of it
+    is seen. Passed to a tinytensor operation as an operand (`w - lr * g`, `z / t`), it is the
+    program's input, and the program calls that operation on the call's number itself (Python's
+    weak-scalar rules, NEP 50, apply as eagerly). Python arithmetic with other numbers (`1 - lr`)
+    gives another _Number, a line of the program. Every other use (`if lr > 0.5`, `float(lr)`,
+    `range(n)`, a shape, an index or another keyword parameter of an operation, `math.cos(lr)`,
+    an f-string, a dict key, NumPy on it) gives the plain value and makes the arguments it came
+    from part of the cache key (`sources`: their positions among the program's inputs): the
+    program is then right for those values only, and another value records another program.
+
+    `isinstance(lr, float)` holds (`__class__` is the value's); `type(lr)` is _Number. After the
+    recording it behaves as its value."""
+    __slots__ = ("value", "sources", "tracer")
+
+    def __init__(self, value, sources, tracer):
+        self.value, self.sources, self.tracer = value, sources, tracer
+
+    @property
+    def __class__(self):
+        return type(self.value)
+
+    def _read(self, how):
+        """A use the program cannot replay: the arguments this number comes from become keys."""
+        if self.tracer.recording:
+            self.tracer.number_read(self, how)
+        return self.value
+
+    def __repr__(self):
+        return repr(self._read("repr()"))
+
+    def __str__(self):
+        return str(self._read("str()"))
+
+    def __format__(self, spec):
+        return format(self._read("an f-string or format()"), spec)
+
+    def __hash__(self):
+        return hash(self._read("hash() (a dict key, a set)"))
+
+    def __bool__(self):
+        return bool(self._read("bool() (an if, and, or)"))
+
+    def __float__(self):
+        return float(self._read("float() (math.*, a conversion)"))
+
+    def __int__(self):
+        return int(self._read("int()"))
+
+    def __index__(self):
+        return operator.index(self._read("an index (range(), a shape, a slice)"))
+
+    def __complex__(self):
+        return complex(self._read("complex()"))
+
+    def __round__(self, *ndigits):
+        return round(self._read("round()"), *ndigits)
+
+    def __trunc__(self):
+        return math.trunc(self._read("math.trunc()"))
+
+    def __floor__(self):
+        return math.floor(self._read("math.floor()"))
+
+    def __ceil__(self):
+        return math.ceil(self._read("math.ceil()"))
+
+    def __divmod__(self, other):
+        return divmod(self._read("divmod()"), _plain_number(other))
+
+    def __rdivmod__(self, other):
+        return divmod(_plain_number(other), self._read("divmod()"))
+
+    def __reduce_ex__(self, protocol):    # pickle, copy: the value's own
+        return self._read("pickle or copy").__reduce_ex__(protocol)
+
+    def __getattr__(self, name):          # .real, .is_integer(), .dtype, ...: read as the value's
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(self._read(f".{name}"), name)
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._read("np.asarray()"), dtype=dtype)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if builtins.any(isinstance(x, Tensor) for x in inputs):
+            return NotImplemented          # the Tensor's own ufunc: a primitive with this operand
+        tracer = self.tracer
+        if method == "__call__" and not kwargs and ufunc.nout == 1 and tracer.recording:
+            kinds = [1 if type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS else
+                     2 if type(x) is np.ndarray or type(x) is _Tainted else 0 for x in inputs]
+            if 0 not in kinds:
+                value = ufunc(*[_plain_number(x) for x in inputs])
+                if 2 not in kinds:      # np.float64(2) * lr, np.cos(lr): a number, a line
+                    sources = frozenset().union(*[x.sources for x in inputs if type(x) in _WRAPPED])
+                    return tracer.number_op(ufunc, ufunc.__name__, inputs, value, sources)
+                if not tracer.depth_inside:   # A * lr, t.data > lr: a line, its result recorded
+                    return tracer.numpy(ufunc, ufunc.__name__, inputs, {}, value)
+        self._read(f"np.{ufunc.__name__}")
+        inputs = [x._read(f"np.{ufunc.__name__}") if type(x) in _WRAPPED else x for x in inputs]
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+def _plain_number(x):
+    return x.value if type(x) in _WRAPPED else x
+
+
+_PLAIN_NUMBERS = frozenset((int, float, bool, complex, np.float64, np.float32, np.float16, np.int64, np.int32,
+                            np.int16, np.int8, np.uint64, np.uint32, np.uint16, np.uint8, np.bool_,
+                            np.complex128, np.complex64))
+
+
+def _number_arithmetic(op, reflected=False):
+    """`lr op other` (or `other op lr`) for a plain number or a _Number `other`: a line of the
+    program (Python's own arithmetic on the call's numbers), giving a _Number. Anything else
+    (a Tensor, an array) gets NotImplemented: its own operator takes the _Number as an operand."""
+    def method(self, other):
+        if type(other) in _WRAPPED:
+            value = other.value
+            sources = self.sources | other.sources
+        elif type(other) in _PLAIN_NUMBERS:
+            value, sources = other, self.sources
+        else:
+            return NotImplemented
+        a, b = (value, self.value) if reflected else (self.value, value)
+        result = op(a, b)
+        if not self.tracer.recording:
+            return result
+        args = (other, self) if reflected else (self, other)
+        return self.tracer.number_op(op, op.__name__, args, result, sources)
+    return method
+
+
+def _number_unary(op):
+    def method(self):
+        result = op(self.value)
+        if not self.tracer.recording:
+            return result
+        return self.tracer.number_op(op, op.__name__, (self,), result, self.sources)
+    return method
+
+
+def _number_comparison(op):
+    def method(self, other):
+        if type(other) not in _WRAPPED and type(other) not in _PLAIN_NUMBERS:
+            if isinstance(other, (Tensor, np.ndarray)):
+                return NotImplemented      # recorded by the Tensor's (the array's) comparison
+            self._read(f"a comparison ({op.__name__})")
+            return op(self.value, other)
+        if type(other) in _WRAPPED:
+            other = other._read(f"a comparison ({op.__name__})")
+        return op(self._read(f"a comparison ({op.__name__})"), other)
+    return method
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("mod", operator.mod),
+                   ("pow", operator.pow)):
+    setattr(_Number, f"__{_name}__", _number_arithmetic(_op))
+    setattr(_Number, f"__r{_name}__", _number_arithmetic(_op, reflected=True))
+for _name, _op in (("neg", operator.neg), ("pos", operator.pos), ("abs", operator.abs)):
+    setattr(_Number, f"__{_name}__", _number_unary(_op))
+for _name, _op in (("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                   ("eq", operator.eq), ("ne", operator.ne)):
+    setattr(_Number, f"__{_name}__", _number_comparison(_op))
+
+
+class _NumberNP(_Number):
+    """A NumPy scalar argument (np.float32(0.1)): Tensor arithmetic takes it as a Python number
+    (tensor._NPS), through its recorded .item(), as eagerly."""
+    __slots__ = ()
+
+    def item(self):
+        """A NumPy scalar's .item(): the Python number, a line of the program."""
+        if not self.tracer.recording:
+            return self.value.item()
+        return self.tracer.number_op(_item, "item", (self,), self.value.item(), self.sources)
+
+
+_WRAPPED = frozenset((_Number, _NumberNP))
+tensor_module._NPS = tensor_module._NPS | {_NumberNP}     # read by Tensor's operators on each call
+
+
+def _plain_numbers(x, found):
+    """x with every _Number inside (containers and slices walked) replaced by its value; the
+    _Numbers found are appended to `found`."""
+    t = type(x)
+    if t in _WRAPPED:
+        found.append(x)
+        return x.value
+    if t is tuple or t is list:
+        return t(_plain_numbers(v, found) for v in x)
+    if t is dict:
+        return {k: _plain_numbers(v, found) for k, v in x.items()}
+    if t is slice:
+        return slice(_plain_numbers(x.start, found), _plain_numbers(x.stop, found),
+                     _plain_numbers(x.step, found))
+    return x
