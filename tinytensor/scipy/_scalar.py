@@ -154,41 +154,42 @@ def _reads(*xs):
 
 
 class _Sym:
-    """One float of the program, by name; its operators write lines."""
+    """One float of the program, by name; its operators write lines (with an array, NumPy's
+    operator runs them element by element)."""
     __slots__ = ("name", "lines")
 
     def __init__(self, name, lines):
         self.name, self.lines = name, lines
 
     def __add__(self, other):
-        return _binary("+", self, other)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("+", self, other)
 
     def __radd__(self, other):
-        return _binary("+", other, self)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("+", other, self)
 
     def __sub__(self, other):
-        return _binary("-", self, other)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("-", self, other)
 
     def __rsub__(self, other):
-        return _binary("-", other, self)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("-", other, self)
 
     def __mul__(self, other):
-        return _binary("*", self, other)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("*", self, other)
 
     def __rmul__(self, other):
-        return _binary("*", other, self)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("*", other, self)
 
     def __truediv__(self, other):
-        return _binary("/", self, other)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("/", self, other)
 
     def __rtruediv__(self, other):
-        return _binary("/", other, self)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("/", other, self)
 
     def __pow__(self, other):
-        return _binary("**", self, other)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("**", self, other)
 
     def __rpow__(self, other):
-        return _binary("**", other, self)
+        return NotImplemented if isinstance(other, np.ndarray) else _binary("**", other, self)
 
     def __neg__(self):
         return self.lines.emit(f"-{self.name}", [self.name])
