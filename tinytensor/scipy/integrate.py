@@ -375,7 +375,7 @@ class _RHS:
     def values_program(self, y0, t0, args):
         """The forward solve's right-hand side (state, t) -> dy/dt: the program on floats when
         func has one that is bit for bit the array program's (`_Floats.values`), else `values`."""
-        if not self.captures and self._floats is not None:
+        if not self.captures and self._floats is not None and t0 is not None:
             program = self._floats.values(self, y0, t0, args)
             if program is not None:
                 self.float_values = program
@@ -505,7 +505,7 @@ def _solve(fun, y0, t, options, what):
 
 def _forward(y0, t, *inputs, rhs, options):
     args = inputs[:rhs.n_args]
-    fun = rhs.values_program(y0, t[0], args) if len(t) else None
+    fun = rhs.values_program(y0, t[0] if len(t) else None, args)
     ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)   # SciPy warns on a failure
     rhs.failure = None if info["message"] == _SUCCESS else info["message"]
     return ys
