@@ -106,9 +106,10 @@ def test_what_has_no_form_on_floats_is_refused():
 
 
 def test_a_float_that_raises_is_computed_by_the_array_program():
-    """math.log(-1) and 1.0 / 0.0 raise where NumPy gives nan and inf: that call goes to the
-    fallback (the array program), so the numbers are NumPy's."""
-    f = lambda y, t, p: tt.stack([tt.log(y[0]) * p[0], p[0] / y[1]])        # noqa: E731
+    """math.log(-1), 1.0 / 0.0 and math.pow(-1.0, 0.5) raise where NumPy gives nan and inf (and
+    Python's ** a complex): that call goes to the fallback (the array program), so the numbers
+    are NumPy's."""
+    f = lambda y, t, p: tt.stack([tt.log(y[0]) * p[0], p[0] / y[1], y[0] ** 1.5])  # noqa: E731
     program = _record(f, np.array([1.0, 1.0]), 0.0, np.array([2.0]))()
     calls = []
 
@@ -118,8 +119,13 @@ def test_a_float_that_raises_is_computed_by_the_array_program():
             return f(state, t, np.array([2.0]))
     run = _scalar.compile_source(_scalar.values_source(program))(fallback, 2.0)
     out = run(np.array([-1.0, 0.0]), 0.0)
-    assert len(calls) == 1 and np.isnan(out[0]) and out[1] == np.inf
-    assert run(np.array([np.e, 4.0]), 0.0) == [2.0, 0.5] and len(calls) == 1
+    assert len(calls) == 1 and np.isnan(out[0]) and out[1] == np.inf and np.isnan(out[2])
+    assert run(np.array([np.e, 4.0]), 0.0)[:2] == [2.0, 0.5] and len(calls) == 1
+    program = _record(lambda y, t, p: y ** 1.5, np.array([1.0]), 0.0, np.array([2.0]))()
+    with np.errstate(invalid="ignore"):
+        out = _scalar.compile_source(_scalar.values_source(program))(lambda y, t: y ** 1.5, 2.0)(
+            np.array([-1.0]), 0.0)
+    assert np.isnan(out[0])
 
 
 def _floats(func):

@@ -54,7 +54,7 @@ _PRIMITIVES = {
 _MATH = {"exp": "exp", "log": "log", "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh",
          "sinh": "sinh", "cosh": "cosh", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
          "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "log1p": "log1p",
-         "expm1": "expm1", "log2": "log2", "log10": "log10"}
+         "expm1": "expm1", "log2": "log2", "log10": "log10", "exp2": "exp2"}
 
 
 class _Lines:
@@ -146,7 +146,9 @@ def _binary(op, a, b):
         return a
     if op == "**" and _is(b, 2.0):
         return sym.lines.emit(f"{_text(a)} * {_text(a)}", _reads(a), exact=False)
-    return sym.lines.emit(f"{_text(a)} {op} {_text(b)}", _reads(a, b), exact=op != "**")
+    if op == "**":       # math.pow raises where NumPy gives nan (Python's ** would give a complex)
+        return sym.lines.emit(f"_pow({_text(a)}, {_text(b)})", _reads(a, b), exact=False)
+    return sym.lines.emit(f"{_text(a)} {op} {_text(b)}", _reads(a, b))
 
 
 def _reads(*xs):
@@ -316,7 +318,7 @@ def build(out, leaves, names):
 
 def compile_source(source):
     """`make` from the source: `make(*bound)` gives the function."""
-    namespace = {"_math": math, "_sqrt": math.sqrt}
+    namespace = {"_math": math, "_sqrt": math.sqrt, "_pow": math.pow}
     exec(compile(source, "<tinytensor scalar program>", "exec"), namespace)     # noqa: S102
     return namespace["make"]
 
