@@ -209,3 +209,31 @@ def test_refusals_send_the_solve_to_the_array_program():
         else:
             reasons = _floats(f).why.values()
         assert any(why in reason for reason in reasons), (why, reasons)
+
+
+def test_closed_over_tensors_are_parameters_of_the_programs_on_floats():
+    """The issue's style: the right-hand side closes over the Tensor being differentiated (a
+    fresh closure per call). Its closed-over Tensors are leaves of the program on floats, like
+    the args; value and gradient (both modes) equal the args style's, and the programs on
+    floats were used."""
+    y0, t = np.array([10.0, 5.0]), np.linspace(0, 3, 7)
+    made = []
+
+    def closing(theta):
+        def rhs(y, t):
+            return _lv(y, t, theta * np.array([1.0, 1.0, 1.0, 1.0]))     # an intermediate, closed over
+        made.append(rhs)
+        return tt.sum(odeint(rhs, y0, t, rtol=1e-10, atol=1e-10) ** 2)
+
+    def passing(theta):
+        return tt.sum(odeint(_lv, y0, t, args=(theta,), rtol=1e-10, atol=1e-10) ** 2)
+    theta = np.array([1.0, 0.1, 1.5, 0.075])
+    ours, theirs = tt.value_and_grad(closing)(theta), tt.value_and_grad(passing)(theta)
+    assert ours[0] == theirs[0]
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-10)
+    assert _floats(made[-1]).why == {} and len(_floats(made[-1]).makers) == 2
+    v = np.array([0.3, -1.2, 0.7, 2.0])
+    np.testing.assert_allclose(tt.jvp(closing, (theta,), (v,))[1], ours[1] @ v, rtol=1e-7)
+    eager = tt.value_and_grad(lambda th: tt.sum(odeint(lambda y, t: _lv(y, t, th), y0, t, replay=False,
+                                                       rtol=1e-10, atol=1e-10) ** 2))(theta)
+    np.testing.assert_allclose(ours[1], eager[1], rtol=1e-9)

@@ -249,10 +249,11 @@ def _symbols(array):
     return out
 
 
-def record_graph(out, leaves):
-    """The recorded entries from `leaves` (fresh Tensors) to `out`, in the order recorded;
-    refuses a Tensor recorded before them (a closed-over one) or a primitive outside the table."""
-    start = min(x._id for x in leaves)
+def record_graph(out, leaves, start=None):
+    """The recorded entries from `leaves` to `out`, in the order recorded; refuses a Tensor
+    recorded before id `start` (func's call; default: the first leaf) that is not a leaf (one
+    closed over), or a primitive outside the table."""
+    start = min(x._id for x in leaves) if start is None else start
     stack, seen, nodes = [out], set(), []
     while stack:
         node = stack.pop()
@@ -307,13 +308,14 @@ class Scalarized:
         t = tangent.get(self.out)
         return [0.0] * self.out.size if t is None else list(t.reshape(-1))
 
-def build(out, leaves, names):
-    """Scalarized for func's output `out` recorded on fresh `leaves` (y, t, the args' leaves),
-    their elements named `names` (one list per leaf, row-major)."""
+def build(out, leaves, names, start=None):
+    """Scalarized for func's output `out` recorded on `leaves` (fresh ones for y, t and the
+    args' leaves, then the closed-over Tensors it reaches), their elements named `names` (one
+    list per leaf, row-major); `start`: as record_graph's."""
     lines = _Lines()
     leaf_syms = [np.array([_Sym(n, lines) for n in leaf_names] or [], dtype=object).reshape(leaf.shape)
                  for leaf, leaf_names in zip(leaves, names)]
-    return Scalarized(record_graph(out, leaves), out, leaves, lines, leaf_syms)
+    return Scalarized(record_graph(out, leaves, start), out, leaves, lines, leaf_syms)
 
 
 def compile_source(source):

@@ -187,18 +187,21 @@ class _Floats:
         self.makers = {}    # (shapes, what) -> `make` of the program's source
         self.why = {}       # shapes -> why func has no program on floats
 
-    def _key(self, D, args):
-        return (D, tuple(np.shape(a) for a in args))
+    def _key(self, D, args, rhs):
+        return (D, tuple(np.shape(a) for a in args), tuple(c.shape for c in rhs.captures))
 
     def _refused(self, rhs, y0, t0, args):
         """Why func gets no program on floats here (None: it may)."""
-        if any(np.asarray(a).dtype != np.float64 for a in args):
-            return "an args leaf is not float64"
-        if np.shape(y0)[0] + sum(np.size(a) for a in args) > SCALAR_LIMIT:
-            return f"y and args hold more than SCALAR_LIMIT = {SCALAR_LIMIT} floats"
+        params = [*args, *(c.data for c in rhs.captures)]
+        if any(np.asarray(a).dtype != np.float64 for a in params):
+            return "an args leaf or a closed-over Tensor is not float64"
+        if np.shape(y0)[0] + sum(np.size(a) for a in params) > SCALAR_LIMIT:
+            return f"y, args and the closed-over Tensors hold more than SCALAR_LIMIT = {SCALAR_LIMIT} floats"
         replay = rhs._values
         if getattr(replay, "usable", False) and not replay.compiled.programs:
-            rhs.array_values(y0, t0, args)          # tt.compile records func's values program
+            with no_grad():     # tt.compile records func's values program (closed-over Tensors: inputs)
+                replay(np.asarray(y0, dtype=np.float64), np.asarray(t0, dtype=np.float64),
+                       *[np.asarray(a) for a in args])
         if not getattr(replay, "usable", False) or not replay.compiled.programs:
             return "tt.compile does not replay func"
         if any(getattr(p, "reads", True) for p in replay.compiled.programs.values()):
@@ -206,20 +209,22 @@ class _Floats:
         return None
 
     def _builder(self, rhs, y0, t0, args, fresh=False):
-        key = self._key(np.shape(y0)[0], args)
+        key = self._key(np.shape(y0)[0], args, rhs)
         if fresh or key not in self.built:
             self.makers = {k: v for k, v in self.makers.items() if k[0] != key}
             self.why.pop(key, None)
             inputs, out = rhs._traced(y0, t0, args, check=False)
+            leaves = [*inputs, *rhs.captures]     # a closed-over Tensor is a parameter like the args
             if not isinstance(out, Tensor) or not out.requires_grad:
                 self.built[key] = None
                 self.why[key] = "func's result does not depend on y, t or args"
             else:
                 names = [[f"y{j}" for j in range(np.shape(y0)[0])], ["t"],
-                         *[[f"a{k}_{j}" for j in range(np.size(a))] for k, a in enumerate(args)]]
+                         *[[f"a{k}_{j}" for j in range(np.size(a))] for k, a in enumerate(args)],
+                         *[[f"c{k}_{j}" for j in range(c.size)] for k, c in enumerate(rhs.captures)]]
 
                 def build():
-                    program = _scalar.build(out, inputs, names)
+                    program = _scalar.build(out, leaves, names, start=inputs[0]._id)
                     program.names = names
                     return program
                 try:
@@ -238,9 +243,9 @@ class _Floats:
         """The forward solve's right-hand side on floats, verified; None where refused."""
         why = self._refused(rhs, y0, t0, args)
         if why is not None:
-            self.why[self._key(np.shape(y0)[0], args)] = why
+            self.why[self._key(np.shape(y0)[0], args, rhs)] = why
             return None
-        bound = [float(x) for a in args for x in np.reshape(a, -1)]
+        bound = _floats_of(args, rhs)
         points = [(np.asarray(y0, dtype=np.float64), float(t0))]
         points.append((points[0][0] + 2.0 ** -6 * (1.0 + np.abs(points[0][0])), points[0][1] + 2.0 ** -6))
         for fresh in (False, True):
@@ -267,12 +272,12 @@ class _Floats:
         return None
 
     def sensitivities(self, rhs, D, args, arg_tangents, dynamics, start, t0):
-        """The sensitivity system on floats (see RHS.sensitivity_system), checked at `start`;
-        None where refused."""
+        """The sensitivity system on floats (see RHS.sensitivity_system; arg_tangents: of the
+        args, then of the captures), checked at `start`; None where refused."""
         y0 = start[:D]
         if start.size > SCALAR_LIMIT or self._refused(rhs, y0, t0, args) is not None:
             return None
-        bound = [float(x) for a in args for x in np.reshape(a, -1)]
+        bound = _floats_of(args, rhs)
         pattern = tuple(np.asarray(d).tobytes() if np.all((np.asarray(d) == 0) | (np.asarray(d) == 1))
                         else np.shape(d) for d in arg_tangents)
         for fresh in (False, True):
@@ -305,6 +310,11 @@ class _Floats:
                 return function
         self.built[key], self.why[key] = None, "its sensitivities disagree with the array program"
         return None
+
+
+def _floats_of(args, rhs):
+    """The entries of the args, then of the closed-over Tensors, as Python floats."""
+    return [float(x) for a in [*args, *(c.data for c in rhs.captures)] for x in np.reshape(a, -1)]
 
 
 def _weakly(func):
@@ -355,9 +365,10 @@ class _RHS:
             rows.append([_dense(grads.get(w), w) for w in wrt])
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
-    def sensitivity_system(self, D, args, arg_tangents, fallback, start, t0):
+    def sensitivity_system(self, D, args, param_tangents, fallback, start, t0):
         """The right-hand side of [y, S] for odeint, S holding P rows of D: the tangents of y
-        along P directions, in each of which the args move by arg_tangents[k][p] (constant).
+        along P directions, in each of which the args, then the captures, move by
+        param_tangents[k][p] (constant).
         f and its JVP along all P directions are one replayed program; `fallback(y, s, S)` ->
         (f, dS) runs eagerly when func is not replayed (it closes over Tensors that require grad,
         or replay=False) and for a call the program declines (func recorded again)."""
@@ -365,17 +376,17 @@ class _RHS:
 
         def dynamics(state, s):
             S = state[D:].reshape(-1, D)
-            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *arg_tangents)
+            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *param_tangents)
             value, dS = fallback(state[:D], s, S) if parts is None else (parts[0][0], parts[1])
             return np.concatenate([value, np.reshape(dS, -1)])
-        if self.captures or self._floats is None:
+        if self._floats is None:
             return dynamics
-        return self._floats.sensitivities(self, D, args, arg_tangents, dynamics, start, t0) or dynamics
+        return self._floats.sensitivities(self, D, args, param_tangents, dynamics, start, t0) or dynamics
 
     def values_program(self, y0, t0, args):
         """The forward solve's right-hand side (state, t) -> dy/dt: the program on floats when
         func has one that is bit for bit the array program's (`_Floats.values`), else `values`."""
-        if not self.captures and self._floats is not None and t0 is not None:
+        if self._floats is not None and t0 is not None:
             program = self._floats.values(self, y0, t0, args)
             if program is not None:
                 self.float_values = program
@@ -592,7 +603,7 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
 
     # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
     eye, basis, at = np.eye(P), [], D
-    for a in args:                         # each args leaf's tangent along each direction
+    for a in params:                       # each param's tangent along each direction
         basis.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
         at += a.size
     S0 = np.concatenate([np.eye(D), np.zeros((P - D, D))])
@@ -623,8 +634,9 @@ def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
     def by_push(y, s, S):
         return rhs.push(y, s, args, [S[0], *t_params])
 
-    directions = [np.zeros((1,) + a.shape) if d is None else np.reshape(d, (1,) + a.shape)
-                  for a, d in zip(args, t_params)]
+    params = args + [c.data for c in rhs.captures]
+    directions = [np.zeros((1,) + np.shape(a)) if d is None else np.reshape(d, (1,) + np.shape(a))
+                  for a, d in zip(params, t_params)]
     start = np.concatenate([ys[0], s0])
     dynamics = rhs.sensitivity_system(D, args, directions, by_push, start, t[0])
     out = _solve(dynamics, start, t, options, "forward sensitivity solve")[:, D:]
