@@ -27,6 +27,7 @@ NumPy's pairwise or BLAS order) may differ in the last bits; the caller checks e
 against the array program on its first call (see integrate.py).
 """
 
+import functools
 import math
 
 import numpy as np
@@ -318,8 +319,10 @@ def build(out, leaves, names, start=None):
     return Scalarized(record_graph(out, leaves, start), out, leaves, lines, leaf_syms)
 
 
+@functools.lru_cache(maxsize=256)
 def compile_source(source):
-    """`make` from the source: `make(*bound)` gives the function."""
+    """`make` from the source: `make(*bound)` gives the function. Kept by source text: a closure
+    made afresh on every call (a loss that defines its right-hand side) writes the same text."""
     namespace = {"_math": math, "_sqrt": math.sqrt, "_pow": math.pow}
     exec(compile(source, "<tinytensor scalar program>", "exec"), namespace)     # noqa: S102
     return namespace["make"]
