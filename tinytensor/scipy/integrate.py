@@ -168,13 +168,15 @@ class _Floats:
     """func's programs on Python floats (_scalar.py), for one args structure, per shapes: its
     values (the forward solve) and its sensitivity system (the reverse mode of a small problem,
     and the forward mode). LSODA calls them ~1,100 times per value and gradient of a small fit;
-    on floats a call costs ~1-3 us, the replayed array program ~10-30 us.
+    on floats a call costs ~0.5-1 us, the replayed array program ~10-60 us. The Tensors func
+    closes over (`rhs.captures`) are parameters of the programs like the args' leaves.
 
     Each is written once from a recording of func and used only while
-      * func has a form on floats (every primitive in _scalar._PRIMITIVES, no mask, no closed-over
-        Tensor that requires grad, y and the args float64, at most SCALAR_LIMIT floats), and
+      * func has a form on floats (every primitive in _scalar._PRIMITIVES, no mask; y, the args
+        and the closed-over Tensors float64, at most SCALAR_LIMIT floats together), and
       * tt.compile's values program of func read no value into Python (no branch: the float
-        program is straight-line), and
+        program is straight-line, so the closed-over Tensors it reaches cannot change mid-solve;
+        recorded under no_grad, where they are inputs read anew), and
       * it agrees with the array program at the start of every solve: the values bit for bit (at
         y0 and at a point beside it; only `exact` programs, so the forward solve's numbers are
         SciPy's on the array program), the sensitivity system to 1e-12 of its largest entry. A
@@ -777,9 +779,9 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
     to any order. The options apply to the forward solve; a failed solve makes the derivative raise.
     func is recorded once with tt.compile and replayed on every call, several times cheaper, when
-    it closes over no Tensor that requires grad, and for a small state (SCALAR_LIMIT floats) run
-    as straight-line Python on floats written from that recording (docs/guides/scipy.md);
-    `replay=False` (not SciPy's) runs it eagerly.
+    it closes over no Tensor that requires grad; for a small state (SCALAR_LIMIT floats, closed-over
+    Tensors included) it runs as straight-line Python on floats written from a recording
+    (docs/guides/scipy.md); `replay=False` (not SciPy's) runs it eagerly.
 
     Examples
     --------
