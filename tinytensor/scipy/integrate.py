@@ -21,8 +21,8 @@ differentiated again (the state is integrated backward there, as in JAX).
 
 Cost: the solvers call func ~1,100 times per value and gradient of a small fit. func is recorded
 once by tt.compile and replayed (`_Replay`); when y and the args hold at most SCALAR_LIMIT floats
-its program is also written as straight-line Python on floats (`_Floats`, _scalar.py), ~1-3 us a
-call against ~10-30 us on arrays, used where it agrees with the array program (see `_Floats`).
+its program is also written as straight-line Python on floats (`_Floats`, _scalar.py), ~0.5-1 us
+a call against ~10-60 us on arrays, used where it agrees with the array program (see `_Floats`).
 """
 
 import warnings
@@ -157,10 +157,9 @@ def _replays(func_ref, structure):
             _Floats())
 
 
-
-# The most floats in a solved state ([y], or [y, S] for the sensitivities) and in y and the args
-# together for which the right-hand side is written as Python on floats (_scalar.py): past that,
-# one NumPy call on arrays costs less than a line per element.
+# The most floats in a solved state ([y], or [y, S] for the sensitivities) and in y, the args and
+# the closed-over Tensors together for which the right-hand side is written as Python on floats
+# (_scalar.py): past that, one NumPy call on arrays costs less than a line per element.
 SCALAR_LIMIT = 64
 
 
