@@ -10,7 +10,8 @@ latter from the recorded program, for any right-hand side, with nothing written 
   forward (`prim.fun`, its NumPy code on object arrays) and its own JVP rules (`prim.jvp`) call
   the `_Sym` operators, each of which writes one line (`v7 = v3 * v5`) or folds a constant
   (`0.0 * x` is `0.0`, `1.0 * x` is `x`, as JAX's symbolic zeros);
-* the lines the outputs need become one Python function (`program.source`).
+* the lines the outputs need become one Python function (`values_source`,
+  `sensitivity_source`), compiled once per source text (`compile_source`).
 
 Whatever has no form on floats refuses (`Unscalarizable`), and the caller runs the array program:
 a primitive outside `_PRIMITIVES`, a comparison or a mask (`x > 0`, `np.where`), a complex
@@ -19,12 +20,12 @@ a rule that reads a value into Python cannot bake it in. A call that raises on f
 gives inf or nan (`math.log(-1.0)`, `1.0 / 0.0`) is run by the array program instead (the caller's
 `except ArithmeticError, ValueError`).
 
-Numbers: +, -, *, /, negation, sqrt, abs, squaring, indexing and stacking are IEEE operations in
-both, so a program of only those (`exact`) equals the array program bit for bit where the values
-are finite (folding `0.0 * x` to 0.0 differs only where x is inf or nan). exp, log, the
-trigonometric functions, powers (`math` against NumPy's own loops) and sums (in order, against
-NumPy's pairwise or BLAS order) may differ in the last bits; the caller checks each program
-against the array program on its first call (see integrate.py).
+Numbers: +, -, *, /, negation, sqrt, abs (its value; its JVP is a mask), squaring, indexing and
+stacking are IEEE operations in both, so a program of only those (`exact`) equals the array
+program bit for bit where the values are finite (folding `0.0 * x` to 0.0 differs only where x
+is inf or nan). exp, log, the trigonometric functions, powers (`math` against NumPy's own loops)
+and sums (in order, against NumPy's pairwise or BLAS order) may differ in the last bits; the
+caller checks each program against the array program on its first call (see integrate.py).
 """
 
 import functools
