@@ -317,14 +317,17 @@ def test_replay_of_a_branching_right_hand_side_gives_the_eager_numbers():
 def test_the_gradient_replays_one_recorded_sensitivity_program():
     """The speed of odeint's gradient (issue 30) rests on the sensitivity system's right-hand side
     being replayed, not recorded per call: after two fits, f's values and sensitivity programs
-    were each recorded once and are in use."""
+    were each recorded once (the array programs, which check the programs on floats at the start
+    of each solve) and the programs on floats were each written once and are in use."""
     def lv(y, t, theta):
         return tt.stack([theta[0] * y[0] - theta[1] * y[0] * y[1], -theta[2] * y[1] + theta[3] * y[0] * y[1]])
     loss = lambda theta: tt.sum(odeint(lv, np.array([10.0, 5.0]), np.linspace(0, 2, 5), args=(theta,)) ** 2)  # noqa: E731
     theta = np.array([1.0, 0.1, 1.5, 0.075])
     first = tt.value_and_grad(loss)(theta)
     second = tt.value_and_grad(loss)(theta * 1.01)
-    (values, _, _, sensitivities), = integrate._PROGRAMS[lv].values()
+    (values, _, _, sensitivities, floats), = integrate._PROGRAMS[lv].values()
     for program in (values, sensitivities):
         assert program.usable and program.steady and program.compiled.traces == 1
+    assert floats.why == {} and [what if isinstance(what, str) else what[0] for _, what in floats.makers] \
+        == ["values", "sensitivities"]
     assert np.isfinite(first[1]).all() and not np.allclose(first[1], second[1])

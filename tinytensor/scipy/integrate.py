@@ -18,6 +18,11 @@ alongside y. Every solve's status is checked: a failed one raises, naming the op
 Given Tensors (a second derivative: hessian, hvp, grad of grad), the VJP is JAX's instead: the
 adjoint system [y, a, a_params] integrated backward by a recorded odeint call, so it can be
 differentiated again (the state is integrated backward there, as in JAX).
+
+Cost: the solvers call func ~1,100 times per value and gradient of a small fit. func is recorded
+once by tt.compile and replayed (`_Replay`); when y and the args hold at most SCALAR_LIMIT floats
+its program is also written as straight-line Python on floats (`_Floats`, _scalar.py), ~0.5-1 us
+a call against ~10-60 us on arrays, used where it agrees with the array program (see `_Floats`).
 """
 
 import warnings
@@ -35,6 +40,7 @@ from ..transforms import jvp as tt_jvp
 from ..transforms import tree_flatten, tree_unflatten
 from ..transforms import vjp as tt_vjp
 from ..vmap import vmap
+from . import _scalar
 
 _SUCCESS = "Integration successful."
 
@@ -147,7 +153,169 @@ def _replays(func_ref, structure):
                           (dy, *dargs), allow_unused=True)
         return vmap(push)(tangents, *arg_tangents)
 
-    return _Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call), _Replay(sensitivities_of_call)
+    return (_Replay(values), _Replay(vjp_of_call), _Replay(jacobian_of_call), _Replay(sensitivities_of_call),
+            _Floats())
+
+
+# The most floats in a solved state ([y], or [y, S] for the sensitivities) and in y, the args and
+# the closed-over Tensors together for which the right-hand side is written as Python on floats
+# (_scalar.py): past that, one NumPy call on arrays costs less than a line per element.
+SCALAR_LIMIT = 64
+
+
+class _Floats:
+    """func's programs on Python floats (_scalar.py), for one args structure, per shapes: its
+    values (the forward solve) and its sensitivity system (the reverse mode of a small problem,
+    and the forward mode). LSODA calls them ~1,100 times per value and gradient of a small fit;
+    on floats a call costs ~0.5-1 us, the replayed array program ~10-60 us. The Tensors func
+    closes over (`rhs.captures`) are parameters of the programs like the args' leaves.
+
+    Each is written once from a recording of func and used only while
+      * func has a form on floats (every primitive in _scalar._PRIMITIVES, no mask; y, the args
+        and the closed-over Tensors float64, at most SCALAR_LIMIT floats together), and
+      * tt.compile's values program of func read no value into Python (no branch: the float
+        program is straight-line, so the closed-over Tensors it reaches cannot change mid-solve;
+        recorded under no_grad, where they are inputs read anew), and
+      * it agrees with the array program at the start of every solve: the values bit for bit (at
+        y0 and at a point beside it; only `exact` programs, so the forward solve's numbers are
+        SciPy's on the array program), the sensitivity system to 1e-12 of its largest entry. A
+        closed-over number or Tensor changed since it was written: written again from a new
+        recording; still disagreeing: not used (the array program runs, as before).
+    `why` holds, per shapes, the reason a program was refused."""
+
+    def __init__(self):
+        self.built = {}     # shapes -> a builder of _scalar.Scalarized (from one recording)
+        self.makers = {}    # (shapes, what) -> `make` of the program's source
+        self.why = {}       # shapes -> why func has no program on floats
+
+    def _key(self, D, args, rhs):
+        return (D, tuple(np.shape(a) for a in args), tuple(c.shape for c in rhs.captures))
+
+    def _refused(self, rhs, y0, t0, args):
+        """Why func gets no program on floats here (None: it may)."""
+        params = [*args, *(c.data for c in rhs.captures)]
+        if any(np.asarray(a).dtype != np.float64 for a in params):
+            return "an args leaf or a closed-over Tensor is not float64"
+        if np.shape(y0)[0] + sum(np.size(a) for a in params) > SCALAR_LIMIT:
+            return f"y, args and the closed-over Tensors hold more than SCALAR_LIMIT = {SCALAR_LIMIT} floats"
+        replay = rhs._values
+        if getattr(replay, "usable", False) and not replay.compiled.programs:
+            with no_grad():     # tt.compile records func's values program (closed-over Tensors: inputs)
+                replay(np.asarray(y0, dtype=np.float64), np.asarray(t0, dtype=np.float64),
+                       *[np.asarray(a) for a in args])
+        if not getattr(replay, "usable", False) or not replay.compiled.programs:
+            return "tt.compile does not replay func"
+        if any(getattr(p, "reads", True) for p in replay.compiled.programs.values()):
+            return "func reads a value into Python (a branch): its program is not straight-line"
+        return None
+
+    def _builder(self, rhs, y0, t0, args, fresh=False):
+        key = self._key(np.shape(y0)[0], args, rhs)
+        if fresh or key not in self.built:
+            self.makers = {k: v for k, v in self.makers.items() if k[0] != key}
+            self.why.pop(key, None)
+            inputs, out = rhs._traced(y0, t0, args, check=False)
+            leaves = [*inputs, *rhs.captures]     # a closed-over Tensor is a parameter like the args
+            if not isinstance(out, Tensor) or not out.requires_grad:
+                self.built[key] = None
+                self.why[key] = "func's result does not depend on y, t or args"
+            else:
+                names = [[f"y{j}" for j in range(np.shape(y0)[0])], ["t"],
+                         *[[f"a{k}_{j}" for j in range(np.size(a))] for k, a in enumerate(args)],
+                         *[[f"c{k}_{j}" for j in range(c.size)] for k, c in enumerate(rhs.captures)]]
+
+                def build():
+                    program = _scalar.build(out, leaves, names, start=inputs[0]._id)
+                    program.names = names
+                    return program
+                try:
+                    build()
+                    self.built[key] = build
+                except (_scalar.Unscalarizable, TypeError, ValueError, IndexError, AttributeError,
+                        NotImplementedError) as err:
+                    self.built[key] = None
+                    self.why[key] = f"{type(err).__name__}: {err}"
+        return key, self.built[key]
+
+    def _reference(self, rhs, y, t, args):
+        return rhs.array_values(y, t, args)
+
+    def values(self, rhs, y0, t0, args):
+        """The forward solve's right-hand side on floats, verified; None where refused."""
+        why = self._refused(rhs, y0, t0, args)
+        if why is not None:
+            self.why[self._key(np.shape(y0)[0], args, rhs)] = why
+            return None
+        bound = _floats_of(args, rhs)
+        points = [(np.asarray(y0, dtype=np.float64), float(t0))]
+        points.append((points[0][0] + 2.0 ** -6 * (1.0 + np.abs(points[0][0])), points[0][1] + 2.0 ** -6))
+        for fresh in (False, True):
+            key, build = self._builder(rhs, y0, t0, args, fresh)
+            if build is None:
+                return None
+            make = self.makers.get((key, "values"))
+            if make is None:
+                program = build()
+                if not program.exact:
+                    self.why[key] = "its values program is not bit for bit NumPy's (exp, log, sums, ...)"
+                    self.makers[(key, "values")] = make = False
+                else:
+                    make = _scalar.compile_source(_scalar.values_source(program))
+                    self.makers[(key, "values")] = make
+            if make is False:
+                return None
+            function = make(lambda y, s: rhs.array_values(y, s, args), *bound)
+            with np.errstate(all="ignore"):
+                if all(np.array_equal(np.asarray(function(y, s), dtype=np.float64),
+                                      self._reference(rhs, y, s, args), equal_nan=True) for y, s in points):
+                    return function
+        self.built[key], self.why[key] = None, "disagrees with the array program"
+        return None
+
+    def sensitivities(self, rhs, D, args, arg_tangents, dynamics, start, t0):
+        """The sensitivity system on floats (see RHS.sensitivity_system; arg_tangents: of the
+        args, then of the captures), checked at `start`; None where refused."""
+        y0 = start[:D]
+        if start.size > SCALAR_LIMIT or self._refused(rhs, y0, t0, args) is not None:
+            return None
+        bound = _floats_of(args, rhs)
+        pattern = tuple(np.asarray(d).tobytes() if np.all((np.asarray(d) == 0) | (np.asarray(d) == 1))
+                        else np.shape(d) for d in arg_tangents)
+        for fresh in (False, True):
+            key, build = self._builder(rhs, y0, t0, args, fresh)
+            if build is None:
+                return None
+            what = ("sensitivities", start.size, pattern)
+            made = self.makers.get((key, what))
+            if made is None:
+                try:
+                    source, moving = _scalar.sensitivity_source(build, D, arg_tangents)
+                    made = (_scalar.compile_source(source), len(moving))
+                except (_scalar.Unscalarizable, TypeError, ValueError, IndexError, AttributeError,
+                        NotImplementedError) as err:
+                    self.why[key] = f"sensitivities: {type(err).__name__}: {err}"
+                    made = False
+                self.makers[(key, what)] = made
+            if made is False:
+                return None
+            make, n_moving = made
+            moving = [np.asarray(d, dtype=np.float64) for d in arg_tangents
+                      if not np.all((np.asarray(d) == 0) | (np.asarray(d) == 1))]
+            extra = [float(x) for d in moving for x in d.reshape(-1)] if n_moving else []
+            function = make(dynamics, *bound, *extra)
+            with np.errstate(all="ignore"):
+                ours = np.asarray(function(start, float(t0)), dtype=np.float64)
+                reference = np.asarray(dynamics(start, t0), dtype=np.float64)
+            scale = np.max(np.abs(reference), initial=0.0)
+            if np.all(np.abs(ours - reference) <= 1e-12 * scale):
+                return function
+        self.built[key], self.why[key] = None, "its sensitivities disagree with the array program"
+        return None
+
+
+def _floats_of(args, rhs):
+    """The entries of the args, then of the closed-over Tensors, as Python floats."""
+    return [float(x) for a in [*args, *(c.data for c in rhs.captures)] for x in np.reshape(a, -1)]
 
 
 def _weakly(func):
@@ -171,11 +339,12 @@ class _RHS:
         # requires grad (a closed-over Tensor's gradient is not a VJP argument: those run eagerly,
         # checked); kept per function, so a fit's next odeint call replays without recording.
         programs = _PROGRAMS.setdefault(func, {}) if replay and _weakly(func) else {}
-        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 4
+        replays = programs.get(repr(structure)) if replay else (_NO_REPLAY,) * 4 + (None,)
         if replays is None:
             replays = programs[repr(structure)] = _replays(weakref.ref(func) if _weakly(func) else
                                                            (lambda: func), structure)
-        self._values, self._pull, self._jac, self._sens = replays
+        self._values, self._pull, self._jac, self._sens, self._floats = replays
+        self.float_values = None     # this solve's values program on floats, once verified
 
     def jacobian(self, y, t, args):
         """(f, df/dy (D, D), df/dparams (D, n) with params = the args' and captures' entries, flat)."""
@@ -197,9 +366,10 @@ class _RHS:
             rows.append([_dense(grads.get(w), w) for w in wrt])
         return value, np.stack([r[0] for r in rows]), np.stack([_flat(r[1:]) for r in rows])
 
-    def sensitivity_system(self, D, args, arg_tangents, fallback):
+    def sensitivity_system(self, D, args, param_tangents, fallback, start, t0):
         """The right-hand side of [y, S] for odeint, S holding P rows of D: the tangents of y
-        along P directions, in each of which the args move by arg_tangents[k][p] (constant).
+        along P directions, in each of which the args, then the captures, move by
+        param_tangents[k][p] (constant).
         f and its JVP along all P directions are one replayed program; `fallback(y, s, S)` ->
         (f, dS) runs eagerly when func is not replayed (it closes over Tensors that require grad,
         or replay=False) and for a call the program declines (func recorded again)."""
@@ -207,10 +377,22 @@ class _RHS:
 
         def dynamics(state, s):
             S = state[D:].reshape(-1, D)
-            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *arg_tangents)
+            parts = program(state[:D], np.asarray(s, dtype=np.float64), S, *args, *param_tangents)
             value, dS = fallback(state[:D], s, S) if parts is None else (parts[0][0], parts[1])
             return np.concatenate([value, np.reshape(dS, -1)])
-        return dynamics
+        if self._floats is None:
+            return dynamics
+        return self._floats.sensitivities(self, D, args, param_tangents, dynamics, start, t0) or dynamics
+
+    def values_program(self, y0, t0, args):
+        """The forward solve's right-hand side (state, t) -> dy/dt: the program on floats when
+        func has one that is bit for bit the array program's (`_Floats.values`), else `values`."""
+        if self._floats is not None and t0 is not None:
+            program = self._floats.values(self, y0, t0, args)
+            if program is not None:
+                self.float_values = program
+                return program
+        return lambda y, s: self.array_values(y, s, args, self.check)
 
     def call(self, y, t, args):
         return _call(self.func, self.structure, y, t, args)
@@ -218,6 +400,12 @@ class _RHS:
     def values(self, y, t, args, check=False):
         """dy/dt as a float64 array. With `check` (the forward solve, while recording) func runs
         on the tape, so a Tensor it reaches that was not found at its first call is caught."""
+        if self.float_values is not None and not check:
+            return np.array(self.float_values(np.asarray(y, dtype=np.float64), float(t)))
+        return self.array_values(y, t, args, check)
+
+    def array_values(self, y, t, args, check=False):
+        """values() by the array program (replayed, or func eagerly)."""
         out = None
         if not self.captures:
             with no_grad():
@@ -329,8 +517,8 @@ def _solve(fun, y0, t, options, what):
 
 def _forward(y0, t, *inputs, rhs, options):
     args = inputs[:rhs.n_args]
-    ys, info = scipy.integrate.odeint(lambda y, s: rhs.values(y, s, args, rhs.check), y0, t, full_output=True,
-                                      **options)      # SciPy warns on a failure, as always
+    fun = rhs.values_program(y0, t[0] if len(t) else None, args)
+    ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)   # SciPy warns on a failure
     rhs.failure = None if info["message"] == _SUCCESS else info["message"]
     return ys
 
@@ -416,13 +604,13 @@ def _sensitivity_vjp(g, ys, y0, t, *inputs, rhs, options):
 
     # S[p] = dy/d(direction p): the y0 entries, then the params' (row-major: S[p] is one JVP)
     eye, basis, at = np.eye(P), [], D
-    for a in args:                         # each args leaf's tangent along each direction
+    for a in params:                       # each param's tangent along each direction
         basis.append(np.ascontiguousarray(eye[:, at:at + a.size]).reshape((P,) + a.shape))
         at += a.size
-    dynamics = rhs.sensitivity_system(D, args, basis, by_jacobian)
     S0 = np.concatenate([np.eye(D), np.zeros((P - D, D))])
-    states = _solve(dynamics, np.concatenate([ys[0], S0.reshape(-1)]), t, _backward_options(options),
-                    "sensitivity solve for the gradient")
+    start = np.concatenate([ys[0], S0.reshape(-1)])
+    dynamics = rhs.sensitivity_system(D, args, basis, by_jacobian, start, t[0])
+    states = _solve(dynamics, start, t, _backward_options(options), "sensitivity solve for the gradient")
     g = np.asarray(g, dtype=np.float64)
     total = np.einsum("tpd,td->p", states[:, D:].reshape(T, P, D), g)     # sum_i S_i g_i
     t_grads = np.array([0.0] + [float(np.dot(rhs.values(ys[i], t[i], args), g[i])) for i in range(1, T)])
@@ -447,10 +635,12 @@ def _sensitivity_jvp(tangents, ys, y0, t, *inputs, rhs, options):
     def by_push(y, s, S):
         return rhs.push(y, s, args, [S[0], *t_params])
 
-    directions = [np.zeros((1,) + a.shape) if d is None else np.reshape(d, (1,) + a.shape)
-                  for a, d in zip(args, t_params)]
-    dynamics = rhs.sensitivity_system(D, args, directions, by_push)
-    out = _solve(dynamics, np.concatenate([ys[0], s0]), t, options, "forward sensitivity solve")[:, D:]
+    params = args + [c.data for c in rhs.captures]
+    directions = [np.zeros((1,) + np.shape(a)) if d is None else np.reshape(d, (1,) + np.shape(a))
+                  for a, d in zip(params, t_params)]
+    start = np.concatenate([ys[0], s0])
+    dynamics = rhs.sensitivity_system(D, args, directions, by_push, start, t[0])
+    out = _solve(dynamics, start, t, options, "forward sensitivity solve")[:, D:]
     if t_t is not None:
         slopes = np.stack([rhs.values(ys[i], t[i], args) for i in range(len(t))])
         out = out + slopes * np.asarray(t_t)[:, None]
@@ -588,7 +778,9 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     Tensor func closes over (adjoint-method VJP on the kept forward trajectory, sensitivity JVP),
     to any order. The options apply to the forward solve; a failed solve makes the derivative raise.
     func is recorded once with tt.compile and replayed on every call, several times cheaper, when
-    it closes over no Tensor that requires grad; `replay=False` (not SciPy's) runs it eagerly.
+    it closes over no Tensor that requires grad; for a small state (SCALAR_LIMIT floats, closed-over
+    Tensors included) it runs as straight-line Python on floats written from a recording
+    (docs/guides/scipy.md); `replay=False` (not SciPy's) runs it eagerly.
 
     Examples
     --------
@@ -668,8 +860,9 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     y0, start, leaves, rhs = _prepare(func, y0, start, () if args is None else args, "solve_ivp", replay)
     values = [a.data if isinstance(a, Tensor) else a for a in leaves]
     t_values = None if t_eval is None else np.asarray(start.data if isinstance(start, Tensor) else start)
-    sol = scipy.integrate.solve_ivp(lambda s, y: rhs.values(y, s, values, rhs.check), (t0, t1),
-                                    y0.data if isinstance(y0, Tensor) else y0, method=method,
+    y0v = y0.data if isinstance(y0, Tensor) else y0
+    program = rhs.values_program(y0v, t0, values)      # on floats where bit for bit the array program
+    sol = scipy.integrate.solve_ivp(lambda s, y: program(y, s), (t0, t1), y0v, method=method,
                                     t_eval=t_values, **options)
     if not sol.success:
         return sol
