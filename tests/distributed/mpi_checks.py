@@ -567,6 +567,29 @@ def main():
         except RuntimeError as err:
             print(f"rank 1 caught: {err}", flush=True)
         ddp(X[:8])                                       # goes on: must end the job, not hang
+    elif mode in ("shm_exit", "shm_timeout", "shm_kill"):
+        # rank 1 stops inside its backward after two of three buckets were packed into shared
+        # memory, while rank 0 waits there for the third
+        if mode == "shm_timeout":
+            dist.init(timeout=1)
+        X, y = data()
+        model = make_model(0)
+        ddp = DDP(model, bucket_cap_mb=0.0005, allreduce="shared")
+
+        def stop(g):
+            import signal
+            import time
+            if mode == "shm_exit":
+                sys.exit(0)                                # ends cleanly mid-step
+            if mode == "shm_kill":
+                os.kill(os.getpid(), signal.SIGKILL)       # dies without a word
+            time.sleep(120)                                # stuck: the watchdog
+        def watch(module, args, out):
+            out.register_hook(stop)
+        if dist.rank() == 1:
+            model[0].register_forward_hook(watch)
+        tt.nn.CrossEntropyLoss()(ddp(X[:8]), y[:8]).backward()
+        assert ddp._reducer.window is not None
     elif mode == "timeout":
         dist.init(timeout=1)
         if dist.rank() == 1:

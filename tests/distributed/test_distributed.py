@@ -112,12 +112,19 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
                  "for rank(s) 1, which did not arrive", "timeout="]),
     ("preinit", ["tt.distributed.init: rank 0 of 2 waited 1 s for MPI to start",
                  "a rank did not reach init()"]),
+    ("shm_exit", ["rank 0 of 2: waiting for DistributedDataParallel's shared-memory gradient reduction "
+                  "(bucket 2", "rank(s) 1 ended"]),
+    ("shm_timeout", ["rank 0 of 2: the watchdog: waited 1 s for DistributedDataParallel's shared-memory "
+                     "gradient reduction (bucket 2", "rank(s) 1 stopped", "timeout="]),
+    ("shm_kill", ["BAD TERMINATION", "signal 9"]),
 ])
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
     batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
     1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1); rank 1's backward raising, caught,
     after its first buckets started their all-reduce (rank 0 waits for the rest), then going on.
+    In the shared-memory all-reduce, rank 1 ending (sys.exit), stuck (the watchdog, 1 s) or killed
+    (SIGKILL: MPI's launcher ends the job) in its backward while rank 0 waits for its buckets.
     Now the launch ends, non-zero, with a rank naming the collective and the rank it waited for,
     or what went wrong."""
     import time
