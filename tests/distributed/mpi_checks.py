@@ -390,6 +390,10 @@ def check_wrap():
                       "rank 1 has parameter 'more.weight'")
     raises_everywhere(lambda: DDP(Shaped((2, 3), frozen_grad=r == 1)), "requires_grad=False",
                       "requires_grad=True")
+    # one rank through shared memory, the other through MPI, would wait for each other forever
+    raises_everywhere(lambda: DDP(Shaped((2, 3)), allreduce="mpi" if r == 0 else "auto"),
+                      "rank 0 has DistributedDataParallel(allreduce='mpi')", "rank 1 has "
+                      "DistributedDataParallel(allreduce='auto')", "the same allreduce= setting")
     model = Shaped((2, 3), frozen_value=float(r + 1))          # a frozen parameter and a buffer differ
     model.w.data[...] = r + 7.0
     DDP(model)

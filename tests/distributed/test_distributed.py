@@ -302,6 +302,22 @@ def test_ddp_in_one_process_is_the_module(single):
         tt.nn.parallel.DistributedDataParallel(lambda x: x)
 
 
+def test_allreduce_setting(single, monkeypatch):
+    """allreduce= (or TT_DDP_ALLREDUCE): "auto", "shared" or "mpi"; anything else is refused,
+    naming both spellings; one process needs neither."""
+    model = tt.nn.Linear(3, 2, rng=0, dtype=np.float64)
+    for path in ("auto", "shared", "mpi"):
+        assert tt.nn.parallel.DistributedDataParallel(model, allreduce=path).allreduce == path
+    with pytest.raises(ValueError, match="allreduce .or the environment variable TT_DDP_ALLREDUCE. must be "
+                                         "one of 'auto', 'shared', 'mpi', got 'shm'"):
+        tt.nn.parallel.DistributedDataParallel(model, allreduce="shm")
+    monkeypatch.setenv("TT_DDP_ALLREDUCE", "mpi")
+    assert tt.nn.parallel.DistributedDataParallel(model).allreduce == "mpi"
+    monkeypatch.setenv("TT_DDP_ALLREDUCE", "MPI")
+    with pytest.raises(ValueError, match="got 'MPI'"):
+        tt.nn.parallel.DistributedDataParallel(model)
+
+
 def test_buckets_are_few_and_capped(single):
     """PyTorch's rule: parameters in reverse order; a bucket is closed once it holds its cap (1 MB
     for the first, so that the first all-reduce starts early in the backward; bucket_cap_mb for
