@@ -873,7 +873,13 @@ def _shared_window(comm, nbytes):
     it; it is given back at the end of the program (freeing a window is a collective, which a
     garbage collection on one rank cannot call)."""
     s = _STATE
-    win = _mpi_call("DistributedDataParallel", s.MPI.Win.Allocate_shared, nbytes, 1, s.MPI.INFO_NULL, comm)
+    try:
+        win = s.MPI.Win.Allocate_shared(nbytes, 1, s.MPI.INFO_NULL, comm)
+    except s.MPI.Exception as err:
+        raise RuntimeError(f"DistributedDataParallel: MPI could not allocate {nbytes / 2**20:.1f} MB of "
+                           f"shared memory for the gradient all-reduce ({err.Get_error_string()}; a "
+                           f"container's /dev/shm may be too small); pass allreduce='mpi' (or set "
+                           f"TT_DDP_ALLREDUCE=mpi) on every rank") from None
     win.Lock_all(s.MPI.MODE_NOCHECK)
     segments = [win.Shared_query(r)[0] for r in range(comm.Get_size())]
     return win, segments

@@ -37,6 +37,12 @@ the sweep did not reach), starts the remaining buckets, waits for all and unpack
 the same numbers, in the same messages, as when every bucket starts after the backward.
 A parameter whose gradient is None on every rank keeps None (one flag per parameter rides in its
 bucket); None on some ranks counts as zeros there.
+
+When every rank runs on one machine (MPI's COMM_TYPE_SHARED holds them all), the buckets live in
+an MPI shared-memory window instead and the all-reduce is plain NumPy on it (_Shared): each rank
+sums its slice of each bucket over the ranks, in rank order, and writes the sum into every
+rank's segment; no copy through MPI, no MPI progress to wait for. allreduce="mpi" (or
+TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory.
 """
 
 import itertools
@@ -306,6 +312,15 @@ class DistributedDataParallel(Module):
         copy on a GPU), but the next round packs into a new buffer while any of them is still
         held, so a kept `.grad` keeps its values; after `zero_grad()` the buffer is reused, with
         no copy.
+    allreduce: how the gradients are summed: "auto" (the default) through shared memory when
+        every rank runs on this machine and the parameters are NumPy arrays, else MPI's
+        non-blocking all-reduce (NCCL for CuPy arrays); "shared" the same, refusing to start
+        otherwise; "mpi" always MPI. Default: the environment variable TT_DDP_ALLREDUCE, else
+        "auto". Every rank must pass the same (checked at the wrap). Both give the same sums
+        (bit for bit on 2 ranks; on more, each path's order of the sums, equal on every rank).
+        A step whose round begins while some rank still holds a `.grad` of the last one goes
+        through MPI (the others would write into it). The shared buffers stay until the end of
+        the program.
 
     Averaging happens during a `loss.backward()` that went through this wrapper's forward: each
     bucket's all-reduce starts as soon as its gradients are complete, and the backward returns
