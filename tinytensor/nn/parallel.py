@@ -267,12 +267,12 @@ class _Reducer:
         self.cap_bytes = cap_bytes
         self.comm = comm                         # the wrapper's own communicator (None: one process)
         # the all-reduce in shared memory (all ranks on one node, host arrays), made at its first round
-        self.shared = bool(shared) and comm is not None and all(type(b.buffer) is np.ndarray
-                                                                for b in self.buckets)
+        self.shared_memory = bool(shared) and comm is not None and all(type(b.buffer) is np.ndarray
+                                                                       for b in self.buckets)
         self.window = None
         # the layout, the same on every rank of one model: checked in each gradient round's header
         self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]
-                                                  + [self.shared]))
+                                                  + [self.shared_memory]))
 
 
 class _Sync:
@@ -367,12 +367,12 @@ class DistributedDataParallel(Module):
         self._pending = None                   # the gradient all-reduce under way (a _Sync)
         params = [p for p in module.parameters() if p.requires_grad]
         comm = None
-        shared = False
+        self._shared_memory_ok = False         # all ranks on this machine, allreduce != "mpi"
         if distributed.world_size() > 1:
             self._check_replicas()
             self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
             comm = distributed._duplicate()
-            shared = self._shared_memory(comm, params)
+            self._shared_memory_ok = self._shared_memory(comm, params)
             ref = weakref.ref(self)
 
             def ready(p):                      # the engine's call: p.grad is complete
@@ -382,7 +382,7 @@ class DistributedDataParallel(Module):
             for p in params:
                 tape.GRAD_READY[p] = ready
             weakref.finalize(self, _release, comm, params, ready)
-        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm, shared)
+        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm, self._shared_memory_ok)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
         _LIVE[next(_MADE)] = self
@@ -597,15 +597,15 @@ class DistributedDataParallel(Module):
         if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
                for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
             r = self._reducer
-            self._reducer = _Reducer(r.params, r.cap_bytes, r.comm, r.shared)
+            self._reducer = _Reducer(r.params, r.cap_bytes, r.comm, self._shared_memory_ok)
         r = self._reducer
         # a .grad of the last shared round still held here: the others must not write this round
-        held = r.shared and not self.gradient_as_bucket_view and any(b.held() for b in r.buckets)
+        held = r.shared_memory and not self.gradient_as_bucket_view and any(b.held() for b in r.buckets)
         every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=r.fingerprint, count=int(held))
         active, _, divisor = self._round(every)
         # the same verdict on every rank (the same headers): shared memory unless a rank joined or
         # holds its last gradients
-        shared = r.shared and len(active) == len(every) and not any(every[k][_SHAPE] for k in active)
+        shared = r.shared_memory and len(active) == len(every) and not any(every[k][_SHAPE] for k in active)
         if shared and r.window is None:
             r.window = _Shared(r.buckets, r.comm)       # every rank is here: a collective
         return _Sync(r, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view, shared)
