@@ -279,6 +279,15 @@ def check_overlap():
             dist.barrier()
             g = dist.all_gather(np.concatenate([p.grad.ravel() for p in ddp.parameters()]))
             assert w == 1 or np.array_equal(g[0] * 0.5, g[1]), "an in-place change reached another rank"
+            # gradient_as_bucket_view=True: a kept .grad is the bucket (PyTorch's option), so the
+            # rounds stay in shared memory and the kept array shows the next step's mean
+            ddp = DDP(make_model(0), bucket_cap_mb=0.0005, allreduce=path, gradient_as_bucket_view=True)
+            opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+            step(0)
+            kept = [p.grad for p in ddp.parameters()]
+            step(1)
+            assert ddp._reducer.window.rounds == 2, "a kept bucket view sent a round through MPI"
+            assert all(k is not p.grad and np.array_equal(k, p.grad) for k, p in zip(kept, ddp.parameters()))
     for dtype in (np.float64, np.float32):
         same = np.array_equal(finals["mpi", dtype], finals["shared", dtype])
         assert same or w > 2, f"{dtype.__name__}: shared memory != MPI on 2 ranks"
