@@ -36,6 +36,7 @@ def mpi_env(extra=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TT_DIST_TIMEOUT", None)
+    env.pop("TT_DDP_ALLREDUCE", None)     # the default path (shared memory here) unless a test names one
     env.update(extra or {})
     return env
 
