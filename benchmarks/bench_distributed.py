@@ -13,8 +13,10 @@ time: this rank's process time, which a loaded machine inflates far less than wa
 * the targets: the 1-rank DDP step against the same step written in NumPy (forward, backward,
   update; timed in the same process, alternating), and the 2-rank efficiency,
   throughput(2) / (2 x throughput(1)), for tinytensor and for PyTorch DDP;
-* per rank count, four ways to run the step: `overlap` (plain `loss.backward()`: each bucket's
-  all-reduce starts as soon as its gradients are complete, during the backward), `after` (the
+* per rank count, five ways to run the step: `overlap` (plain `loss.backward()`: each bucket's
+  all-reduce starts as soon as its gradients are complete, during the backward; through shared
+  memory when every rank is on this machine, `--allreduce`), `mpi` (the same through MPI's
+  non-blocking Iallreduce, DistributedDataParallel(allreduce="mpi")), `after` (the
   backward under `no_sync()`, then `sync_gradients()`: every bucket starts after the backward, the
   way it was before the overlap), `local` (no all-reduce at all: the ranks compute side by side and
   never talk, which separates the cost of the collective from that of two processes sharing the
@@ -110,14 +112,19 @@ def tt_worker(args):
     results = {}
     for name in args.models:
         sizes, batch = MODELS[name]
-        layers = []
-        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-            layers += [tt.nn.Linear(n_in, n_out, dtype=np.float32), tt.nn.ReLU()]
-        model = tt.nn.Sequential(*layers[:-1])
-        for p, w in zip(model.parameters(), weights(sizes)):
-            p.data[...] = w
-        ddp = tt.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.bucket_view)
-        opt = tt.optim.SGD(ddp.parameters(), lr=LR, momentum=MOMENTUM)
+        def wrapped(allreduce):
+            layers = []
+            for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+                layers += [tt.nn.Linear(n_in, n_out, dtype=np.float32), tt.nn.ReLU()]
+            model = tt.nn.Sequential(*layers[:-1])
+            for p, w in zip(model.parameters(), weights(sizes)):
+                p.data[...] = w
+            ddp = tt.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.bucket_view,
+                                                         allreduce=allreduce)
+            return model, ddp, tt.optim.SGD(ddp.parameters(), lr=LR, momentum=MOMENTUM)
+
+        model, ddp, opt = wrapped(args.allreduce)          # "auto": shared memory on one machine
+        mpi = wrapped("mpi")                                # the MPI path, for comparison
         loss_fn = tt.nn.CrossEntropyLoss()
         X, y = dataset(sizes, batch)
         batches = shards(X, y, batch, rank, world)
@@ -125,6 +132,12 @@ def tt_worker(args):
 
         def step(i, mode):
             xb, yb = (halves if mode == "half" else batches)[i % len(batches)]
+            if mode == "mpi":                               # overlapped, through MPI's Iallreduce
+                _, ddp_mpi, opt_mpi = mpi
+                opt_mpi.zero_grad()
+                loss_fn(ddp_mpi(xb), yb).backward()
+                opt_mpi.step()
+                return
             opt.zero_grad()
             if mode == "overlap":
                 loss_fn(ddp(xb), yb).backward()             # buckets start during the backward
@@ -135,7 +148,7 @@ def tt_worker(args):
                     ddp.sync_gradients()                    # every bucket after the backward
             opt.step()
 
-        modes = ["overlap", "after", "local"] + (["half"] if world == 1 else [])
+        modes = ["overlap", "mpi", "after", "local"] + (["half"] if world == 1 else [])
         walls = {m: [] for m in modes}
         cpus = {m: [] for m in modes}
         if world == 1:
@@ -158,6 +171,7 @@ def tt_worker(args):
             slowest = dist.all_reduce(np.array(walls[m]), op="max")     # a step lasts its slowest rank
             row[m] = {"wall": float(np.median(slowest)), "cpu": float(statistics.median(cpus[m]))}
         row["buckets"] = len(ddp._reducer.buckets)
+        row["shared"] = ddp._reducer.window is not None
         row["grad_bytes"] = int(sum(p.data.nbytes for p in model.parameters()))
         results[name] = row
     if dist.is_main():
@@ -290,7 +304,7 @@ def report(name, tt_runs, torch_runs, ranks):
     h = one["half"]
     print(f"1 rank alone at batch {batch // 2} (a rank's share, no neighbour): {ms(h['wall'])} wall, "
           f"{ms(h['cpu'])} CPU per step\n")
-    rows = rows_for("tinytensor", tt_runs, name, ranks, ("overlap", "after", "local"), batch)
+    rows = rows_for("tinytensor", tt_runs, name, ranks, ("overlap", "mpi", "after", "local"), batch)
     if torch_runs is not None:
         rows += rows_for("PyTorch DDP (gloo)", torch_runs, name, ranks, ("overlap", "local"), batch)
     print(markdown_table(["framework", "ranks", "step", "step (wall)", "CPU/rank", "throughput",
@@ -302,6 +316,12 @@ def report(name, tt_runs, torch_runs, ranks):
                 base, run = runs[ranks[0]][name], runs[n][name]
                 line.append(f"{framework} {efficiency(base, run, n, 'overlap', 'wall'):.0f} % "
                             f"({efficiency(base, run, n, 'overlap', 'cpu'):.0f} % by CPU time)")
+                if framework == "tinytensor":
+                    path = "shared memory" if run["shared"] else "MPI"
+                    line[-1] += (f" through {path}, {efficiency(base, run, n, 'mpi', 'wall'):.0f} % "
+                                 f"({efficiency(base, run, n, 'mpi', 'cpu'):.0f} % by CPU time) through MPI, "
+                                 f"{efficiency(base, run, n, 'local', 'wall'):.0f} % "
+                                 f"({efficiency(base, run, n, 'local', 'cpu'):.0f} %) with no all-reduce")
         print(f"\ntarget, {n} ranks, efficiency >= 80 %: {', '.join(line)}")
     print()
 
@@ -323,6 +343,9 @@ def main():
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--bucket-view", action="store_true",
                    help="DistributedDataParallel(gradient_as_bucket_view=True): no copy out of the buckets")
+    p.add_argument("--allreduce", default="auto", choices=["auto", "shared", "mpi"],
+                   help="the `overlap` and `after` rows' DistributedDataParallel(allreduce=) (default auto: "
+                        "shared memory when every rank is on this machine); the `mpi` row is always MPI")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch DDP")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
@@ -344,7 +367,8 @@ def main():
     tt_runs, torch_runs, why = {}, {}, None
     for n in args.ranks:
         cmd = [mpiexec, "-n", str(n), sys.executable, __file__, "--worker", "--steps", str(args.steps),
-               "--models", *args.models] + (["--bucket-view"] if args.bucket_view else [])
+               "--models", *args.models, "--allreduce", args.allreduce]
+        cmd += ["--bucket-view"] if args.bucket_view else []
         out = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env,
                              timeout=1200)
         line = [ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")]

@@ -814,11 +814,22 @@ def _complete(*requests):
     timeout, or a second after that rank ended its program."""
     s = _STATE
     test = requests[0].Test if len(requests) == 1 else (lambda: s.MPI.Request.Testall(list(requests)))
-    if test():
+    _wait_until(test, lambda: sorted(s.gone), f"the data of collective #{s.seq}", grace=1.0)
+
+
+def _wait_until(ready, missing, what, grace=0.0, spin=None):
+    """Poll `ready()` until it is true, inside a collective every rank has entered. Spins (a
+    partner a few microseconds late costs microseconds), every millisecond looks for goodbyes:
+    when a rank in `missing()` (the ranks not there yet) has ended its program, aborts the job
+    after `grace` seconds (MPI data it sent may still be on its way); after the timeout, aborts
+    naming `what` it waited for. With `spin` seconds given, sleeps 1 ms between polls after that
+    long (a partner that late is descheduled: leave it the core)."""
+    s = _STATE
+    if ready():
         return
     start = time.monotonic()
     next_look, gone_since = start + 1e-3, None
-    while not test():
+    while not ready():
         now = time.monotonic()
         if now < next_look:
             continue
@@ -826,18 +837,52 @@ def _complete(*requests):
         if gone_since is None:
             if s.ctl is not None and s.ctl.Iprobe(source=s.MPI.ANY_SOURCE, tag=_TAG_BYE):
                 _collect_goodbyes()
-            if s.gone:
-                gone_since = now          # its last messages may still be on their way: a grace second
-        elif now - gone_since > 1.0:
-            _abort(f"collective #{s.seq} (every rank had entered it) cannot complete: rank(s) "
-                   f"{', '.join(map(str, sorted(s.gone)))} ended (end of the script or sys.exit) "
-                   f"before sending their part")
+            if s.gone & set(missing()):
+                gone_since = now
+        if gone_since is not None and now - gone_since >= grace:
+            _abort(f"waiting for {what}, which every rank had entered: rank(s) "
+                   f"{', '.join(map(str, sorted(s.gone & set(missing()) or s.gone)))} ended (end of "
+                   f"the script or sys.exit) before sending their part")
         if now - start > s.timeout:
-            _abort(f"the watchdog: waited {now - start:.0f} s for the data of collective #{s.seq}, "
-                   f"which every rank had entered: a rank stopped before sending its part (a "
-                   f"backward that raised on one rank after DistributedDataParallel's all-reduce "
-                   f"had started?); the limit is tt.distributed.init(timeout=) or TT_DIST_TIMEOUT "
-                   f"({s.timeout:g} s)")
+            late = missing()
+            who = f"rank(s) {', '.join(map(str, late))}" if late else "a rank"
+            _abort(f"the watchdog: waited {now - start:.0f} s for {what}, which every rank had "
+                   f"entered: {who} stopped before sending their part (a backward that raised on "
+                   f"one rank after DistributedDataParallel's all-reduce had started?); the limit is "
+                   f"tt.distributed.init(timeout=) or "
+                   f"TT_DIST_TIMEOUT ({s.timeout:g} s)")
+        if spin is not None and now - start > spin:
+            time.sleep(1e-3)
+
+
+def _one_node(comm):
+    """Whether every rank of `comm` runs on this machine (MPI can share memory among them); every
+    rank calls it, and every rank gets the same answer."""
+    s = _STATE
+    node = comm.Split_type(s.MPI.COMM_TYPE_SHARED, key=comm.Get_rank())
+    try:
+        return node.Get_size() == comm.Get_size()
+    finally:
+        node.Free()
+
+
+def _shared_window(comm, nbytes):
+    """An MPI shared-memory window of `nbytes` per rank of `comm` (every rank calls it; all on one
+    node): (the window, each rank's segment as a buffer, in rank order). The window stays
+    open in a passive epoch (Lock_all), so that Win_sync orders this rank's writes and reads of
+    it; it is given back at the end of the program (freeing a window is a collective, which a
+    garbage collection on one rank cannot call)."""
+    s = _STATE
+    try:
+        win = s.MPI.Win.Allocate_shared(nbytes, 1, s.MPI.INFO_NULL, comm)
+    except s.MPI.Exception as err:
+        raise RuntimeError(f"DistributedDataParallel: MPI could not allocate {nbytes / 2**20:.1f} MB of "
+                           f"shared memory for the gradient all-reduce ({err.Get_error_string()}; a "
+                           f"container's /dev/shm may be too small); pass allreduce='mpi' (or set "
+                           f"TT_DDP_ALLREDUCE=mpi) on every rank") from None
+    win.Lock_all(s.MPI.MODE_NOCHECK)
+    segments = [win.Shared_query(r)[0] for r in range(comm.Get_size())]
+    return win, segments
 
 
 def _raw_broadcast(flat, root):

@@ -202,84 +202,100 @@ def check_overlap():
     """The buckets start during the backward, as soon as their gradients are complete: with one
     layer per bucket, the two last layers' all-reduces have started when the sweep reaches the
     first layer. The result is bit-for-bit the all-reduce started after the backward (no_sync,
-    then sync_gradients()), step after step, in float64 and float32, with accumulation."""
+    then sync_gradients()), step after step, in float64 and float32, with accumulation; and on 2
+    ranks the shared-memory all-reduce gives the MPI one's numbers bit for bit."""
     r, w = dist.rank(), dist.world_size()
     X, y = data()
     loss_fn = tt.nn.CrossEntropyLoss()
-    started = []
-    start_sum = dist._start_sum
-
-    def counting(flat, comm=None):
-        started.append(flat.size)
-        return start_sum(flat, comm)
-
-    dist._start_sum = counting
-    try:
+    finals = {}
+    for path in ("mpi", "shared"):
         model = make_model(0)
-        ddp = DDP(model, bucket_cap_mb=0.0005)            # one layer per bucket
+        ddp = DDP(model, bucket_cap_mb=0.0005, allreduce=path)     # one layer per bucket
         assert len(ddp._reducer.buckets) == 3
         seen = []
 
         def watch(module, args, out):                     # the first layer's output, in the backward
-            out.register_hook(lambda g: seen.append(len(started)))
+            out.register_hook(lambda g: seen.append(ddp._pending.started))
         model[0].register_forward_hook(watch)
         xb, yb = next(iter(tt.data.minibatches(X, y, 8, rng=0, rank=r, world_size=w)))
-        started.clear()
         loss_fn(ddp(xb), yb).backward()
-        assert seen == [2], f"buckets started before the first layer's backward: {seen} (want [2])"
-        assert len(started) == 3
-    finally:
-        dist._start_sum = start_sum
+        assert seen == [2], f"{path}: buckets started before the first layer's backward: {seen} (want [2])"
+        assert ddp._pending is None and (ddp._reducer.window is not None) == (path == "shared")
 
-    for dtype, cap in ((np.float64, 0.0005), (np.float32, 25)):
-        runs = []
-        for after in (False, True):
-            model = make_model(r, dtype)
-            ddp = DDP(model, bucket_cap_mb=cap)
+        for dtype, cap in ((np.float64, 0.0005), (np.float32, 25)):
+            runs = []
+            for after in (False, True):
+                model = make_model(r, dtype)
+                ddp = DDP(model, bucket_cap_mb=cap, allreduce=path)
+                opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+                batches = list(tt.data.minibatches(X.astype(dtype), y, 8, rng=4, rank=r, world_size=w))[:8]
+                for k, (xb, yb) in enumerate(batches):
+                    if k % 4 == 1:                            # accumulate one batch locally first
+                        with ddp.no_sync():
+                            loss_fn(ddp(xb), yb).backward()
+                        continue
+                    if after:
+                        with ddp.no_sync():
+                            loss_fn(ddp(xb), yb).backward()
+                        ddp.sync_gradients()
+                    else:
+                        loss_fn(ddp(xb), yb).backward()
+                    opt.step()
+                    opt.zero_grad()
+                runs.append(np.concatenate([p.data.ravel() for p in model.parameters()]))
+            assert runs[0].dtype == dtype and np.array_equal(runs[0], runs[1]), \
+                f"{path} {dtype.__name__}: overlapped != after the backward"
+            finals[path, dtype] = runs[0]
+        # the averaged gradients are views of the buckets, never overwritten while held: a .grad
+        # kept from one step keeps its values; once nothing holds them, the next step reuses the
+        # memory (on the shared path: a step while a rank holds one goes through MPI)
+        ddp = DDP(make_model(0), bucket_cap_mb=0.0005, allreduce=path)
+        opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+        batches = list(tt.data.minibatches(X, y, 8, rng=4, rank=r, world_size=w))
+
+        def step(k):
+            opt.zero_grad()
+            loss_fn(ddp(batches[k][0]), batches[k][1]).backward()
+            opt.step()
+        step(0)
+        kept = [p.grad for p in ddp.parameters()] if r == 0 else []    # one rank holds them
+        copies = [g.copy() for g in kept]
+        step(1)
+        assert all(np.array_equal(k, c) for k, c in zip(kept, copies)), f"{path}: a kept .grad changed"
+        assert not any(np.shares_memory(k, p.grad) for k, p in zip(kept, ddp.parameters()))
+        del kept, copies
+        step(2)
+        before = [id(b.buffer) for b in ddp._reducer.buckets]
+        step(3)
+        assert [id(b.buffer) for b in ddp._reducer.buckets] == before, f"{path}: the buckets were not reused"
+        assert all(np.shares_memory(p.grad, ddp._reducer.buckets[ddp._reducer.where[id(p)][0]].buffer)
+                   for p in ddp.parameters())
+        if path == "shared":
+            assert all(b.buffer is b.shared for b in ddp._reducer.buckets)
+            # a gradient changed in place on one rank (clipping) stays that rank's own
+            if r == 1:
+                for p in ddp.parameters():
+                    p.grad *= 0.5
+            dist.barrier()
+            g = dist.all_gather(np.concatenate([p.grad.ravel() for p in ddp.parameters()]))
+            assert w == 1 or np.array_equal(g[0] * 0.5, g[1]), "an in-place change reached another rank"
+            # gradient_as_bucket_view=True: a kept .grad is the bucket (PyTorch's option), so the
+            # rounds stay in shared memory and the kept array shows the next step's mean
+            ddp = DDP(make_model(0), bucket_cap_mb=0.0005, allreduce=path, gradient_as_bucket_view=True)
             opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-            batches = list(tt.data.minibatches(X.astype(dtype), y, 8, rng=4, rank=r, world_size=w))[:8]
-            for k, (xb, yb) in enumerate(batches):
-                if k % 4 == 1:                            # accumulate one batch locally first
-                    with ddp.no_sync():
-                        loss_fn(ddp(xb), yb).backward()
-                    continue
-                if after:
-                    with ddp.no_sync():
-                        loss_fn(ddp(xb), yb).backward()
-                    ddp.sync_gradients()
-                else:
-                    loss_fn(ddp(xb), yb).backward()
-                opt.step()
-                opt.zero_grad()
-            runs.append(np.concatenate([p.data.ravel() for p in model.parameters()]))
-        assert runs[0].dtype == dtype and np.array_equal(runs[0], runs[1]), \
-            f"{dtype.__name__}: overlapped != after the backward by {np.max(np.abs(runs[0] - runs[1]))}"
-    # the averaged gradients are views of the buckets, never overwritten while held: a .grad kept
-    # from one step keeps its values; once nothing holds them, the next step reuses the memory
-    ddp = DDP(make_model(0), bucket_cap_mb=0.0005)
-    opt = tt.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    batches = list(tt.data.minibatches(X, y, 8, rng=4, rank=r, world_size=w))
-
-    def step(k):
-        opt.zero_grad()
-        loss_fn(ddp(batches[k][0]), batches[k][1]).backward()
-        opt.step()
-    step(0)
-    kept = [p.grad for p in ddp.parameters()]
-    copies = [g.copy() for g in kept]
-    step(1)
-    assert all(np.array_equal(k, c) for k, c in zip(kept, copies)), "a kept .grad was overwritten"
-    assert not any(np.shares_memory(k, p.grad) for k, p in zip(kept, ddp.parameters()))
-    del kept, copies
-    step(2)
-    before = [id(b.buffer) for b in ddp._reducer.buckets]
-    step(3)
-    assert [id(b.buffer) for b in ddp._reducer.buckets] == before, "the buckets were not reused"
-    assert all(np.shares_memory(p.grad, ddp._reducer.buckets[ddp._reducer.where[id(p)][0]].buffer)
-               for p in ddp.parameters())
+            step(0)
+            kept = [p.grad for p in ddp.parameters()]
+            step(1)
+            assert ddp._reducer.window.rounds == 2, "a kept bucket view sent a round through MPI"
+            assert all(k is not p.grad and np.array_equal(k, p.grad) for k, p in zip(kept, ddp.parameters()))
+    for dtype in (np.float64, np.float32):
+        same = np.array_equal(finals["mpi", dtype], finals["shared", dtype])
+        assert same or w > 2, f"{dtype.__name__}: shared memory != MPI on 2 ranks"
+        every = dist.all_gather(finals["shared", dtype])
+        assert all(np.array_equal(every[0], e) for e in every), "shared memory: the replicas drifted"
     if dist.is_main():
         print("overlap: 2 of 3 buckets started before the first layer's backward; bit-for-bit equal "
-              "to the all-reduce after the backward (float64, float32)")
+              "to the all-reduce after the backward (float64, float32); shared memory == MPI bit for bit")
 
 
 def check_save(directory):
@@ -383,6 +399,10 @@ def check_wrap():
                       "rank 1 has parameter 'more.weight'")
     raises_everywhere(lambda: DDP(Shaped((2, 3), frozen_grad=r == 1)), "requires_grad=False",
                       "requires_grad=True")
+    # one rank through shared memory, the other through MPI, would wait for each other forever
+    raises_everywhere(lambda: DDP(Shaped((2, 3)), allreduce="mpi" if r == 0 else "auto"),
+                      "rank 0 has DistributedDataParallel(allreduce='mpi')", "rank 1 has "
+                      "DistributedDataParallel(allreduce='auto')", "the same allreduce= setting")
     model = Shaped((2, 3), frozen_value=float(r + 1))          # a frozen parameter and a buffer differ
     model.w.data[...] = r + 7.0
     DDP(model)
@@ -560,6 +580,29 @@ def main():
         except RuntimeError as err:
             print(f"rank 1 caught: {err}", flush=True)
         ddp(X[:8])                                       # goes on: must end the job, not hang
+    elif mode in ("shm_exit", "shm_timeout", "shm_kill"):
+        # rank 1 stops inside its backward after two of three buckets were packed into shared
+        # memory, while rank 0 waits there for the third
+        if mode == "shm_timeout":
+            dist.init(timeout=1)
+        X, y = data()
+        model = make_model(0)
+        ddp = DDP(model, bucket_cap_mb=0.0005, allreduce="shared")
+
+        def stop(g):
+            import signal
+            import time
+            if mode == "shm_exit":
+                sys.exit(0)                                # ends cleanly mid-step
+            if mode == "shm_kill":
+                os.kill(os.getpid(), signal.SIGKILL)       # dies without a word
+            time.sleep(120)                                # stuck: the watchdog
+        def watch(module, args, out):
+            out.register_hook(stop)
+        if dist.rank() == 1:
+            model[0].register_forward_hook(watch)
+        tt.nn.CrossEntropyLoss()(ddp(X[:8]), y[:8]).backward()
+        assert ddp._reducer.window is not None
     elif mode == "timeout":
         dist.init(timeout=1)
         if dist.rank() == 1:

@@ -36,6 +36,7 @@ def mpi_env(extra=None):
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TT_DIST_TIMEOUT", None)
+    env.pop("TT_DDP_ALLREDUCE", None)     # the default path (shared memory here) unless a test names one
     env.update(extra or {})
     return env
 
@@ -112,12 +113,19 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
                  "for rank(s) 1, which did not arrive", "timeout="]),
     ("preinit", ["tt.distributed.init: rank 0 of 2 waited 1 s for MPI to start",
                  "a rank did not reach init()"]),
+    ("shm_exit", ["rank 0 of 2: waiting for DistributedDataParallel's shared-memory gradient reduction "
+                  "(bucket 2", "rank(s) 1 ended"]),
+    ("shm_timeout", ["rank 0 of 2: the watchdog: waited 1 s for DistributedDataParallel's shared-memory "
+                     "gradient reduction (bucket 2", "rank(s) 1 stopped", "timeout="]),
+    ("shm_kill", ["BAD TERMINATION", "signal 9"]),
 ])
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
     batches and ending its script (no join()); rank 1 stuck outside any collective (the watchdog,
     1 s); rank 1 failing before init() (TT_DIST_TIMEOUT=1); rank 1's backward raising, caught,
     after its first buckets started their all-reduce (rank 0 waits for the rest), then going on.
+    In the shared-memory all-reduce, rank 1 ending (sys.exit), stuck (the watchdog, 1 s) or killed
+    (SIGKILL: MPI's launcher ends the job) in its backward while rank 0 waits for its buckets.
     Now the launch ends, non-zero, with a rank naming the collective and the rank it waited for,
     or what went wrong."""
     import time
@@ -293,6 +301,22 @@ def test_ddp_in_one_process_is_the_module(single):
     assert ddp.require_backward_grad_sync
     with pytest.raises(TypeError, match="tt.nn.Module"):
         tt.nn.parallel.DistributedDataParallel(lambda x: x)
+
+
+def test_allreduce_setting(single, monkeypatch):
+    """allreduce= (or TT_DDP_ALLREDUCE): "auto", "shared" or "mpi"; anything else is refused,
+    naming both spellings; one process needs neither."""
+    model = tt.nn.Linear(3, 2, rng=0, dtype=np.float64)
+    for path in ("auto", "shared", "mpi"):
+        assert tt.nn.parallel.DistributedDataParallel(model, allreduce=path).allreduce == path
+    with pytest.raises(ValueError, match="allreduce .or the environment variable TT_DDP_ALLREDUCE. must be "
+                                         "one of 'auto', 'shared', 'mpi', got 'shm'"):
+        tt.nn.parallel.DistributedDataParallel(model, allreduce="shm")
+    monkeypatch.setenv("TT_DDP_ALLREDUCE", "mpi")
+    assert tt.nn.parallel.DistributedDataParallel(model).allreduce == "mpi"
+    monkeypatch.setenv("TT_DDP_ALLREDUCE", "MPI")
+    with pytest.raises(ValueError, match="got 'MPI'"):
+        tt.nn.parallel.DistributedDataParallel(model)
 
 
 def test_buckets_are_few_and_capped(single):

@@ -37,9 +37,16 @@ the sweep did not reach), starts the remaining buckets, waits for all and unpack
 the same numbers, in the same messages, as when every bucket starts after the backward.
 A parameter whose gradient is None on every rank keeps None (one flag per parameter rides in its
 bucket); None on some ranks counts as zeros there.
+
+When every rank runs on one machine (MPI's COMM_TYPE_SHARED holds them all), the buckets live in
+an MPI shared-memory window instead and the all-reduce is plain NumPy on it (_Shared): each rank
+sums its slice of each bucket over the ranks, in rank order, and writes the sum into every
+rank's segment; no copy through MPI, no MPI progress to wait for. allreduce="mpi" (or
+TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory.
 """
 
 import itertools
+import os
 import sys
 import weakref
 from contextlib import contextmanager
@@ -55,6 +62,7 @@ from .module import Module
 __all__ = ["DistributedDataParallel"]
 
 _OWN = (_CODE["ddp_sync"], _CODE["ddp_buffers"], _CODE["join"])   # the wrapper's collectives
+ALLREDUCE = ("auto", "shared", "mpi")    # DistributedDataParallel(allreduce=), TT_DDP_ALLREDUCE
 FIRST_BUCKET_MB = 1      # PyTorch's first bucket: small, so the first all-reduce starts early
 # The live wrappers, by creation: a backward through several (a GAN's generator and
 # discriminator) averages them in the same order on every rank.
@@ -112,14 +120,134 @@ class _Bucket:
         this round packs into a new buffer and leaves the old one to them. After zero_grad()
         nothing holds it, and it is reused: no copy out of the bucket, no new memory."""
         # 2 references: the attribute and getrefcount's argument; each view held adds one
-        if type(self.buffer) is np.ndarray and sys.getrefcount(self.buffer) > 2:
+        if self.buffer is self.shared:
+            if self.held():
+                self.buffer = np.empty_like(self.buffer)
+        elif type(self.buffer) is np.ndarray and sys.getrefcount(self.buffer) > 2:
             self.buffer = np.empty_like(self.buffer)
+
+    shared = None        # this rank's segment of the shared window (_Shared), once allocated
+
+    def held(self):
+        """Whether a view of this rank's shared segment is still held (a .grad from the last
+        round, kept): the other ranks write into the segment during a shared round."""
+        # tinytensor's own references: this attribute, the window's list, .buffer while it is this
+        return self.shared is not None and sys.getrefcount(self.shared) > 3 + (self.buffer is self.shared)
+
+
+class _Shared:
+    """The buckets in an MPI shared-memory window, for ranks on one machine: the all-reduce as
+    plain NumPy on memory every rank reads, with no copy through MPI and no MPI progress to wait
+    for.
+
+    Each rank packs its gradients (divided by the world size) into its own segment, then says so
+    in its `packed` counter. Bucket k is cut into world_size slices; rank r sums slice r over the
+    ranks' segments in rank order (((s0 + s1) + s2) + ...), writes the sum into slice r of every
+    rank's segment, then raises its `reduced` counter. When every rank's `reduced` counter has
+    passed the round's last bucket, each rank's segment holds the whole mean: its .grad are views
+    of it, as on the MPI path. Every rank reads the same sums (computed once), so the replicas
+    cannot drift; for 2 ranks the sums are the MPI path's bit for bit (a + b = b + a).
+
+    The counters only grow (round * buckets + k + 1), each in its own cache line of its rank's
+    segment; Win_sync orders the data against them (a release before raising one, an acquire
+    after reading the others'). Nobody writes a rank's segment between the end of a round and
+    that rank's next packing, so a .grad modified in place (clipping) stays that rank's own; a
+    .grad kept into the next round is seen at the round's start (every rank says so in its
+    header) and the round goes through MPI instead.
+    """
+
+    LINE = 64                    # bytes: counters and buckets start on their own cache lines
+
+    def __init__(self, buckets, comm):
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        offsets, nbytes = [], 2 * self.LINE          # the two counters, then the buckets
+        for b in buckets:
+            offsets.append(nbytes)
+            nbytes += -(-b.buffer.nbytes // self.LINE) * self.LINE
+        self.win, segments = distributed._shared_window(comm, nbytes)
+        self.packed = [np.frombuffer(seg, np.int64, 1, 0) for seg in segments]
+        self.reduced = [np.frombuffer(seg, np.int64, 1, self.LINE) for seg in segments]
+        for counter in (self.packed[self.rank], self.reduced[self.rank]):
+            counter[0] = 0
+        # views[r][k]: bucket k in rank r's segment (gradients, then the presence flags); made from
+        # the window's buffer itself, so that NumPy's views of one keep it (not a shared parent)
+        # alive: held() counts them
+        self.views = [[np.frombuffer(seg, b.buffer.dtype, b.buffer.size, off)
+                       for b, off in zip(buckets, offsets)] for seg in segments]
+        self.bounds = []                             # per bucket: where each rank's slice begins
+        for b in buckets:
+            n, align = b.buffer.size, max(1, self.LINE // b.buffer.itemsize)
+            cuts = [min(n, -(-(n * r // self.size) // align) * align) for r in range(self.size)]
+            self.bounds.append(cuts + [n])
+        for b, mine in zip(buckets, self.views[self.rank]):
+            b.shared = mine
+        self.nb = len(buckets)
+        self.rounds = 0                              # shared rounds so far (the same on every rank)
+        self.done = 0                                # buckets this rank has reduced in this round
+        comm.Barrier()                               # every counter is zero before any is read
+
+    def _target(self, k):
+        return self.rounds * self.nb + k + 1
+
+    def publish(self, counter, k):
+        """Raise this rank's counter to bucket k of this round, after its writes (release)."""
+        self.win.Sync()
+        counter[self.rank][0] = self._target(k)
+        self.win.Sync()
+
+    def late(self, counter, k):
+        """The ranks whose counter has not reached bucket k of this round."""
+        target = self._target(k)
+        return [r for r in range(self.size) if counter[r][0] < target]
+
+    def arrived(self, counter, k):
+        target = self._target(k)
+        for r in range(self.size):
+            if counter[r][0] < target:
+                return False
+        self.win.Sync()                              # acquire: their data before the counter
+        return True
+
+    def reduce(self, k):
+        """Sum this rank's slice of bucket k over the ranks, in rank order, into every segment."""
+        lo, hi = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
+        if lo < hi:
+            parts = [v[k][lo:hi] for v in self.views]
+            # slice r of every segment is rank r's alone in a round: the sum can build up in place
+            total = np.add(parts[0], parts[1], out=parts[0])
+            for part in parts[2:]:
+                np.add(total, part, out=total)
+            for part in parts[1:]:
+                part[...] = total
+        self.publish(self.reduced, k)
+        self.done = k + 1
+
+    def reduce_ready(self, started):
+        """During the backward: reduce, in order, the buckets every rank has packed (no waiting)."""
+        while self.done < started and self.arrived(self.packed, self.done):
+            self.reduce(self.done)
+
+    def finish(self):
+        """The end of a round: reduce what is left (waiting for the other ranks' packing), then wait
+        until every rank has written its slices."""
+        for k in range(self.done, self.nb):
+            distributed._wait_until(lambda: self.arrived(self.packed, k), lambda: self.late(self.packed, k),
+                                    f"DistributedDataParallel's shared-memory gradient reduction "
+                                    f"(bucket {k}: the ranks' packed gradients)", spin=0.05)
+            self.reduce(k)
+        last = self.nb - 1
+        distributed._wait_until(lambda: self.arrived(self.reduced, last),
+                                lambda: self.late(self.reduced, last),
+                                "DistributedDataParallel's shared-memory gradient reduction (the "
+                                "ranks' sums)", spin=0.05)
+        self.rounds += 1
+        self.done = 0
 
 
 class _Reducer:
     """The buckets and the all-reduce of one wrapper (a plain object: Module._walk ignores it)."""
 
-    def __init__(self, params, cap_bytes, comm):
+    def __init__(self, params, cap_bytes, comm, shared=False):
         groups, order = {}, []
         for p in reversed(params):               # gradients of the last layers are ready first
             key = (type(p.data), p.data.dtype)
@@ -138,18 +266,26 @@ class _Reducer:
         self.params = params
         self.cap_bytes = cap_bytes
         self.comm = comm                         # the wrapper's own communicator (None: one process)
+        # the all-reduce in shared memory (all ranks on one node, host arrays), made at its first round
+        self.shared_memory = bool(shared) and comm is not None and all(type(b.buffer) is np.ndarray
+                                                                       for b in self.buckets)
+        self.window = None
         # the layout, the same on every rank of one model: checked in each gradient round's header
-        self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]))
+        self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]
+                                                  + [self.shared_memory]))
 
 
 class _Sync:
     """One round of the gradient all-reduce: the buckets packed so far, the ones started (always a
     prefix, so every rank starts them in the same order), their requests."""
 
-    def __init__(self, reducer, divisor, sweep, same_buffers=False):
+    def __init__(self, reducer, divisor, sweep, same_buffers=False, shared=False):
         for bucket in reducer.buckets:
-            if not same_buffers:                 # (gradient_as_bucket_view: always the same buffer)
+            if shared:                           # this rank's segment of the shared window
+                bucket.buffer = bucket.shared
+            elif not same_buffers:               # (gradient_as_bucket_view: always the same buffer)
                 bucket.claim()
+        self.window = reducer.window if shared else None
         self.divisor = divisor
         self.sweep = sweep                       # the backward it belongs to (tape.SWEEPS)
         self.packed = set()                      # ids of the parameters packed
@@ -176,6 +312,15 @@ class DistributedDataParallel(Module):
         copy on a GPU), but the next round packs into a new buffer while any of them is still
         held, so a kept `.grad` keeps its values; after `zero_grad()` the buffer is reused, with
         no copy.
+    allreduce: how the gradients are summed: "auto" (the default) through shared memory when
+        every rank runs on this machine and the parameters are NumPy arrays, else MPI's
+        non-blocking all-reduce (NCCL for CuPy arrays); "shared" the same, refusing to start
+        otherwise; "mpi" always MPI. Default: the environment variable TT_DDP_ALLREDUCE, else
+        "auto". Every rank must pass the same (checked at the wrap). Both give the same sums
+        (bit for bit on 2 ranks; on more, each path's order of the sums, equal on every rank).
+        A step whose round begins while some rank still holds a `.grad` of the last one goes
+        through MPI (the others would write into it). The shared buffers stay until the end of
+        the program.
 
     Averaging happens during a `loss.backward()` that went through this wrapper's forward: each
     bucket's all-reduce starts as soon as its gradients are complete, and the backward returns
@@ -195,7 +340,8 @@ class DistributedDataParallel(Module):
     array([4.], dtype=float32)
     """
 
-    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False):
+    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True, gradient_as_bucket_view=False,
+                 allreduce=None):
         super().__init__()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel: module must be a tt.nn.Module, got "
@@ -204,8 +350,15 @@ class DistributedDataParallel(Module):
                                                    and bucket_cap_mb > 0):
             raise ValueError(f"DistributedDataParallel: bucket_cap_mb must be a positive number, got "
                              f"{bucket_cap_mb!r}")
+        if allreduce is None:
+            allreduce = os.environ.get("TT_DDP_ALLREDUCE", "auto")
+        if allreduce not in ALLREDUCE:
+            raise ValueError(f"DistributedDataParallel: allreduce (or the environment variable "
+                             f"TT_DDP_ALLREDUCE) must be one of {', '.join(map(repr, ALLREDUCE))}, got "
+                             f"{allreduce!r}")
         distributed.init()
         self.module = module
+        self.allreduce = allreduce
         self.broadcast_buffers = bool(broadcast_buffers)
         self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.require_backward_grad_sync = True
@@ -214,10 +367,12 @@ class DistributedDataParallel(Module):
         self._pending = None                   # the gradient all-reduce under way (a _Sync)
         params = [p for p in module.parameters() if p.requires_grad]
         comm = None
+        self._shared_memory_ok = False         # all ranks on this machine, allreduce != "mpi"
         if distributed.world_size() > 1:
             self._check_replicas()
             self._broadcast(list(module.parameters()) + list(module.buffers()), root=0)
             comm = distributed._duplicate()
+            self._shared_memory_ok = self._shared_memory(comm, params)
             ref = weakref.ref(self)
 
             def ready(p):                      # the engine's call: p.grad is complete
@@ -227,7 +382,7 @@ class DistributedDataParallel(Module):
             for p in params:
                 tape.GRAD_READY[p] = ready
             weakref.finalize(self, _release, comm, params, ready)
-        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm)
+        self._reducer = _Reducer(params, int(bucket_cap_mb * 2**20), comm, self._shared_memory_ok)
         if not tape.POST_BACKWARD.count(_after_backward):
             tape.POST_BACKWARD.append(_after_backward)
         _LIVE[next(_MADE)] = self
@@ -298,6 +453,7 @@ class DistributedDataParallel(Module):
                  for n, p in self.module.named_parameters()]
         lines += [f"buffer {n!r}: shape {tuple(b.shape)}, dtype {b.dtype}"
                   for n, b in self.module.named_buffers()]
+        lines.append(f"DistributedDataParallel(allreduce={self.allreduce!r}) (or TT_DDP_ALLREDUCE)")
 
         def describe(texts):
             other = next(r for r in range(1, len(texts)) if texts[r] != texts[0])
@@ -312,9 +468,21 @@ class DistributedDataParallel(Module):
                         f"(rank {r} also has {longer[min(len(mine), len(theirs))]})")
             return (f"DistributedDataParallel: the ranks' models differ, {diff}; every rank must build "
                     f"the same model (the same layers, shapes, dtypes, requires_grad and order) "
-                    f"before wrapping it")
+                    f"before wrapping it, with the same allreduce= setting")
 
         distributed._agree_on_hash("wrap_check", "\n".join(lines), describe)
+
+    def _shared_memory(self, comm, params):
+        """Whether the gradient all-reduce goes through shared memory (every rank calls it)."""
+        one_node = distributed._one_node(comm)
+        host = all(type(p.data) is np.ndarray for p in params)
+        if self.allreduce == "shared" and not (one_node and host):
+            why = ("the ranks run on several machines" if not one_node
+                   else "some parameters are not NumPy arrays")
+            raise RuntimeError(f"DistributedDataParallel(allreduce='shared'): {why}; shared memory needs "
+                               f"every rank on one machine and the parameters on the host (\"cpu\"); "
+                               f"use allreduce='auto' (shared memory where it can, MPI elsewhere) or 'mpi'")
+        return self.allreduce != "mpi" and one_node
 
     def _broadcast(self, tensors, root):
         """Rank root's values of `tensors` on every rank, one message per dtype (the caller has
@@ -429,10 +597,18 @@ class DistributedDataParallel(Module):
         if any(type(b.buffer) is not type(b.params[0].data) or b.buffer.dtype != b.params[0].data.dtype
                for b in self._reducer.buckets):       # moved or cast (.to) after wrapping: new buckets
             r = self._reducer
-            self._reducer = _Reducer(r.params, r.cap_bytes, r.comm)
-        every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=self._reducer.fingerprint)
-        _, _, divisor = self._round(every)
-        return _Sync(self._reducer, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view)
+            self._reducer = _Reducer(r.params, r.cap_bytes, r.comm, self._shared_memory_ok)
+        r = self._reducer
+        # a .grad of the last shared round still held here: the others must not write this round
+        held = r.shared_memory and not self.gradient_as_bucket_view and any(b.held() for b in r.buckets)
+        every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=r.fingerprint, count=int(held))
+        active, _, divisor = self._round(every)
+        # the same verdict on every rank (the same headers): shared memory unless a rank joined or
+        # holds its last gradients
+        shared = r.shared_memory and len(active) == len(every) and not any(every[k][_SHAPE] for k in active)
+        if shared and r.window is None:
+            r.window = _Shared(r.buckets, r.comm)       # every rank is here: a collective
+        return _Sync(r, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view, shared)
 
     def sync_gradients(self):
         """Replace each parameter's .grad by its mean over the ranks (every rank must call it):
@@ -464,9 +640,14 @@ class DistributedDataParallel(Module):
         the ones before it: every rank must start them in the same order)."""
         buckets = self._reducer.buckets
         while sync.started < len(buckets) and not sync.missing[sync.started]:
-            flat = buckets[sync.started].buffer
-            sync.requests.append(distributed._start_sum(flat, self._reducer.comm))
+            if sync.window is not None:          # shared memory: say it is packed
+                sync.window.publish(sync.window.packed, sync.started)
+            else:
+                flat = buckets[sync.started].buffer
+                sync.requests.append(distributed._start_sum(flat, self._reducer.comm))
             sync.started += 1
+        if sync.window is not None:              # sum the slices every rank has packed, if any
+            sync.window.reduce_ready(sync.started)
 
     def _finish(self, sync, contribute=True):
         """Pack what is left (bucket by bucket: bucket k travels while k + 1 is packed), wait for
@@ -480,6 +661,8 @@ class DistributedDataParallel(Module):
             if not contribute:
                 bucket.buffer[bucket.size:] = 0      # no presence flags from a joined rank
             self._start_full(sync)
+        if sync.window is not None:
+            sync.window.finish()
         distributed._wait_all(sync.requests)
         if not contribute:
             return
