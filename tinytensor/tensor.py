@@ -120,8 +120,10 @@ class Tensor:
                             f"the host (t.data is the {self.device} array itself)")
         return self.data
 
-    def item(self):
-        return self.data.item()
+    def item(self, *args):
+        """The value as a Python number (NumPy's a.item(*args): one element by flat index or
+        indices; PyTorch's item() of a one-element Tensor)."""
+        return self.data.item(*args)
 
     def __deepcopy__(self, memo):
         """A new leaf with a copy of the value (and of .grad), as PyTorch's deepcopy of a leaf:

@@ -321,8 +321,11 @@ def test_an_error_while_recording_leaves_tinytensor_as_it_was():
 def test_bad_arguments_are_named():
     with pytest.raises(TypeError, match="expected a function"):
         tt.compile(3)
-    with pytest.raises(TypeError, match="hashable"):
-        tt.compile(lambda x, opts: tt.sum(x))(np.ones(2), {1, 2})
+    # an unhashable argument (a set, a slice on Python 3.11) is compared by its contents
+    g = tt.compile(lambda x, opts: tt.sum(x) * len(opts))
+    assert float(g(np.ones(2), {1, 2})) == 4.0 and float(g(np.ones(2), {1, 2, 3})) == 6.0
+    h = tt.compile(lambda x, s: tt.sum(x[s]))
+    assert float(h(np.arange(4.0), slice(1, 3))) == 3.0 and float(h(np.arange(4.0), slice(0, 2))) == 1.0
     inner = tt.compile(lambda x: tt.sum(x))     # compiled inside compiled: inlined
     outer = tt.compile(lambda x: inner(x) * 2)
     outer(np.ones(2))

@@ -3685,9 +3685,6 @@ KNOWN: dict = {
         "crash: f(x): x.sort(); return x -- eager sorts the ndarray, compiled AttributeError "
         "'_Traced' object has no attribute 'sort'"
     ),
-    "nparg_item_index": (
-        "crash: f(x) = x.item(0) on an ndarray: compiled TypeError (Tensor.item() takes no index)"
-    ),
     "exc_caught_forward_with_dropout": (
         "crash: forward with nn.Dropout, then try: solve(a, b) except LinAlgError: eager catches it, "
         "compiled raises LinAlgError on the singular call"
@@ -3695,14 +3692,6 @@ KNOWN: dict = {
     "exc_caught_before_zero_grad": (
         "crash: try: inv(a) except LinAlgError as the first line of a training step: eager catches "
         "it, compiled raises LinAlgError on the singular call"
-    ),
-    "pyarg_slice_arg": (
-        "crash (clear message): a slice argument: TypeError 'a non-array argument must be hashable' "
-        "(Python 3.11); eager slices"
-    ),
-    "hook_log_tensor_grad_step": (
-        "silent: a grad hook registered outside that appends to a list runs once (recording) inside a"
-        " compiled training step; eager appends every call"
     ),
 }
 

@@ -42,7 +42,7 @@ from ..tensor import Tensor, _make
 from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
-from .guards import _Reach, describe_change
+from .guards import _fingerprint, _Reach, describe_change
 from .tracer import _WRAPPED, _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
@@ -677,10 +677,9 @@ def _flatten(tree, arrays, key, tensors):
     else:
         try:
             hash(tree)
-        except TypeError:
-            raise TypeError(f"tt.compile: a non-array argument must be hashable (it is part of the "
-                            f"cache key); got {type(tree).__name__}. Pass arrays, numbers, strings, or "
-                            f"tuples/lists/dicts of them") from None
+        except TypeError:       # a slice (Python 3.11), a set, an object defining __eq__ only: by
+            key.append((t, _fingerprint(tree)))     # its contents, as a guard compares it (the
+            return                                  # program holds the recording's object alive)
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 

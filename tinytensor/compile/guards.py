@@ -33,7 +33,7 @@ import weakref
 
 import numpy as np
 
-from ..hooks import LEAF_HOOKS
+from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..tensor import Tensor
 from .tracer import _is_user
 
@@ -325,11 +325,14 @@ class _Reach:
                 and not isinstance(value, _OPAQUE + (Tensor, np.ndarray)) and not _internal(value):
             if id(value) not in self.objects:
                 self.objects[id(value)] = value
-                if isinstance(value, _module_class()):   # the hooks of it and its submodules
-                    for m in value.modules():
-                        for name in ("_forward_hooks", "_forward_pre_hooks"):
+                if isinstance(value, _module_class()):   # the hooks of it and its submodules,
+                    for m in value.modules():             # and of its parameters (a sweep inside
+                        for name in ("_forward_hooks", "_forward_pre_hooks"):     # runs them)
                             for hook, _ in vars(m).get(name, {}).values():
                                 self._collect(hook, depth + 1)
+                    for p in value.parameters():
+                        for hook in (TENSOR_HOOKS.get(p) or {}).values():
+                            self._collect(hook, depth + 1)
                 for name in dir(type(value)):            # its methods f may call
                     attr = getattr(type(value), name, None)
                     if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):

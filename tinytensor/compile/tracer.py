@@ -801,6 +801,10 @@ def _item(a):
     return a.item()
 
 
+def _item_at(index, a):
+    return a.item(*index)          # t.item(3), t.item(0, 1): NumPy's element by index
+
+
 def _itself(a):
     return a
 
@@ -822,8 +826,8 @@ def _guarded_read(name, how):
     def read(self, *args, **kwargs):
         value = base(self, *args, **kwargs) if base is not None else conversion(self.data)
         rec = STATE.recorder
-        if rec is not None and not args and not kwargs:
-            rec.guard(conversion, self, value, how)
+        if rec is not None and not kwargs:
+            rec.guard(functools.partial(_item_at, args) if args else conversion, self, value, how)
         return value
     read.__name__ = name
     return read
