@@ -3689,10 +3689,6 @@ KNOWN: dict = {
         "crash: forward with nn.Dropout, then try: solve(a, b) except LinAlgError: eager catches it, "
         "compiled raises LinAlgError on the singular call"
     ),
-    "exc_caught_before_zero_grad": (
-        "crash: try: inv(a) except LinAlgError as the first line of a training step: eager catches "
-        "it, compiled raises LinAlgError on the singular call"
-    ),
 }
 
 

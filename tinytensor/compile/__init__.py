@@ -236,8 +236,9 @@ class Compiled:
         except Retrace as why:
             return self._alternatives(key, program, args, kwargs, arrays, why.why)
         except Exception as err:
-            if not program.side_effects:   # f may catch it (try/except around a solve): eagerly,
-                return self._eager(args, kwargs, arrays=True)   # f's own result or error
+            if not program.side_effects or program.clean_failure(err):   # nothing drawn or written
+                return self._eager(args, kwargs, arrays=True)   # yet: f may catch it (try/except
+            # around a solve) eagerly, f's own result or error
             raise program.error(err) from err
 
     def _alternatives(self, key, program, args, kwargs, arrays, why):
@@ -429,9 +430,10 @@ class Compiled:
             step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
                 if tracer.stepped else None
             if step is not None:      # a whole training step: its results that required grad too
-                contexts, error = main.contexts, main.error
+                inner = main
                 main = _Program(step, main.source)
-                main.contexts, main.error = contexts, error
+                main.contexts, main.error = inner.contexts, inner.error
+                main.first_effect, main.code = inner.first_effect, inner.code
         program = main
         program.valued = frozenset(tracer.valued)
         if program.valued:

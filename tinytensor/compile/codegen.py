@@ -51,6 +51,19 @@ class _Program:
         self.alternatives = []      # programs of the same key with other guard outcomes
         self.side_effects = False   # whether it draws or writes buffers (an error then stays one)
         self.warns = None           # the user's warnings f gave while recorded, shown on every call
+        self.first_effect = None    # the line of the first statement that draws or writes
+        self.code = getattr(function, "__code__", None)   # the generated function's code
+
+    def clean_failure(self, err):
+        """Whether `err`, raised by the program, came from a line before any draw or write (the
+        call changed nothing: f can run eagerly instead, catching it itself, as eagerly)."""
+        code, line = self.code, None
+        tb = err.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is code:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        return line is not None and self.first_effect is not None and line < self.first_effect
 
     def run_undoable(self, arrays):
         """Run a program whose value guards may fail after it drew numbers or wrote buffers:
@@ -722,7 +735,12 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
     code = builtins.compile(source, f"<tt.compile {fname}>", "exec")
     exec(code, namespace)
     run = namespace[lines[0][4:lines[0].index("(")]]
-    return _Program(run, source, contexts)
+    program = _Program(run, source, contexts)
+    # the first statement that draws, writes or steps: an error raised before it left no trace
+    # of the call (tt.compile runs f eagerly then, as for a program without side effects)
+    effects = [k for k, (*_, e) in enumerate(body) if e is not None and e.kind in ("draw", "store", "effect")]
+    program.first_effect = (len(prologue) + effects[0] + 2) if effects else None
+    return program
 
 
 # ----- guards: what the program checks before (and while) it runs --------------------------------
