@@ -2505,6 +2505,15 @@ def _():
     return NS(f=lambda a: (tt.tensor(a) * 1.0 + a) * a, args=lambda i: (np.abs(rnd(i, 3)) + 1,))
 
 
+@case("c5_alias_requires_grad_leaf_of_arg")
+def _():
+    def f(x):
+        w = tt.tensor(x, requires_grad=True)
+        return tt.grad(lambda v: tt.sum(v * v))(w) * 2 + 1
+
+    return NS(f=f, args=lambda i: (rnd(i, 3),))
+
+
 @case("c5_alias_copy_is_safe")
 def _():
     return NS(f=lambda x: tt.tensor(x.copy()) + 1, args=lambda i: (rnd(i, 3),))
@@ -2696,6 +2705,251 @@ def _():
     )
 
 
+# ----------------------------------------------------------------------- more mixtures
+@case("m_unroll_by_max_length_train", n=42)
+def _():
+    cell = nn.RNNCell(3, 4, rng=0)
+    head = nn.Linear(4, 1, rng=1)
+    opt = tt.optim.Adam(list(cell.parameters()) + list(head.parameters()), lr=0.01)
+
+    def f(x, lengths):
+        opt.zero_grad()
+        h = tt.zeros((x.shape[1], 4), dtype=np.float32)
+        for t in range(int(tt.max(lengths))):
+            h = cell(x[t], h)
+        loss = (head(h) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return NS(
+        f=f,
+        args=lambda i: (rnd(i, 6, 2, 3, dtype=np.float32), np.array([2 + i % 5, 3])),
+        state=lambda: {"c": cell, "h": head, "o": opt},
+    )
+
+
+@case("m_loss_halving_loop_in_step", n=42)
+def _():
+    m = mlp(96)
+    opt = tt.optim.SGD(m.parameters(), lr=0.05)
+
+    def f(x):
+        opt.zero_grad()
+        loss = (m(x) ** 2).mean()
+        while loss > 1:
+            loss = loss / 2
+        loss.backward()
+        opt.step()
+        return loss
+
+    return NS(
+        f=f,
+        args=lambda i: (rnd(i, 4, 4, dtype=np.float32) * (1 + 3 * (i % 4)),),
+        state=lambda: {"m": m, "o": opt},
+    )
+
+
+@case("m_range_global_int", n=42)
+def _():
+    G_CFG["n"] = 2
+
+    def f(x):
+        t = tt.tensor(x.copy())
+        for _ in range(G_CFG["n"]):
+            t = tt.tanh(t) * 2
+        return t
+
+    def change(i):
+        G_CFG["n"] = 2 + sum(i >= c for c in CH)
+
+    return NS(f=f, args=lambda i: (rnd(i, 3),), change=change)
+
+
+@case("m_closed_tensor_shape_rebound", n=42)
+def _():
+    w = tt.tensor(rnd(0, 3))
+
+    def f(x):
+        return tt.sum(w) * x.sum() + w.shape[0]
+
+    def change(i):
+        nonlocal w
+        if i in CH:
+            w = tt.tensor(rnd(i, 3 + i % 4))
+
+    return NS(f=f, args=lambda i: (rnd(i, 2),), change=change)
+
+
+@case("m_train_eval_inside", n=42)
+def _():
+    m = nn.Sequential(nn.Linear(4, 6, rng=0), nn.BatchNorm1d(6), nn.Dropout(0.3), nn.Linear(6, 2, rng=1))
+
+    def f(x, training):
+        m.train(training)
+        return m(x)
+
+    return NS(f=f, args=lambda i: (rnd(i, 5, 4, dtype=np.float32), i % 3 != 0), state=lambda: {"m": m})
+
+
+@case("m_keyword_vs_positional", n=12)
+def _():
+    S = NS()
+
+    def f(x, scale=1.0):
+        return tt.exp(x) * scale
+
+    S.f = f
+    S.calls = [0]
+
+    def args(i):
+        return (rnd(i, 3), 0.5 + i) if i % 2 else (rnd(i, 3),)
+
+    S.args = args
+    return S
+
+
+@case("m_dict_arg_key_order", n=12)
+def _():
+    def f(d):
+        return sum(tt.exp(v) * k for k, v in zip(range(1, 9), d.values()))
+
+    def args(i):
+        a, b = rnd(i, 2), rnd(i, 2, seed=1)
+        return ({"a": a, "b": b} if i % 2 else {"b": b, "a": a},)
+
+    return NS(f=f, args=args)
+
+
+@case("m_closed_np_scalar_type_changes", n=42)
+def _():
+    scale = np.float64(0.5)
+
+    def f(x):
+        return tt.tensor(x.astype(np.float32)) * scale
+
+    def change(i):
+        nonlocal scale
+        if i in CH:
+            scale = np.float32(0.5) if i != 9 else 0.5
+
+    return NS(f=f, args=lambda i: (rnd(i, 3),), change=change)
+
+
+@case("m_forward_hook_counts_calls")
+def _():
+    m = nn.Linear(3, 3, rng=0)
+    calls = []
+    m.register_forward_hook(lambda mod, a, out: calls.append(1))
+    return NS(
+        f=lambda x: m(x), args=lambda i: (rnd(i, 2, 3, dtype=np.float32),), state=lambda: {"n": len(calls)}
+    )
+
+
+@case("m_value_and_grad_returns_argument", n=12)
+def _():
+    def f(w, x):
+        v, g = tt.value_and_grad(lambda w: tt.sum(tt.sin(w * x)))(w)
+        return w, v, g
+
+    return NS(f=f, args=lambda i: (rnd(i, 3), rnd(i, 3, seed=1)))
+
+
+@case("m_grad_accum_with_branch", n=42)
+def _():
+    m = mlp(97)
+    opt = tt.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+    def f(x, last):
+        loss = (m(x) ** 2).mean() / 4
+        loss.backward()
+        if last:
+            nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+            opt.step()
+            opt.zero_grad()
+        return loss
+
+    return NS(
+        f=f, args=lambda i: (rnd(i, 4, 4, dtype=np.float32), i % 4 == 3), state=lambda: {"m": m, "o": opt}
+    )
+
+
+@case("m_weight_tied_lm_padding", n=42)
+def _():
+    emb = nn.Embedding(12, 8, padding_idx=0, rng=0)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    opt = tt.optim.Adam(list(emb.parameters()) + list(mha.parameters()), lr=0.01)
+
+    def f(tok):
+        opt.zero_grad()
+        pad = tok == 0
+        h = emb(tok)
+        a, _ = mha(h, h, h, key_padding_mask=pad)
+        logits = tt.matmul(a, tt.transpose(emb.weight))
+        loss = F.cross_entropy(tt.reshape(logits, (-1, 12)), tok.reshape(-1), ignore_index=0)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def args(i):
+        r = np.random.default_rng(i)
+        tok = r.integers(1, 12, (2, 5))
+        tok[1, 2 + i % 3 :] = 0
+        return (tok,)
+
+    return NS(f=f, args=args, state=lambda: {"e": emb, "m": mha, "o": opt})
+
+
+@case("m_ema_of_loss_python_float_outside", n=42)
+def _():
+    m = mlp(98)
+    opt = tt.optim.AdamW(m.parameters(), lr=0.01)
+    ema = [0.0]
+
+    def f(x):
+        opt.zero_grad()
+        loss = (m(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    def post(r, i):
+        ema[0] = 0.9 * ema[0] + 0.1 * float(r)
+        return ema[0]
+
+    return NS(
+        f=f, args=lambda i: (rnd(i, 4, 4, dtype=np.float32),), post=post, state=lambda: {"m": m, "o": opt}
+    )
+
+
+@case("c1_for_break_index_returned_copy")
+def _():
+    def f(a):
+        x = tt.tensor(a.copy())
+        for k in range(20):  # noqa: B007
+            x = x * 0.5
+            if x.max() < 1:
+                break
+        return x, k
+
+    return NS(f=f, args=lambda i: (_mag(i)[None],))
+
+
+@case("c1_newton_sqrt_break_copy")
+def _():
+    def f(a):
+        x = tt.tensor(a.copy())
+        for _ in range(50):
+            nx = 0.5 * (x + a / x)
+            err = tt.abs(nx - x)
+            x = nx
+            if err.max() < 1e-10:
+                break
+        return x
+
+    return NS(f=f, args=lambda i: (np.abs(rnd(i, 5)) * 10 ** (i % 4) + 0.1,))
+
+
 # ------------------------------------------------------ what this round found (xfail, strict)
 ALIAS = (
     "silent: compiled tt.tensor(x) of an ndarray argument aliases it, and the program's in-place reuse "
@@ -2703,9 +2957,9 @@ ALIAS = (
     "leaves x == [1, 1, 1] (eager: x stays 0)"
 )
 LOOP = (
-    "silent: a loop that exits on a tensor value replays the wrong recorded path when the iteration "
-    "count changes: for k in range(20): x = x * 0.5; if x.max() < 1: break -> from 16.0 eager k=4, "
-    "compiled k=2 (a returned Python int or the value differs); arguments are also written (ALIAS)"
+    "silent (root cause: ALIAS): x = tt.tensor(a); for k in range(20): x = x * 0.5; if x.max() < 1: break "
+    "-> for a=[16.] after a=[2.] eager k=4, compiled k=2: the program halves a itself in place, so the "
+    "guard re-check reads a changed argument; with tt.tensor(a.copy()) every call is eager's"
 )
 VALUE = (
     "silent, wrong value: tt.tensor(a) aliases argument a, the program updates it in place and a later "
