@@ -2965,72 +2965,10 @@ VALUE = (
     "silent, wrong value: tt.tensor(a) aliases argument a, the program updates it in place and a later "
     "read of a sees the new value: (tt.tensor(a) * 1.0 + a) * a with a=2 -> eager 8, compiled 16"
 )
-for _n in [
-    "c1_while_halve",
-    "c1_tolist_branch",
-    "c1_closed_tensor_branch_inplace",
-    "c1_dtype_branch",
-    "c1_recursive_value",
-    "c1_bool_mask_sum_ratio",
-    "c1_clip_loop_until_norm",
-    "c1_exception_caught",
-    "c1_while_subtract_until_small",
-    "c1_backtracking_inside_compiled",
-    "c4_closure_list_mutated",
-    "c4_global_dict_via_helper",
-    "c4_global_list_append",
-    "c4_bound_method",
-    "c4_generator_rebound",
-    "c4_defaults_changed",
-    "c4_class_attribute",
-    "c4_partial_args",
-    "c4_small_global_array_inplace",
-    "c4_big_global_array_tt_op",
-    "c4_getattr_default",
-    "c4_dict_in_closure_keys_added",
-    "c4_method_decorator_instances",
-    "c5_tolist_inside_values",
-    "c7_cosine_lr_functional",
-    "c7_temperature",
-    "c7_dropout_p_arg",
-    "c7_int_step_count",
-    "c7_number_in_branch_changes_every_call",
-    "c7_python_arith_on_number",
-    "c7_math_cos_of_number",
-    "c7_neg_zero_and_nan_number",
-    "c7_number_in_dict_arg",
-    "c7_tt_where_number",
-    "c7_float_to_int_conversion",
-    "c5_alias_tt_tensor_arg_plus_one",
-    "c5_alias_np_asarray_then_tensor",
-    "c5_alias_float32_arg",
-    "c5_alias_dict_arg",
-    "c5_alias_dataset_row_view",
-]:
-    XFAIL[_n] = ALIAS
-for _n in [
-    "c1_newton_sqrt_break",
-    "c1_early_return_in_loop",
-    "c1_loop_break_value_only",
-    "c1_while_count_returned",
-    "c1_for_break_index_returned",
-    "c1_return_in_loop_times_index",
-]:
-    XFAIL[_n] = LOOP
-for _n in [
-    "c1_newton_while_true_value_only",
-    "c5_alias_value_reads_arg_again",
-    "e2e_normalise_inputs_then_accuracy",
-]:
-    XFAIL[_n] = VALUE
-XFAIL["c1_newton_while_true_value_only"] = (
-    "silent, wrong on the first call: Newton x = 0.5 * (x + a / x) from x = tt.tensor(a) gives sqrt(10.5) "
-    "for a=20 compiled (a is overwritten in place by the first step), eager sqrt(20)"
-)
-XFAIL["e2e_normalise_inputs_then_accuracy"] = (
-    "silent: step(xb, yb) normalises (tt.tensor(xb) - mu) / sd; the compiled step writes the normalised "
-    "values into the caller's batch xb, so a metric read from xb after the step differs from eager"
-)
+# Fixed in the library since (49 strict xfails here, three reasons): a compiled tt.tensor(arg)
+# shared the argument's memory (np.asarray), which the program's reuse of arrays then wrote into;
+# the loops that exit on a tensor value and the Newton iterations read that overwritten argument.
+# tt.tensor inside a recording is a copy, as eagerly.
 
 
 # ------------------------------------------------------------------------------- the tests

@@ -552,8 +552,9 @@ class _Tracer:
         if var is None and type(value) is np.ndarray and value.size and self.var_of(t) is None:
             var = -1        # a NumPy array f holds (a closed-over data set): copied on every call
         if var is not None and self.var_of(t) is None:
-            copy = np.array if var == -1 else np.asarray
-            new = self.record(copy, copy.__name__, (value,), {"dtype": t.data.dtype}, t.data,
+            # a copy, as eagerly: np.asarray shared an argument's memory, which the program's
+            # reuse of arrays then wrote into (tt.tensor(x) + 1 changed the caller's x)
+            new = self.record(np.array, "array", (value,), {"dtype": t.data.dtype}, t.data,
                               "a copy", "numpy", objects=(t,), constants_too=var == -1)
             if new is not None:
                 t.__class__ = _Traced
