@@ -32,7 +32,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _WRAPPED, _Ref, _refs, declared
+from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -520,6 +520,9 @@ def _emit_body(tracer, live, producer, n):
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
             expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+        if e.kind == "effect":
+            _emit_effect(body, tracer, e, args, n)
+            continue
         if e.kind == "guard":
             body.append((None, _guard_line(n, e, args[0]), n.label(e.label)))
             continue
@@ -546,6 +549,59 @@ def _emit_body(tracer, live, producer, n):
     return body
 
 
+def _emit_effect(body, tracer, e, args, n):
+    """A whole training step's effect (backward()'s accumulation into `.grad`, an optimizer's
+    or scheduler's method, clipping), as a line calling it. backward()'s hand-over of fresh
+    gradients to leaves whose `.grad` is None (after zero_grad) is written out (_handed_over);
+    a method whose result was None (an optimizer's zero_grad() and step()) is called directly."""
+    fun, lhs, comment = e.fun, n.names[e.out], n.label(e.label)
+    if type(fun) is _Accumulate:
+        handed = _handed_over(tracer, e, args, n)
+        if handed is not None:
+            test, handing = handed
+            body.append((None, f"{handing} if {test} else {n.function(fun, e.name)}({', '.join(args)})",
+                         f"{comment}: a fresh gradient becomes a .grad that is None"))
+            return
+    elif type(fun) is _Call and tracer.values[e.out] is None:
+        # no value to convert (an optimizer's step or zero_grad, a scheduler's step): the method
+        # itself, bound to its arguments, without _Call's layer
+        call = fun.call
+        fun = call.func if not call.args and not call.keywords else call
+    body.append((lhs, f"{n.function(fun, e.name)}({', '.join(args)})", comment))
+
+
+def _handed_over(tracer, e, args, n):
+    """backward()'s accumulation when every gradient is an array the program makes on each call
+    (a rule's or primitive's result, not a constant, an argument or a Tensor's value), fresh
+    (not a view) and of its leaf's dtype, and no two are the same array: each is handed over as
+    the leaf's `.grad` where that is None (tape.accumulate's own case), tested on every call
+    (`.grad is None`, `.base is None`), else _Accumulate does it all. Returns (test, the
+    hand-over expression) or None."""
+    fun, producer = e.fun, {x.out: x for x in tracer.entries}
+    if len(args) != len(fun.leaves) or not args:
+        return None
+    seen = set()
+    for leaf, g in zip(fun.leaves, e.args):
+        made = producer.get(g.var) if type(g) is _Ref else None
+        value = tracer.values[g.var] if made is not None else None
+        if (made is None or made.kind not in ("prim", "prim0", "rule", "add") or type(value) is not np.ndarray
+                or value.base is not None or not value.flags.writeable or value.dtype != leaf.data.dtype
+                or id(value) in fun.ids or id(value) in seen):
+            return None
+        seen.add(id(value))
+    get, put = n.function(_SLOT_GRAD.__get__, "grad_of"), n.function(_SLOT_GRAD.__set__, "set_grad")
+    lives = {id(t): var for var, t in tracer.lives}
+    leaves = []
+    for leaf in fun.leaves:
+        name = n.fresh(f"{n.names[lives[id(leaf)]]}_leaf" if id(leaf) in lives else "leaf")
+        n.namespace[name] = leaf
+        leaves.append(name)
+    test = " and ".join(f"{get}({leaf}) is None and {g}.base is None" for leaf, g in zip(leaves, args))
+    handing = [f"{put}({leaf}, {g})" for leaf, g in zip(leaves, args)]
+    return test, handing[0] if len(handing) == 1 else f"({', '.join(handing)})"
+
+
+_LOADS = ("LOAD_", "DELETE_", "STORE_")
 _LOADS = ("LOAD_", "DELETE_", "STORE_")
 
 
