@@ -189,12 +189,26 @@ def _atom(text):
     return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
 
 
-def _unbroadcast_form(x, g_shape, shape):
+def _unbroadcast_form(n, x, g_shape, shape):
     """tape.unbroadcast's branch for these shapes, as one expression (None: call it)."""
     lead = len(g_shape) - len(shape)
     if lead == 1 and tuple(g_shape[1:]) == tuple(shape):    # a bias: sum over the batch axis
-        return f"{x}.sum(axis=0)"
+        return f"{_sum_of(n)}({x}, axis=0)"
     return None
+
+
+# ndarray.sum and .max are Python functions (numpy/_core/_methods.py) calling these ufunc
+# reductions with the same arguments: the program calls the reductions themselves (the same
+# loops, the same numbers, a Python frame less per reduction)
+_SUM, _MAX, _MIN = np.add.reduce, np.maximum.reduce, np.minimum.reduce
+
+
+def _sum_of(n):
+    return n.function(_SUM, "sum_of")
+
+
+def _max_of(n):
+    return n.function(_MAX, "max_of")
 
 
 _SPECIAL = None
@@ -299,7 +313,7 @@ def _mean_form(tracer, e, args, n):
         return None
     axis, keepdims = e.kwargs.get("axis"), e.kwargs.get("keepdims", False)
     count = value.size // max(np.size(ans), 1)
-    return f"{args[0]}.sum(axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
+    return f"{_sum_of(n)}({args[0]}, axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
 
 
 def _unit_seed(tracer, producer, g, w):
@@ -519,7 +533,7 @@ def _emit_body(tracer, live, producer, n):
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
-            expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+            expr = _unbroadcast_form(n, args[0], g_shape, e.args[1])
         if e.kind == "effect":
             _emit_effect(body, tracer, e, args, n)
             continue
@@ -631,13 +645,13 @@ def _row_forms(n, value, axis):
     fast = softmax_xent.row_forms(value, axis) if type(axis) is int else (False, False)
     a = n.emit(axis)
 
-    def form(fun, method, fast):
-        name = n.function(fun, fun.__name__) if fast else None
+    def form(fun, reduction, fast):
+        name = n.function(fun, fun.__name__) if fast else reduction(n)
         if fast:
             return lambda x: f"{name}({x}, {a})"
-        return lambda x: f"{x}.{method}(axis={a}, keepdims=True)"
+        return lambda x: f"{name}({x}, axis={a}, keepdims=True)"     # x.max(axis=a, keepdims=True)
 
-    return form(softmax_xent.row_max, "max", fast[0]), form(softmax_xent.row_sum, "sum", fast[1])
+    return form(softmax_xent.row_max, _max_of, fast[0]), form(softmax_xent.row_sum, _sum_of, fast[1])
 
 
 def _emit_softmax_in_steps(body, tracer, e, args, n):
@@ -712,20 +726,21 @@ def _emit_fused_cross_entropy(body, tracer, n, piece, rows, z_arg, y_arg, reduct
         labels = tracer.values[y_arg.var]
         batch, classes = tracer.values[z_arg.var].shape
         if labels.dtype.kind == "u":
-            test = f"{y}.max() >= {classes}"
+            test = f"{_max_of(n)}({y}, axis=None) >= {classes}"
         elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
-            test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
+            test = f"{_max_of(n)}({y}.view(np.uint{8 * labels.itemsize}), axis=None) >= {classes}"
         else:
-            test = f"{y}.min() < 0 or {y}.max() >= {classes}"
+            test = (f"{n.function(_MIN, 'min_of')}({y}, axis=None) < 0 or "
+                    f"{_max_of(n)}({y}, axis=None) >= {classes}")
         body.append((None, f"if {test}: "
                      f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
                      "crossEntropy: the labels must lie in [0, classes)"))
         rows[y_arg.var, classes] = n.constant(np.arange(batch))
         at = rows[y_arg.var, classes]
         if type(axis) is int and axis in (-1, 1):     # the sums are (B, 1): log_p at the labels only
-            expr = f"(-({shifted}[{at}, {y}] - np.log({total}).ravel())).sum()"
+            expr = f"{_sum_of(n)}(-({shifted}[{at}, {y}] - np.log({total}).ravel()), axis=None)"
         else:
-            expr = f"(-({shifted} - np.log({total}))[{at}, {y}]).sum()"
+            expr = f"{_sum_of(n)}(-({shifted} - np.log({total}))[{at}, {y}], axis=None)"
         if reduction == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
