@@ -18,6 +18,7 @@ import numpy as np
 from .. import tape, transforms
 from ..ops import core, softmax_xent
 from ..tape import unbroadcast
+from ..tensor import _make
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -353,7 +354,35 @@ def _generate(tracer, out, fname):
     live = gather_piece_cotangents(tracer, live, outputs)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
-    return _assemble(tracer, live, body, names, out_refs, out_structure, fname)
+    finish = _loss_as_tensor(tracer, out, fname, names) if getattr(tracer, "stepped", False) else None
+    program = _assemble(tracer, live, body, names, out_refs, out_structure, fname, finish)
+    program.made_tensor = finish is not None
+    return program
+
+
+def _loss_as_tensor(tracer, out, fname, n):
+    """A whole training step that returns the loss itself, computed from parameters: the loss
+    made a Tensor that requires grad, on the tape entry taped.spent gives it, by the program's
+    return line (a call less than wrapping the program's result), marked consumed where f called
+    its backward() (taped.spent_entry). A function of the return expression, or None."""
+    from . import taped  # taped imports this module
+    found = taped.spent_entry(tracer, out, fname)
+    if found is None:
+        return None
+    entry, inputs, consumed = found
+    make, held = n.function(_make, "make_tensor"), n.function(entry, "loss_entry")
+    names = n.function(inputs, "parameters")
+    values = ", ".join(f"{_tensor_name(n, tracer, t)}.data" for t in inputs)
+    if not consumed:
+        return lambda ret: f"{make}({ret}, {held}, {names}, [{values}], {{}}, True)"
+    mark = n.function(taped.consumed_result, "consumed")     # f called its backward()
+    return lambda ret: f"{mark}({make}({ret}, {held}, {names}, [{values}], {{}}, True))"
+
+
+def _tensor_name(n, tracer, t):
+    """The program's name for Tensor t, one of its live inputs (W_leaf for the input named W)."""
+    lives = {id(x): var for var, x in tracer.lives}
+    return n.function(t, f"{n.names[lives[id(t)]]}_leaf" if id(t) in lives else "leaf")
 
 
 def _live_entries(tracer, out_refs):
@@ -604,12 +633,7 @@ def _handed_over(tracer, e, args, n):
             return None
         seen.add(id(value))
     get, put = n.function(_SLOT_GRAD.__get__, "grad_of"), n.function(_SLOT_GRAD.__set__, "set_grad")
-    lives = {id(t): var for var, t in tracer.lives}
-    leaves = []
-    for leaf in fun.leaves:
-        name = n.fresh(f"{n.names[lives[id(leaf)]]}_leaf" if id(leaf) in lives else "leaf")
-        n.namespace[name] = leaf
-        leaves.append(name)
+    leaves = [_tensor_name(n, tracer, leaf) for leaf in fun.leaves]
     test = " and ".join(f"{get}({leaf}) is None and {g}.base is None" for leaf, g in zip(leaves, args))
     handing = [f"{put}({leaf}, {g})" for leaf, g in zip(leaves, args)]
     return test, handing[0] if len(handing) == 1 else f"({', '.join(handing)})"
@@ -771,9 +795,10 @@ def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
 
-def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
+def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None):
     """The function's text from the body (temporaries freed after their last use, see
-    _release_and_reuse), its results in `out`'s structure, compiled into a _Program."""
+    _release_and_reuse), its results in `out`'s structure (given to `finish`, a function of the
+    return expression's text, where there is one), compiled into a _Program."""
     names = n.names
     producer_kind = {e.out: e.kind for e in live}
     results = []
@@ -789,6 +814,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
             results.append(n.emit(ref))
     namespace = n.namespace
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
+    if finish is not None:
+        ret = finish(ret)
     params = [names[v] for v in tracer.arguments]
     held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
     producers = {names[e.out]: e for e in live}

@@ -191,13 +191,31 @@ class _Entry(_CallEntry):
 
 
 # ----- results of a whole training step ---------------------------------------------------------
+def spent_entry(tracer, out, fname):
+    """For a whole training step that returns the loss itself, computed from parameters: the
+    tape entry and inputs of the Tensor its program's return line makes (codegen._loss_as_tensor),
+    and whether f called its backward() (the Tensor is then marked consumed: a number taken from
+    it loses nothing, eagerly as compiled); None for any other."""
+    if not isinstance(out, Tensor):
+        return None
+    _, _, roots, wrt = _on_the_tape(tracer, out)
+    return (_Spent(fname), tuple(wrt), _consumed(out)) if roots and wrt else None
+
+
+def consumed_result(t):
+    """t, marked consumed (the loss of a whole step whose backward() ran inside)."""
+    _mark_consumed(t)
+    return t
+
+
 def spent(tracer, out, program, fname):
     """A whole training step's program (its backward() and optimizer step ran inside): results
     that required grad eagerly are Tensors that require grad here too, on one tape entry that
     refuses a second backward (eagerly, the step's in-place update makes it an error as well).
-    None where there are none (the program itself then runs as it is)."""
+    None where there are none, or where the program makes its result a Tensor itself (the loss
+    returned: spent_entry): the program then runs as it is."""
     leaves, structure, roots, wrt = _on_the_tape(tracer, out)
-    if not roots or not wrt:
+    if not roots or not wrt or getattr(program, "made_tensor", False):
         return None
     # the results whose backward() f called: a number taken from them (float(loss) to log it)
     # loses nothing, eagerly as compiled
@@ -213,9 +231,7 @@ def _spent_call(function, roots, structure, inputs, entry, single, consumed):
     if single:
         def call(*arrays):
             out = _make(function(*arrays), entry, inputs, [t.data for t in inputs], {}, True)
-            if consumed:
-                _mark_consumed(out)
-            return out
+            return consumed_result(out) if consumed else out
     else:
         def call(*arrays):
             leaves, _ = transforms.tree_flatten(function(*arrays))
