@@ -618,8 +618,9 @@ def _handed_over(tracer, e, args, n):
     (a rule's or primitive's result, not a constant, an argument or a Tensor's value), fresh
     (not a view) and of its leaf's dtype, and no two are the same array: each is handed over as
     the leaf's `.grad` where that is None (tape.accumulate's own case), tested on every call
-    (`.grad is None`, `.base is None`), else _Accumulate does it all. Returns (test, the
-    hand-over expression) or None."""
+    as tape._is_fresh does (`.grad is None`, `.base is None`, writeable; the type and dtype are
+    the program's), else _Accumulate does it all. Returns (test, the hand-over expression) or
+    None."""
     fun, producer = e.fun, {x.out: x for x in tracer.entries}
     if len(args) != len(fun.leaves) or not args:
         return None
@@ -634,12 +635,12 @@ def _handed_over(tracer, e, args, n):
         seen.add(id(value))
     get, put = n.function(_SLOT_GRAD.__get__, "grad_of"), n.function(_SLOT_GRAD.__set__, "set_grad")
     leaves = [_tensor_name(n, tracer, leaf) for leaf in fun.leaves]
-    test = " and ".join(f"{get}({leaf}) is None and {g}.base is None" for leaf, g in zip(leaves, args))
+    test = " and ".join(f"{get}({leaf}) is None and {g}.base is None and {g}.flags.writeable"
+                        for leaf, g in zip(leaves, args))
     handing = [f"{put}({leaf}, {g})" for leaf, g in zip(leaves, args)]
     return test, handing[0] if len(handing) == 1 else f"({', '.join(handing)})"
 
 
-_LOADS = ("LOAD_", "DELETE_", "STORE_")
 _LOADS = ("LOAD_", "DELETE_", "STORE_")
 
 
