@@ -363,20 +363,17 @@ def _generate(tracer, out, fname):
 def _loss_as_tensor(tracer, out, fname, n):
     """A whole training step that returns the loss itself, computed from parameters: the loss
     made a Tensor that requires grad, on the tape entry taped.spent gives it, by the program's
-    return line (a call less than wrapping the program's result), marked consumed where f called
-    its backward() (taped.spent_entry). A function of the return expression, or None."""
+    return line (a call less than wrapping the program's result; its entry says whether f called
+    its backward(): taped.spent_entry). A function of the return expression, or None."""
     from . import taped  # taped imports this module
     found = taped.spent_entry(tracer, out, fname)
     if found is None:
         return None
-    entry, inputs, consumed = found
+    entry, inputs = found
     make, held = n.function(_make, "make_tensor"), n.function(entry, "loss_entry")
     names = n.function(inputs, "parameters")
     values = ", ".join(f"{_tensor_name(n, tracer, t)}.data" for t in inputs)
-    if not consumed:
-        return lambda ret: f"{make}({ret}, {held}, {names}, [{values}], {{}}, True)"
-    mark = n.function(taped.consumed_result, "consumed")     # f called its backward()
-    return lambda ret: f"{mark}({make}({ret}, {held}, {names}, [{values}], {{}}, True))"
+    return lambda ret: f"{make}({ret}, {held}, {names}, [{values}], {{}}, True)"
 
 
 def _tensor_name(n, tracer, t):

@@ -193,19 +193,13 @@ class _Entry(_CallEntry):
 # ----- results of a whole training step ---------------------------------------------------------
 def spent_entry(tracer, out, fname):
     """For a whole training step that returns the loss itself, computed from parameters: the
-    tape entry and inputs of the Tensor its program's return line makes (codegen._loss_as_tensor),
-    and whether f called its backward() (the Tensor is then marked consumed: a number taken from
-    it loses nothing, eagerly as compiled); None for any other."""
+    tape entry and inputs of the Tensor its program's return line makes (codegen._loss_as_tensor);
+    None for any other. Where f called the loss's backward(), the entry says so (a number taken
+    from the loss loses nothing, eagerly as compiled: tensor._consumed)."""
     if not isinstance(out, Tensor):
         return None
     _, _, roots, wrt = _on_the_tape(tracer, out)
-    return (_Spent(fname), tuple(wrt), _consumed(out)) if roots and wrt else None
-
-
-def consumed_result(t):
-    """t, marked consumed (the loss of a whole step whose backward() ran inside)."""
-    _mark_consumed(t)
-    return t
+    return (_Spent(fname, backward_done=_consumed(out)), tuple(wrt)) if roots and wrt else None
 
 
 def spent(tracer, out, program, fname):
@@ -220,18 +214,18 @@ def spent(tracer, out, program, fname):
     # the results whose backward() f called: a number taken from them (float(loss) to log it)
     # loses nothing, eagerly as compiled
     consumed = {k for k in roots if _consumed(out if isinstance(out, Tensor) else leaves[k])}
-    return _spent_call(program.function, roots, structure, tuple(wrt), _Spent(fname),
-                       isinstance(out, Tensor), consumed)
+    single = isinstance(out, Tensor)
+    return _spent_call(program.function, roots, structure, tuple(wrt),
+                       _Spent(fname, backward_done=single and bool(consumed)), single, consumed)
 
 
 def _spent_call(function, roots, structure, inputs, entry, single, consumed):
-    """The program's call, its results that require grad made `entry`'s Tensors (and marked
-    consumed where f called their backward()): a function, not an object with a __call__ method
-    (a frame less on every call)."""
+    """The program's call, its results that require grad made `entry`'s Tensors (several results:
+    each marked consumed where f called its backward(); the loss alone: its entry says so): a
+    function, not an object with a __call__ method (a frame less on every call)."""
     if single:
         def call(*arrays):
-            out = _make(function(*arrays), entry, inputs, [t.data for t in inputs], {}, True)
-            return consumed_result(out) if consumed else out
+            return _make(function(*arrays), entry, inputs, [t.data for t in inputs], {}, True)
     else:
         def call(*arrays):
             leaves, _ = transforms.tree_flatten(function(*arrays))
@@ -245,8 +239,8 @@ def _spent_call(function, roots, structure, inputs, entry, single, consumed):
 
 
 class _Spent(_CallEntry):
-    def __init__(self, fname):
-        super().__init__("tt.compile call (a whole training step)", fname=fname)
+    def __init__(self, fname, backward_done=False):
+        super().__init__("tt.compile call (a whole training step)", fname=fname, backward_done=backward_done)
 
     def joint_vjp(self, g, ans, *inputs):
         raise RuntimeError(
