@@ -472,3 +472,39 @@ def test_the_optimizer_methods_are_called_as_they_are_now():
         assert np.array_equal(eager(x, y).data, step(x, y).data), f"call {i}"
         assert_same(m1, o1, m2, o2, f"call {i}")
     assert step.traces == 1
+
+
+@pytest.mark.parametrize("returns", ["loss", "pair"])
+def test_the_loss_of_a_whole_step_is_a_number_to_log_on_every_call(returns):
+    """float(loss) after a compiled whole step whose backward() ran inside is allowed, as eagerly,
+    on every call: the loss alone says so through its tape entry (taped._Spent.backward_done, made
+    by the program's return line), a loss among other results is marked one by one."""
+    m1, o1, eager = build("sgd")
+    m2, o2, step = build("sgd")
+
+    def pair(f):
+        return lambda x, y: (f(x, y), tt.tensor(np.ones(2)))
+    eager, step = (pair(eager), tt.compile(pair(step))) if returns == "pair" else (eager, tt.compile(step))
+    for i, (x, y) in enumerate(data(4)):
+        a, b = eager(x, y), step(x, y)
+        if returns == "pair":
+            a, b = a[0], b[0]
+        assert float(a) == float(b) and f"{a.item():.6f}" == f"{b.item():.6f}", f"call {i}"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+    if returns == "loss":
+        assert "make_tensor(" in step.source
+
+
+def test_a_compiled_loss_whose_backward_runs_outside_is_not_a_number_yet():
+    """The loss of a compiled forward (backward() called outside) still refuses float() under grad
+    mode before its backward, as eagerly: its entry does not say backward_done."""
+    m = model()
+    loss_fn = nn.CrossEntropyLoss()
+    f = tt.compile(lambda x, y: loss_fn(m(x), y))
+    x, y = data(1)[0]
+    for _ in range(2):
+        loss = f(x, y)
+        with pytest.raises(TypeError, match="cannot be converted to a Python number"):
+            float(loss)
+        loss.backward()
+        float(loss)
