@@ -505,7 +505,9 @@ def _mark_consumed(t):
 
 
 def _consumed(t):
-    return t in _BACKWARD_DONE
+    # or a result of a tape entry that says its backward() already ran (a compiled whole training
+    # step's loss: taped._Spent, one entry for every call's loss, no mark per call)
+    return t in _BACKWARD_DONE or getattr(t._prim, "backward_done", False)
 
 
 def _scipy_hint():

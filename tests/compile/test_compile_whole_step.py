@@ -377,3 +377,134 @@ def test_a_learning_rate_read_after_the_schedulers_step_is_refused(read):
     with pytest.raises(RuntimeError, match="after a scheduler's step"):
         tt.compile(step)(np.ones(3))
     assert opt.param_groups[0]["lr"] == 0.1 and type(opt.param_groups) is list   # put back
+
+# ----- the step's lines written out (issue 29's speed work) ----------------------------------------
+def test_fresh_gradients_are_handed_over_and_each_call_makes_new_ones():
+    """backward()'s accumulation after zero_grad is a line handing each fresh gradient over as the
+    leaf's .grad (codegen._handed_over): a .grad kept from the last call is never written into,
+    and two leaves never share one array, as eagerly."""
+    m1, o1, eager = build("sgd")
+    m2, o2, step = build("sgd")
+    step = tt.compile(step)
+    kept = []
+    for i, (x, y) in enumerate(data(5)):
+        assert np.array_equal(eager(x, y).data, step(x, y).data), f"call {i}"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+        grads = [p.grad for p in m2.parameters()]
+        assert len({id(g) for g in grads}) == len(grads)
+        assert not any(g is k for g in grads for k in kept)
+        kept += [(g, g.copy()) for g in grads]
+    assert all(np.array_equal(g, copy) for g, copy in kept[:-4])   # earlier calls' .grad untouched
+    assert "a fresh gradient becomes a .grad that is None" in step.source
+
+
+def test_a_grad_set_between_calls_takes_the_general_accumulation():
+    """A .grad that is not None when the line runs (no zero_grad in f, a .grad set by hand between
+    calls) is summed into, as eagerly (tape.accumulate), by the same line's other branch."""
+    def make():
+        w = tt.tensor(np.array([1.0, -2.0, 0.5]), requires_grad=True)
+        v = tt.tensor(np.array([0.5, 0.25]), requires_grad=True)
+        opt = optim.SGD([w, v], lr=0.1)
+
+        def f(x):
+            loss = ((w * x) ** 2).sum() + (v * v).sum() * x.sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return w, v, f
+    w1, v1, eager = make()
+    w2, v2, f = make()
+    f = tt.compile(f)
+    for k in range(6):
+        if k == 3:
+            w1.grad, w2.grad = np.full(3, 0.5), np.full(3, 0.5)
+        if k == 4:
+            v1.grad = v2.grad = None
+        x = np.arange(3.0) - k
+        assert np.array_equal(eager(x).data, f(x).data), f"call {k}"
+        for a, b in ((w1, w2), (v1, v2)):
+            assert np.array_equal(a.data, b.data) and np.array_equal(a.grad, b.grad), f"call {k}"
+    assert w2.grad is not v2.grad
+
+
+def test_one_gradient_array_for_two_leaves_is_copied_as_eagerly():
+    """loss = (a + b).sum(): add's VJP passes one array to both leaves; eagerly the second leaf
+    gets a copy, and so it does here (no hand-over line for it: _Accumulate decides)."""
+    def make():
+        a = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+        b = tt.tensor(np.array([3.0, 4.0]), requires_grad=True)
+        opt = optim.SGD([a, b], lr=0.1)
+
+        def f(x):
+            opt.zero_grad()
+            loss = ((a + b) * x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+        return a, b, f
+    a1, b1, eager = make()
+    a2, b2, f = make()
+    f = tt.compile(f)
+    for k in range(4):
+        x = np.array([1.0, -1.0]) * (k + 1)
+        assert np.array_equal(eager(x).data, f(x).data)
+        assert a2.grad is not b2.grad
+        for p, q in ((a1, a2), (b1, b2)):
+            assert np.array_equal(p.data, q.data) and np.array_equal(p.grad, q.grad)
+
+
+def test_the_optimizer_methods_are_called_as_they_are_now():
+    """optimizer.step() and zero_grad() are program lines calling the bound methods (no _Call
+    layer): a learning rate, momentum or parameter group changed between calls is read by them."""
+    m1, o1, eager = build("sgd")
+    m2, o2, step = build("sgd")
+    step = tt.compile(step)
+    for i, (x, y) in enumerate(data(8)):
+        if i == 2:
+            for o in (o1, o2):
+                o.param_groups[0]["lr"] = 0.03
+        if i == 4:
+            for o in (o1, o2):
+                o.param_groups[0]["momentum"] = 0.5
+        if i == 6:
+            for o in (o1, o2):
+                o.param_groups[0]["params"] = o.param_groups[0]["params"][:2]
+        assert np.array_equal(eager(x, y).data, step(x, y).data), f"call {i}"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+    assert step.traces == 1
+
+
+@pytest.mark.parametrize("returns", ["loss", "pair"])
+def test_the_loss_of_a_whole_step_is_a_number_to_log_on_every_call(returns):
+    """float(loss) after a compiled whole step whose backward() ran inside is allowed, as eagerly,
+    on every call: the loss alone says so through its tape entry (taped._Spent.backward_done, made
+    by the program's return line), a loss among other results is marked one by one."""
+    m1, o1, eager = build("sgd")
+    m2, o2, step = build("sgd")
+
+    def pair(f):
+        return lambda x, y: (f(x, y), tt.tensor(np.ones(2)))
+    eager, step = (pair(eager), tt.compile(pair(step))) if returns == "pair" else (eager, tt.compile(step))
+    for i, (x, y) in enumerate(data(4)):
+        a, b = eager(x, y), step(x, y)
+        if returns == "pair":
+            a, b = a[0], b[0]
+        assert float(a) == float(b) and f"{a.item():.6f}" == f"{b.item():.6f}", f"call {i}"
+        assert_same(m1, o1, m2, o2, f"call {i}")
+    if returns == "loss":
+        assert "make_tensor(" in step.source
+
+
+def test_a_compiled_loss_whose_backward_runs_outside_is_not_a_number_yet():
+    """The loss of a compiled forward (backward() called outside) still refuses float() under grad
+    mode before its backward, as eagerly: its entry does not say backward_done."""
+    m = model()
+    loss_fn = nn.CrossEntropyLoss()
+    f = tt.compile(lambda x, y: loss_fn(m(x), y))
+    x, y = data(1)[0]
+    for _ in range(2):
+        loss = f(x, y)
+        with pytest.raises(TypeError, match="cannot be converted to a Python number"):
+            float(loss)
+        loss.backward()
+        float(loss)

@@ -18,6 +18,7 @@ import numpy as np
 from .. import tape, transforms
 from ..ops import core, softmax_xent
 from ..tape import unbroadcast
+from ..tensor import _make
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -32,7 +33,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _WRAPPED, _Ref, _refs, declared
+from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -189,12 +190,26 @@ def _atom(text):
     return text.isidentifier() or text.replace(".", "", 1).replace("e", "", 1).isdigit()
 
 
-def _unbroadcast_form(x, g_shape, shape):
+def _unbroadcast_form(n, x, g_shape, shape):
     """tape.unbroadcast's branch for these shapes, as one expression (None: call it)."""
     lead = len(g_shape) - len(shape)
     if lead == 1 and tuple(g_shape[1:]) == tuple(shape):    # a bias: sum over the batch axis
-        return f"{x}.sum(axis=0)"
+        return f"{_sum_of(n)}({x}, axis=0)"
     return None
+
+
+# ndarray.sum and .max are Python functions (numpy/_core/_methods.py) calling these ufunc
+# reductions with the same arguments: the program calls the reductions themselves (the same
+# loops, the same numbers, a Python frame less per reduction)
+_SUM, _MAX, _MIN = np.add.reduce, np.maximum.reduce, np.minimum.reduce
+
+
+def _sum_of(n):
+    return n.function(_SUM, "sum_of")
+
+
+def _max_of(n):
+    return n.function(_MAX, "max_of")
 
 
 _SPECIAL = None
@@ -299,7 +314,7 @@ def _mean_form(tracer, e, args, n):
         return None
     axis, keepdims = e.kwargs.get("axis"), e.kwargs.get("keepdims", False)
     count = value.size // max(np.size(ans), 1)
-    return f"{args[0]}.sum(axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
+    return f"{_sum_of(n)}({args[0]}, axis={n.emit(axis)}, keepdims={n.emit(keepdims)}) / {count}"
 
 
 def _unit_seed(tracer, producer, g, w):
@@ -339,7 +354,32 @@ def _generate(tracer, out, fname):
     live = gather_piece_cotangents(tracer, live, outputs)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
-    return _assemble(tracer, live, body, names, out_refs, out_structure, fname)
+    finish = _loss_as_tensor(tracer, out, fname, names) if getattr(tracer, "stepped", False) else None
+    program = _assemble(tracer, live, body, names, out_refs, out_structure, fname, finish)
+    program.made_tensor = finish is not None
+    return program
+
+
+def _loss_as_tensor(tracer, out, fname, n):
+    """A whole training step that returns the loss itself, computed from parameters: the loss
+    made a Tensor that requires grad, on the tape entry taped.spent gives it, by the program's
+    return line (a call less than wrapping the program's result; its entry says whether f called
+    its backward(): taped.spent_entry). A function of the return expression, or None."""
+    from . import taped  # taped imports this module
+    found = taped.spent_entry(tracer, out, fname)
+    if found is None:
+        return None
+    entry, inputs = found
+    make, held = n.function(_make, "make_tensor"), n.function(entry, "loss_entry")
+    names = n.function(inputs, "parameters")
+    values = ", ".join(f"{_tensor_name(n, tracer, t)}.data" for t in inputs)
+    return lambda ret: f"{make}({ret}, {held}, {names}, [{values}], {{}}, True)"
+
+
+def _tensor_name(n, tracer, t):
+    """The program's name for Tensor t, one of its live inputs (W_leaf for the input named W)."""
+    lives = {id(x): var for var, x in tracer.lives}
+    return n.function(t, f"{n.names[lives[id(t)]]}_leaf" if id(t) in lives else "leaf")
 
 
 def _live_entries(tracer, out_refs):
@@ -519,7 +559,10 @@ def _emit_body(tracer, live, producer, n):
         elif e.fun is unbroadcast:
             g = e.args[0]
             g_shape = np.shape(tracer.values[g.var]) if type(g) is _Ref else np.shape(g)
-            expr = _unbroadcast_form(args[0], g_shape, e.args[1])
+            expr = _unbroadcast_form(n, args[0], g_shape, e.args[1])
+        if e.kind == "effect":
+            _emit_effect(body, tracer, e, args, n)
+            continue
         if e.kind == "guard":
             body.append((None, _guard_line(n, e, args[0]), n.label(e.label)))
             continue
@@ -544,6 +587,55 @@ def _emit_body(tracer, live, producer, n):
             comment = n.label(e.label)
         body.append((lhs, expr, comment))
     return body
+
+
+def _emit_effect(body, tracer, e, args, n):
+    """A whole training step's effect (backward()'s accumulation into `.grad`, an optimizer's
+    or scheduler's method, clipping), as a line calling it. backward()'s hand-over of fresh
+    gradients to leaves whose `.grad` is None (after zero_grad) is written out (_handed_over);
+    a method whose result was None (an optimizer's zero_grad() and step()) is called directly."""
+    fun, lhs, comment = e.fun, n.names[e.out], n.label(e.label)
+    if type(fun) is _Accumulate:
+        handed = _handed_over(tracer, e, args, n)
+        if handed is not None:
+            test, handing = handed
+            body.append((None, f"{handing} if {test} else {n.function(fun, e.name)}({', '.join(args)})",
+                         f"{comment}: a fresh gradient becomes a .grad that is None"))
+            return
+    elif type(fun) is _Call and tracer.values[e.out] is None:
+        # no value to convert (an optimizer's step or zero_grad, a scheduler's step): the method
+        # itself, bound to its arguments, without _Call's layer
+        call = fun.call
+        fun = call.func if not call.args and not call.keywords else call
+    body.append((lhs, f"{n.function(fun, e.name)}({', '.join(args)})", comment))
+
+
+def _handed_over(tracer, e, args, n):
+    """backward()'s accumulation when every gradient is an array the program makes on each call
+    (a rule's or primitive's result, not a constant, an argument or a Tensor's value), fresh
+    (not a view) and of its leaf's dtype, and no two are the same array: each is handed over as
+    the leaf's `.grad` where that is None (tape.accumulate's own case), tested on every call
+    as tape._is_fresh does (`.grad is None`, `.base is None`, writeable; the type and dtype are
+    the program's), else _Accumulate does it all. Returns (test, the hand-over expression) or
+    None."""
+    fun, producer = e.fun, {x.out: x for x in tracer.entries}
+    if len(args) != len(fun.leaves) or not args:
+        return None
+    seen = set()
+    for leaf, g in zip(fun.leaves, e.args):
+        made = producer.get(g.var) if type(g) is _Ref else None
+        value = tracer.values[g.var] if made is not None else None
+        if (made is None or made.kind not in ("prim", "prim0", "rule", "add") or type(value) is not np.ndarray
+                or value.base is not None or not value.flags.writeable or value.dtype != leaf.data.dtype
+                or id(value) in fun.ids or id(value) in seen):
+            return None
+        seen.add(id(value))
+    get, put = n.function(_SLOT_GRAD.__get__, "grad_of"), n.function(_SLOT_GRAD.__set__, "set_grad")
+    leaves = [_tensor_name(n, tracer, leaf) for leaf in fun.leaves]
+    test = " and ".join(f"{get}({leaf}) is None and {g}.base is None and {g}.flags.writeable"
+                        for leaf, g in zip(leaves, args))
+    handing = [f"{put}({leaf}, {g})" for leaf, g in zip(leaves, args)]
+    return test, handing[0] if len(handing) == 1 else f"({', '.join(handing)})"
 
 
 _LOADS = ("LOAD_", "DELETE_", "STORE_")
@@ -575,13 +667,13 @@ def _row_forms(n, value, axis):
     fast = softmax_xent.row_forms(value, axis) if type(axis) is int else (False, False)
     a = n.emit(axis)
 
-    def form(fun, method, fast):
-        name = n.function(fun, fun.__name__) if fast else None
+    def form(fun, reduction, fast):
+        name = n.function(fun, fun.__name__) if fast else reduction(n)
         if fast:
             return lambda x: f"{name}({x}, {a})"
-        return lambda x: f"{x}.{method}(axis={a}, keepdims=True)"
+        return lambda x: f"{name}({x}, axis={a}, keepdims=True)"     # x.max(axis=a, keepdims=True)
 
-    return form(softmax_xent.row_max, "max", fast[0]), form(softmax_xent.row_sum, "sum", fast[1])
+    return form(softmax_xent.row_max, _max_of, fast[0]), form(softmax_xent.row_sum, _sum_of, fast[1])
 
 
 def _emit_softmax_in_steps(body, tracer, e, args, n):
@@ -656,20 +748,21 @@ def _emit_fused_cross_entropy(body, tracer, n, piece, rows, z_arg, y_arg, reduct
         labels = tracer.values[y_arg.var]
         batch, classes = tracer.values[z_arg.var].shape
         if labels.dtype.kind == "u":
-            test = f"{y}.max() >= {classes}"
+            test = f"{_max_of(n)}({y}, axis=None) >= {classes}"
         elif classes <= 2 ** (8 * labels.itemsize - 1):   # every negative label maps above
-            test = f"{y}.view(np.uint{8 * labels.itemsize}).max() >= {classes}"
+            test = f"{_max_of(n)}({y}.view(np.uint{8 * labels.itemsize}), axis=None) >= {classes}"
         else:
-            test = f"{y}.min() < 0 or {y}.max() >= {classes}"
+            test = (f"{n.function(_MIN, 'min_of')}({y}, axis=None) < 0 or "
+                    f"{_max_of(n)}({y}, axis=None) >= {classes}")
         body.append((None, f"if {test}: "
                      f"{n.function(_label_range_error, 'label_range_error')}({y}, {classes})",
                      "crossEntropy: the labels must lie in [0, classes)"))
         rows[y_arg.var, classes] = n.constant(np.arange(batch))
         at = rows[y_arg.var, classes]
         if type(axis) is int and axis in (-1, 1):     # the sums are (B, 1): log_p at the labels only
-            expr = f"(-({shifted}[{at}, {y}] - np.log({total}).ravel())).sum()"
+            expr = f"{_sum_of(n)}(-({shifted}[{at}, {y}] - np.log({total}).ravel()), axis=None)"
         else:
-            expr = f"(-({shifted} - np.log({total}))[{at}, {y}]).sum()"
+            expr = f"{_sum_of(n)}(-({shifted} - np.log({total}))[{at}, {y}], axis=None)"
         if reduction == "mean" and batch != 1:    # x / 1 is x
             expr += f" / {batch}"
     return expr
@@ -700,9 +793,10 @@ def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
 
-def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
+def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None):
     """The function's text from the body (temporaries freed after their last use, see
-    _release_and_reuse), its results in `out`'s structure, compiled into a _Program."""
+    _release_and_reuse), its results in `out`'s structure (given to `finish`, a function of the
+    return expression's text, where there is one), compiled into a _Program."""
     names = n.names
     producer_kind = {e.out: e.kind for e in live}
     results = []
@@ -718,6 +812,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname):
             results.append(n.emit(ref))
     namespace = n.namespace
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
+    if finish is not None:
+        ret = finish(ret)
     params = [names[v] for v in tracer.arguments]
     held = list(tracer.values) + [v for v in namespace.values() if isinstance(v, np.ndarray)]
     producers = {names[e.out]: e for e in live}

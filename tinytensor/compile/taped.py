@@ -191,48 +191,56 @@ class _Entry(_CallEntry):
 
 
 # ----- results of a whole training step ---------------------------------------------------------
+def spent_entry(tracer, out, fname):
+    """For a whole training step that returns the loss itself, computed from parameters: the
+    tape entry and inputs of the Tensor its program's return line makes (codegen._loss_as_tensor);
+    None for any other. Where f called the loss's backward(), the entry says so (a number taken
+    from the loss loses nothing, eagerly as compiled: tensor._consumed)."""
+    if not isinstance(out, Tensor):
+        return None
+    _, _, roots, wrt = _on_the_tape(tracer, out)
+    return (_Spent(fname, backward_done=_consumed(out)), tuple(wrt)) if roots and wrt else None
+
+
 def spent(tracer, out, program, fname):
     """A whole training step's program (its backward() and optimizer step ran inside): results
     that required grad eagerly are Tensors that require grad here too, on one tape entry that
     refuses a second backward (eagerly, the step's in-place update makes it an error as well).
-    The program itself where there are none."""
+    None where there are none, or where the program makes its result a Tensor itself (the loss
+    returned: spent_entry): the program then runs as it is."""
     leaves, structure, roots, wrt = _on_the_tape(tracer, out)
-    if not roots or not wrt:
+    if not roots or not wrt or getattr(program, "made_tensor", False):
         return None
     # the results whose backward() f called: a number taken from them (float(loss) to log it)
     # loses nothing, eagerly as compiled
     consumed = {k for k in roots if _consumed(out if isinstance(out, Tensor) else leaves[k])}
-    return Spent(program, roots, structure, wrt, fname, single=isinstance(out, Tensor), consumed=consumed)
+    single = isinstance(out, Tensor)
+    return _spent_call(program.function, roots, structure, tuple(wrt),
+                       _Spent(fname, backward_done=single and bool(consumed)), single, consumed)
 
 
-class Spent:
-    """The program's call, its results that require grad as _Spent tape entries."""
-
-    def __init__(self, program, roots, structure, wrt, fname, single, consumed=()):
-        self.program, self.roots, self.structure, self.wrt = program, roots, structure, wrt
-        self.source, self.entry, self.inputs = program.source, _Spent(fname), tuple(wrt)
-        self.single = single          # f returned the loss itself
-        self.consumed = consumed      # the roots whose backward() f called
-
-    def __call__(self, *arrays):
-        out = self.program.function(*arrays)
-        data = [t.data for t in self.inputs]
-        if self.single:
-            out = _make(out, self.entry, self.inputs, data, {}, True)
-            if self.consumed:
-                _mark_consumed(out)
-            return out
-        leaves, _ = transforms.tree_flatten(out)
-        for k in self.roots:
-            leaves[k] = _make(np.asarray(leaves[k]), self.entry, self.inputs, data, {}, True)
-            if k in self.consumed:
-                _mark_consumed(leaves[k])
-        return transforms.tree_unflatten(self.structure, leaves)
+def _spent_call(function, roots, structure, inputs, entry, single, consumed):
+    """The program's call, its results that require grad made `entry`'s Tensors (several results:
+    each marked consumed where f called its backward(); the loss alone: its entry says so): a
+    function, not an object with a __call__ method (a frame less on every call)."""
+    if single:
+        def call(*arrays):
+            return _make(function(*arrays), entry, inputs, [t.data for t in inputs], {}, True)
+    else:
+        def call(*arrays):
+            leaves, _ = transforms.tree_flatten(function(*arrays))
+            data = [t.data for t in inputs]
+            for k in roots:
+                leaves[k] = _make(np.asarray(leaves[k]), entry, inputs, data, {}, True)
+                if k in consumed:
+                    _mark_consumed(leaves[k])
+            return transforms.tree_unflatten(structure, leaves)
+    return call
 
 
 class _Spent(_CallEntry):
-    def __init__(self, fname):
-        super().__init__("tt.compile call (a whole training step)", fname=fname)
+    def __init__(self, fname, backward_done=False):
+        super().__init__("tt.compile call (a whole training step)", fname=fname, backward_done=backward_done)
 
     def joint_vjp(self, g, ans, *inputs):
         raise RuntimeError(

@@ -118,9 +118,9 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Set every parameter's `.grad` to None, as PyTorch does by default (or to zeros)."""
-        replayed, _ = replayed_while_recording("optimizer.zero_grad()", self.zero_grad, set_to_none)
-        if replayed:        # inside tt.compile: a line of the program, run on every call
-            return
+        if not SHARED.quiet and STATE.recorder is not None:   # tt.compile is recording: a line of
+            replayed_while_recording("optimizer.zero_grad()", self.zero_grad, set_to_none)   # the
+            return                                               # program, run on every call
         for group in self.param_groups:
             for p in group["params"]:
                 p.grad = None if set_to_none or p.grad is None else np.zeros_like(p.grad)
