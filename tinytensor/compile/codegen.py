@@ -105,8 +105,9 @@ class _Program:
         context = self.contexts[line - 2] if line is not None and 0 <= line - 2 < len(self.contexts) else None
         if context is None:
             return err
-        if context[0] == "prim":
-            new = tape._same_kind(err, f"{context[1]}: {err} (inputs: {context[2]})")
+        if context[0] == "prim":          # (a message that names its op already keeps one name)
+            text = str(err) if str(err).startswith(f"{context[1]}:") else f"{context[1]}: {err}"
+            new = tape._same_kind(err, f"{text} (inputs: {context[2]})")
             new._tinytensor_entry = True
             return new
         return tape._entry_error(err, context[1])
