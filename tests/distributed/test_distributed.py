@@ -344,6 +344,30 @@ def test_buckets_are_few_and_capped(single):
     assert layout == [["4.bias", "4.weight", "2.bias", "2.weight"], ["0.bias", "0.weight"]]
 
 
+@pytest.mark.parametrize("divisor", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_packing_divides_exactly(single, divisor, dtype):
+    """Packing scales each gradient by 1/divisor: a multiply for a power of two (cheaper), the
+    same bits as the divide, subnormals and extremes included; a divide otherwise."""
+    rng = np.random.default_rng(divisor)
+    model = tt.nn.Linear(300, 20, dtype=dtype)
+    ddp = tt.nn.parallel.DistributedDataParallel(model)
+    info = np.finfo(dtype)
+    special = np.array([info.tiny, info.tiny / 3, info.smallest_subnormal, 3 * info.smallest_subnormal,
+                        info.max, -info.max, -0.0, 1.0], dtype)
+    sync = tt.nn.parallel._Sync(ddp._reducer, divisor, None)
+    assert (sync.scale is None) == bool(divisor & (divisor - 1))
+    bucket = ddp._reducer.buckets[0]
+    for p in model.parameters():
+        g = (rng.standard_normal(p.data.shape) * rng.choice([1e-30, 1.0, 1e30], p.data.shape)).astype(dtype)
+        g.reshape(-1)[:len(special)] = special[:g.size]
+        p.grad = g
+        ddp._pack(sync, p)
+        lo, hi = bucket.slices[ddp._reducer.where[id(p)][1]]
+        expected = g.reshape(-1) / divisor
+        assert bucket.buffer[lo:hi].tobytes() == expected.tobytes()
+
+
 @pytest.mark.parametrize("n, batch, world, drop_last",
                          [(103, 8, 2, False), (100, 5, 4, False), (50, 7, 3, True), (9, 4, 3, False)])
 def test_sharding_covers_every_sample_once(n, batch, world, drop_last):

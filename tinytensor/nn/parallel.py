@@ -287,6 +287,9 @@ class _Sync:
                 bucket.claim()
         self.window = reducer.window if shared else None
         self.divisor = divisor
+        # x / 2**k and x * 2**-k round the same exact value: bit for bit the same, and a multiply is
+        # cheaper than a divide in the packing pass (which runs over every gradient, every step)
+        self.scale = 1.0 / divisor if divisor & (divisor - 1) == 0 else None
         self.sweep = sweep                       # the backward it belongs to (tape.SWEEPS)
         self.packed = set()                      # ids of the parameters packed
         self.missing = [len(b.params) for b in reducer.buckets]   # per bucket, not packed yet
@@ -628,6 +631,8 @@ class DistributedDataParallel(Module):
         g = p.grad if contribute else None
         if g is None:                            # no gradient here (or a joined rank): zeros
             flat[lo:hi] = 0
+        elif sync.scale is not None:             # a power of two: times 1/divisor is the same number
+            backend.namespace(flat).multiply(g.reshape(-1), sync.scale, out=flat[lo:hi])
         else:                                    # divided while packed (one pass): the sum is the mean
             backend.namespace(flat).divide(g.reshape(-1), sync.divisor, out=flat[lo:hi])
         if contribute:
