@@ -508,3 +508,19 @@ def test_a_compiled_loss_whose_backward_runs_outside_is_not_a_number_yet():
             float(loss)
         loss.backward()
         float(loss)
+
+
+def test_a_logging_gradient_hook_on_a_closed_over_tensor_is_refused():
+    """A gradient hook with a Python side effect on a Tensor f closes over (not a Module's
+    parameter) ran once, while recording, and never on the program's calls: now its closure is
+    walked, so the change it makes is refused, naming the fix."""
+    w = tt.tensor(np.ones(3), requires_grad=True)
+    seen = []
+    w.register_hook(lambda g: seen.append(1) or g)
+
+    def step(x):
+        loss = tt.sum(w * x)
+        loss.backward()
+        return loss
+    with pytest.raises(RuntimeError, match="changed Python state"):
+        tt.compile(step)(np.ones(3))

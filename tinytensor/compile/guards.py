@@ -307,6 +307,9 @@ class _Reach:
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
+        elif isinstance(value, Tensor):                   # a closed-over Tensor's gradient hooks
+            for hook in (TENSOR_HOOKS.get(value) or {}).values():   # (a sweep inside runs them)
+                self._collect(hook, depth + 1)
         elif isinstance(value, types.ModuleType):
             if _user_module(value) and id(value) not in self.objects:
                 self.objects[id(value)] = value           # a helper module: its attributes
