@@ -113,10 +113,7 @@ def _state_of(obj):
     attributes (its own caches, a Dropout's last mask, are not the user's state); a helper
     module's number and container attributes (a counter it bumps); anything else's fingerprint."""
     if isinstance(obj, _module_class()):
-        return tuple((id(m), m.training, tuple((k, _fingerprint(v)) for k, v in vars(m).items()
-                                               if k != "_structure" and (type(v) in _SCALARS or
-                                                   _contents_matter(k, v) and k not in type(m)._outputs)))
-                     for m in obj.modules())
+        return tuple((id(m), m.training, _attributes_state(m)) for m in obj.modules())
     if type(obj) is np.ndarray:                      # compared once, after the recording: whole
         return (id(obj), obj.shape, obj.dtype, obj.tobytes())
     if isinstance(obj, type):
@@ -158,13 +155,26 @@ def _class_state(cls):
     """The number and string attributes of a user's class and its user-defined bases (a class
     attribute `scale = 2.0` a method reads as self.scale)."""
     state = []
-    for c in cls.__mro__:
-        if c.__module__ in _NOT_USER_MODULES or c.__module__.startswith("tinytensor"):
-            continue
+    for c in _user_classes(cls):
         state += [(c.__name__, k, id(v) if type(v) is types.FunctionType else _fingerprint(v))
                   for k, v in vars(c).items() if not k.startswith("__") and (
                       type(v) in _SCALARS or type(v) is types.FunctionType or isinstance(v, np.generic))]
     return tuple(state)
+
+
+_USER_CLASSES = {}
+
+
+def _user_classes(cls):
+    """The user's classes in cls's method resolution order (not tinytensor's, not the standard
+    library's), remembered per class until its MRO changes (a guard reads it on every call)."""
+    mro = cls.__mro__
+    known = _USER_CLASSES.get(cls)
+    if known is None or known[0] is not mro:
+        users = tuple(c for c in mro if c.__module__ not in _NOT_USER_MODULES
+                      and not c.__module__.startswith("tinytensor"))
+        known = _USER_CLASSES[cls] = (mro, users)
+    return known[1]
 
 
 class _Structure:
@@ -197,25 +207,50 @@ def _counter():
 def _module_state(m):
     """A Module's mode, number/string attributes and structure version (Module.__setattr__ bumps
     it when a submodule, Parameter, Tensor or hook is assigned)."""
-    attributes = vars(m)
-    return (m.training, attributes.get("_structure", 0), _class_state(type(m)),
-            tuple((k, _fingerprint(v)) if type(v) in _SCALARS else (k, _array_key(v)) if type(v) is np.ndarray
-                  else (k, _fingerprint(v, 1)) for k, v in attributes.items()
-                  if type(v) in _SCALARS or _contents_matter(k, v) and k not in type(m)._outputs),
-            tuple(attributes.get("_forward_hooks", ())), tuple(attributes.get("_forward_pre_hooks", ())))
+    return (m.training, vars(m).get("_structure", 0), _class_state(type(m)), _attributes_state(m),
+            tuple(vars(m).get("_forward_hooks", ())), tuple(vars(m).get("_forward_pre_hooks", ())))
+
+
+def _attributes_state(m):
+    """A Module's number and string attributes by class and value, and the contents of those
+    that change in place with no assignment (lists, dicts, namespaces, dataclasses, small arrays:
+    `m.cfg.ks[0] += 1`). Anything else (a submodule, a Tensor, a tuple, a function) is rebound
+    only by an assignment, which bumps the structure version. On every call: one dict lookup
+    per attribute decides (see _kind)."""
+    outputs = type(m)._outputs
+    state = []
+    for k, v in vars(m).items():
+        kind = _KINDS.get(type(v)) or _kind(type(v))
+        if kind == "number":
+            state.append((k, _fingerprint(v)) if type(v) is float else (k, type(v), v))
+        elif kind != "skip" and k not in _MODULE_OWN and k not in outputs:
+            state.append((k, _array_key(v) if kind == "array" else _fingerprint(v, 1)))
+    return tuple(state)
+
+
+_KINDS = {}
+
+
+def _kind(t):
+    """How a Module attribute of type t is guarded: "number", "array" (by value when small),
+    "contents" (a mutable container or plain object), or "skip" (immutable, or compared by
+    identity through the structure version)."""
+    if t in _SCALARS:
+        kind = "number"
+    elif t is np.ndarray:
+        kind = "array"
+    elif issubclass(t, (tuple, frozenset, range, slice, Tensor, np.generic, _module_class()) + _OPAQUE) \
+            or any("__call__" in vars(c) for c in t.__mro__):        # functions, callable objects
+        kind = "skip"
+    else:
+        kind = "contents"
+    _KINDS[t] = kind
+    return kind
 
 
 _DYNAMIC = ("__getattr__", "__getattribute__")
 _MODULE_OWN = frozenset({"_structure", "_forward_hooks", "_forward_pre_hooks", "_buffers", "_non_persistent",
                          "_names", "_keys"})
-
-
-def _contents_matter(name, value):
-    """Whether a Module attribute's contents, not only its identity, are guarded: a list, dict,
-    set, namespace, dataclass or other plain object (`self.ks = [1.0]`, `m.cfg.s`), which can
-    change in place without an assignment to the module (that bumps its structure version)."""
-    return (name not in _MODULE_OWN and not isinstance(value, (Tensor, _module_class()) + _OPAQUE)
-            and not callable(value))
 
 
 class _Reach:
