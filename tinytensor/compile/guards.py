@@ -24,7 +24,6 @@ import collections.abc
 import contextvars
 import dis
 import functools
-import inspect
 import math
 import os
 import sys
@@ -33,6 +32,7 @@ import weakref
 
 import numpy as np
 
+from ..draws import _attribute as _attr
 from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..tensor import Tensor
 from .tracer import _is_user
@@ -669,13 +669,8 @@ def _global_names(code):
     """The global names a code object (and the lambdas and comprehensions inside it) reads: its
     LOAD_GLOBAL/LOAD_NAME names and identifier strings (globals()["G"]), not its attribute
     names (`opt.step` reads the attribute step, not a global of that name)."""
-    names = [ins.argval for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS]
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names += _global_names(c)
-        elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
-            names.append(c)
-    return tuple(dict.fromkeys(names))
+    names = [ins.argval for k in _codes(code) for ins in dis.get_instructions(k) if ins.opname in _GLOBAL_OPS]
+    return tuple(dict.fromkeys(names + _strings(code)))     # + vars(obj)["scale"], globals()["G"]
 
 
 def _tensors_of(v, found, itself=True, depth=0):
@@ -734,46 +729,30 @@ def _items_by_identity(value):
             and all(_fingerprint(x, 1) == (type(x), id(x)) for x in value))
 
 
+def _codes(code):
+    """A code object and the code inside it (its lambdas, comprehensions, nested functions)."""
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
 def _names(code):
-    """The global names a code object (and the lambdas and comprehensions inside it) reads."""
-    names = list(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names += _names(c)
-        elif type(c) is str and c.isidentifier():      # vars(obj)["scale"], globals()["G"]
-            names.append(c)
-    return names
-
-
-def _attr(obj, name):
-    """obj.name, or None where it has none, without running a __getattr__ of obj's class (a
-    user's may raise anything, or compute)."""
-    try:
-        inspect.getattr_static(obj, name)
-    except AttributeError:
-        return None
-    try:
-        return getattr(obj, name, None)
-    except Exception:
-        return None
-
-
-def _strings(code):
-    """The identifier strings a code object (and the code inside it) holds as constants."""
-    names = [c for c in code.co_consts if type(c) is str and c.isidentifier()]
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names += _strings(c)
-    return names
+    """The names a code object (and the code inside it) can read: the globals and attributes it
+    names, and the identifiers it spells as strings (vars(obj)["scale"], getattr(o, "t"))."""
+    return [n for k in _codes(code) for n in k.co_names] + _strings(code)
 
 
 def _all_strings(code):
     """Every string a code object (and the code inside it) holds as a constant."""
-    names = [c for c in code.co_consts if type(c) is str]
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            names += _all_strings(c)
-    return names
+    return [c for k in _codes(code) for c in k.co_consts if type(c) is str]
+
+
+def _strings(code):
+    """The identifier strings a code object (and the code inside it) holds as constants."""
+    return [c for c in _all_strings(code) if c.isidentifier()]
+
+
 
 
 def _user_module(m):
