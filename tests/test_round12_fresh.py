@@ -294,16 +294,6 @@ def test_compile_set_attribute_is_refused():
         tt.compile(f)(0.5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "crash: a compiled function that returns a closed-over Tensor unchanged raises NameError while "
-        "replaying its program. Repro: x = tt.tensor(np.arange(4.0)); tt.compile(lambda a: x)(0.0) -> "
-        "NameError(\"name 'p' is not defined\") from '<tt.compile f>' line 2 (also lambda: x with no "
-        "arguments, lambda y: x with an array y, lambda a: x.data; eagerly it returns x). Found through "
-        "`a / x + x / a if a != 0 else x`, which crashes on the call where a becomes 0.0."
-    ),
-)
 def test_compile_returns_closed_over_tensor_unchanged():
     x = tt.tensor(np.arange(1, 5, dtype=np.float64))
 
@@ -473,14 +463,6 @@ def test_odeint_is_scipys_bit_for_bit(name):
     assert np.array_equal(r, s, equal_nan=True)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "refused with a wrong claim: tt.scipy.integrate.odeint(lambda y, t: -y, 1.0, np.linspace(0, 2, "
-        '6)) raises ValueError("odeint: y0 must be 1-D, as SciPy\'s"), while scipy.integrate.odeint '
-        "accepts the scalar y0 and returns a (6, 1) array."
-    ),
-)
 def test_odeint_scalar_y0_like_scipy():
     r = _arr(INT.odeint(lambda y, t: -y, 1.0, T))
     assert np.array_equal(r, si.odeint(lambda y, t: -y, 1.0, T))
@@ -713,17 +695,6 @@ def test_ode_gradient_float32_y0_keeps_dtype():
     np.testing.assert_allclose(_arr(g), [1 + 1 / 4, 1 + 1 / 9], rtol=1e-5)  # rows t=0 and t=1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "refused, the value works: with one time point (y = y0) the gradient raises. Repro: "
-        "tt.grad(lambda y0: tt.sum(tt.scipy.integrate.odeint(lambda y, t: -y, y0, np.array([0.3]))))"
-        "(np.array([1.0, 2.0])) -> RuntimeError('in the VJP rule of tape entry odeint(...): odeint: the "
-        "forward solve failed (Nothing was done; the integration time was 0.), so its result has no "
-        "meaningful derivative'); expected ones, as JAX's odeint gives. Same through args= (d/dk) and "
-        "forward mode (tt.jvp)."
-    ),
-)
 @pytest.mark.parametrize("mode", ["grad_y0", "grad_args", "jvp"])
 def test_ode_single_time_point_derivative(mode):
     t1 = np.array([0.3])
@@ -930,17 +901,6 @@ def test_ddp_rank_that_exits_early_aborts_the_job(tmp_path, mode):
     assert "which ended" in p.stderr + p.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "crash (found while writing the one-process DDP oracle): a .grad assigned as a Tensor, as "
-        "PyTorch's p.grad = g, is accepted by plain SGD and Adam but SGD with momentum crashes on its "
-        "first step. Repro: p = tt.nn.Parameter(np.ones(3)); opt = tt.optim.SGD([p], lr=0.1, "
-        'momentum=0.9); p.grad = tt.tensor(np.full(3, 0.5)); opt.step() -> TypeError("astype() got an '
-        "unexpected keyword argument 'order'\") (from backend.copy making the momentum buffer); "
-        "with an ndarray .grad it steps."
-    ),
-)
 def test_sgd_momentum_accepts_tensor_grad():
     p = tt.nn.Parameter(np.ones(3))
     q = tt.nn.Parameter(np.ones(3))

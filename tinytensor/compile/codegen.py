@@ -820,7 +820,7 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
     producers = {names[e.out]: e for e in live}
     body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held,
                               n.function, lambda name: _may_alias_elsewhere(tracer, producers.get(name)))
-    prologue = _prologue(tracer, n, live)
+    prologue = _prologue(tracer, n, live, {r.var for r in out_refs if type(r) is _Ref})
     statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
     statements = prologue + statements
     contexts = [None] * len(prologue) + [_context_text(e) for *_, e in body]   # statement k: line k + 2
@@ -873,12 +873,13 @@ def _guard_line(n, e, x):
     return f"if not {n.function(_same, 'same')}({conv}({x}), {n.constant(value)}): {retrace}({why})"
 
 
-def _prologue(tracer, n, live):
+def _prologue(tracer, n, live, outputs=()):
     """The program's first statements: each live input (a Tensor made before the recording:
-    a parameter, a buffer, a closed-over Tensor) read through its object, `W = t_W.data`, and
-    its shape, dtype (and, under grad mode, that it still needs no gradient) checked."""
+    a parameter, a buffer, a closed-over Tensor) that a line reads or f returns, read through
+    its object, `W = t_W.data`, and its shape, dtype (and, under grad mode, that it still needs
+    no gradient) checked."""
     lines = []
-    used = set()
+    used = set(outputs)
     for e in live:
         _refs(e.args, used_list := [])
         _refs(e.kwargs, used_list)

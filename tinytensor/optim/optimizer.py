@@ -143,6 +143,8 @@ class Optimizer:
                 g = p.grad
                 if g is None:
                     continue
+                if type(g) is not np.ndarray and isinstance(g, Tensor):   # p.grad = a Tensor, as
+                    g = g.data                                           # PyTorch lets one set it
                 if g.shape != p.data.shape:
                     raise ValueError(f"a parameter has shape {p.shape} but its grad has shape {g.shape}")
                 state = states.get(p)

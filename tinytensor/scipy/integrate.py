@@ -506,10 +506,16 @@ def _unflat(flat, like):
     return out
 
 
+def _succeeded(info, t):
+    """LSODA's verdict, where a solve over no time (a single time point, or all equal: y is y0)
+    counts as done, though LSODA says 'Nothing was done'."""
+    return info["message"] == _SUCCESS or len(t) > 0 and bool(np.all(np.asarray(t) == t[0]))
+
+
 def _solve(fun, y0, t, options, what):
     """scipy.integrate.odeint, raising (naming the option) when the solve fails."""
     ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)
-    if info["message"] != _SUCCESS:
+    if not _succeeded(info, t):
         raise RuntimeError(f"odeint: the {what} failed ({info['message']}); the gradient would be "
                            f"computed from a failed solution. {_fix_for(info['message'], options)}")
     return ys
@@ -519,7 +525,7 @@ def _forward(y0, t, *inputs, rhs, options):
     args = inputs[:rhs.n_args]
     fun = rhs.values_program(y0, t[0] if len(t) else None, args)
     ys, info = scipy.integrate.odeint(fun, y0, t, full_output=True, **options)   # SciPy warns on a failure
-    rhs.failure = None if info["message"] == _SUCCESS else info["message"]
+    rhs.failure = None if _succeeded(info, t) else info["message"]
     return ys
 
 
@@ -750,8 +756,12 @@ def _as_input(x, what):
 
 def _prepare(func, y0, t, args, name, replay=True):
     """(y0, t, the leaves of args, the right-hand side with its closed-over Tensors found)."""
-    if np.ndim(y0.data if isinstance(y0, Tensor) else y0) != 1:
-        raise ValueError(f"{name}: y0 must be 1-D, as SciPy's")
+    ndim = np.ndim(y0.data if isinstance(y0, Tensor) else y0)
+    if ndim == 0 and name == "odeint":     # SciPy's odeint takes a number: y of shape (1,)
+        y0 = ops.reshape(y0, (1,)) if isinstance(y0, Tensor) else np.reshape(y0, (1,))
+    elif ndim != 1:
+        raise ValueError(f"{name}: y0 must be 1-D (odeint also takes a number), as SciPy's; "
+                         f"got {ndim} dimensions")
     if not isinstance(args, tuple):
         args = (args,)               # SciPy's single extra argument
     leaves, structure = tree_flatten(args)
