@@ -214,11 +214,19 @@ def _trace(f, primals):
     return inputs, structure, out, nested
 
 
+def _ones_seed(out):
+    """The seed of grad's sweep: ones of out's shape and dtype, a constant (made from the shape
+    and dtype alone: tt.compile's recording sees no computation on the value)."""
+    value = _value(out)
+    return backend.namespace(value).ones(np.shape(value), value.dtype)
+
+
 def _outermost(tree):
-    """Results at the outermost level are arrays (Tensors while tt.compile records)."""
-    if STATE.recorder is not None:
-        return tree
+    """Results at the outermost level are arrays (while tt.compile records, arrays whose NumPy
+    operations it records)."""
     leaves, structure = tree_flatten(tree)
+    if STATE.recorder is not None:
+        return tree_unflatten(structure, [STATE.recorder.array(x) for x in leaves])
     return tree_unflatten(structure, [_value(x) for x in leaves])
 
 
@@ -430,7 +438,7 @@ def _batched_value_and_grad(f, argnums, allow_unused, args, kwargs):
     if isinstance(out, (tuple, list, dict)) or np.size(_value(out)) != np.prod(
             [fr.size for fr in levels]):
         _check_scalar(_rewrapped(out, levels) if not isinstance(out, (tuple, list, dict)) else out)
-    grads = vjp_fn(np.ones_like(_value(out)))[0]
+    grads = vjp_fn(_ones_seed(out))[0]
     return _rewrapped(out, levels), _rewrapped(grads, levels)
 
 
@@ -461,7 +469,7 @@ def _vjp(f, primals, allow_unused, name):
         elif roots and STATE.recorder is not None:
             rec = STATE.recorder
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
-            return tree_unflatten(structure, [_traced_gradient(rec.tensor(grads.get(x)), x)
+            return tree_unflatten(structure, [rec.array(_traced_gradient(rec.tensor(grads.get(x)), x))
                                               for x in inputs])
         elif roots:
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
@@ -576,8 +584,8 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
         elif tracked:
             tangent_of = dict(zip(inputs, seeds))
             result = {i: forward_sweep(outs[i], tangent_of) for i in tracked}
-            if STATE.recorder is not None:    # Tensors, so that what f does next is recorded
-                result = {i: STATE.recorder.tensor(t) for i, t in result.items()}
+            if STATE.recorder is not None:    # arrays whose NumPy operations are recorded
+                result = {i: STATE.recorder.array(STATE.recorder.tensor(t)) for i, t in result.items()}
         return tree_unflatten(out_structure, [_zeros(o) if result.get(i) is None else result[i]
                                               for i, o in enumerate(outs)])
 
@@ -639,10 +647,9 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
         out, vjp_fn = _vjp(lambda p: f(*rebuild(p), **kwargs), (primal,), allow_unused, "grad")
         _check_scalar(out)
         _check_real(out)
-        grads = vjp_fn(np.ones_like(_value(out)))[0]
-        if STATE.depth == 0 and isinstance(out, Tensor) and out.requires_grad:
-            out = STATE.recorder.tensor(out.data) if STATE.recorder.var_of(out.data) is not None \
-                else out          # eagerly an array: off the tape in tt.compile's recording too
+        grads = vjp_fn(_ones_seed(out))[0]
+        if STATE.depth == 0:      # eagerly arrays: in tt.compile's recording, recorded arrays
+            out = STATE.recorder.array(out)
         return out, grads
 
     return value_and_grad_f

@@ -187,7 +187,6 @@ def ostate(**kw):
 @case(
     "c0_type_tensor_times_number",
     strict=True,
-    xfail=("tt.compile(lambda x: tt.tensor(x) * 2)(np.ones(2)) is a numpy.ndarray; eagerly a Tensor"),
 )
 def _():
     return NS(f=lambda x: tt.tensor(x) * 2, args=lambda i: (rnd(i, 3),))
@@ -196,7 +195,6 @@ def _():
 @case(
     "c0_type_tensor_argument",
     strict=True,
-    xfail=("tt.compile(lambda t: t * 2)(tt.tensor(np.ones(2))) is a numpy.ndarray; eagerly a Tensor"),
 )
 def _():
     return NS(f=lambda t: tt.tanh(t), args=lambda i: (tt.tensor(rnd(i, 3)),))
@@ -205,7 +203,6 @@ def _():
 @case(
     "c0_type_no_grad_model_output",
     strict=True,
-    xfail=("under tt.no_grad() a compiled model(x) returns a numpy.ndarray; eagerly a Tensor"),
 )
 def _():
     m = mlp(0)

@@ -301,30 +301,15 @@ class Compiled:
             return self._eager(args, kwargs, arrays=True)
 
     def _eager(self, args, kwargs, arrays=False):
-        """f itself on Tensors sharing the arguments' arrays (results as f gives them, or, with
-        `arrays`, as a compiled call gives them)."""
-        args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
-        out = self.fun(*args, **kwargs)
-        if not arrays:
-            return out
-        leaves, structure = transforms.tree_flatten(out)
-        return transforms.tree_unflatten(structure, [
-            x if isinstance(x, Tensor) and x.requires_grad else
-            np.asarray(x.data) if isinstance(x, Tensor) else x for x in leaves])
+        """f itself, on the arguments as they are (a compiled call returns what f returns)."""
+        return self.fun(*args, **kwargs)
 
     def _uncompiled(self, args, kwargs):
         """f itself, as MLX and JAX do for a transformation of a compiled function: inside
         another recording (compiled inside compiled: inlined), on Tensors being recorded (a
         transform, or a tape that backward() must reach through), and under detect_anomaly (the
         engine's checks name the entry and the line)."""
-        args, kwargs = _refill((args, kwargs), iter(_as_tensors(args, kwargs)))
-        if STATE.recorder is not None or _through(_as_tensors(args, kwargs)):
-            return self.fun(*args, **kwargs)
-        out = self.fun(*args, **kwargs)       # detect_anomaly: as compiled, arrays out, and
-        leaves, structure = transforms.tree_flatten(out)   # Tensors where they are on the tape
-        return transforms.tree_unflatten(structure, [
-            x if isinstance(x, Tensor) and x.requires_grad else
-            np.array(x.data) if isinstance(x, Tensor) else x for x in leaves])
+        return self.fun(*args, **kwargs)
 
     def _record(self, args, kwargs, arrays, plain_numbers=False):
         """Record f once on these arguments: the program. With `plain_numbers`, f gets its number
@@ -334,9 +319,10 @@ class Compiled:
         names = _argument_names(self.fun, args, kwargs)
         if len(names) != len(arrays):
             names = [f"a{i}" for i in range(len(arrays))]
-        inputs = [tracer.argument(a, n) if isinstance(a, np.ndarray) else
+        plain_arrays = _plain_array_leaves((args, kwargs))
+        inputs = [tracer.argument(a, n, as_array=plain) if isinstance(a, np.ndarray) else
                   tracer.number(a, n, i, plain_numbers)
-                  for i, (a, n) in enumerate(zip(arrays, names))]
+                  for i, (a, n, plain) in enumerate(zip(arrays, names, plain_arrays))]
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
@@ -426,7 +412,11 @@ class Compiled:
             main.contexts = program.forward.contexts
             main.error = program.forward.error
         else:
-            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"))
+            plain = ()            # a whole step's results that require grad: made Tensors after
+            if tracer.stepped:
+                _, _, roots, wrt = taped._on_the_tape(tracer, out)
+                plain = set(roots) if wrt else ()
+            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"), plain=plain)
             step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
                 if tracer.stepped else None
             if step is not None:      # a whole training step: its results that required grad too
@@ -471,11 +461,7 @@ class Compiled:
         compiled = program.run(arrays)
         if program.side_effects:      # it drew or wrote buffers: running f as well would do it twice
             return compiled
-        # Eager on untracked Tensors sharing the arrays, as the recording saw them (some ops
-        # differ on plain arrays: crossEntropy(softmax(z)) is computed from z only for Tensors).
-        wrapped = [_make(a) for a in arrays if isinstance(a, np.ndarray)]
-        eager_args, eager_kwargs = _refill((args, kwargs), iter(wrapped))
-        eager = self.fun(*eager_args, **eager_kwargs)
+        eager = self.fun(*args, **kwargs)
         got, _ = transforms.tree_flatten(compiled)
         want, _ = transforms.tree_flatten(eager)
         if len(got) != len(want):
@@ -659,8 +645,9 @@ def _flatten(tree, arrays, key, tensors):
                 key.append(item.dtype)
             else:
                 _flatten(item, arrays, key, tensors)
-    elif isinstance(tree, Tensor):
+    elif isinstance(tree, Tensor):          # a Tensor: f gets a Tensor (an array: an array)
         tensors.append(tree)
+        key.append(Tensor)
         _flatten(tree.data, arrays, key, tensors)
     elif isinstance(tree, (dict, tuple, list)):   # OrderedDict, namedtuple, ...
         key.append(t)
@@ -683,6 +670,25 @@ def _flatten(tree, arrays, key, tensors):
             key.append((t, _fingerprint(tree)))     # its contents, as a guard compares it (the
             return                                  # program holds the recording's object alive)
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
+
+
+def _plain_array_leaves(tree, found=None):
+    """For each input leaf of `tree` (in _refill's order, numbers included): whether the caller
+    passed it as a NumPy array (not a Tensor), which f then gets as an array."""
+    found = [] if found is None else found
+    if isinstance(tree, Tensor):
+        found.append(False)
+    elif isinstance(tree, np.ndarray):
+        found.append(True)
+    elif type(tree) in _NUMBERS or type(tree) in _WRAPPED:
+        found.append(False)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _plain_array_leaves(v, found)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            _plain_array_leaves(v, found)
+    return found
 
 
 def _refill(tree, inputs, numbers=False):

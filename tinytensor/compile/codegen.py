@@ -18,7 +18,7 @@ import numpy as np
 from .. import tape, transforms
 from ..ops import core, softmax_xent
 from ..tape import unbroadcast
-from ..tensor import _make
+from ..tensor import Tensor, _make
 from .fusions import (
     _CE_VJP_LOGITS,
     _cross_entropy_rows,
@@ -33,7 +33,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
+from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, _Traced, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -335,7 +335,7 @@ def _unit_seed(tracer, producer, g, w):
     return False
 
 
-def _generate(tracer, out, fname):
+def _generate(tracer, out, fname, plain=()):
     """The recorded program of `tracer` (its Wengert list, with the rule applications of any
     gradient taken inside) as one straight-line NumPy function returning `out`'s structure.
 
@@ -344,9 +344,14 @@ def _generate(tracer, out, fname):
     `name = expression  # comment` row per entry (hot primitives and rules inline, the fused
     softmax/crossEntropy in steps); `_assemble` frees temporaries after their last use
     (`_release_and_reuse`), writes the function and compiles it into a `_Program`.
+    Results come back as f gave them eagerly: a Tensor as a Tensor (a parameter f returns: that
+    Tensor itself), an array as an array, a NumPy scalar as a NumPy scalar; except the positions
+    in `plain`, returned as arrays for the caller to make Tensors on the tape (taped.py).
     """
     leaves, out_structure = transforms.tree_flatten(out)
     out_refs = [tracer.template(x) for x in leaves]
+    tensors = _eagerly_tensors(tracer)
+    kinds = [_result_kind(tracer, x, k in plain, tensors) for k, x in enumerate(leaves)]
     live, producer = _live_entries(tracer, out_refs)
     outputs = {r.var for r in out_refs if type(r) is _Ref}
     if not getattr(tracer, "stepped", False):   # a whole training step is eager's bit for bit:
@@ -356,9 +361,57 @@ def _generate(tracer, out, fname):
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)
     finish = _loss_as_tensor(tracer, out, fname, names) if getattr(tracer, "stepped", False) else None
-    program = _assemble(tracer, live, body, names, out_refs, out_structure, fname, finish)
+    program = _assemble(tracer, live, body, names, out_refs, out_structure, fname, finish, kinds)
     program.made_tensor = finish is not None
     return program
+
+
+def _eagerly_tensors(tracer):
+    """The variables that f, called eagerly, holds as Tensors. Inside the recording every traced
+    value is a Tensor, but eagerly tinytensor's operations on NumPy arrays give NumPy arrays (and
+    NumPy scalars for 0-d results), as NumPy's: a primitive's result is a Tensor where one of its
+    operands is (an argument passed as a Tensor, a parameter, a Tensor made inside f); a rule's
+    (a gradient a transform hands out) and NumPy's results are arrays."""
+    tensors = tracer.tensor_arguments | tracer.live_vars | tracer.tensor_vars
+    made = tracer.tensor_constants
+    for e in tracer.entries:
+        if e.out in tensors or e.kind not in ("prim", "prim0", "store"):
+            continue
+        for a in itertools.chain(e.args, e.kwargs.values()):
+            if (a.var in tensors) if type(a) is _Ref else id(a) in made or _holds(a, tensors, made):
+                tensors.add(e.out)
+                break
+    return tensors
+
+
+def _holds(a, tensors, made):
+    """Whether operand list/tuple `a` (tt.stack's, tt.concatenate's) holds a Tensor's value."""
+    return type(a) in (list, tuple) and builtins.any(
+        (v.var in tensors) if type(v) is _Ref else id(v) in made for v in a)
+
+
+def _result_kind(tracer, x, plain, tensors):
+    """How the program returns result x (f's own result, while recording): "tensor" (a new
+    Tensor on the value), x itself (a Tensor made before the call: that Tensor), "scalar" (a
+    NumPy scalar, as NumPy's operations give for 0-d results), or None (as computed)."""
+    if isinstance(x, Tensor):
+        if plain:
+            return None
+        if x._id < tracer.start and not isinstance(x, _Traced) or x._id < tracer.start and \
+                tracer.var_of(x) in tracer.live_vars:
+            return x                                      # made before the call: itself
+        var = tracer.var_of(x)
+        if var is None or var in tensors:
+            return "tensor"
+        return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
+    if isinstance(x, np.ndarray) and tracer.var_of(x) in tracer.generic_vars:
+        return "scalar"
+    return None
+
+
+def _numpy_scalar(a):
+    """A 0-d result as NumPy gives it eagerly (np.float64, np.bool_)."""
+    return a[()]
 
 
 def _loss_as_tensor(tracer, out, fname, n):
@@ -794,23 +847,32 @@ def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
 
-def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None):
+def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None, kinds=None):
     """The function's text from the body (temporaries freed after their last use, see
     _release_and_reuse), its results in `out`'s structure (given to `finish`, a function of the
     return expression's text, where there is one), compiled into a _Program."""
     names = n.names
     producer_kind = {e.out: e.kind for e in live}
     results = []
-    for ref in out_refs:
+    for ref, kind in zip(out_refs, kinds or [None] * len(out_refs)):
+        if isinstance(kind, Tensor):            # a parameter, a closed-over Tensor: itself
+            results.append(n.constant(kind))
+            continue
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
             scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
                       or ref.var in n.scalars)
-            results.append(f"np.asarray({name})" if scalar else name)
+            text = f"np.asarray({name})" if scalar else name
         elif isinstance(ref, np.ndarray):
-            results.append(f"{n.constant(ref)}.copy()")    # never the same array twice
+            text = f"{n.constant(ref)}.copy()"    # never the same array twice
         else:
             results.append(n.emit(ref))
+            continue
+        if kind == "tensor":
+            text = f"{n.function(_make, 'make_tensor')}({text})"
+        elif kind == "scalar":
+            text = f"{n.function(_numpy_scalar, 'numpy_scalar')}({text})"
+        results.append(text)
     namespace = n.namespace
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
     if finish is not None:

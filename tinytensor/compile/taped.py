@@ -77,7 +77,7 @@ def split(tracer, out, swept, fname):
     fwd.entries = forward_entries
     fwd.arguments = [a for a in tracer.arguments if a not in set(ct_vars)]
     leaves, structure = transforms.tree_flatten(out)
-    forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward")
+    forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward", plain=set(roots))
 
     bwd = copy.copy(tracer)
     bwd.entries = backward_entries

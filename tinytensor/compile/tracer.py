@@ -113,6 +113,15 @@ class _Tracer:
         self.number_reads = []       # why, "how at file:line", in order
         self.operand_counts = None   # id(a primitive's forward) -> its operand count (nargs)
         self.node_values = set()     # id(a recorded tape node's values list): may hold _Numbers
+        self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
+        self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
+        #                              where no operand is a Tensor)
+        self.array_arguments = set()  # arguments the caller passed as NumPy arrays
+        self.tensor_arguments = set()  # ... as Tensors
+        self.tensor_vars = set()     # variables held as Tensors made off the primitives (the
+        #                              Tensor tt.randn makes on its draw): eagerly Tensors
+        self.draw_vars = set()       # the random draws' variables
+        self.tensor_constants = set()  # id(array) of constant Tensors' values in entries
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -125,7 +134,9 @@ class _Tracer:
                 self.alive.append(obj)
         return var
 
-    def argument(self, array, name):
+    def argument(self, array, name, as_array=False):
+        """Argument `array` as f sees it: a _Traced Tensor. `as_array`: the caller passed a NumPy
+        array (what f computes from it alone is eagerly an array: codegen._eagerly_tensors)."""
         # A view (the caller's memory, no copy) with an identity of its own: f may also close
         # over the caller's array, which is then a constant, not this input (and the same array
         # passed twice is two inputs).
@@ -133,6 +144,7 @@ class _Tracer:
         t = _make(array, cls=_Traced)
         var = self._new(array, name, t, array)
         self.arguments.append(var)
+        (self.array_arguments if as_array else self.tensor_arguments).add(var)
         return t
 
     def number(self, value, name, position, plain=False):
@@ -172,6 +184,8 @@ class _Tracer:
         var = self.index.get(id(x))
         if var is None and isinstance(x, Tensor):
             var = self.index.get(id(x.data))
+            if var in self.draw_vars:  # a Tensor made on a draw (tt.randn): eagerly a Tensor
+                self.tensor_vars.add(var)
         return var
 
     def template(self, x):
@@ -181,7 +195,11 @@ class _Tracer:
             return _Ref(var)
         if isinstance(x, Tensor):
             var = self.live(x)
-            return x.data if var is None else _Ref(var)   # a constant Tensor made inside f
+            if var is None:                               # a constant Tensor made inside f
+                self.tensor_constants.add(id(x.data))
+                self.alive.append(x.data)
+                return x.data
+            return _Ref(var)
         if type(x) is _Tainted:
             raise _untracked(x)
         if type(x) in _WRAPPED:
@@ -289,6 +307,22 @@ class _Tracer:
         var = None if g is None else self.var_of(g)
         return g if var is None else self.wrap(g, var)
 
+    def passed_as_array(self, t):
+        """Whether Tensor t is an argument the caller passed as a NumPy array, or computed from
+        such arguments alone, which f has eagerly as an array (f sees a Tensor; where tinytensor
+        treats a plain array otherwise, a loss's target or NumPy's scalar rule, it asks)."""
+        return self.index.get(id(t)) in self.array_arguments
+
+    def array(self, x):
+        """A transform's result at the outermost level as f gets it eagerly, an array: recorded
+        (a _Tainted, its NumPy operations noted), or, computed from constants, the array itself."""
+        if isinstance(x, Tensor):
+            x = _SLOT_DATA.__get__(x)
+        if not isinstance(x, np.ndarray) or type(x) is _Tainted:
+            return x
+        var = self.var_of(x)
+        return x if var is None else self.tainted(x, var)
+
     # ----- recording, this thread only -----
     def __enter__(self):
         self.recording = True
@@ -303,8 +337,9 @@ class _Tracer:
         update_hook(tape.ANOMALY_CHECK)
 
     # ----- what the engine tells the recorder -----
-    def primitive(self, out, prim, args, params):
-        """Primitive.__call__ made `out` (STATE.hook)."""
+    def primitive(self, out, prim, args, params, generic=False):
+        """Primitive.__call__ made `out` (STATE.hook; `generic`: NumPy gave a scalar, which an
+        operation on arrays hands out eagerly)."""
         if STATE.anomaly:
             tape._anomaly_check_forward(out, prim, args)
         context = (prim.name, _plain_numbers(args, []) if self.numbers else args)   # no _Number kept
@@ -313,10 +348,18 @@ class _Tracer:
         if self.numbers and out._values is not None:   # a tape node holding the call's numbers:
             self.node_values.add(id(out._values))        # not a place f stored them in
             self.alive.append(out._values)
+        if var is not None and self.array_arguments:     # computed from arrays the caller
+            e = self.entries[-1]                           # passed alone: eagerly an array too
+            refs = _refs(e.args, []) + _refs(e.kwargs, [])
+            if refs and builtins.all(r in self.array_arguments for r in refs) and not builtins.any(
+                    id(a) in self.tensor_constants for a in e.args):
+                self.array_arguments.add(var)
         if var is not None:
             out.__class__ = _Traced           # its comparisons and reads are noted
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
+                if generic:
+                    self.generic_prims.add(var)
 
     # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
     def backward(self, output):
@@ -390,6 +433,9 @@ class _Tracer:
                                  objects=(result if isinstance(result, Tensor) else None,))
         if isinstance(result, Tensor):
             result.__class__ = _Traced      # f's reads of it (float(norm)) are noted
+            var = self.var_of(result)
+            if var is not None:             # eagerly a Tensor (clip_grad_norm_'s norm)
+                self.tensor_vars.add(var)
         return result
 
     def check_owners(self, what, owners=None):
@@ -529,6 +575,7 @@ class _Tracer:
         var = self._new(value, f"{name.strip('_')}", value if isinstance(value, np.ndarray) else None)
         self.entries.append(_Entry(fun, name, (rng, *self.template(tuple(args))), self.template(dict(kwargs)),
                                    var, f"a random draw, anew on every call ({name})", "draw"))
+        self.draw_vars.add(var)
         return value
 
     def compared(self, op, t, other, value):
@@ -558,6 +605,7 @@ class _Tracer:
                               "a copy", "numpy", objects=(t,), constants_too=var == -1)
             if new is not None:
                 t.__class__ = _Traced
+                self.tensor_vars.add(new)      # a Tensor made inside f: eagerly a Tensor
 
     def value_copy(self, t):
         """A copy of Tensor t's value (Module.state_dict() inside a recording): a line of the
@@ -746,6 +794,22 @@ class _Tracer:
         return node._prim.name if isinstance(node, Tensor) and node._prim else "a constant"
 
 
+def _numpy_scalar_rule(name, op, reflected):
+    """_Traced's arithmetic operator: with a NumPy scalar on an array the caller passed (or one
+    computed from such alone), NumPy's rule for arrays (the scalar's dtype counts, NEP 50), as f
+    computes eagerly; else Tensor's (a NumPy scalar is weak, as a Python number)."""
+    tensor_operator = getattr(Tensor, name)
+
+    def operator(self, other):
+        if type(other) in tensor_module._NUMPY_SCALARS:
+            rec = STATE.recorder
+            if rec is not None and rec.passed_as_array(self):
+                return op(other, self) if reflected else op(self, other)
+        return tensor_operator(self, other)
+    operator.__name__ = name
+    return operator
+
+
 class _Traced(Tensor):
     """A Tensor whose value tt.compile is recording: its reads into Python are noted (its
     comparisons, as every Tensor's, are recorded: Tensor.__lt__ calls `compared`). Only the
@@ -760,6 +824,11 @@ class _Traced(Tensor):
         if rec is not None and rec.var_of(self.data) is not None:   # t became a recorded entry
             rec.index[id(self)] = rec.var_of(self.data)
 
+
+for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("truediv", ops.div),
+                   ("pow", ops.power)):
+    setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
+    setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
 
 _new_tensor = Tensor.__new__
 _COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
@@ -1144,7 +1213,8 @@ def _noted_numpy(fun, name, args, kwargs, result):
     rec = STATE.recorder
     if rec is None or rec.depth_inside:
         return result
-    if isinstance(result, np.generic):
+    generic = isinstance(result, np.generic)
+    if generic:
         result = np.asarray(result)
     if type(result) is not np.ndarray:
         if result is None or isinstance(result, tuple):
@@ -1152,6 +1222,8 @@ def _noted_numpy(fun, name, args, kwargs, result):
         var = rec.record(fun, name, args, kwargs, result, name, "numpy")   # a Python value (a
         return result if var is None else rec.guard_var(var, result, name)  # bool of allclose)
     var = rec.record(fun, name, args, kwargs, result, name, "numpy")
+    if var is not None and generic:       # eagerly a NumPy scalar (a reduction, a 0-d ufunc)
+        rec.generic_vars.add(var)
     return result if var is None else rec.tainted(result, var)
 
 

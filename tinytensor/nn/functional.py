@@ -795,8 +795,12 @@ def _float_dtype(x):
 def _as_float(value, prediction, what):
     """A constant (weights, pos_weight) or plain-array target in the prediction's float dtype, on
     its device (numbers and lists are made there; an array elsewhere is an error naming both)."""
-    if value is None or isinstance(value, Tensor):
-        return value
+    if value is None or isinstance(value, Tensor) and (
+            SHARED.quiet or STATE.recorder is None or not STATE.recorder.passed_as_array(value)):
+        return value                      # (tt.compile: an array argument is a Tensor inside f)
+    if isinstance(value, Tensor):
+        dtype = _float_dtype(prediction)  # cast as the plain array the caller passed
+        return value if value.dtype == dtype else ops.astype(value, dtype)
     if type(value) is np.ndarray and not SHARED.quiet and STATE.recorder is not None:
         # tt.compile: an array the loss holds (pos_weight, a target kept and refilled) is read
         # anew on every call: a recorded copy, and what is computed from it is on the tape
