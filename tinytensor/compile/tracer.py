@@ -348,7 +348,7 @@ class _Tracer:
         if self.numbers and out._values is not None:   # a tape node holding the call's numbers:
             self.node_values.add(id(out._values))        # not a place f stored them in
             self.alive.append(out._values)
-        if var is not None and self.array_arguments:     # computed from arrays the caller
+        if var is not None and self.array_arguments and not STATE.depth:   # from arrays the caller
             e = self.entries[-1]                           # passed alone: eagerly an array too
             refs = _refs(e.args, []) + _refs(e.kwargs, [])
             if refs and builtins.all(r in self.array_arguments for r in refs) and not builtins.any(
@@ -358,7 +358,7 @@ class _Tracer:
             out.__class__ = _Traced           # its comparisons and reads are noted
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
-                if generic:
+                if generic and not STATE.depth:   # (inside a transform, values are Tensors)
                     self.generic_prims.add(var)
 
     # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
