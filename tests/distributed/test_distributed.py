@@ -86,6 +86,7 @@ def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
     assert "OK collectives on 2 ranks" in run.stdout
     assert "overlap: 2 of 3 buckets started before the first layer's backward" in run.stdout
     assert run.stdout.count("equivalence") == 2, run.stdout
+    assert run.stdout.count("zero ") == 6 and "zero sgd (shared memory)" in run.stdout, run.stdout
     assert run.stdout.count("join: ranks with 5 and 3 batches") == 2, run.stdout
     assert "Fatal error" not in run.stderr and "MPIR_" not in run.stderr, run.stderr
     print(run.stdout)

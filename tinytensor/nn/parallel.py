@@ -135,6 +135,13 @@ class _Bucket:
         return self.shared is not None and sys.getrefcount(self.shared) > 3 + (self.buffer is self.shared)
 
 
+def _cuts(n, itemsize, size):
+    """Where each rank's slice of a bucket of n items begins, on 64-byte boundaries, then n: the
+    slices the shared-memory all-reduce sums, one per rank, and ZeroRedundancyOptimizer's shards."""
+    align = max(1, _Shared.LINE // itemsize)
+    return [min(n, -(-(n * r // size) // align) * align) for r in range(size)] + [n]
+
+
 class _Shared:
     """The buckets in an MPI shared-memory window, for ranks on one machine: the all-reduce as
     plain NumPy on memory every rank reads, with no copy through MPI and no MPI progress to wait
@@ -157,6 +164,9 @@ class _Shared:
     """
 
     LINE = 64                    # bytes: counters and buckets start on their own cache lines
+    # With a ZeroRedundancyOptimizer (_ZeroWindow): per bucket, the shared array the sums go to,
+    # once, instead of into every rank's segment (a reduce-scatter: no copy back)
+    mean = None
 
     def __init__(self, buckets, comm):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -174,11 +184,8 @@ class _Shared:
         # alive: held() counts them
         self.views = [[np.frombuffer(seg, b.buffer.dtype, b.buffer.size, off)
                        for b, off in zip(buckets, offsets)] for seg in segments]
-        self.bounds = []                             # per bucket: where each rank's slice begins
-        for b in buckets:
-            n, align = b.buffer.size, max(1, self.LINE // b.buffer.itemsize)
-            cuts = [min(n, -(-(n * r // self.size) // align) * align) for r in range(self.size)]
-            self.bounds.append(cuts + [n])
+        # per bucket: where each rank's slice begins
+        self.bounds = [_cuts(b.buffer.size, b.buffer.itemsize, self.size) for b in buckets]
         for b, mine in zip(buckets, self.views[self.rank]):
             b.shared = mine
         self.nb = len(buckets)
@@ -213,12 +220,17 @@ class _Shared:
         lo, hi = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
         if lo < hi:
             parts = [v[k][lo:hi] for v in self.views]
-            # slice r of every segment is rank r's alone in a round: the sum can build up in place
-            total = np.add(parts[0], parts[1], out=parts[0])
-            for part in parts[2:]:
-                np.add(total, part, out=total)
-            for part in parts[1:]:
-                part[...] = total
+            if self.mean is not None:            # ZeroRedundancyOptimizer: into the one shared mean
+                total = np.add(parts[0], parts[1], out=self.mean[k][lo:hi])
+                for part in parts[2:]:
+                    np.add(total, part, out=total)
+            else:
+                # slice r of every segment is rank r's alone in a round: the sum can build up in place
+                total = np.add(parts[0], parts[1], out=parts[0])
+                for part in parts[2:]:
+                    np.add(total, part, out=total)
+                for part in parts[1:]:
+                    part[...] = total
         self.publish(self.reduced, k)
         self.done = k + 1
 
@@ -242,6 +254,93 @@ class _Shared:
                                 "ranks' sums)", spin=0.05)
         self.rounds += 1
         self.done = 0
+
+
+class _ZeroWindow:
+    """ZeroRedundancyOptimizer's memory on one machine: the wrapped model's parameters and the
+    averaged gradients in one MPI shared-memory window (rank 0's segment, mapped by every rank),
+    laid out as the gradient buckets.
+
+    Every shared parameter's .data is a view of it: one copy of the model on the machine. A round
+    of the gradient all-reduce then sums each rank's slice of each bucket into `mean`, once (a
+    reduce-scatter, no copy back into the segments), and every rank's .grad are read-only views
+    of `mean`; each rank's optimizer updates its slice of the parameters in place, and the other
+    ranks see the new weights with no all-gather. Two meetings bracket the update: `entered`
+    (nobody still reads the weights of the step before) and `stepped` (nobody reads them half
+    updated); each a counter per rank in its own cache line, waited on as the all-reduce's."""
+
+    def __init__(self, reducer, params):
+        """Every rank calls it (a collective): the window, rank 0's values of `params` written into
+        it, then every parameter's .data made a view of it."""
+        comm, line = reducer.comm, _Shared.LINE
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        nbytes = 2 * self.size * line                 # the counters, then the parameters, the means
+        param_at, mean_at = [], []
+        for b in reducer.buckets:
+            param_at.append(nbytes)
+            nbytes += -(-b.size * b.buffer.itemsize // line) * line
+        for b in reducer.buckets:
+            mean_at.append(nbytes)
+            nbytes += -(-b.buffer.nbytes // line) * line
+        self.win, segments = distributed._shared_window(comm, nbytes if self.rank == 0 else 0)
+        seg = segments[0]
+        self.entered = [np.frombuffer(seg, np.int64, 1, 2 * r * line) for r in range(self.size)]
+        self.stepped = [np.frombuffer(seg, np.int64, 1, (2 * r + 1) * line) for r in range(self.size)]
+        self.entered[self.rank][0] = self.stepped[self.rank][0] = 0
+        self.params = [np.frombuffer(seg, b.buffer.dtype, b.size, at)
+                       for b, at in zip(reducer.buckets, param_at)]
+        self.mean = [np.frombuffer(seg, b.buffer.dtype, b.buffer.size, at)
+                     for b, at in zip(reducer.buckets, mean_at)]
+        # the .grad views: read-only (an in-place change on one rank would change every rank's),
+        # made from a buffer of their own so that held() can count the views still alive
+        readonly = memoryview(seg).toreadonly()
+        self.readonly = [np.frombuffer(readonly, b.buffer.dtype, b.buffer.size, at)
+                         for b, at in zip(reducer.buckets, mean_at)]
+        self.bounds = [_cuts(b.buffer.size, b.buffer.itemsize, self.size) for b in reducer.buckets]
+        self.shared = set()
+        for p in params:
+            k, i = reducer.where[id(p)]
+            lo, hi = reducer.buckets[k].slices[i]
+            if self.rank == 0:
+                self.params[k][lo:hi] = p.data.reshape(-1)
+            self.shared.add(id(p))
+        self.win.Sync()
+        comm.Barrier()                                # rank 0's values are in; every counter is zero
+        self.win.Sync()
+        for p in params:
+            k, i = reducer.where[id(p)]
+            lo, hi = reducer.buckets[k].slices[i]
+            p.data = self.params[k][lo:hi].reshape(p.data.shape)
+            mark_modified(p)
+        self.steps = 0                                # optimizer steps so far (the same on every rank)
+
+    def shard(self, reducer, p):
+        """(bucket k, the start of p in it, this rank's part of p: lo, hi in the bucket), or None."""
+        k, i = reducer.where[id(p)]
+        start, end = reducer.buckets[k].slices[i]
+        lo, hi = max(start, self.bounds[k][self.rank]), min(end, self.bounds[k][self.rank + 1])
+        return (k, start, lo, hi) if lo < hi else None
+
+    def held(self):
+        """Whether a .grad of the last round (a view of `mean`) is still held on this rank."""
+        # references of tinytensor's own: the list's and getrefcount's argument
+        return any(sys.getrefcount(self.readonly[k]) > 2 for k in range(len(self.readonly)))
+
+    def meet(self, counter, what):
+        """Raise this rank's counter to this step, then wait for every rank's (the watchdog's wait)."""
+        target = self.steps + 1
+        self.win.Sync()                               # release: this rank's writes before the counter
+        counter[self.rank][0] = target
+        self.win.Sync()
+
+        def arrived():
+            for c in counter:
+                if c[0] < target:
+                    return False
+            self.win.Sync()                           # acquire: their writes before their counters
+            return True
+        distributed._wait_until(arrived, lambda: [r for r in range(self.size) if counter[r][0] < target],
+                                f"ZeroRedundancyOptimizer.step() ({what})", spin=0.05)
 
 
 class _Reducer:
@@ -270,6 +369,7 @@ class _Reducer:
         self.shared_memory = bool(shared) and comm is not None and all(type(b.buffer) is np.ndarray
                                                                        for b in self.buckets)
         self.window = None
+        self.zero = None                         # a ZeroRedundancyOptimizer's shared window (_ZeroWindow)
         # the layout, the same on every rank of one model: checked in each gradient round's header
         self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]
                                                   + [self.shared_memory]))
@@ -440,6 +540,12 @@ class DistributedDataParallel(Module):
         if not enable or distributed.world_size() == 1:
             yield
             return
+        if self._reducer.zero is not None:
+            raise RuntimeError("DistributedDataParallel.join(): this model's parameters are shared by "
+                               "a ZeroRedundancyOptimizer (one copy in shared memory, each rank "
+                               "updating its shard), so a rank that has run out of inputs cannot stand "
+                               "in for the others' steps; give every rank the same number of batches "
+                               "(tt.data.minibatches pads), or use a plain optimizer with join()")
         before = self._join_flags
         self._join_flags = int(bool(throw_on_early_termination)) | (0 if divide_by_initial_world_size else 2)
         try:
@@ -603,7 +709,8 @@ class DistributedDataParallel(Module):
             self._reducer = _Reducer(r.params, r.cap_bytes, r.comm, self._shared_memory_ok)
         r = self._reducer
         # a .grad of the last shared round still held here: the others must not write this round
-        held = r.shared_memory and not self.gradient_as_bucket_view and any(b.held() for b in r.buckets)
+        held = r.shared_memory and not self.gradient_as_bucket_view and (
+            any(b.held() for b in r.buckets) or (r.zero is not None and r.zero.held()))
         every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=r.fingerprint, count=int(held))
         active, _, divisor = self._round(every)
         # the same verdict on every rank (the same headers): shared memory unless a rank joined or
@@ -611,6 +718,8 @@ class DistributedDataParallel(Module):
         shared = r.shared_memory and len(active) == len(every) and not any(every[k][_SHAPE] for k in active)
         if shared and r.window is None:
             r.window = _Shared(r.buckets, r.comm)       # every rank is here: a collective
+        if r.window is not None:
+            r.window.mean = None if r.zero is None else r.zero.mean
         return _Sync(r, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view, shared)
 
     def sync_gradients(self):
@@ -671,8 +780,10 @@ class DistributedDataParallel(Module):
         distributed._wait_all(sync.requests)
         if not contribute:
             return
-        for bucket in self._reducer.buckets:
-            flat = bucket.buffer
+        zero = sync.window is not None and sync.window.mean is not None
+        for k, bucket in enumerate(self._reducer.buckets):
+            # ZeroRedundancyOptimizer: read-only views of the one shared mean (every rank's .grad)
+            flat = self._reducer.zero.readonly[k] if zero else bucket.buffer
             # views of the bucket: the next round packs into a new buffer while any is held (claim),
             # so a .grad kept from this step keeps its values (a copy on devices other than the host)
             host = type(flat) is np.ndarray or self.gradient_as_bucket_view
