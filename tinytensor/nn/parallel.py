@@ -135,6 +135,16 @@ class _Bucket:
         return self.shared is not None and sys.getrefcount(self.shared) > 3 + (self.buffer is self.shared)
 
 
+def _add_scaled(y, x, scale):
+    """y += x * scale, in place: one pass (BLAS axpy) where the dtypes allow. With scale a power of
+    two the product is exact, so the sum is the same number as x * scale + y rounded once."""
+    if x.dtype == y.dtype and x.dtype.char in "fdFD" and y.flags.c_contiguous and x.size > 1:
+        from scipy.linalg import blas
+        blas.get_blas_funcs("axpy", dtype=y.dtype)(x, y, a=scale)
+    else:
+        y += x * scale
+
+
 def _cuts(n, itemsize, size):
     """Where each rank's slice of a bucket of n items begins, on 64-byte boundaries, then n: the
     slices the shared-memory all-reduce sums, one per rank, and ZeroRedundancyOptimizer's shards."""
@@ -167,6 +177,10 @@ class _Shared:
     # With a ZeroRedundancyOptimizer (_ZeroWindow): per bucket, the shared array the sums go to,
     # once, instead of into every rank's segment (a reduce-scatter: no copy back)
     mean = None
+    # ... and on 2 ranks `direct`: each rank packs only the part of its gradients in the other
+    # rank's slice, straight into `mean`, and adds its own part from the gradients themselves when
+    # it sums its slice (`own`: per bucket, (start, end, gradient part, scale)): no packing of it
+    direct = False
 
     def __init__(self, buckets, comm):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -189,6 +203,7 @@ class _Shared:
         for b, mine in zip(buckets, self.views[self.rank]):
             b.shared = mine
         self.nb = len(buckets)
+        self.own = [[] for _ in buckets]
         self.rounds = 0                              # shared rounds so far (the same on every rank)
         self.done = 0                                # buckets this rank has reduced in this round
         comm.Barrier()                               # every counter is zero before any is read
@@ -215,10 +230,37 @@ class _Shared:
         self.win.Sync()                              # acquire: their data before the counter
         return True
 
+    def pack(self, k, bucket, i, g, scale):
+        """`direct` (2 ranks): the part of parameter i's gradient g (None: zeros) in the other rank's
+        slice of bucket k, times scale, into the shared mean; this rank's part is kept for reduce()."""
+        lo, hi = bucket.slices[i]
+        a, b = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
+        mean = self.mean[k]
+        flat = None if g is None else g.reshape(-1)
+        for x, y in ((lo, min(hi, a)), (max(lo, b), hi)):      # the parts outside [a, b)
+            if x < y:
+                if flat is None:
+                    mean[x:y] = 0
+                else:
+                    np.multiply(flat[x - lo:y - lo], scale, out=mean[x:y])
+        x, y = max(lo, a), min(hi, b)
+        if x < y and flat is not None:
+            self.own[k].append((x, y, flat[x - lo:y - lo], scale))
+        flag = bucket.size + i                                 # its presence flag
+        if a <= flag < b:
+            self.own[k].append((flag, flag + 1, np.ones(1, mean.dtype) * (g is not None), 1.0))
+        else:
+            mean[flag] = g is not None
+
     def reduce(self, k):
         """Sum this rank's slice of bucket k over the ranks, in rank order, into every segment."""
         lo, hi = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
-        if lo < hi:
+        if self.direct:                  # the other rank's part is in the mean: add this rank's
+            mean = self.mean[k]
+            for x, y, part, scale in self.own[k]:
+                _add_scaled(mean[x:y], part, scale)
+            self.own[k] = []
+        elif lo < hi:
             parts = [v[k][lo:hi] for v in self.views]
             if self.mean is not None:            # ZeroRedundancyOptimizer: into the one shared mean
                 total = np.add(parts[0], parts[1], out=self.mean[k][lo:hi])
@@ -720,6 +762,7 @@ class DistributedDataParallel(Module):
             r.window = _Shared(r.buckets, r.comm)       # every rank is here: a collective
         if r.window is not None:
             r.window.mean = None if r.zero is None else r.zero.mean
+            r.window.direct = r.zero is not None and r.window.size == 2
         return _Sync(r, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view, shared)
 
     def sync_gradients(self):
@@ -738,13 +781,17 @@ class DistributedDataParallel(Module):
         flat = bucket.buffer
         lo, hi = bucket.slices[i]
         g = p.grad if contribute else None
-        if g is None:                            # no gradient here (or a joined rank): zeros
+        if g is not None and type(g) is not np.ndarray and isinstance(g, Tensor):
+            g = g.data                           # p.grad = a Tensor, as PyTorch lets one set it
+        if sync.window is not None and sync.window.direct:   # ZeroRedundancyOptimizer, 2 ranks
+            sync.window.pack(k, bucket, i, g, sync.scale)
+        elif g is None:                          # no gradient here (or a joined rank): zeros
             flat[lo:hi] = 0
         elif sync.scale is not None:             # a power of two: times 1/divisor is the same number
             backend.namespace(flat).multiply(g.reshape(-1), sync.scale, out=flat[lo:hi])
         else:                                    # divided while packed (one pass): the sum is the mean
             backend.namespace(flat).divide(g.reshape(-1), sync.divisor, out=flat[lo:hi])
-        if contribute:
+        if contribute and not (sync.window is not None and sync.window.direct):
             flat[bucket.size + i] = g is not None     # presence flag (summed: a count)
         sync.packed.add(id(p))
         sync.missing[k] -= 1
