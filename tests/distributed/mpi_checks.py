@@ -155,7 +155,7 @@ def check_zero():
     r, w = dist.rank(), dist.world_size()
     ZeRO = tt.distributed.optim.ZeroRedundancyOptimizer
     X, y = data()
-    B, steps = 32, 20
+    B, steps = w * (32 // w), 20
     opts = {"sgd": (tt.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=1e-3)),
             "adam": (tt.optim.Adam, dict(lr=1e-2)),
             "adamw": (tt.optim.AdamW, dict(lr=1e-2, weight_decay=0.1))}
@@ -169,8 +169,8 @@ def check_zero():
         assert (opt._window is not None) == (allreduce == "auto" and w > 1), "the wrong path"
         done = 0
         for epoch in range(10):
-            whole = tt.data.minibatches(X, y, B, rng=epoch)
-            mine = tt.data.minibatches(X, y, B // w, rng=epoch, rank=r, world_size=w)
+            whole = tt.data.minibatches(X, y, B, rng=epoch, drop_last=True)
+            mine = tt.data.minibatches(X, y, B // w, rng=epoch, rank=r, world_size=w, drop_last=True)
             for (xb, yb), (xr, yr) in zip(whole, mine):
                 ref_opt.zero_grad()
                 loss_fn(ref(xb), yb).backward()
@@ -178,7 +178,7 @@ def check_zero():
                 loss_fn(ddp(xr), yr).backward()
                 if done == 3:        # the whole mean on every rank, read-only in shared memory
                     for p, q in zip(model.parameters(), ref.parameters()):
-                        assert np.allclose(p.grad, q.grad, rtol=0, atol=1e-13), f"{name}: .grad is not the mean"
+                        assert np.allclose(p.grad, q.grad, rtol=0, atol=1e-13), f"{name}: not the mean"
                     if opt._window is not None:
                         assert not model[0].weight.grad.flags.writeable
                 ref_opt.step()
@@ -188,7 +188,8 @@ def check_zero():
                     break
             if done == steps:
                 break
-        err = max(float(np.max(np.abs(p.data - q.data))) for p, q in zip(model.parameters(), ref.parameters()))
+        pairs = list(zip(model.parameters(), ref.parameters()))
+        err = max(float(np.max(np.abs(p.data - q.data))) for p, q in pairs)
         assert err < 1e-12, f"zero {name} {allreduce}: {w} ranks differ from one process by {err:.3g}"
         same = dist.all_gather(np.concatenate([p.data.ravel() for p in model.parameters()]))
         assert all(np.array_equal(same[0], s) for s in same), "the replicas drifted apart"
@@ -205,7 +206,8 @@ def check_zero():
             for i in want["state"]:
                 for k, v in want["state"][i].items():
                     got = sd["state"][i][k]
-                    assert np.shape(got) == np.shape(v) and np.allclose(got, v, rtol=0, atol=1e-12), (name, i, k)
+                    assert np.shape(got) == np.shape(v), (name, i, k)
+                    assert np.allclose(got, v, rtol=0, atol=1e-12), (name, i, k)
         else:
             raises_everywhere_local = False
             try:
@@ -227,6 +229,33 @@ def check_zero():
             print(f"zero {name} ({'shared memory' if opt._window is not None else 'MPI'}): max |params({w} "
                   f"ranks, B/{w}) - params(1 process, B)| = {err:.2e} after {steps} steps; state "
                   f"{held} of {total} entries on rank 0")
+    # a parameter no rank uses keeps grad None and its value; the others step as the plain optimizer's
+    class Two(tt.nn.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.used = tt.nn.Linear(12, 4, rng=seed, dtype=np.float64)
+            self.unused = tt.nn.Linear(4, 4, rng=seed + 1, dtype=np.float64)
+
+        def forward(self, x):
+            return self.used(x)
+    two, ref = Two(0), Two(0)
+    ddp = DDP(two)
+    opt = ZeRO(ddp.parameters(), tt.optim.SGD, lr=0.1, momentum=0.9)
+    ref_opt = tt.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    n = 16 // w                                           # rows per rank
+    for step in range(3):
+        xb, yb = X[n * w * step:n * w * (step + 1)], y[n * w * step:n * w * (step + 1)]
+        opt.zero_grad()
+        loss_fn(ddp(xb[r * n:(r + 1) * n]), yb[r * n:(r + 1) * n]).backward()
+        assert all(p.grad is None for p in two.unused.parameters())
+        opt.step()
+        ref_opt.zero_grad()
+        loss_fn(ref(xb), yb).backward()
+        ref_opt.step()
+    for p, q in zip(two.parameters(), ref.parameters()):
+        assert np.allclose(p.data, q.data, rtol=0, atol=1e-13)
+    assert np.array_equal(two.unused.weight.data, Two(0).unused.weight.data)
+
     # clipping rebinds the read-only .grad; an in-place change is refused by NumPy; join() refused
     model = make_model(0)
     ddp = DDP(model)
@@ -664,6 +693,16 @@ def main():
         check_join()
     elif mode == "zero":
         check_zero()
+    elif mode == "zero_exit":
+        # rank 1 ends after its backward, before step(): rank 0 waits for it there
+        X, y = data()
+        ddp = DDP(make_model(0))
+        opt = tt.distributed.optim.ZeroRedundancyOptimizer(ddp.parameters(), tt.optim.SGD, lr=0.1)
+        assert opt._window is not None
+        tt.nn.CrossEntropyLoss()(ddp(X[:8]), y[:8]).backward()
+        if dist.rank() == 1:
+            sys.exit(0)
+        opt.step()
     elif mode == "raise":
         if dist.rank() == 1:
             raise RuntimeError("deliberate failure on rank 1")

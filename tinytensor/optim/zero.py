@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import backend, distributed
 from ..nn import parallel
+from ..state import SHARED, STATE, replayed_while_recording
 from ..tensor import Tensor, mark_modified
 from .optimizer import SGD, Adam, AdamW, Optimizer, RMSprop
 
@@ -195,6 +196,14 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure=None):
         """One update of every parameter: this rank's shard here, the others' on their ranks; every
         rank must call it. Returns the closure's loss (called first), as PyTorch."""
+        if not SHARED.quiet and STATE.recorder is not None:   # tt.compile is recording: a line of
+            if closure is not None:                              # the program, run on every call
+                raise RuntimeError("tt.compile: ZeroRedundancyOptimizer.step(closure) inside a compiled "
+                                   "function: the closure's loss and backward would run outside the "
+                                   "program. Call the closure's body in the compiled function, then "
+                                   "optimizer.step()")
+            replayed_while_recording("ZeroRedundancyOptimizer.step()", self.step)
+            return None
         loss = None if closure is None else closure()
         self._pass_hyperparameters()
         if self._window is not None:
