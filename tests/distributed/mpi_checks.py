@@ -14,6 +14,7 @@
     preinit       rank 1 fails before init(): rank 0 must not stay inside init()
 """
 
+import contextlib
 import itertools
 import os
 import sys
@@ -255,6 +256,31 @@ def check_zero():
     for p, q in zip(two.parameters(), ref.parameters()):
         assert np.allclose(p.data, q.data, rtol=0, atol=1e-13)
     assert np.array_equal(two.unused.weight.data, Two(0).unused.weight.data)
+
+    # accumulation: two local backwards under no_sync, then a synchronised one, then the step
+    model, ref = make_model(0), make_model(0)
+    ddp = DDP(model)
+    opt, ref_opt = ZeRO(ddp.parameters(), tt.optim.Adam, lr=1e-2), tt.optim.Adam(ref.parameters(), lr=1e-2)
+    for step in range(2):
+        rows = [X[8 * w * (3 * step + k):8 * w * (3 * step + k + 1)] for k in range(3)]
+        labels = [y[8 * w * (3 * step + k):8 * w * (3 * step + k + 1)] for k in range(3)]
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        for k in range(3):
+            with ddp.no_sync() if k < 2 else contextlib.nullcontext():
+                loss_fn(ddp(rows[k][8 * r:8 * (r + 1)]), labels[k][8 * r:8 * (r + 1)]).backward()
+            loss_fn(ref(rows[k]), labels[k]).backward()
+        opt.step()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert np.allclose(p.data, q.data, rtol=0, atol=1e-13), "no_sync accumulation with ZeRO"
+    if opt._window is not None:       # a model cast after the optimizer was built: refused
+        model.to(np.float32)
+        try:
+            opt.step()
+            raise AssertionError("a step on parameters moved out of the window went through")
+        except RuntimeError as err:
+            assert "no longer lives in the shared memory" in str(err), err
 
     # clipping rebinds the read-only .grad; an in-place change is refused by NumPy; join() refused
     model = make_model(0)

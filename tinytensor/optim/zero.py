@@ -131,6 +131,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                 raise RuntimeError(f"{name}: this DistributedDataParallel's parameters are already shared "
                                    f"by another ZeroRedundancyOptimizer; use one optimizer per model")
             self._window = reducer.zero = parallel._ZeroWindow(reducer, everything)
+            self._views = [p.data for p in everything]   # each parameter's view of the window
             # this rank's shard: per parameter, the slice of it in this rank's slices of the buckets
             self._pieces = []                     # (parameter, slice of its flat view, piece)
             groups = []
@@ -216,6 +217,13 @@ class ZeroRedundancyOptimizer(Optimizer):
 
     def _shared_step(self):
         window = self._window
+        for i, (p, view) in enumerate(zip(self.params, self._views)):
+            if p.data is not view:
+                raise RuntimeError(f"ZeroRedundancyOptimizer.step: parameter {i} (shape {p.shape}) no longer "
+                                   f"lives in the shared memory this optimizer updates: its .data was "
+                                   f"replaced (model.to(), a cast, or .data = ...) after the optimizer was "
+                                   f"made; move or cast the model first, then wrap it and build the "
+                                   f"optimizer (or change values in place: p.data[...] = ...)")
         window.meet(window.entered, "waiting for every rank to reach step(): nobody reads the old weights")
         for p, part, piece in self._pieces:
             g = _grad_array(p)
