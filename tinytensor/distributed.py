@@ -48,6 +48,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -996,10 +997,22 @@ def _names_rank(path, r):
                for part in (os.path.basename(full), os.path.basename(os.path.dirname(full))))
 
 
-def __getattr__(name):
-    """`tt.distributed.optim` (PyTorch's `torch.distributed.optim`): ZeroRedundancyOptimizer, loaded
-    on first use, since it builds on tt.optim and tt.nn.parallel, which import this module."""
-    if name == "optim":
+
+class _Optim(types.ModuleType):
+    """`tt.distributed.optim` (PyTorch's `torch.distributed.optim`): ZeroRedundancyOptimizer, whose
+    home is tinytensor/optim/zero.py, loaded on first use since it builds on tt.optim and
+    tt.nn.parallel, which import this module. Registered in sys.modules, so that PyTorch's
+    spelling `from tinytensor.distributed.optim import ZeroRedundancyOptimizer` works too."""
+
+    def __getattr__(self, name):
         from .optim import zero
-        return zero
-    raise AttributeError(f"module 'tinytensor.distributed' has no attribute {name!r}")
+        if name in zero.__all__:
+            return getattr(zero, name)
+        raise AttributeError(f"tt.distributed.optim has no attribute {name!r} (it has {zero.__all__})")
+
+    def __dir__(self):
+        from .optim import zero
+        return list(zero.__all__)
+
+
+optim = sys.modules[__name__ + ".optim"] = _Optim(__name__ + ".optim", _Optim.__doc__)
