@@ -42,7 +42,11 @@ When every rank runs on one machine (MPI's COMM_TYPE_SHARED holds them all), the
 an MPI shared-memory window instead and the all-reduce is plain NumPy on it (_Shared): each rank
 sums its slice of each bucket over the ranks, in rank order, and writes the sum into every
 rank's segment; no copy through MPI, no MPI progress to wait for. allreduce="mpi" (or
-TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory.
+TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory. With a
+tt.distributed.optim.ZeroRedundancyOptimizer over the wrapper's parameters (_ZeroWindow), the
+parameters themselves move into shared memory, the all-reduce becomes a reduce-scatter into one
+shared array of means (.grad are read-only views of it), and each rank's optimizer updates its
+slice of the shared parameters.
 """
 
 import itertools
