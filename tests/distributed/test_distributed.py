@@ -358,6 +358,25 @@ def test_zero_redundancy_optimizer_in_one_process(single):
         fresh.consolidate_state_dict()
         assert all(np.array_equal(fresh.state_dict()["state"][i][k], v)
                    for i, e in want["state"].items() for k, v in e.items())
+    # a tt.compile'd training step replays ZeRO's step() on every call, as the plain optimizer's
+    weights = []
+    for make in (lambda ps: tt.optim.SGD(ps, lr=0.1, momentum=0.9),
+                 lambda ps: ZeRO(ps, tt.optim.SGD, lr=0.1, momentum=0.9)):
+        model = tt.nn.Linear(5, 3, rng=1, dtype=np.float64)
+        opt = make(model.parameters())
+
+        @tt.compile
+        def train_step(x, t):
+            opt.zero_grad()
+            loss = tt.nn.CrossEntropyLoss()(model(x), t)
+            loss.backward()
+            opt.step()
+            return loss
+        for _ in range(4):
+            train_step(X, y)
+        weights.append(model.weight.data.copy())
+    assert np.array_equal(*weights)
+
     params = list(tt.nn.Linear(2, 2, rng=0).parameters())
     with pytest.raises(TypeError, match="optimizer_class must be a tt.optim optimizer class"):
         ZeRO(params, lr=0.1)
