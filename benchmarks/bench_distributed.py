@@ -13,9 +13,12 @@ time: this rank's process time, which a loaded machine inflates far less than wa
 * the targets: the 1-rank DDP step against the same step written in NumPy (forward, backward,
   update; timed in the same process, alternating), and the 2-rank efficiency,
   throughput(2) / (2 x throughput(1)), for tinytensor and for PyTorch DDP;
-* per rank count, five ways to run the step: `overlap` (plain `loss.backward()`: each bucket's
+* per rank count, six ways to run the step: `overlap` (plain `loss.backward()`: each bucket's
   all-reduce starts as soon as its gradients are complete, during the backward; through shared
-  memory when every rank is on this machine, `--allreduce`), `mpi` (the same through MPI's
+  memory when every rank is on this machine, `--allreduce`), `zero` (the same wrapper with
+  tt.distributed.optim.ZeroRedundancyOptimizer: on one machine the parameters live in shared
+  memory, the all-reduce is a reduce-scatter and each rank updates its slice; its target
+  efficiency is against the plain 1-rank step, `overlap`), `mpi` (the same through MPI's
   non-blocking Iallreduce, DistributedDataParallel(allreduce="mpi")), `after` (the
   backward under `no_sync()`, then `sync_gradients()`: every bucket starts after the backward, the
   way it was before the overlap), `local` (no all-reduce at all: the ranks compute side by side and
@@ -112,7 +115,7 @@ def tt_worker(args):
     results = {}
     for name in args.models:
         sizes, batch = MODELS[name]
-        def wrapped(allreduce):
+        def wrapped(allreduce, zero=False):
             layers = []
             for n_in, n_out in zip(sizes[:-1], sizes[1:]):
                 layers += [tt.nn.Linear(n_in, n_out, dtype=np.float32), tt.nn.ReLU()]
@@ -121,10 +124,14 @@ def tt_worker(args):
                 p.data[...] = w
             ddp = tt.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=args.bucket_view,
                                                          allreduce=allreduce)
+            if zero:                                        # the update sharded, parameters shared
+                return model, ddp, tt.distributed.optim.ZeroRedundancyOptimizer(
+                    ddp.parameters(), optimizer_class=tt.optim.SGD, lr=LR, momentum=MOMENTUM)
             return model, ddp, tt.optim.SGD(ddp.parameters(), lr=LR, momentum=MOMENTUM)
 
         model, ddp, opt = wrapped(args.allreduce)          # "auto": shared memory on one machine
         mpi = wrapped("mpi")                                # the MPI path, for comparison
+        zero = wrapped(args.allreduce, zero=True)           # ZeroRedundancyOptimizer over DDP
         loss_fn = tt.nn.CrossEntropyLoss()
         X, y = dataset(sizes, batch)
         batches = shards(X, y, batch, rank, world)
@@ -132,11 +139,11 @@ def tt_worker(args):
 
         def step(i, mode):
             xb, yb = (halves if mode == "half" else batches)[i % len(batches)]
-            if mode == "mpi":                               # overlapped, through MPI's Iallreduce
-                _, ddp_mpi, opt_mpi = mpi
-                opt_mpi.zero_grad()
-                loss_fn(ddp_mpi(xb), yb).backward()
-                opt_mpi.step()
+            if mode in ("mpi", "zero"):                     # MPI's Iallreduce; ZeRO's sharded step
+                _, ddp_other, opt_other = mpi if mode == "mpi" else zero
+                opt_other.zero_grad()
+                loss_fn(ddp_other(xb), yb).backward()
+                opt_other.step()
                 return
             opt.zero_grad()
             if mode == "overlap":
@@ -148,7 +155,7 @@ def tt_worker(args):
                     ddp.sync_gradients()                    # every bucket after the backward
             opt.step()
 
-        modes = ["overlap", "mpi", "after", "local"] + (["half"] if world == 1 else [])
+        modes = ["overlap", "zero", "mpi", "after", "local"] + (["half"] if world == 1 else [])
         walls = {m: [] for m in modes}
         cpus = {m: [] for m in modes}
         if world == 1:
@@ -172,6 +179,7 @@ def tt_worker(args):
             row[m] = {"wall": float(np.median(slowest)), "cpu": float(statistics.median(cpus[m]))}
         row["buckets"] = len(ddp._reducer.buckets)
         row["shared"] = ddp._reducer.window is not None
+        row["zero_shared"] = zero[2]._window is not None
         row["grad_bytes"] = int(sum(p.data.nbytes for p in model.parameters()))
         results[name] = row
     if dist.is_main():
@@ -304,7 +312,7 @@ def report(name, tt_runs, torch_runs, ranks):
     h = one["half"]
     print(f"1 rank alone at batch {batch // 2} (a rank's share, no neighbour): {ms(h['wall'])} wall, "
           f"{ms(h['cpu'])} CPU per step\n")
-    rows = rows_for("tinytensor", tt_runs, name, ranks, ("overlap", "mpi", "after", "local"), batch)
+    rows = rows_for("tinytensor", tt_runs, name, ranks, ("overlap", "zero", "mpi", "after", "local"), batch)
     if torch_runs is not None:
         rows += rows_for("PyTorch DDP (gloo)", torch_runs, name, ranks, ("overlap", "local"), batch)
     print(markdown_table(["framework", "ranks", "step", "step (wall)", "CPU/rank", "throughput",
@@ -318,6 +326,12 @@ def report(name, tt_runs, torch_runs, ranks):
                             f"({efficiency(base, run, n, 'overlap', 'cpu'):.0f} % by CPU time)")
                 if framework == "tinytensor":
                     path = "shared memory" if run["shared"] else "MPI"
+                    zero_path = "parameters in shared memory" if run["zero_shared"] else "MPI broadcasts"
+                    # against the plain 1-rank step (`overlap`), as every other framework's figure
+                    zero_wall = base["overlap"]["wall"] / (n * run["zero"]["wall"]) * 100
+                    zero_cpu = base["overlap"]["cpu"] / (n * run["zero"]["cpu"]) * 100
+                    line.insert(0, f"tinytensor ZeroRedundancyOptimizer ({zero_path}) {zero_wall:.0f} % "
+                                   f"({zero_cpu:.0f} % by CPU time)")
                     line[-1] += (f" through {path}, {efficiency(base, run, n, 'mpi', 'wall'):.0f} % "
                                  f"({efficiency(base, run, n, 'mpi', 'cpu'):.0f} % by CPU time) through MPI, "
                                  f"{efficiency(base, run, n, 'local', 'wall'):.0f} % "

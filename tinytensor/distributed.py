@@ -48,6 +48,7 @@ import os
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -366,7 +367,7 @@ def barrier():
 _SEQ, _OP, _KIND, _DTYPE, _ARG, _DEV, _NDIM, _EXTRA, _SHAPE = range(9)
 _HLEN = _SHAPE + 16
 _NAMES = ["barrier", "all_reduce", "broadcast", "all_gather", "ddp_sync", "ddp_buffers", "join",
-          "wrap_check", "minibatches"]
+          "wrap_check", "minibatches", "zero"]
 _CODE = {name: i + 1 for i, name in enumerate(_NAMES)}
 ARRAY, TENSOR, NUMBER, OBJECT, PLACEHOLDER = range(5)
 _KIND_NAMES = ["an array", "a Tensor", "a number", "an object", "a placeholder"]
@@ -374,7 +375,8 @@ _DESCRIBE = {"ddp_sync": "DistributedDataParallel's gradient all-reduce (backwar
              "ddp_buffers": "DistributedDataParallel's buffer broadcast (forward)",
              "join": "DistributedDataParallel.join() (this rank ran out of inputs)",
              "wrap_check": "DistributedDataParallel(...) (the wrap-time check of the model)",
-             "minibatches": "tt.data.minibatches(..., rank=, world_size=) (the shared permutation)"}
+             "minibatches": "tt.data.minibatches(..., rank=, world_size=) (the shared permutation)",
+             "zero": "ZeroRedundancyOptimizer (its construction, step() or consolidate_state_dict())"}
 
 
 def _header(op, kind=OBJECT, value=None, arg=0, extra=0, count=0):
@@ -867,8 +869,9 @@ def _one_node(comm):
 
 
 def _shared_window(comm, nbytes):
-    """An MPI shared-memory window of `nbytes` per rank of `comm` (every rank calls it; all on one
-    node): (the window, each rank's segment as a buffer, in rank order). The window stays
+    """An MPI shared-memory window of `nbytes` per rank of `comm` (every rank calls it, each with its
+    own size, 0 allowed; all on one node): (the window, each rank's segment as a buffer, in rank
+    order). The window stays
     open in a passive epoch (Lock_all), so that Win_sync orders this rank's writes and reads of
     it; it is given back at the end of the program (freeing a window is a collective, which a
     garbage collection on one rank cannot call)."""
@@ -877,7 +880,8 @@ def _shared_window(comm, nbytes):
         win = s.MPI.Win.Allocate_shared(nbytes, 1, s.MPI.INFO_NULL, comm)
     except s.MPI.Exception as err:
         raise RuntimeError(f"DistributedDataParallel: MPI could not allocate {nbytes / 2**20:.1f} MB of "
-                           f"shared memory for the gradient all-reduce ({err.Get_error_string()}; a "
+                           f"shared memory for the gradient all-reduce (or ZeroRedundancyOptimizer's "
+                           f"parameters) ({err.Get_error_string()}; a "
                            f"container's /dev/shm may be too small); pass allreduce='mpi' (or set "
                            f"TT_DDP_ALLREDUCE=mpi) on every rank") from None
     win.Lock_all(s.MPI.MODE_NOCHECK)
@@ -991,3 +995,24 @@ def _names_rank(path, r):
     pattern = rf"(?:^|[^0-9a-z]|rank)0*{r}(?![0-9])"
     return any(re.search(pattern, part, re.IGNORECASE)
                for part in (os.path.basename(full), os.path.basename(os.path.dirname(full))))
+
+
+
+class _Optim(types.ModuleType):
+    """`tt.distributed.optim` (PyTorch's `torch.distributed.optim`): ZeroRedundancyOptimizer, whose
+    home is tinytensor/optim/zero.py, loaded on first use since it builds on tt.optim and
+    tt.nn.parallel, which import this module. Registered in sys.modules, so that PyTorch's
+    spelling `from tinytensor.distributed.optim import ZeroRedundancyOptimizer` works too."""
+
+    def __getattr__(self, name):
+        from .optim import zero
+        if name in zero.__all__:
+            return getattr(zero, name)
+        raise AttributeError(f"tt.distributed.optim has no attribute {name!r} (it has {zero.__all__})")
+
+    def __dir__(self):
+        from .optim import zero
+        return list(zero.__all__)
+
+
+optim = sys.modules[__name__ + ".optim"] = _Optim(__name__ + ".optim", _Optim.__doc__)

@@ -39,6 +39,7 @@ PUBLIC_MODULES = {
     "tinytensor.scipy.integrate": "tt.scipy.integrate",
     "tinytensor.scipy.signal": "tt.scipy.signal",
     "tinytensor.distributed": "tt.distributed: MPI collectives",
+    "tinytensor.optim.zero": "tt.distributed.optim: the optimizer step sharded over the ranks",
     "tinytensor.fft": "tt.fft: discrete Fourier transforms",
     "tinytensor.nn.utils.rnn": "tt.nn.utils.rnn: packed sequences",
     "tinytensor.scalar": "tt.scalar: the lecture's scalar engine",

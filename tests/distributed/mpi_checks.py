@@ -14,6 +14,8 @@
     preinit       rank 1 fails before init(): rank 0 must not stay inside init()
 """
 
+import contextlib
+import itertools
 import os
 import sys
 
@@ -143,6 +145,166 @@ def check_equivalence():
         if dist.is_main():
             print(f"equivalence {name}: max |params({w} ranks, B/{w}) - params(1 process, B)| = {err:.2e} "
                   f"after 20 steps (unsynchronised ranks: {gap:.2e})")
+
+
+def check_zero():
+    """ZeroRedundancyOptimizer: 2 ranks at B/2 equal one process with the plain optimizer at B (SGD
+    with momentum and weight decay, Adam, AdamW), through shared memory (parameters in one window,
+    the update sharded) and through MPI (whole parameters dealt out, broadcast after); the state
+    is sharded; its consolidated state dict is the plain optimizer's and loads back; .grad are the
+    whole mean and read-only; clipping works; join() is refused."""
+    r, w = dist.rank(), dist.world_size()
+    ZeRO = tt.distributed.optim.ZeroRedundancyOptimizer
+    X, y = data()
+    B, steps = w * (32 // w), 20
+    opts = {"sgd": (tt.optim.SGD, dict(lr=0.05, momentum=0.9, weight_decay=1e-3)),
+            "adam": (tt.optim.Adam, dict(lr=1e-2)),
+            "adamw": (tt.optim.AdamW, dict(lr=1e-2, weight_decay=0.1))}
+    loss_fn = tt.nn.CrossEntropyLoss()
+    for (name, (cls, kw)), allreduce in itertools.product(opts.items(), ("auto", "mpi")):
+        ref = make_model(0)
+        ref_opt = cls(ref.parameters(), **kw)
+        model = make_model(r * 1000)                      # rank 0's weights are broadcast at the wrap
+        ddp = DDP(model, bucket_cap_mb=0.001, allreduce=allreduce)   # several buckets
+        opt = ZeRO(ddp.parameters(), optimizer_class=cls, **kw)
+        assert (opt._window is not None) == (allreduce == "auto" and w > 1), "the wrong path"
+        done = 0
+        for epoch in range(10):
+            whole = tt.data.minibatches(X, y, B, rng=epoch, drop_last=True)
+            mine = tt.data.minibatches(X, y, B // w, rng=epoch, rank=r, world_size=w, drop_last=True)
+            for (xb, yb), (xr, yr) in zip(whole, mine):
+                ref_opt.zero_grad()
+                loss_fn(ref(xb), yb).backward()
+                opt.zero_grad()
+                loss_fn(ddp(xr), yr).backward()
+                if done == 3:        # the whole mean on every rank, read-only in shared memory
+                    for p, q in zip(model.parameters(), ref.parameters()):
+                        assert np.allclose(p.grad, q.grad, rtol=0, atol=1e-13), f"{name}: not the mean"
+                    if opt._window is not None:
+                        assert not model[0].weight.grad.flags.writeable
+                ref_opt.step()
+                opt.step()
+                done += 1
+                if done == steps:
+                    break
+            if done == steps:
+                break
+        pairs = list(zip(model.parameters(), ref.parameters()))
+        err = max(float(np.max(np.abs(p.data - q.data))) for p, q in pairs)
+        assert err < 1e-12, f"zero {name} {allreduce}: {w} ranks differ from one process by {err:.3g}"
+        same = dist.all_gather(np.concatenate([p.data.ravel() for p in model.parameters()]))
+        assert all(np.array_equal(same[0], s) for s in same), "the replicas drifted apart"
+        # sharded state: this rank holds about 1/w of it
+        held = sum(v.size for e in opt.state.values() for v in e.values() if isinstance(v, np.ndarray))
+        total = sum(v.size for e in ref_opt.state.values() for v in e.values() if isinstance(v, np.ndarray))
+        assert w == 1 or held < 0.8 * total, f"zero {name}: rank {r} holds {held} of {total} state entries"
+        # the consolidated state dict is the plain optimizer's (rank 0), and loads back on every rank
+        opt.consolidate_state_dict(to=0)
+        if r == 0:
+            sd, want = opt.state_dict(), ref_opt.state_dict()
+            assert sd["param_groups"] == want["param_groups"]
+            assert sorted(sd["state"]) == sorted(want["state"])
+            for i in want["state"]:
+                for k, v in want["state"][i].items():
+                    got = sd["state"][i][k]
+                    assert np.shape(got) == np.shape(v), (name, i, k)
+                    assert np.allclose(got, v, rtol=0, atol=1e-12), (name, i, k)
+        else:
+            raises_everywhere_local = False
+            try:
+                opt.state_dict()
+            except RuntimeError as err:
+                raises_everywhere_local = "consolidate_state_dict(to=0)" in str(err)
+            assert raises_everywhere_local, "state_dict() off the consolidating rank must raise"
+        sd = dist.broadcast(opt.state_dict() if r == 0 else None)
+        fresh = ZeRO(DDP(make_model(0), bucket_cap_mb=0.001, allreduce=allreduce).parameters(),
+                     optimizer_class=cls, **kw)
+        fresh.load_state_dict(sd)
+        fresh.consolidate_state_dict(to=0)
+        if r == 0:
+            again = fresh.state_dict()
+            for i in sd["state"]:
+                for k, v in sd["state"][i].items():
+                    assert np.array_equal(again["state"][i][k], v), (name, "load_state_dict", i, k)
+        if dist.is_main():
+            print(f"zero {name} ({'shared memory' if opt._window is not None else 'MPI'}): max |params({w} "
+                  f"ranks, B/{w}) - params(1 process, B)| = {err:.2e} after {steps} steps; state "
+                  f"{held} of {total} entries on rank 0")
+    # a parameter no rank uses keeps grad None and its value; the others step as the plain optimizer's
+    class Two(tt.nn.Module):
+        def __init__(self, seed):
+            super().__init__()
+            self.used = tt.nn.Linear(12, 4, rng=seed, dtype=np.float64)
+            self.unused = tt.nn.Linear(4, 4, rng=seed + 1, dtype=np.float64)
+
+        def forward(self, x):
+            return self.used(x)
+    two, ref = Two(0), Two(0)
+    ddp = DDP(two)
+    opt = ZeRO(ddp.parameters(), tt.optim.SGD, lr=0.1, momentum=0.9)
+    ref_opt = tt.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    n = 16 // w                                           # rows per rank
+    for step in range(3):
+        xb, yb = X[n * w * step:n * w * (step + 1)], y[n * w * step:n * w * (step + 1)]
+        opt.zero_grad()
+        loss_fn(ddp(xb[r * n:(r + 1) * n]), yb[r * n:(r + 1) * n]).backward()
+        assert all(p.grad is None for p in two.unused.parameters())
+        opt.step()
+        ref_opt.zero_grad()
+        loss_fn(ref(xb), yb).backward()
+        ref_opt.step()
+    for p, q in zip(two.parameters(), ref.parameters()):
+        assert np.allclose(p.data, q.data, rtol=0, atol=1e-13)
+    assert np.array_equal(two.unused.weight.data, Two(0).unused.weight.data)
+
+    # accumulation: two local backwards under no_sync, then a synchronised one, then the step
+    model, ref = make_model(0), make_model(0)
+    ddp = DDP(model)
+    opt, ref_opt = ZeRO(ddp.parameters(), tt.optim.Adam, lr=1e-2), tt.optim.Adam(ref.parameters(), lr=1e-2)
+    for step in range(2):
+        rows = [X[8 * w * (3 * step + k):8 * w * (3 * step + k + 1)] for k in range(3)]
+        labels = [y[8 * w * (3 * step + k):8 * w * (3 * step + k + 1)] for k in range(3)]
+        opt.zero_grad()
+        ref_opt.zero_grad()
+        for k in range(3):
+            with ddp.no_sync() if k < 2 else contextlib.nullcontext():
+                loss_fn(ddp(rows[k][8 * r:8 * (r + 1)]), labels[k][8 * r:8 * (r + 1)]).backward()
+            loss_fn(ref(rows[k]), labels[k]).backward()
+        opt.step()
+        ref_opt.step()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert np.allclose(p.data, q.data, rtol=0, atol=1e-13), "no_sync accumulation with ZeRO"
+    if opt._window is not None:       # a model cast after the optimizer was built: refused
+        model.to(np.float32)
+        try:
+            opt.step()
+            raise AssertionError("a step on parameters moved out of the window went through")
+        except RuntimeError as err:
+            assert "no longer lives in the shared memory" in str(err), err
+
+    # clipping rebinds the read-only .grad; an in-place change is refused by NumPy; join() refused
+    model = make_model(0)
+    ddp = DDP(model)
+    opt = ZeRO(ddp.parameters(), tt.optim.SGD, lr=0.1)
+    loss_fn(ddp(X[:8]), y[:8]).backward()
+    if opt._window is not None:
+        try:
+            model[0].weight.grad *= 2
+            raise AssertionError("an in-place change of a shared .grad went through")
+        except ValueError:
+            pass
+    tt.nn.utils.clip_grad_norm_(ddp.parameters(), 1e-3)
+    norm = np.sqrt(sum(float(np.sum(p.grad ** 2)) for p in model.parameters()))
+    assert abs(norm - 1e-3) < 1e-6, norm
+    opt.step()
+    if opt._window is not None:
+        try:
+            with ddp.join():
+                pass
+            raise AssertionError("join() with a ZeroRedundancyOptimizer went through")
+        except RuntimeError as err:
+            assert "ZeroRedundancyOptimizer" in str(err)
+    dist.barrier()
 
 
 def check_no_sync_and_buckets():
@@ -547,6 +709,7 @@ def main():
         check_collectives()
         check_sharding()
         check_equivalence()
+        check_zero()
         check_no_sync_and_buckets()
         check_overlap()
         check_save(sys.argv[2])
@@ -554,6 +717,18 @@ def main():
         check_wrap()
         check_bypass_and_seeds()
         check_join()
+    elif mode == "zero":
+        check_zero()
+    elif mode == "zero_exit":
+        # rank 1 ends after its backward, before step(): rank 0 waits for it there
+        X, y = data()
+        ddp = DDP(make_model(0))
+        opt = tt.distributed.optim.ZeroRedundancyOptimizer(ddp.parameters(), tt.optim.SGD, lr=0.1)
+        assert opt._window is not None
+        tt.nn.CrossEntropyLoss()(ddp(X[:8]), y[:8]).backward()
+        if dist.rank() == 1:
+            sys.exit(0)
+        opt.step()
     elif mode == "raise":
         if dist.rank() == 1:
             raise RuntimeError("deliberate failure on rank 1")

@@ -86,6 +86,7 @@ def test_two_ranks_equal_one_process_and_collectives(mpi, tmp_path):
     assert "OK collectives on 2 ranks" in run.stdout
     assert "overlap: 2 of 3 buckets started before the first layer's backward" in run.stdout
     assert run.stdout.count("equivalence") == 2, run.stdout
+    assert run.stdout.count("zero ") == 6 and "zero sgd (shared memory)" in run.stdout, run.stdout
     assert run.stdout.count("join: ranks with 5 and 3 batches") == 2, run.stdout
     assert "Fatal error" not in run.stderr and "MPIR_" not in run.stderr, run.stderr
     print(run.stdout)
@@ -118,6 +119,8 @@ def test_a_rank_that_raises_takes_every_rank_down(mpi):
     ("shm_timeout", ["rank 0 of 2: the watchdog: waited 1 s for DistributedDataParallel's shared-memory "
                      "gradient reduction (bucket 2", "rank(s) 1 stopped", "timeout="]),
     ("shm_kill", ["BAD TERMINATION", "signal 9"]),
+    ("zero_exit", ["rank 0 of 2: waiting for ZeroRedundancyOptimizer.step() (waiting for every rank to "
+                   "reach step()", "rank(s) 1 ended"]),
 ])
 def test_no_hang(mpi, mode, fragments):
     """Each used to hang forever: sys.exit(0) on rank 1 between steps; rank 1 running out of
@@ -317,6 +320,79 @@ def test_allreduce_setting(single, monkeypatch):
     monkeypatch.setenv("TT_DDP_ALLREDUCE", "MPI")
     with pytest.raises(ValueError, match="got 'MPI'"):
         tt.nn.parallel.DistributedDataParallel(model)
+
+
+def test_zero_redundancy_optimizer_in_one_process(single):
+    """tt.distributed.optim.ZeroRedundancyOptimizer in one process is the plain optimizer (the same
+    steps, bit for bit, a scheduler's learning rate included); its state dict needs
+    consolidate_state_dict() first and then is the plain optimizer's; what it cannot do is refused,
+    naming the fix."""
+    ZeRO = tt.distributed.optim.ZeroRedundancyOptimizer
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((16, 5)), rng.integers(0, 3, 16)
+    for cls, kw in ((tt.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=1e-2)),
+                    (tt.optim.Adam, dict(lr=1e-2)), (tt.optim.RMSprop, dict(lr=1e-2, momentum=0.5))):
+        a, b = tt.nn.Linear(5, 3, rng=1, dtype=np.float64), tt.nn.Linear(5, 3, rng=1, dtype=np.float64)
+        ddp = tt.nn.parallel.DistributedDataParallel(b)
+        plain, zero = cls(a.parameters(), **kw), ZeRO(ddp.parameters(), optimizer_class=cls, **kw)
+        scheds = [tt.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5) for o in (plain, zero)]
+        for _ in range(5):
+            for model, opt, sched in ((a, plain, scheds[0]), (ddp, zero, scheds[1])):
+                opt.zero_grad()
+                tt.nn.CrossEntropyLoss()(model(X), y).backward()
+                opt.step()
+                sched.step()
+        for p, q in zip(a.parameters(), b.parameters()):
+            assert np.array_equal(p.data, q.data), cls.__name__
+        assert zero.param_groups[0]["lr"] == plain.param_groups[0]["lr"] < kw["lr"]
+        with pytest.raises(RuntimeError, match=r"call opt.consolidate_state_dict\(to=0\) on every rank"):
+            zero.state_dict()
+        zero.consolidate_state_dict(to=0)
+        got, want = zero.state_dict(), plain.state_dict()
+        assert got["param_groups"] == want["param_groups"]
+        for i, entry in want["state"].items():
+            for k, v in entry.items():
+                assert np.array_equal(got["state"][i][k], v), (cls.__name__, i, k)
+        fresh = ZeRO(tt.nn.Linear(5, 3, rng=2, dtype=np.float64).parameters(), cls, **kw)
+        fresh.load_state_dict(want)                         # a plain optimizer's state dict loads
+        fresh.consolidate_state_dict()
+        assert all(np.array_equal(fresh.state_dict()["state"][i][k], v)
+                   for i, e in want["state"].items() for k, v in e.items())
+    # a tt.compile'd training step replays ZeRO's step() on every call, as the plain optimizer's
+    weights = []
+    for make in (lambda ps: tt.optim.SGD(ps, lr=0.1, momentum=0.9),
+                 lambda ps: ZeRO(ps, tt.optim.SGD, lr=0.1, momentum=0.9)):
+        model = tt.nn.Linear(5, 3, rng=1, dtype=np.float64)
+        opt = make(model.parameters())
+
+        @tt.compile
+        def train_step(x, t):
+            opt.zero_grad()
+            loss = tt.nn.CrossEntropyLoss()(model(x), t)
+            loss.backward()
+            opt.step()
+            return loss
+        for _ in range(4):
+            train_step(X, y)
+        weights.append(model.weight.data.copy())
+    assert np.array_equal(*weights)
+
+    params = list(tt.nn.Linear(2, 2, rng=0).parameters())
+    with pytest.raises(TypeError, match="optimizer_class must be a tt.optim optimizer class"):
+        ZeRO(params, lr=0.1)
+    with pytest.raises(ValueError, match="process_group must be None"):
+        ZeRO(params, tt.optim.SGD, process_group="group", lr=0.1)
+    with pytest.raises(ValueError, match="overlap_with_ddp=True is not implemented"):
+        ZeRO(params, tt.optim.SGD, overlap_with_ddp=True, lr=0.1)
+
+    class Lion(tt.optim.SGD):
+        pass
+    with pytest.raises(TypeError, match="Lion is not one of SGD, Adam, AdamW, RMSprop, whose update is elem"):
+        ZeRO(params, Lion, lr=0.1)
+    with pytest.raises(TypeError, match="unexpected keyword argument .betas."):   # as the plain SGD
+        ZeRO(params, tt.optim.SGD, lr=0.1, betas=(0.9, 0.99))
+    with pytest.raises(RuntimeError, match="add_param_group: not supported after construction"):
+        ZeRO(params[:1], tt.optim.SGD, lr=0.1).add_param_group({"params": params[1:]})
 
 
 def test_buckets_are_few_and_capped(single):

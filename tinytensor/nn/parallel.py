@@ -42,7 +42,11 @@ When every rank runs on one machine (MPI's COMM_TYPE_SHARED holds them all), the
 an MPI shared-memory window instead and the all-reduce is plain NumPy on it (_Shared): each rank
 sums its slice of each bucket over the ranks, in rank order, and writes the sum into every
 rank's segment; no copy through MPI, no MPI progress to wait for. allreduce="mpi" (or
-TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory.
+TT_DDP_ALLREDUCE=mpi) keeps MPI's Iallreduce; "shared" insists on shared memory. With a
+tt.distributed.optim.ZeroRedundancyOptimizer over the wrapper's parameters (_ZeroWindow), the
+parameters themselves move into shared memory, the all-reduce becomes a reduce-scatter into one
+shared array of means (.grad are read-only views of it), and each rank's optimizer updates its
+slice of the shared parameters.
 """
 
 import itertools
@@ -135,6 +139,23 @@ class _Bucket:
         return self.shared is not None and sys.getrefcount(self.shared) > 3 + (self.buffer is self.shared)
 
 
+def _add_scaled(y, x, scale):
+    """y += x * scale, in place: one pass (BLAS axpy) where the dtypes allow. With scale a power of
+    two the product is exact, so the sum is the same number as x * scale + y rounded once."""
+    if x.dtype == y.dtype and x.dtype.char in "fdFD" and y.flags.c_contiguous and x.size > 1:
+        from scipy.linalg import blas
+        blas.get_blas_funcs("axpy", dtype=y.dtype)(x, y, a=scale)
+    else:
+        y += x * scale
+
+
+def _cuts(n, itemsize, size):
+    """Where each rank's slice of a bucket of n items begins, on 64-byte boundaries, then n: the
+    slices the shared-memory all-reduce sums, one per rank, and ZeroRedundancyOptimizer's shards."""
+    align = max(1, _Shared.LINE // itemsize)
+    return [min(n, -(-(n * r // size) // align) * align) for r in range(size)] + [n]
+
+
 class _Shared:
     """The buckets in an MPI shared-memory window, for ranks on one machine: the all-reduce as
     plain NumPy on memory every rank reads, with no copy through MPI and no MPI progress to wait
@@ -157,6 +178,13 @@ class _Shared:
     """
 
     LINE = 64                    # bytes: counters and buckets start on their own cache lines
+    # With a ZeroRedundancyOptimizer (_ZeroWindow): per bucket, the shared array the sums go to,
+    # once, instead of into every rank's segment (a reduce-scatter: no copy back)
+    mean = None
+    # ... and on 2 ranks `direct`: each rank packs only the part of its gradients in the other
+    # rank's slice, straight into `mean`, and adds its own part from the gradients themselves when
+    # it sums its slice (`own`: per bucket, (start, end, gradient part, scale)): no packing of it
+    direct = False
 
     def __init__(self, buckets, comm):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
@@ -174,14 +202,12 @@ class _Shared:
         # alive: held() counts them
         self.views = [[np.frombuffer(seg, b.buffer.dtype, b.buffer.size, off)
                        for b, off in zip(buckets, offsets)] for seg in segments]
-        self.bounds = []                             # per bucket: where each rank's slice begins
-        for b in buckets:
-            n, align = b.buffer.size, max(1, self.LINE // b.buffer.itemsize)
-            cuts = [min(n, -(-(n * r // self.size) // align) * align) for r in range(self.size)]
-            self.bounds.append(cuts + [n])
+        # per bucket: where each rank's slice begins
+        self.bounds = [_cuts(b.buffer.size, b.buffer.itemsize, self.size) for b in buckets]
         for b, mine in zip(buckets, self.views[self.rank]):
             b.shared = mine
         self.nb = len(buckets)
+        self.own = [[] for _ in buckets]
         self.rounds = 0                              # shared rounds so far (the same on every rank)
         self.done = 0                                # buckets this rank has reduced in this round
         comm.Barrier()                               # every counter is zero before any is read
@@ -208,17 +234,49 @@ class _Shared:
         self.win.Sync()                              # acquire: their data before the counter
         return True
 
+    def pack(self, k, bucket, i, g, scale):
+        """`direct` (2 ranks): the part of parameter i's gradient g (None: zeros) in the other rank's
+        slice of bucket k, times scale, into the shared mean; this rank's part is kept for reduce()."""
+        lo, hi = bucket.slices[i]
+        a, b = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
+        mean = self.mean[k]
+        flat = None if g is None else g.reshape(-1)
+        for x, y in ((lo, min(hi, a)), (max(lo, b), hi)):      # the parts outside [a, b)
+            if x < y:
+                if flat is None:
+                    mean[x:y] = 0
+                else:
+                    np.multiply(flat[x - lo:y - lo], scale, out=mean[x:y])
+        x, y = max(lo, a), min(hi, b)
+        if x < y and flat is not None:
+            self.own[k].append((x, y, flat[x - lo:y - lo], scale))
+        flag = bucket.size + i                                 # its presence flag
+        if a <= flag < b:
+            self.own[k].append((flag, flag + 1, np.ones(1, mean.dtype) * (g is not None), 1.0))
+        else:
+            mean[flag] = g is not None
+
     def reduce(self, k):
         """Sum this rank's slice of bucket k over the ranks, in rank order, into every segment."""
         lo, hi = self.bounds[k][self.rank], self.bounds[k][self.rank + 1]
-        if lo < hi:
+        if self.direct:                  # the other rank's part is in the mean: add this rank's
+            mean = self.mean[k]
+            for x, y, part, scale in self.own[k]:
+                _add_scaled(mean[x:y], part, scale)
+            self.own[k] = []
+        elif lo < hi:
             parts = [v[k][lo:hi] for v in self.views]
-            # slice r of every segment is rank r's alone in a round: the sum can build up in place
-            total = np.add(parts[0], parts[1], out=parts[0])
-            for part in parts[2:]:
-                np.add(total, part, out=total)
-            for part in parts[1:]:
-                part[...] = total
+            if self.mean is not None:            # ZeroRedundancyOptimizer: into the one shared mean
+                total = np.add(parts[0], parts[1], out=self.mean[k][lo:hi])
+                for part in parts[2:]:
+                    np.add(total, part, out=total)
+            else:
+                # slice r of every segment is rank r's alone in a round: the sum can build up in place
+                total = np.add(parts[0], parts[1], out=parts[0])
+                for part in parts[2:]:
+                    np.add(total, part, out=total)
+                for part in parts[1:]:
+                    part[...] = total
         self.publish(self.reduced, k)
         self.done = k + 1
 
@@ -242,6 +300,93 @@ class _Shared:
                                 "ranks' sums)", spin=0.05)
         self.rounds += 1
         self.done = 0
+
+
+class _ZeroWindow:
+    """ZeroRedundancyOptimizer's memory on one machine: the wrapped model's parameters and the
+    averaged gradients in one MPI shared-memory window (rank 0's segment, mapped by every rank),
+    laid out as the gradient buckets.
+
+    Every shared parameter's .data is a view of it: one copy of the model on the machine. A round
+    of the gradient all-reduce then sums each rank's slice of each bucket into `mean`, once (a
+    reduce-scatter, no copy back into the segments), and every rank's .grad are read-only views
+    of `mean`; each rank's optimizer updates its slice of the parameters in place, and the other
+    ranks see the new weights with no all-gather. Two meetings bracket the update: `entered`
+    (nobody still reads the weights of the step before) and `stepped` (nobody reads them half
+    updated); each a counter per rank in its own cache line, waited on as the all-reduce's."""
+
+    def __init__(self, reducer, params):
+        """Every rank calls it (a collective): the window, rank 0's values of `params` written into
+        it, then every parameter's .data made a view of it."""
+        comm, line = reducer.comm, _Shared.LINE
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        nbytes = 2 * self.size * line                 # the counters, then the parameters, the means
+        param_at, mean_at = [], []
+        for b in reducer.buckets:
+            param_at.append(nbytes)
+            nbytes += -(-b.size * b.buffer.itemsize // line) * line
+        for b in reducer.buckets:
+            mean_at.append(nbytes)
+            nbytes += -(-b.buffer.nbytes // line) * line
+        self.win, segments = distributed._shared_window(comm, nbytes if self.rank == 0 else 0)
+        seg = segments[0]
+        self.entered = [np.frombuffer(seg, np.int64, 1, 2 * r * line) for r in range(self.size)]
+        self.stepped = [np.frombuffer(seg, np.int64, 1, (2 * r + 1) * line) for r in range(self.size)]
+        self.entered[self.rank][0] = self.stepped[self.rank][0] = 0
+        self.params = [np.frombuffer(seg, b.buffer.dtype, b.size, at)
+                       for b, at in zip(reducer.buckets, param_at)]
+        self.mean = [np.frombuffer(seg, b.buffer.dtype, b.buffer.size, at)
+                     for b, at in zip(reducer.buckets, mean_at)]
+        # the .grad views: read-only (an in-place change on one rank would change every rank's),
+        # made from a buffer of their own so that held() can count the views still alive
+        readonly = memoryview(seg).toreadonly()
+        self.readonly = [np.frombuffer(readonly, b.buffer.dtype, b.buffer.size, at)
+                         for b, at in zip(reducer.buckets, mean_at)]
+        self.bounds = [_cuts(b.buffer.size, b.buffer.itemsize, self.size) for b in reducer.buckets]
+        self.shared = set()
+        for p in params:
+            k, i = reducer.where[id(p)]
+            lo, hi = reducer.buckets[k].slices[i]
+            if self.rank == 0:
+                self.params[k][lo:hi] = p.data.reshape(-1)
+            self.shared.add(id(p))
+        self.win.Sync()
+        comm.Barrier()                                # rank 0's values are in; every counter is zero
+        self.win.Sync()
+        for p in params:
+            k, i = reducer.where[id(p)]
+            lo, hi = reducer.buckets[k].slices[i]
+            p.data = self.params[k][lo:hi].reshape(p.data.shape)
+            mark_modified(p)
+        self.steps = 0                                # optimizer steps so far (the same on every rank)
+
+    def shard(self, reducer, p):
+        """(bucket k, the start of p in it, this rank's part of p: lo, hi in the bucket), or None."""
+        k, i = reducer.where[id(p)]
+        start, end = reducer.buckets[k].slices[i]
+        lo, hi = max(start, self.bounds[k][self.rank]), min(end, self.bounds[k][self.rank + 1])
+        return (k, start, lo, hi) if lo < hi else None
+
+    def held(self):
+        """Whether a .grad of the last round (a view of `mean`) is still held on this rank."""
+        # references of tinytensor's own: the list's and getrefcount's argument
+        return any(sys.getrefcount(self.readonly[k]) > 2 for k in range(len(self.readonly)))
+
+    def meet(self, counter, what):
+        """Raise this rank's counter to this step, then wait for every rank's (the watchdog's wait)."""
+        target = self.steps + 1
+        self.win.Sync()                               # release: this rank's writes before the counter
+        counter[self.rank][0] = target
+        self.win.Sync()
+
+        def arrived():
+            for c in counter:
+                if c[0] < target:
+                    return False
+            self.win.Sync()                           # acquire: their writes before their counters
+            return True
+        distributed._wait_until(arrived, lambda: [r for r in range(self.size) if counter[r][0] < target],
+                                f"ZeroRedundancyOptimizer.step() ({what})", spin=0.05)
 
 
 class _Reducer:
@@ -270,6 +415,7 @@ class _Reducer:
         self.shared_memory = bool(shared) and comm is not None and all(type(b.buffer) is np.ndarray
                                                                        for b in self.buckets)
         self.window = None
+        self.zero = None                         # a ZeroRedundancyOptimizer's shared window (_ZeroWindow)
         # the layout, the same on every rank of one model: checked in each gradient round's header
         self.fingerprint = distributed._hash(repr([(b.buffer.dtype.str, b.size) for b in self.buckets]
                                                   + [self.shared_memory]))
@@ -440,6 +586,12 @@ class DistributedDataParallel(Module):
         if not enable or distributed.world_size() == 1:
             yield
             return
+        if self._reducer.zero is not None:
+            raise RuntimeError("DistributedDataParallel.join(): this model's parameters are shared by "
+                               "a ZeroRedundancyOptimizer (one copy in shared memory, each rank "
+                               "updating its shard), so a rank that has run out of inputs cannot stand "
+                               "in for the others' steps; give every rank the same number of batches "
+                               "(tt.data.minibatches pads), or use a plain optimizer with join()")
         before = self._join_flags
         self._join_flags = int(bool(throw_on_early_termination)) | (0 if divide_by_initial_world_size else 2)
         try:
@@ -603,7 +755,8 @@ class DistributedDataParallel(Module):
             self._reducer = _Reducer(r.params, r.cap_bytes, r.comm, self._shared_memory_ok)
         r = self._reducer
         # a .grad of the last shared round still held here: the others must not write this round
-        held = r.shared_memory and not self.gradient_as_bucket_view and any(b.held() for b in r.buckets)
+        held = r.shared_memory and not self.gradient_as_bucket_view and (
+            any(b.held() for b in r.buckets) or (r.zero is not None and r.zero.held()))
         every = distributed._exchange("ddp_sync", arg=self._join_flags, extra=r.fingerprint, count=int(held))
         active, _, divisor = self._round(every)
         # the same verdict on every rank (the same headers): shared memory unless a rank joined or
@@ -611,6 +764,9 @@ class DistributedDataParallel(Module):
         shared = r.shared_memory and len(active) == len(every) and not any(every[k][_SHAPE] for k in active)
         if shared and r.window is None:
             r.window = _Shared(r.buckets, r.comm)       # every rank is here: a collective
+        if r.window is not None:
+            r.window.mean = None if r.zero is None else r.zero.mean
+            r.window.direct = r.zero is not None and r.window.size == 2
         return _Sync(r, divisor, tape.SWEEPS[0], self.gradient_as_bucket_view, shared)
 
     def sync_gradients(self):
@@ -629,13 +785,17 @@ class DistributedDataParallel(Module):
         flat = bucket.buffer
         lo, hi = bucket.slices[i]
         g = p.grad if contribute else None
-        if g is None:                            # no gradient here (or a joined rank): zeros
+        if g is not None and type(g) is not np.ndarray and isinstance(g, Tensor):
+            g = g.data                           # p.grad = a Tensor, as PyTorch lets one set it
+        if sync.window is not None and sync.window.direct:   # ZeroRedundancyOptimizer, 2 ranks
+            sync.window.pack(k, bucket, i, g, sync.scale)
+        elif g is None:                          # no gradient here (or a joined rank): zeros
             flat[lo:hi] = 0
         elif sync.scale is not None:             # a power of two: times 1/divisor is the same number
             backend.namespace(flat).multiply(g.reshape(-1), sync.scale, out=flat[lo:hi])
         else:                                    # divided while packed (one pass): the sum is the mean
             backend.namespace(flat).divide(g.reshape(-1), sync.divisor, out=flat[lo:hi])
-        if contribute:
+        if contribute and not (sync.window is not None and sync.window.direct):
             flat[bucket.size + i] = g is not None     # presence flag (summed: a count)
         sync.packed.add(id(p))
         sync.missing[k] -= 1
@@ -671,8 +831,10 @@ class DistributedDataParallel(Module):
         distributed._wait_all(sync.requests)
         if not contribute:
             return
-        for bucket in self._reducer.buckets:
-            flat = bucket.buffer
+        zero = sync.window is not None and sync.window.mean is not None
+        for k, bucket in enumerate(self._reducer.buckets):
+            # ZeroRedundancyOptimizer: read-only views of the one shared mean (every rank's .grad)
+            flat = self._reducer.zero.readonly[k] if zero else bucket.buffer
             # views of the bucket: the next round packs into a new buffer while any is held (claim),
             # so a .grad kept from this step keeps its values (a copy on devices other than the host)
             host = type(flat) is np.ndarray or self.gradient_as_bucket_view
