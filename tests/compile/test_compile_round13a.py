@@ -1829,80 +1829,20 @@ XFAIL = {
         " new one; f = h = model(x); return (h, h); eager o[0] is o[1], compiled two objects "
         "(grads equal)"
     ),
-    "tr_compiled_vjp_returns_pullback": (
-        "silent, call 2: result[1][1][1][0][3]: values differ; f = tt.compile(lambda x: "
-        "tt.vjp(tt.tanh, x)); the pullback from call 2 on returns call 1's VJP"
-    ),
-    "nd_return_closure_over_traced": (
-        "silent, call 1: result: values differ; f = lambda x: (lambda v: v * x.sum()); eager "
-        "np.float64, compiled Tensor"
-    ),
-    "nd_return_closure_tt_op": (
-        "silent, call 1: result: eager ndarray, compiled Tensor(requires_grad=False); f = lambda "
-        "x: (lambda v: tt.tanh(v + x)); eager ndarray, compiled Tensor"
-    ),
-    "tr_compiled_vjp_pullback_of_model": (
-        "silent, call 1: result[1][0]: eager ndarray, compiled Tensor(requires_grad=False); f = "
-        "tt.compile(lambda x: tt.vjp(model, x)); pullback result eager ndarray, compiled Tensor"
-    ),
-    "nd_return_closure_over_traced_values": (
-        "silent, call 2: result[3]: values differ; f = lambda x: (lambda v: v * x.sum()): from "
-        "call 2 the closure returns call 1's value"
-    ),
-    "nd_return_closure_tt_op_values": (
-        "silent, call 2: result[3]: values differ; f = lambda x: (lambda v: tt.tanh(v + x)): from"
-        " call 2 the closure uses call 1's x"
-    ),
-    "tr_compiled_vjp_pullback_of_model_values": (
-        "silent, call 2: result[1][1][1][0][3]: values differ; f = tt.compile(lambda x: "
-        "tt.vjp(model, x)): from call 2 the pullback gives call 1's VJP"
-    ),
-    "obj_simplenamespace": (
-        "silent, call 1: result[2]: values differ; f = lambda x: SimpleNamespace(y=x * 2, "
-        "n=x.sum()): compiled .y is a _Traced Tensor"
-    ),
     "obj_user_class": (
         "silent, call 1: result[2]: eager Tensor, compiled a leaked tracer of class _Traced (a "
         "Tensor subclass); f = lambda x: Box(tt.tanh(x), x.shape[0]): compiled .y is a _Traced "
         "Tensor"
-    ),
-    "obj_simplenamespace_values": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: SimpleNamespace(y=x * 2): the same object every call, holding "
-        "call 1's values"
     ),
     "obj_user_class_values": (
         "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda x: Box(tt.tanh(x), n): the same object every call, holding call 1's"
         " values"
     ),
-    "obj_dataclass": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: DC(x * 2, x.sum()) (a dataclass): from call 2 it holds call 1's "
-        "values"
-    ),
     "obj_tuple_subclass": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "
         "plain tuple"
-    ),
-    "obj_map_iterator": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: map(lambda r: r * 2, x): from call 2 compiled returns the "
-        "exhausted iterator"
-    ),
-    "obj_partial": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: functools.partial(np.add, x * 2): from call 2 it adds call 1's x"
-    ),
-    "obj_dict_values": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: {'a': x * 2}.values(): from call 2 it holds call 1's values"
-    ),
-    "obj_zip": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: zip(x * 2, x + 1): from call 2 compiled returns the exhausted "
-        "iterator"
     ),
     "nd_new_leaf_requires_grad": (
         "silent, call 1: result: eager Tensor(requires_grad=False), compiled an ndarray; f = "

@@ -21,6 +21,7 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 """
 
 import builtins
+import dataclasses
 import functools
 import gc
 import inspect
@@ -379,6 +380,7 @@ class Compiled:
                 f"call it uncompiled")
         if tracer.laundered is not None:
             raise RuntimeError(f"tt.compile: {self.__name__} {tracer.laundered}")
+        _refuse_opaque_results(out, self.__name__)
         if (STATE.grad_enabled, STATE.anomaly) != modes:
             STATE.grad_enabled = modes[0]
             raise RuntimeError(
@@ -485,6 +487,24 @@ _SCALARS = (int, float, bool, str, type(None), complex)
 # f uses one in Python where the program cannot replay it (_Number): then its value is a key.
 _NUMBERS = frozenset((float, int, np.float64, np.float32, np.float16, np.int64, np.int32, np.int16,
                       np.int8, np.uint64, np.uint32, np.uint16, np.uint8))
+
+
+def _refuse_opaque_results(out, name):
+    """A result the program cannot rebuild on each call (a closure or a partial holding traced
+    values, an iterator, an object whose attributes hold results) is refused, as JAX refuses a
+    non-pytree output: returned, it would hold the recording's values on every later call."""
+    for leaf in transforms.tree_flatten(out)[0]:
+        t = type(leaf)
+        opaque = (isinstance(leaf, (types.FunctionType, types.MethodType, functools.partial,
+                                    types.SimpleNamespace))
+                  or hasattr(t, "__next__") or t.__name__ in ("dict_values", "dict_keys", "dict_items")
+                  or dataclasses.is_dataclass(leaf) and not isinstance(leaf, type))
+        if opaque:
+            raise RuntimeError(
+                f"tt.compile: {name} returns a {t.__name__}, which the compiled program cannot "
+                f"rebuild on each call (it would hold the first call's values); return the values "
+                f"in a tuple, list, dict or namedtuple instead (a function or pullback: call it "
+                f"inside), or call the function uncompiled")
 
 
 def _warn_again(warns):
