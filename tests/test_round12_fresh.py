@@ -303,16 +303,6 @@ def test_compile_returns_closed_over_tensor_unchanged():
     assert _eager_vs_compiled(f, [(v,) for v in _sched([0.5, 1.5, 0.0, 2.0], n=42)]) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "silent (type): NumPy-scalar arithmetic on a number argument that f returns comes back as a 0-d "
-        "ndarray, eagerly a NumPy scalar. Repro: tt.compile(lambda a: a * 2)(np.float32(0.5)) -> "
-        "array(1., dtype=float32), eagerly np.float32(1.0); also lambda a: np.exp(a) on the Python "
-        "float 0.5 -> array(1.6487...) vs np.float64(1.6487...), and lambda a: a + 1.0 on np.float64 "
-        "(returning the argument itself, or an np.int64 + 1, keeps the scalar type)."
-    ),
-)
 @pytest.mark.parametrize("case", ["np32_mul", "np64_add", "np_exp_of_float"])
 def test_compile_returned_numpy_scalar_keeps_its_type(case):
     fn, vals = {

@@ -1741,10 +1741,6 @@ XFAIL = {
         "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
         "lambda x: np.float64(2.0) * x.sum()"
     ),
-    "nd_sum_div_size": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
-        "lambda x: x.sum() / x.size"
-    ),
     "nd_linalg_norm": (
         "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
         "lambda x: np.linalg.norm(x)"
@@ -1752,10 +1748,6 @@ XFAIL = {
     "nd_std": (
         "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray and the "
         "last bit differs (tt's var/std vs NumPy's); f = lambda x: x.std()"
-    ),
-    "nd_sum_astype": (
-        "silent, call 1: result: eager NumPy scalar np.float32, compiled a 0-d ndarray; f = "
-        "lambda x: x.sum().astype(np.float32)"
     ),
     "nd_dict_arg_identity": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
@@ -1790,22 +1782,6 @@ XFAIL = {
         "silent, call 1: result[1]: eager Tensor, compiled a leaked tracer of class _Traced (a "
         "Tensor subclass); f = tt.vmap(tt.compile(lambda v: tt.sum(w * tt.tanh(v))))(X), w "
         "requires grad"
-    ),
-    "ndm_size": (
-        "silent, call 1: result[0]: eager int, compiled the tracer's _Size (an int subclass); f ="
-        " lambda x: x.size"
-    ),
-    "ndm_itemsize": (
-        "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'itemsize'; f = "
-        "lambda x: x.itemsize"
-    ),
-    "ndm_nbytes": (
-        "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'nbytes'; f = "
-        "lambda x: x.nbytes"
-    ),
-    "ndm_strides": (
-        "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'strides'; f = "
-        "lambda x: x.strides"
     ),
     "ndm_tobytes": (
         "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'tobytes'; f = "
@@ -1843,11 +1819,6 @@ XFAIL = {
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "
         "plain tuple"
-    ),
-    "nd_new_leaf_requires_grad": (
-        "silent, call 1: result: eager Tensor(requires_grad=False), compiled an ndarray; f = "
-        "lambda x: tt.tensor(x * 2, requires_grad=True): eager a leaf requiring grad, compiled "
-        "ndarray"
     ),
     "nd_new_leaf_requires_grad_backward": (
         "silent, call 1: result[1][0]: eager Tensor(requires_grad=False), compiled an ndarray; f "

@@ -1813,9 +1813,6 @@ def _b():
 
 # Filled from ``python tests/compile/test_compile_round13b.py`` (not equal, not refused).
 XFAIL = {
-    "type-numpy-scalar": (
-        "silent: `lambda a: a * 2` on np.float32(0.5) is np.float32 eagerly, a 0-d ndarray compiled"
-    ),
     "instancenorm-tracked-step": (
         "silent: InstanceNorm2d(affine, track_running_stats) in eval() inside a compiled SGD step: "
         "the norm's weight differs in the last bit after the first eval step (call 3)"

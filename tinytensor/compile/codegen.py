@@ -401,11 +401,15 @@ def _result_kind(tracer, x, plain, tensors):
                 tracer.var_of(x) in tracer.live_vars:
             return x                                      # made before the call: itself
         var = tracer.var_of(x)
+        if x.requires_grad and x._prim is None and x._id >= tracer.start:
+            return "leaf"                                 # tt.tensor(..., requires_grad=True)
         if var is None or var in tensors:
             return "tensor"
         return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
     if isinstance(x, np.ndarray) and tracer.var_of(x) in tracer.generic_vars:
         return "scalar"
+    if isinstance(x, np.generic) and tracer.var_of(x) is not None:
+        return "scalar"                                   # a number argument's arithmetic
     return None
 
 
@@ -870,6 +874,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             continue
         if kind == "tensor":
             text = f"{n.function(_make, 'make_tensor')}({text})"
+        elif kind == "leaf":
+            text = f"{n.function(_make, 'make_tensor')}({text}, requires_grad=True)"
         elif kind == "scalar":
             text = f"{n.function(_numpy_scalar, 'numpy_scalar')}({text})"
         results.append(text)

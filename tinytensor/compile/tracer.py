@@ -358,8 +358,9 @@ class _Tracer:
             out.__class__ = _Traced           # its comparisons and reads are noted
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
-                if generic and not STATE.depth:   # (inside a transform, values are Tensors)
-                    self.generic_prims.add(var)
+                if not STATE.depth and (generic or builtins.any(   # (inside a transform, values
+                        r in self.generic_prims for r in _refs(self.entries[-1].args, []))):   # are
+                    self.generic_prims.add(var)   # Tensors) NumPy's: an op on a NumPy scalar gives one
 
     # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
     def backward(self, output):
@@ -794,6 +795,13 @@ class _Tracer:
         return node._prim.name if isinstance(node, Tensor) and node._prim else "a constant"
 
 
+def _as_array(t):
+    """Whether f has traced Tensor t eagerly as a NumPy array (an array argument, or computed
+    from such alone)."""
+    rec = STATE.recorder
+    return rec is not None and rec.passed_as_array(t)
+
+
 def _numpy_scalar_rule(name, op, reflected):
     """_Traced's arithmetic operator: with a NumPy scalar on an array the caller passed (or one
     computed from such alone), NumPy's rule for arrays (the scalar's dtype counts, NEP 50), as f
@@ -817,6 +825,12 @@ class _Traced(Tensor):
     changes; outside a recording (a Tensor kept after the call) it behaves as a Tensor."""
     __slots__ = ()
     __hash__ = Tensor.__hash__
+
+    # an array argument's NumPy attributes (static: its shape and dtype are the program's key)
+    size = property(lambda self: int(self.data.size) if _as_array(self) else Tensor.size.__get__(self))
+    itemsize = property(lambda self: self.data.itemsize)
+    nbytes = property(lambda self: self.data.nbytes)
+    strides = property(lambda self: self.data.strides)
 
     def __setitem__(self, index, value):
         Tensor.__setitem__(self, index, value)
