@@ -1778,11 +1778,6 @@ XFAIL = {
         "(declare it with tt.compile call.defjvp); f = w = tt.tensor(a, requires_grad=True); out "
         "= tt.compile(lambda x: tt.sum(tt.sin(w * x)))(x); out.jvp({w: ones})"
     ),
-    "tr_vmap_of_compiled_closed_param": (
-        "silent, call 1: result[1]: eager Tensor, compiled a leaked tracer of class _Traced (a "
-        "Tensor subclass); f = tt.vmap(tt.compile(lambda v: tt.sum(w * tt.tanh(v))))(X), w "
-        "requires grad"
-    ),
     "ndm_tobytes": (
         "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'tobytes'; f = "
         "lambda x: x.tobytes()"
@@ -1790,15 +1785,6 @@ XFAIL = {
     "ndm_var_ddof": (
         "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray and the "
         "last bit differs (tt's var/std vs NumPy's); f = lambda x: x.var(ddof=1)"
-    ),
-    "tr_vmap_of_compiled_closed_param_backward": (
-        "silent, call 1: result[1]: eager Tensor, compiled a leaked tracer of class _Traced (a "
-        "Tensor subclass); f = tt.vmap(tt.compile(lambda v: tt.sum(w * tt.tanh(v))))(X), w "
-        "requires grad"
-    ),
-    "tr_vmap_of_compiled_model": (
-        "silent, call 1: result[1]: eager Tensor, compiled a leaked tracer of class _Traced (a "
-        "Tensor subclass); f = tt.vmap(tt.compile(lambda v: model(v)))(X)"
     ),
     "bw_same_output_twice": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"

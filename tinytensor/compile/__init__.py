@@ -206,7 +206,7 @@ class Compiled:
             _flatten(kwargs, arrays, key, tensors)
         if DISABLED[0]:
             return self._eager(args, kwargs)
-        if not SHARED.quiet and STATE.hook is not None or tensors and _through(tensors):
+        if not SHARED.quiet and (STATE.hook is not None or STATE.batch) or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
         key.append(SHARED.quiet or STATE.grad_enabled)
         if self._valued:                    # number arguments f used in Python: their values
@@ -308,7 +308,8 @@ class Compiled:
     def _uncompiled(self, args, kwargs):
         """f itself, as MLX and JAX do for a transformation of a compiled function: inside
         another recording (compiled inside compiled: inlined), on Tensors being recorded (a
-        transform, or a tape that backward() must reach through), and under detect_anomaly (the
+        transform, or a tape that backward() must reach through), under tt.vmap (f on one
+        example, batched by vmap's rules), and under detect_anomaly (the
         engine's checks name the entry and the line)."""
         return self.fun(*args, **kwargs)
 
