@@ -12,6 +12,7 @@ each result that requires grad one tape entry whose VJP runs the backward progra
 at the compiled speed.
 """
 
+import builtins
 import copy
 
 import numpy as np
@@ -131,6 +132,9 @@ class Taped:
         return transforms.tree_unflatten(self.structure, outs)
 
 
+_JVP_ROWS = 4096      # forward mode through a compiled call: at most this many backward runs
+
+
 class _CallEntry(tape.Primitive):
     """A tape entry of a compiled call (not registered: one per call). Its VJP is a generated
     program on arrays, so differentiating it again is refused."""
@@ -148,6 +152,28 @@ class _CallEntry(tape.Primitive):
 
     def _backward(self, cotangents):
         return tuple(self.taped.backward.function(*self.residuals, *cotangents))
+
+    def jvp(self, tangents, ans, inputs, params, node=None, rec=None):
+        """Forward mode through the call (t.jvp, tt.jvp of a loss built on it): J t, one row per
+        element of the result, each row a run of the backward program (J^T e_i, dotted with the
+        tangents): exact, and as cheap as a backward() for a scalar result."""
+        if builtins.all(t is None for t in tangents):
+            return None
+        value = np.asarray(ans)
+        if rec is not None or value.size > _JVP_ROWS:
+            raise RuntimeError(
+                f"tt.compile: forward mode through a compiled call's result of {value.size} elements"
+                f"{' inside another recording' if rec is not None else ''} is not taken (it costs one "
+                f"backward program per element; the limit is {_JVP_ROWS}); call the function "
+                f"uncompiled for it (tt.compile.disable())")
+        dtype = np.result_type(value.dtype, *(t.dtype for t in tangents if t is not None))
+        flat = np.zeros(value.size, dtype)
+        for i in range(value.size):
+            e = np.zeros(value.size, value.dtype)
+            e[i] = 1
+            grads = self.joint_vjp(e.reshape(value.shape), ans, *inputs)
+            flat[i] = sum(np.vdot(g, t) for g, t in zip(grads, tangents) if g is not None and t is not None)
+        return flat.reshape(value.shape)
 
 
 class _Joint(_CallEntry):
