@@ -3662,9 +3662,6 @@ def setitem_reached_param_no_grad():
 # ------------------------------------------ the tests
 
 KNOWN: dict = {
-    "dropout_mask_after_call": (
-        "silent (documented limit): nn.Dropout.mask after a replayed call is the recording call's mask"
-    ),
     "try_except_inside_step": (
         "crash: try: solve(a, b) except LinAlgError inside a step after zero_grad(): eager catches "
         "it, compiled raises LinAlgError on the singular call"

@@ -1792,16 +1792,6 @@ XFAIL = {
         " new one; f = h = model(x); return (h, h); eager o[0] is o[1], compiled two objects "
         "(grads equal)"
     ),
-    "obj_user_class": (
-        "silent, call 1: result[2]: eager Tensor, compiled a leaked tracer of class _Traced (a "
-        "Tensor subclass); f = lambda x: Box(tt.tanh(x), x.shape[0]): compiled .y is a _Traced "
-        "Tensor"
-    ),
-    "obj_user_class_values": (
-        "silent, call 2: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: Box(tt.tanh(x), n): the same object every call, holding call 1's"
-        " values"
-    ),
     "obj_tuple_subclass": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "

@@ -21,6 +21,7 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 """
 
 import builtins
+import collections
 import dataclasses
 import functools
 import gc
@@ -352,6 +353,7 @@ class Compiled:
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
                             out = _returned_numbers(out, tracer)
+                        tracer.module_outputs()
                         tracer.check_owners("the end of the call")
                 finally:
                     reach.exit()
@@ -417,8 +419,8 @@ class Compiled:
         else:
             plain = ()            # a whole step's results that require grad: made Tensors after
             if tracer.stepped:
-                _, _, roots, wrt = taped._on_the_tape(tracer, out)
-                plain = set(roots) if wrt else ()
+                leaves, _, roots, wrt = taped._on_the_tape(tracer, out)
+                plain = {k for k in roots if leaves[k]._id >= tracer.start} if wrt else ()
             main = _generate(tracer, out, getattr(self.fun, "__name__", "f"), plain=plain)
             step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
                 if tracer.stepped else None
@@ -490,6 +492,30 @@ _NUMBERS = frozenset((float, int, np.float64, np.float32, np.float16, np.int64, 
                       np.int8, np.uint64, np.uint32, np.uint16, np.uint8))
 
 
+def _holds_traced(leaf):
+    """Whether an object f returns that is not a container tt.compile rebuilds (a deque, a set,
+    an instance of the user's class) holds a value of the recording."""
+    if isinstance(leaf, (Tensor, np.ndarray, np.generic, type, str, bytes, int, float, complex)) \
+            or leaf is None:
+        return False
+    if isinstance(leaf, (collections.deque, set, frozenset)):
+        items = list(leaf)
+    else:
+        try:
+            items = list(vars(leaf).values())
+        except TypeError:
+            return False
+        if _module_like(leaf):
+            return False
+    return builtins.any(isinstance(v, (Tensor, np.ndarray)) and type(v).__module__.startswith(
+        "tinytensor.compile") for v in items)
+
+
+def _module_like(obj):
+    """A Module or an optimizer (a result f may return as it is: the same object)."""
+    return hasattr(obj, "param_groups") or hasattr(obj, "_parameters") or hasattr(obj, "named_parameters")
+
+
 def _refuse_opaque_results(out, name):
     """A result the program cannot rebuild on each call (a closure or a partial holding traced
     values, an iterator, an object whose attributes hold results) is refused, as JAX refuses a
@@ -499,7 +525,8 @@ def _refuse_opaque_results(out, name):
         opaque = (isinstance(leaf, (types.FunctionType, types.MethodType, functools.partial,
                                     types.SimpleNamespace))
                   or hasattr(t, "__next__") or t.__name__ in ("dict_values", "dict_keys", "dict_items")
-                  or dataclasses.is_dataclass(leaf) and not isinstance(leaf, type))
+                  or dataclasses.is_dataclass(leaf) and not isinstance(leaf, type)
+                  or _holds_traced(leaf))
         if opaque:
             raise RuntimeError(
                 f"tt.compile: {name} returns a {t.__name__}, which the compiled program cannot "

@@ -375,7 +375,7 @@ def _eagerly_tensors(tracer):
     tensors = tracer.tensor_arguments | tracer.live_vars | tracer.tensor_vars
     made = tracer.tensor_constants
     for e in tracer.entries:
-        if e.out in tensors or e.kind not in ("prim", "prim0", "store"):
+        if e.out in tensors or e.kind not in ("prim", "prim0", "store") and e.out not in tracer.numpy_tensors:
             continue
         for a in itertools.chain(e.args, e.kwargs.values()):
             if (a.var in tensors) if type(a) is _Ref else id(a) in made or _holds(a, tensors, made):

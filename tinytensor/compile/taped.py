@@ -222,7 +222,7 @@ def spent_entry(tracer, out, fname):
     tape entry and inputs of the Tensor its program's return line makes (codegen._loss_as_tensor);
     None for any other. Where f called the loss's backward(), the entry says so (a number taken
     from the loss loses nothing, eagerly as compiled: tensor._consumed)."""
-    if not isinstance(out, Tensor):
+    if not isinstance(out, Tensor) or out._id < tracer.start:     # (a parameter: itself)
         return None
     _, _, roots, wrt = _on_the_tape(tracer, out)
     return (_Spent(fname, backward_done=_consumed(out)), tuple(wrt)) if roots and wrt else None
@@ -235,6 +235,7 @@ def spent(tracer, out, program, fname):
     None where there are none, or where the program makes its result a Tensor itself (the loss
     returned: spent_entry): the program then runs as it is."""
     leaves, structure, roots, wrt = _on_the_tape(tracer, out)
+    roots = [k for k in roots if leaves[k]._id >= tracer.start]    # a parameter returned: itself
     if not roots or not wrt or getattr(program, "made_tensor", False):
         return None
     # the results whose backward() f called: a number taken from them (float(loss) to log it)

@@ -121,6 +121,7 @@ class _Tracer:
         self.tensor_vars = set()     # variables held as Tensors made off the primitives (the
         #                              Tensor tt.randn makes on its draw): eagerly Tensors
         self.draw_vars = set()       # the random draws' variables
+        self.numpy_tensors = set()   # values off the tape handed out as Tensors (tt.floor of one)
         self.tensor_constants = set()  # id(array) of constant Tensors' values in entries
 
     # ----- variables -----
@@ -650,6 +651,19 @@ class _Tracer:
                 continue
             array[...] = value
 
+    def module_outputs(self):
+        """At the end of the recording: what the modules f called keep for inspection (Dropout's
+        `.mask`, their `_outputs`), when it is a recorded value, is set again by a line of the
+        program on every call, as eagerly each call sets it."""
+        for m in self.modules:
+            for attr in type(m)._outputs:
+                value = m.__dict__.get(attr)
+                var = self.var_of(value) if isinstance(value, (np.ndarray, Tensor)) else None
+                if var is not None:
+                    out = self._new(None, f"{attr}_kept")
+                    self.entries.append(_Entry(_set_output, "set_output", (m, attr, _Ref(var)), {}, out,
+                                               f"{type(m).__name__}.{attr} kept, on every call", "store"))
+
     def module(self, m):
         """Module.__call__: f reached `m`, whose mode is part of what the program depends on; its
         parameters and buffers are live inputs (read through their Tensors on every call), and
@@ -677,6 +691,7 @@ class _Tracer:
                           objects=() if tensor is None else (tensor,), constants_too=held)
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
+            self.numpy_tensors.add(var)      # a Tensor where an operand is one (tt.floor(t))
         if var is not None and tensor is None:
             return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result
@@ -800,6 +815,11 @@ def _as_array(t):
     from such alone)."""
     rec = STATE.recorder
     return rec is not None and rec.passed_as_array(t)
+
+
+def _set_output(module, attr, value):
+    """A module's attribute kept for inspection (Dropout's mask), set as its call sets it."""
+    module.__dict__[attr] = value
 
 
 def _numpy_scalar_rule(name, op, reflected):

@@ -343,6 +343,13 @@ def _labels_like(y, p):
     """Label data (not a Tensor) in p's float dtype: float64 one-hot labels must not silently
     turn a float32 model's loss into float64. Integer class indices stay integers."""
     if isinstance(y, Tensor):
+        recorder = None if tape.SHARED.quiet else tape.STATE.recorder
+        if recorder is None or not recorder.passed_as_array(y):
+            return y
+        # tt.compile: an array argument is a Tensor inside f; cast as the array it is eagerly
+        p_dtype = p.dtype
+        if y.dtype.kind == "f" and p_dtype.kind == "f" and y.dtype != p_dtype:
+            return y.astype(p_dtype)
         return y
     p = p.data if isinstance(p, Tensor) else _array(p)
     if type(y) is not np.ndarray or type(p) is not np.ndarray:   # lists, or arrays of a device
