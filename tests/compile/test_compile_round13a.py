@@ -1737,10 +1737,6 @@ CASES["nd_key_per_call_recompile_limit"] = (_pure(lambda x, n: tt.tanh(x[:n]),
 # --------------------------------------------------------------------------- the test itself
 
 XFAIL = {
-    "nd_npf64_times_sum": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
-        "lambda x: np.float64(2.0) * x.sum()"
-    ),
     "nd_linalg_norm": (
         "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
         "lambda x: np.linalg.norm(x)"
@@ -1756,10 +1752,6 @@ XFAIL = {
     "nd_list_arg_returned": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda v: v on a list; out is v"
-    ),
-    "nd_npfloat_arg_returned_sum": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
-        "lambda x, s: x.sum() * s, s an np.float64"
     ),
     "t_identity": (
         "silent, call 1: result: eager Tensor(requires_grad=False), compiled an ndarray; f = "

@@ -829,13 +829,27 @@ def _numpy_scalar_rule(name, op, reflected):
     tensor_operator = getattr(Tensor, name)
 
     def operator(self, other):
-        if type(other) in tensor_module._NUMPY_SCALARS:
-            rec = STATE.recorder
+        if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
+            rec = STATE.recorder          # (a NumPy-scalar number argument: still the input)
             if rec is not None and rec.passed_as_array(self):
                 return op(other, self) if reflected else op(self, other)
         return tensor_operator(self, other)
     operator.__name__ = name
     return operator
+
+
+def _strong_scalars(inputs):
+    """NumPy's binary ufunc on an array f was passed (traced) and a NumPy scalar
+    (np.float64(2) * x): the scalar's dtype counts, as for the array eagerly."""
+    rec = STATE.recorder
+    if rec is None or len(inputs) != 2:
+        return False
+    a, b = inputs
+    for t, other in ((a, b), (b, a)):
+        if isinstance(t, _Traced) and (type(other) in tensor_module._NUMPY_SCALARS
+                                       or type(other) is _NumberNP) and rec.passed_as_array(t):
+            return True
+    return False
 
 
 class _Traced(Tensor):
@@ -845,6 +859,12 @@ class _Traced(Tensor):
     changes; outside a recording (a Tensor kept after the call) it behaves as a Tensor."""
     __slots__ = ()
     __hash__ = Tensor.__hash__
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
+            return ops.numpy_dispatch(ufunc, inputs, kwargs, method,
+                                      use_table=method == "__call__" and not kwargs)
+        return Tensor.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     # an array argument's NumPy attributes (static: its shape and dtype are the program's key)
     size = property(lambda self: int(self.data.size) if _as_array(self) else Tensor.size.__get__(self))
