@@ -116,7 +116,9 @@ class ZeroRedundancyOptimizer(Optimizer):
         self._ddp = self._wrapper(everything)
         reducer = self._ddp._reducer if self._ddp is not None else None
         shared = reducer is not None and self._ddp._shared_memory_ok and distributed.world_size() > 1
-        layout = [f"{optimizer_class.__name__} {len(self.param_groups)} groups, shared memory {shared}"]
+        settings = [{k: v for k, v in g.items() if k != "params"} for g in self.param_groups]
+        layout = [f"{optimizer_class.__name__} {len(self.param_groups)} groups {settings!r}, "
+                  f"shared memory {shared}"]
         layout += [f"{tuple(p.shape)} {p.dtype}" for p in everything]
 
         def describe(texts):
