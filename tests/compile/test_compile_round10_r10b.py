@@ -3666,10 +3666,6 @@ KNOWN: dict = {
         "crash: try: solve(a, b) except LinAlgError inside a step after zero_grad(): eager catches "
         "it, compiled raises LinAlgError on the singular call"
     ),
-    "returns_argument_identity": (
-        "silent (minor): f = lambda x: x; eager returns x itself, compiled a new array (r is x: True "
-        "vs False)"
-    ),
     "nparg_std_default": (
         "warn: f(x) = x.std() on an ndarray: compiled warns (ddof note) and differs by 1 ulp "
         "(Tensor.std vs ndarray.std)"

@@ -1753,14 +1753,6 @@ XFAIL = {
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda v: v on a list; out is v"
     ),
-    "t_identity": (
-        "silent, call 1: result: eager Tensor(requires_grad=False), compiled an ndarray; f = "
-        "lambda x: x on x = tt.tensor(a)"
-    ),
-    "t_identity_alias": (
-        "silent, call 1: result: eager Tensor(requires_grad=False), compiled an ndarray; f = "
-        "lambda x: x on x = tt.tensor(a)"
-    ),
     "m_closed_ndarray_ident": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = c = ndarray; lambda x: c; out is c"

@@ -1400,22 +1400,9 @@ REASONS = {
         'compiled; defaultdict comes back as dict'),
 }
 XFAIL_CAT = {
-    'u_identity_T32': 'TARG',
-    'u_tuple_x_2x_T32': 'TARG',
-    'u_same_twice_T32': 'TARG',
     'u_var_nd32': 'VAR',
     'u_var_nd64': 'VAR',
-    'u_x_and_view_T32': 'TARG',
     'u_var_ndi64': 'VAR',
-    'sw_tuple_x_2x_nd_T_nd_0d': 'TARG',
-    'sw_tuple_x_2x_nd32_nd64_T32_nd32': 'TARG',
-    'sw_tuple_x_2x_T_nd_Tr_nd': 'TARG',
-    'alt_identity': 'TARG',
-    'alt_x_and_view': 'TARG',
-    'c_nested_T64': 'TARG',
-    'c_nested_sw': 'TARG',
-    'c_passthrough_dict_T64': 'TARG',
-    'c_passthrough_dict_sw': 'TARG',
     'k_ret_held': 'HELD',
     'k_W_numpy': 'DATA',
     'km_ret_held': 'HELD',
@@ -1444,13 +1431,9 @@ XFAIL_CAT = {
     'np_std_ndbool': 'STDBOOL',
     'np_std_ndi32': 'VAR',
     'np_std_nd32': 'VAR',
-    'al_same_ret_both_T64': 'TARG',
     'al_same_first_is_second_nd64': 'ISARGS',
     'al_same_first_is_second_T64': 'ISARGS',
-    'al_view_ret_both_T64': 'TARG',
-    'al_transpose_ret_both_T64': 'TARG',
     'bw_leaf_times_W': 'LEAF',
-    'cy_tuple_x_2x': 'TARG',
 }
 XFAIL = {k: f'{c}: {REASONS[c]}' for k, c in XFAIL_CAT.items()}
 XFAIL['defaultdict_result'] = 'USEROBJ: ' + REASONS['USEROBJ']

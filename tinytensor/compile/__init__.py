@@ -231,10 +231,11 @@ class Compiled:
             if self.check and not self._checked:
                 self._checked = True
                 return self._compare(program, arrays, args, kwargs)
-            if program.undo is None and program.warns is None:
+            if program.undo is None and program.warns is None and program.returns is None:
                 return program.function(*arrays)
             _warn_again(program.warns)
-            return program.run_undoable(arrays) if program.undo is not None else program.function(*arrays)
+            out = program.run_undoable(arrays) if program.undo is not None else program.function(*arrays)
+            return out if program.returns is None else _given_back(program, out, args, kwargs)
         except Retrace as why:
             return self._alternatives(key, program, args, kwargs, arrays, why.why)
         except Exception as err:
@@ -252,6 +253,8 @@ class Compiled:
                 out = other.run(arrays)
             except Retrace:
                 continue
+            if other.returns is not None:
+                out = _given_back(other, out, args, kwargs)
             rest = program.alternatives[:i] + program.alternatives[i + 1:]
             other.alternatives, program.alternatives = [program] + rest, []
             self.programs[key] = other
@@ -298,7 +301,8 @@ class Compiled:
         while len(self.programs) > self.cache_size:
             self.programs.popitem(last=False)
         try:
-            return program.run(arrays)
+            out = program.run(arrays)
+            return out if program.returns is None else _given_back(program, out, args, kwargs)
         except Retrace:            # not the numbers it was recorded on (a value that varies by itself)
             return self._eager(args, kwargs, arrays=True)
 
@@ -350,6 +354,7 @@ class Compiled:
                                 err.tt_compile_numbers = True
                             raise
                         returned = True
+                        returns = _returned_arguments(tracer, out, inputs)
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
                             out = _returned_numbers(out, tracer)
@@ -430,6 +435,7 @@ class Compiled:
                 main.contexts, main.error = inner.contexts, inner.error
                 main.first_effect, main.code = inner.first_effect, inner.code
         program = main
+        program.returns = returns
         program.valued = frozenset(tracer.valued)
         if program.valued:
             self.recompiles[-1] += (f" (a number argument is part of the cache key: {tracer.number_reads[0]}"
@@ -464,6 +470,8 @@ class Compiled:
 
     def _compare(self, program, arrays, args, kwargs):
         compiled = program.run(arrays)
+        if program.returns is not None:
+            compiled = _given_back(program, compiled, args, kwargs)
         if program.side_effects:      # it drew or wrote buffers: running f as well would do it twice
             return compiled
         eager = self.fun(*args, **kwargs)
@@ -718,6 +726,40 @@ def _flatten(tree, arrays, key, tensors):
             key.append((t, _fingerprint(tree)))     # its contents, as a guard compares it (the
             return                                  # program holds the recording's object alive)
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
+
+
+def _returned_arguments(tracer, out, inputs):
+    """{result leaf position: input position} for the Tensor arguments f returns as they are
+    (eagerly the caller's own Tensor), or None."""
+    position = {id(x): i for i, x in enumerate(inputs) if isinstance(x, Tensor)}
+    found = {k: position[id(x)] for k, x in enumerate(transforms.tree_flatten(out)[0])
+             if isinstance(x, Tensor) and id(x) in position
+             and tracer.index.get(id(x)) in tracer.tensor_arguments}
+    return found or None
+
+
+def _given_back(program, out, args, kwargs):
+    """The program's results with the Tensor arguments f returns as they are put back: the
+    caller's own objects, as eagerly."""
+    given = _input_leaves((args, kwargs))
+    leaves, structure = transforms.tree_flatten(out)
+    for k, i in program.returns.items():
+        leaves[k] = given[i]
+    return transforms.tree_unflatten(structure, leaves)
+
+
+def _input_leaves(tree, found=None):
+    """The input leaves of `tree` as the caller passed them, in _refill's order."""
+    found = [] if found is None else found
+    if isinstance(tree, (Tensor, np.ndarray)) or type(tree) in _NUMBERS or type(tree) in _WRAPPED:
+        found.append(tree)
+    elif isinstance(tree, dict):
+        for v in tree.values():
+            _input_leaves(v, found)
+    elif isinstance(tree, (tuple, list)):
+        for v in tree:
+            _input_leaves(v, found)
+    return found
 
 
 def _plain_array_leaves(tree, found=None):

@@ -52,6 +52,7 @@ class _Program:
         self.alternatives = []      # programs of the same key with other guard outcomes
         self.side_effects = False   # whether it draws or writes buffers (an error then stays one)
         self.warns = None           # the user's warnings f gave while recorded, shown on every call
+        self.returns = None         # {result leaf: input}: Tensor arguments f returns as they are
         self.first_effect = None    # the line of the first statement that draws or writes
         self.code = getattr(function, "__code__", None)   # the generated function's code
 
@@ -352,6 +353,12 @@ def _generate(tracer, out, fname, plain=()):
     out_refs = [tracer.template(x) for x in leaves]
     tensors = _eagerly_tensors(tracer)
     kinds = [_result_kind(tracer, x, k in plain, tensors) for k, x in enumerate(leaves)]
+    first = {}
+    for k, x in enumerate(leaves):     # a Tensor returned twice ((h, h)): one object, as eagerly
+        if isinstance(x, Tensor) and type(kinds[k]) is str and kinds[k] in ("tensor", "leaf"):
+            j = first.setdefault(id(x), k)
+            if j != k:
+                kinds[k] = ("again", j)
     live, producer = _live_entries(tracer, out_refs)
     outputs = {r.var for r in out_refs if type(r) is _Ref}
     if not getattr(tracer, "stepped", False):   # a whole training step is eager's bit for bit:
@@ -857,10 +864,13 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
     return expression's text, where there is one), compiled into a _Program."""
     names = n.names
     producer_kind = {e.out: e.kind for e in live}
-    results = []
-    for ref, kind in zip(out_refs, kinds or [None] * len(out_refs)):
+    results, again = [], {j for kind in kinds or () if type(kind) is tuple for j in kind[1:]}
+    for k, (ref, kind) in enumerate(zip(out_refs, kinds or [None] * len(out_refs))):
         if isinstance(kind, Tensor):            # a parameter, a closed-over Tensor: itself
             results.append(n.constant(kind))
+            continue
+        if type(kind) is tuple:                 # the same Tensor as result j (evaluated before)
+            results.append(f"_result{kind[1]}")
             continue
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
@@ -876,6 +886,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             text = f"{n.function(_make, 'make_tensor')}({text})"
         elif kind == "leaf":
             text = f"{n.function(_make, 'make_tensor')}({text}, requires_grad=True)"
+        if k in again:
+            text = f"(_result{k} := {text})"
         elif kind == "scalar":
             text = f"{n.function(_numpy_scalar, 'numpy_scalar')}({text})"
         results.append(text)
