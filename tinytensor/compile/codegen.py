@@ -384,7 +384,10 @@ def _eagerly_tensors(tracer):
     for e in tracer.entries:
         if e.out in tensors or e.kind not in ("prim", "prim0", "store") and e.out not in tracer.numpy_tensors:
             continue
-        for a in itertools.chain(e.args, e.kwargs.values()):
+        arrays = tracer.array_operands.get(e.out, ())
+        for i, a in enumerate(itertools.chain(e.args, e.kwargs.values())):
+            if i in arrays:
+                continue
             if (a.var in tensors) if type(a) is _Ref else id(a) in made or _holds(a, tensors, made):
                 tensors.add(e.out)
                 break

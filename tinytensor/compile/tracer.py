@@ -122,6 +122,8 @@ class _Tracer:
         #                              Tensor tt.randn makes on its draw): eagerly Tensors
         self.draw_vars = set()       # the random draws' variables
         self.numpy_tensors = set()   # values off the tape handed out as Tensors (tt.floor of one)
+        self.array_operands = {}     # variable -> positions of its entry's operands f held as
+        #                              NumPy arrays (a Tensor's .data): eagerly arrays
         self.tensor_constants = set()  # id(array) of constant Tensors' values in entries
 
     # ----- variables -----
@@ -219,12 +221,15 @@ class _Tracer:
                constants_too=False):
         """Note `value = fun(*args, **kwargs)` if any argument is recorded (or `constants_too`);
         returns its variable (or None, for a computation on constants only, a constant)."""
+        arrays = [i for i, a in enumerate(args) if type(a) is _Tainted]   # t.data, a mask: arrays
         args = self.template(tuple(args))
         kwargs = self.template(dict(kwargs))
         if not (constants_too or _has_ref(args) or _has_ref(kwargs)):
             return None
         known = value if isinstance(value, (np.ndarray, np.inexact)) else None   # not np.True_
         var = self._new(value, hint, known, *objects)
+        if arrays:
+            self.array_operands[var] = frozenset(arrays)
         self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
 
