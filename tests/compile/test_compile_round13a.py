@@ -1753,10 +1753,6 @@ XFAIL = {
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda v: v on a list; out is v"
     ),
-    "m_closed_ndarray_ident": (
-        "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = c = ndarray; lambda x: c; out is c"
-    ),
     "bw_output_jvp_method": (
         "last bit, call 1 (was a crash: no JVP rule): out.jvp({w: ones}) through a compiled call "
         "is J t from the backward program (one run per result element), summed in another order "

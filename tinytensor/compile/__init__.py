@@ -413,6 +413,7 @@ class Compiled:
                 f"next. Read it before sched.step(), or outside the compiled function, or call it "
                 f"uncompiled")
         reach.check_unchanged(self.__name__)
+        tracer.held_arrays = reach.held_arrays()
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
         self.traces += 1

@@ -423,6 +423,12 @@ def _result_kind(tracer, x, plain, tensors):
     return None
 
 
+def _held(a, held):
+    """Whether array a is one f holds from before the call, or a view of one."""
+    base = a if a.base is None else a.base
+    return builtins.any(a is h or base is h or base is h.base for h in held)
+
+
 def _numpy_scalar(a):
     """A 0-d result as NumPy gives it eagerly (np.float64, np.bool_)."""
     return a[()]
@@ -880,8 +886,9 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
                       or ref.var in n.scalars)
             text = f"np.asarray({name})" if scalar else name
-        elif isinstance(ref, np.ndarray):
-            text = f"{n.constant(ref)}.copy()"    # never the same array twice
+        elif isinstance(ref, np.ndarray):     # an array f holds (or a view of it): itself, as
+            held = _held(ref, getattr(tracer, "held_arrays", ()))      # eagerly; else a fresh
+            text = n.constant(ref) if held else f"{n.constant(ref)}.copy()"   # copy each call
         else:
             results.append(n.emit(ref))
             continue

@@ -451,6 +451,22 @@ class _Reach:
                 _tensors_of(v, found)
         return found.values()
 
+    def held_arrays(self):
+        """The NumPy arrays f holds from before the call (closed over, globals it reads, its
+        defaults): returned, or a view of one returned, they are those arrays, as eagerly."""
+        found = []
+        for f in self._functions():
+            values = []
+            for cell in f.__closure__ or ():
+                try:
+                    values.append(cell.cell_contents)
+                except ValueError:
+                    pass
+            values += [f.__globals__[n] for n in _global_names(f.__code__) if n in f.__globals__]
+            values += list(f.__defaults__ or ())
+            found += [v for v in values if type(v) is np.ndarray]
+        return found
+
     def _functions(self):
         """The user functions found without running whose code ran while recording (their
         closure cells, globals and defaults are guarded); code that ran with no function found
