@@ -3666,14 +3666,6 @@ KNOWN: dict = {
         "crash: try: solve(a, b) except LinAlgError inside a step after zero_grad(): eager catches "
         "it, compiled raises LinAlgError on the singular call"
     ),
-    "nparg_std_default": (
-        "warn: f(x) = x.std() on an ndarray: compiled warns (ddof note) and differs by 1 ulp "
-        "(Tensor.std vs ndarray.std)"
-    ),
-    "nparg_np_mean_call": (
-        "silent: np.mean(x) + np.std(x) on an ndarray argument: compiled 1 ulp off on call 4"
-    ),
-    "nparg_var_ddof1": ("silent: x.var(ddof=1) on an ndarray argument: compiled 1 ulp off numpy's"),
     "nparg_sort_inplace": (
         "crash: f(x): x.sort(); return x -- eager sorts the ndarray, compiled AttributeError "
         "'_Traced' object has no attribute 'sort'"

@@ -1737,14 +1737,6 @@ CASES["nd_key_per_call_recompile_limit"] = (_pure(lambda x, n: tt.tanh(x[:n]),
 # --------------------------------------------------------------------------- the test itself
 
 XFAIL = {
-    "nd_linalg_norm": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray; f = "
-        "lambda x: np.linalg.norm(x)"
-    ),
-    "nd_std": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray and the "
-        "last bit differs (tt's var/std vs NumPy's); f = lambda x: x.std()"
-    ),
     "nd_dict_arg_identity": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda d: d; out is d"
@@ -1762,10 +1754,6 @@ XFAIL = {
     "ndm_tobytes": (
         "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'tobytes'; f = "
         "lambda x: x.tobytes()"
-    ),
-    "ndm_var_ddof": (
-        "silent, call 1: result: eager NumPy scalar np.float64, compiled a 0-d ndarray and the "
-        "last bit differs (tt's var/std vs NumPy's); f = lambda x: x.var(ddof=1)"
     ),
     "bw_same_output_twice": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"

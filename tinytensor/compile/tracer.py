@@ -7,6 +7,7 @@ comparisons and reads into Python it notes."""
 
 import builtins
 import functools
+import itertools
 import math
 import operator
 import os
@@ -822,6 +823,49 @@ def _as_array(t):
     return rec is not None and rec.passed_as_array(t)
 
 
+def _numpy_on_arrays(args, kwargs):
+    """Whether a NumPy call's Tensor operands (one level of lists inside) are all traced arrays
+    f was passed (or computed from such alone), outside any transform: eagerly NumPy's own."""
+    rec = STATE.recorder
+    if rec is None or STATE.depth or rec.depth_inside or not _is_user(sys._getframe(2).f_code):
+        return False                       # (tinytensor's own code computes on Tensors)
+    found = False
+    for a in itertools.chain(args, kwargs.values()):
+        for x in (a if type(a) in (list, tuple) else (a,)):
+            if isinstance(x, Tensor):
+                if not (isinstance(x, _Traced) and rec.passed_as_array(x)):
+                    return False
+                found = True
+    return found
+
+
+def _datas(x):
+    """x with the traced arrays (Tensors inside the recording) as their plain values."""
+    if isinstance(x, Tensor):
+        return np.ndarray.view(x.data, np.ndarray)
+    if type(x) is _Tainted:
+        return _raw(x)
+    if type(x) in (list, tuple):
+        return type(x)(_datas(v) for v in x)
+    if type(x) is dict:
+        return {k: _datas(v) for k, v in x.items()}
+    return x
+
+
+def _array_method(name):
+    """_Traced's reduction `name` (var, std, mean): on an array f was passed, NumPy's method,
+    a line of the program (NumPy's formula and accumulation, float16 in float32); else Tensor's."""
+    tensor_method = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        if _numpy_on_arrays((self, *args), kwargs):
+            plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
+            return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
+        return tensor_method(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
 def _set_output(module, attr, value):
     """A module's attribute kept for inspection (Dropout's mask), set as its call sets it."""
     module.__dict__[attr] = value
@@ -865,6 +909,17 @@ class _Traced(Tensor):
     __slots__ = ()
     __hash__ = Tensor.__hash__
 
+    def __array_function__(self, func, types, args, kwargs):
+        # NumPy's function of arrays f was passed (np.median(x), np.linalg.norm(x)): NumPy's
+        # own, on the arrays, a line of the program: eager's bits and result type by construction
+        if _numpy_on_arrays(args, kwargs):
+            if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
+                raise _value_shape(func.__name__)
+            result = func(*_datas(args), **_datas(kwargs))
+            if isinstance(result, (np.ndarray, np.generic)):
+                return _noted_numpy(func, func.__name__, args, kwargs, result)
+        return Tensor.__array_function__(self, func, types, args, kwargs)
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
             return ops.numpy_dispatch(ufunc, inputs, kwargs, method,
@@ -888,6 +943,9 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
                    ("pow", ops.power)):
     setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
     setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
+
+for _name in ("var", "std", "mean"):
+    setattr(_Traced, _name, _array_method(_name))
 
 _new_tensor = Tensor.__new__
 _COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
