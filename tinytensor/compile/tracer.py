@@ -115,6 +115,7 @@ class _Tracer:
         self.operand_counts = None   # id(a primitive's forward) -> its operand count (nargs)
         self.node_values = set()     # id(a recorded tape node's values list): may hold _Numbers
         self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
+        self.aliased = set()         # variables whose arrays share memory (views of each other)
         self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
         #                              where no operand is a Tensor)
         self.array_arguments = set()  # arguments the caller passed as NumPy arrays
@@ -363,6 +364,11 @@ class _Tracer:
                 self.array_arguments.add(var)
         if var is not None:
             out.__class__ = _Traced           # its comparisons and reads are noted
+            for a in args:                    # a view (reshape, .T, a slice): a write into one
+                if isinstance(a, Tensor) and type(a.data) is np.ndarray and out.data.size \
+                        and np.may_share_memory(out.data, a.data):       # shows in the other
+                    self.aliased.add(var)
+                    self.aliased.add(self.var_of(a))
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
                 if not STATE.depth and (generic or builtins.any(   # (inside a transform, values
@@ -511,6 +517,7 @@ class _Tracer:
             return self._store(t, op(t, other))
         if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
+        self._refuse_aliased_write(t)
         out = op(t, other)
         if out.shape != t.shape:
             raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
@@ -525,11 +532,33 @@ class _Tracer:
         if self.var_of(t) in self.buffers or self._reached(t):
             self._store(t, ops.setitem(t, value, index=index))   # a Tensor made outside f (an
             return True                                       # EMA, a clamp_, w[0] = ...)
+        self._refuse_aliased_write(t)
         new = ops.setitem(t, value, index=index)
         t.data = new.data
         self.index[id(t)] = self.var_of(new)
         t.__class__ = _Traced
         return True
+
+    def _refuse_aliased_write(self, t):
+        """An in-place write into traced t that eagerly shows through another Tensor sharing its
+        memory (a view of it, or it a view: .view, .T, a slice, .detach(), unsqueeze): refused,
+        since the program rebinds t's name to the result and the other keeps the old values."""
+        var = self.var_of(t)
+        if var is not None and (var in self.aliased or self._shared_holder(t, var)):
+            raise RuntimeError(
+                "tt.compile: an in-place write (add_, mul_, clamp_, t[i] = ..., +=) into a Tensor "
+                "that shares its memory with another (a view: .view, .T, a slice, unsqueeze, "
+                ".detach()) inside a compiled function; eagerly the write shows through the other "
+                "Tensor, which the compiled program cannot repeat. Compute a new Tensor instead "
+                "(h = h + 1, tt.where(mask, 0, h)), write into the Tensor itself before taking views, "
+                "or call the function uncompiled")
+
+    def _shared_holder(self, t, var):
+        """Whether another Tensor of the recording holds variable var's memory (t a .detach() of
+        it, or it of t)."""
+        data = _SLOT_DATA.__get__(t)
+        return builtins.any(o is not t and isinstance(o, Tensor) and self.index.get(id(o)) == var
+                            and np.may_share_memory(_SLOT_DATA.__get__(o), data) for o in self.alive)
 
     def _store(self, t, value):
         """Write `value` into buffer t's array now and on every call of the program."""

@@ -938,8 +938,13 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     C = log_p.shape[-1]
     dtype = log_p.dtype
     xp = backend.namespace(log_p)
-    w = xp.ones(C, dtype) if weight is None else backend.asarray(
-        weight.data if isinstance(weight, Tensor) else weight, dtype, like=log_p, what=f"{name}'s weight")
+    w_arg = None        # a Tensor weight stays one where it is an operand (tt.compile reads it anew)
+    if isinstance(weight, Tensor):
+        w_arg = weight if weight.dtype == dtype else ops.astype(weight, dtype)
+        weight = w_arg.data
+    w = xp.ones(C, dtype) if weight is None else backend.asarray(weight, dtype, like=log_p,
+                                                                  what=f"{name}'s weight")
+    w_arg = w if w_arg is None else w_arg
     if w.shape != (C,):
         raise ValueError(f"{name}: weight must have one entry per class, shape ({C},), got {w.shape}")
     t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
@@ -948,9 +953,10 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         check_class_range(t, C, name, ignore_index)
         # functions of the labels' values, computed off the tape: ops.on_values has tt.compile
         # compute them again on every call
-        args = (target, w, ignore_index, smoothing)
-        coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(t, *args[1:]))
-        total = ops.on_values(_label_total, args, {}, _label_total(t, *args[1:]))
+        args = (target, w_arg, ignore_index, smoothing)
+        values = (t, w, ignore_index, smoothing)
+        coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(*values))
+        total = ops.on_values(_label_total, args, {}, _label_total(*values))
     elif t.shape == tuple(log_p.shape):
         if t.dtype.kind != "f":
             raise TypeError(f"{name}: targets of the input's shape must be probabilities (floats), "
@@ -958,8 +964,8 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         if isinstance(target, Tensor) and target.requires_grad:   # soft labels that learn
             coef = (target * (1 - smoothing) + smoothing / C) * w
         else:
-            args = (target, w, smoothing, dtype)
-            coef = ops.on_values(_soft_coefficients, args, {}, _soft_coefficients(t, *args[1:]))
+            args = (target, w_arg, smoothing, dtype)
+            coef = ops.on_values(_soft_coefficients, args, {}, _soft_coefficients(t, w, smoothing, dtype))
         total = t.size // C
     else:
         raise ValueError(f"{name}: target must be integer class indices of shape "
