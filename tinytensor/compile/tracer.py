@@ -884,13 +884,11 @@ def _datas(x):
 def _array_method(name):
     """_Traced's reduction `name` (var, std, mean): on an array f was passed, NumPy's method,
     a line of the program (NumPy's formula and accumulation, float16 in float32); else Tensor's."""
-    tensor_method = getattr(Tensor, name)
-
     def method(self, *args, **kwargs):
         if _numpy_on_arrays((self, *args), kwargs):
             plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
             return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
-        return tensor_method(self, *args, **kwargs)
+        return getattr(Tensor, name)(self, *args, **kwargs)     # (looked up now: torch's spellings)
     method.__name__ = name
     return method
 
@@ -904,14 +902,12 @@ def _numpy_scalar_rule(name, op, reflected):
     """_Traced's arithmetic operator: with a NumPy scalar on an array the caller passed (or one
     computed from such alone), NumPy's rule for arrays (the scalar's dtype counts, NEP 50), as f
     computes eagerly; else Tensor's (a NumPy scalar is weak, as a Python number)."""
-    tensor_operator = getattr(Tensor, name)
-
     def operator(self, other):
         if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
             rec = STATE.recorder          # (a NumPy-scalar number argument: still the input)
             if rec is not None and rec.passed_as_array(self):
                 return op(other, self) if reflected else op(self, other)
-        return tensor_operator(self, other)
+        return getattr(Tensor, name)(self, other)
     operator.__name__ = name
     return operator
 
