@@ -3905,47 +3905,6 @@ for _k in ("histogram", "digitize", "fancy_iadd", "fill_diagonal", "tolist_rebui
 # --------------------------------------------------------------------------- the test
 
 XFAIL = {
-    'c1_int_index': (
-        'silent: a NumPy scalar from an array argument (x[j].sum()) times/plus a float32 Tensor '
-        'is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor inside '
-        'f); repro: f(x)=tt.tensor(z32)[0] + x[0].sum()'),
-    'q_npscalar_mul_std': (
-        'silent: a NumPy scalar from an array argument (x.std()) times/plus a float32 Tensor is '
-        'float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor inside f)'),
-    'q_npscalar_add_mean': (
-        'silent: a NumPy scalar from an array argument (x.mean()) times/plus a float32 Tensor is '
-        'float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor inside f)'),
-    'q_npscalar_sub_elem': (
-        'silent: a NumPy scalar from an array argument (x[0, 0]) times/plus a float32 Tensor is '
-        'float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor inside f)'),
-    'q_npscalar_div_norm': (
-        'silent: a NumPy scalar from an array argument (np.linalg.norm(x)) times/plus a float32 '
-        'Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor '
-        'inside f)'),
-    'q_npscalar_max_min': (
-        'silent: a NumPy scalar from an array argument (x.min(), x.max()) times/plus a float32 '
-        'Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor '
-        'inside f)'),
-    'r_batchstats_int_label_scale': (
-        'silent: a NumPy scalar from an array argument (y.max() + 1 on int labels) times/plus a '
-        'float32 Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a '
-        'Tensor inside f)'),
-    'r_batchstats_logit_shift': (
-        'silent: a NumPy scalar from an array argument (np.abs(x).max()) times/plus a float32 '
-        'Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor '
-        'inside f)'),
-    'r_batchstats_temperature_from_x': (
-        'silent: a NumPy scalar from an array argument (1.0 + x.var()) times/plus a float32 '
-        'Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor '
-        'inside f)'),
-    'r_npfunc_median': (
-        'silent: a NumPy scalar from an array argument (np.median(x)) times/plus a float32 Tensor'
-        ' is float32 eagerly (weak scalar) but float64 compiled (the argument is a Tensor inside '
-        "f) (limits name median's 0-d array only)"),
-    'r_int_label_scalar_times_float32': (
-        'silent: a NumPy scalar from an array argument (y.sum(), y[0] on int labels) times/plus a'
-        ' float32 Tensor is float32 eagerly (weak scalar) but float64 compiled (the argument is a'
-        ' Tensor inside f)'),
     'r_batchstats_class_weights': (
         "silent: F.cross_entropy(logits, int_labels, weight=w) keeps the first call's weight (w "
         'an argument or computed from one); later calls with another w return the old loss (class'

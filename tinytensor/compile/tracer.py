@@ -315,6 +315,16 @@ class _Tracer:
         var = None if g is None else self.var_of(g)
         return g if var is None else self.wrap(g, var)
 
+    def eagerly_numpy_scalar(self, x):
+        """Whether traced x (a Tensor or a recorded array) is eagerly a NumPy scalar: computed
+        from the arrays f was passed alone, 0-d, as NumPy gives it (x.mean(), x[0, 0])."""
+        var = self.index.get(id(x))
+        if var is None or np.ndim(_SLOT_DATA.__get__(x) if isinstance(x, Tensor) else x):
+            return False
+        if var in self.generic_vars:
+            return True
+        return var in self.generic_prims and var in self.array_arguments
+
     def passed_as_array(self, t):
         """Whether Tensor t is an argument the caller passed as a NumPy array, or computed from
         such arguments alone, which f has eagerly as an array (f sees a Tensor; where tinytensor
@@ -903,13 +913,39 @@ def _numpy_scalar_rule(name, op, reflected):
     computed from such alone), NumPy's rule for arrays (the scalar's dtype counts, NEP 50), as f
     computes eagerly; else Tensor's (a NumPy scalar is weak, as a Python number)."""
     def operator(self, other):
-        if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
-            rec = STATE.recorder          # (a NumPy-scalar number argument: still the input)
-            if rec is not None and rec.passed_as_array(self):
-                return op(other, self) if reflected else op(self, other)
+        rec = STATE.recorder
+        if rec is not None:
+            if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
+                if rec.passed_as_array(self):   # (a NumPy-scalar number argument: still the input)
+                    return op(other, self) if reflected else op(self, other)
+            elif isinstance(other, (Tensor, _Tainted)) and not rec.passed_as_array(self) \
+                    and rec.eagerly_numpy_scalar(other):
+                # x.mean() of an array argument is eagerly a NumPy scalar, which a Tensor takes
+                # as a Python number (weak: a float32 Tensor stays float32): cast as it would be
+                other = ops.astype(other, np.result_type(self.dtype, _weak_kind(other.dtype)))
         return getattr(Tensor, name)(self, other)
     operator.__name__ = name
     return operator
+
+
+def _weak_eager_scalars(inputs):
+    """(a, b) with an operand that is eagerly a NumPy scalar (x.mean() of an array argument) cast
+    as a Tensor operand takes it eagerly: as a Python number (weak)."""
+    rec = STATE.recorder
+    if rec is None:
+        return inputs
+    a, b = inputs
+    for i, (t, other) in enumerate(((a, b), (b, a))):
+        if isinstance(t, Tensor) and isinstance(other, (Tensor, _Tainted)) \
+                and not rec.passed_as_array(t) and rec.eagerly_numpy_scalar(other):
+            other = ops.astype(other, np.result_type(t.dtype, _weak_kind(other.dtype)))
+            return (t, other) if i == 0 else (other, t)
+    return inputs
+
+
+def _weak_kind(dtype):
+    """A Python number of dtype's kind (NumPy's weak scalar in result_type)."""
+    return {"b": False, "i": 0, "u": 0, "f": 0.0, "c": 0j}.get(np.dtype(dtype).kind, 0.0)
 
 
 def _strong_scalars(inputs):
@@ -946,6 +982,8 @@ class _Traced(Tensor):
         return Tensor.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
+            inputs = _weak_eager_scalars(inputs)
         if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
             return ops.numpy_dispatch(ufunc, inputs, kwargs, method,
                                       use_table=method == "__call__" and not kwargs)
@@ -1207,6 +1245,9 @@ _OVERRIDES["register_hook"] = _refused("register_hook", "t.register_hook(...) on
                                       made_before_only=True)
 _OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
 _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
+_OVERRIDES.update({f"__{r}{n}__": _Traced.__dict__[f"__{r}{n}__"]       # NumPy scalars' rules
+                   for n in ("add", "sub", "mul", "truediv", "pow") for r in ("", "r")})
+_OVERRIDES["__array_ufunc__"] = _Traced.__dict__["__array_ufunc__"]
 
 for _name, _fun in _OVERRIDES.items():
     setattr(_Traced, _name, _fun)
