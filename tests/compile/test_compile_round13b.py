@@ -1817,14 +1817,6 @@ XFAIL = {
         "silent: InstanceNorm2d(affine, track_running_stats) in eval() inside a compiled SGD step: "
         "the norm's weight differs in the last bit after the first eval step (call 3)"
     ),
-    "train-cnn-bn-dropout-rmsprop": (
-        "silent: Conv-BatchNorm2d-...: after eval() (call 3) the compiled step's BatchNorm2d weight"
-        " differs in the last bit (call 4)"
-    ),
-    "train-batchnorm2d-eval-step": (
-        "silent: Conv2d+BatchNorm2d in eval() inside a compiled SGD step: BatchNorm2d.weight.grad "
-        "differs in the last bit from the first eval call"
-    ),
 }
 
 

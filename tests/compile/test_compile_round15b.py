@@ -2095,36 +2095,6 @@ KNOWN = {
         "only -- eager scales the weight; compiled raises RuntimeError 'backward: the tape entry "
         "linear_t ... modified in place' (no tt.compile fix named)"
     ),
-    'cnn-c-mode': (
-        'silent: Conv2d->BatchNorm2d in a whole step compiled (opt.zero_grad(); loss.backward(); '
-        'opt.step() inside), model.eval() outside at call 3: BatchNorm2d.weight.grad differs from'
-        ' eager by 1-3 float32 ulp from the first (recording) call on; the same model with '
-        'backward outside is bit-equal'
-    ),
-    'cnn-c-freeze': (
-        'silent: Conv2d->BatchNorm2d in a whole step compiled (opt.zero_grad(); loss.backward(); '
-        'opt.step() inside), conv.requires_grad_(False) outside at call 3: '
-        'BatchNorm2d.weight.grad differs from eager by 1-3 float32 ulp from the first (recording)'
-        ' call on; the same model with backward outside is bit-equal'
-    ),
-    'bn2d_eval_whole_step': (
-        'silent: Conv2d->BatchNorm2d in a whole step compiled (opt.zero_grad(); loss.backward(); '
-        'opt.step() inside), model in eval mode: BatchNorm2d.weight.grad differs from eager by '
-        '1-3 float32 ulp from the first (recording) call on; the same model with backward outside'
-        ' is bit-equal'
-    ),
-    'bn2d_frozen_whole_step': (
-        'silent: Conv2d->BatchNorm2d in a whole step compiled (opt.zero_grad(); loss.backward(); '
-        'opt.step() inside), the conv frozen (requires_grad_(False)): BatchNorm2d.weight.grad '
-        'differs from eager by 1-3 float32 ulp from the first (recording) call on; the same model'
-        ' with backward outside is bit-equal'
-    ),
-    'instnorm_frozen_whole_step': (
-        'silent: Conv2d->InstanceNorm2d(affine=True) in a whole step compiled (opt.zero_grad(); '
-        'loss.backward(); opt.step() inside), the conv frozen: '
-        'InstanceNorm2d(affine=True).weight.grad differs from eager by 1-3 float32 ulp from the '
-        'first (recording) call on; the same model with backward outside is bit-equal'
-    ),
     'ndarray_view_argument': (
         'crash: lin(x.view(B, -1)) on a NumPy argument -- eager raises ValueError (ndarray.view '
         'takes a dtype); compiled returns a value'

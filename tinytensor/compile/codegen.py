@@ -1100,6 +1100,7 @@ def _release_and_reuse(body, ret, temporaries, held, name_of=None, may_alias=Non
                 and (value.base is None or value.flags.c_contiguous)
                 and owners.get(id(value if value.base is None else value.base)) == 1
                 and type(like) is np.ndarray and like.shape == value.shape and like.dtype == value.dtype
+                and like.strides == value.strides      # eager's layout: a later sum adds in its order
                 and not (may_alias is not None and may_alias(name)))
 
     global _INTO
