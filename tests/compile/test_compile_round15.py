@@ -3934,20 +3934,12 @@ XFAIL = {
         'silent: a fresh NumPy array written through a mask or indices from an argument (w = '
         "np.ones(3); np.put(w, y[:1], 3.0)) is frozen at the first call's values (not recorded, "
         'not refused)'),
-    'c5_freshwrite_add_at_counts': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (counts ='
-        " np.zeros(3); np.add.at(counts, y, 1)) is frozen at the first call's values (not "
-        'recorded, not refused)'),
     'c5_npidiom_histogram': (
         'silent: np.histogram(x, bins=3, range=(-2, 2)) of an argument is frozen at the first '
         "call's counts: (U * h).sum() eager 9.0, compiled 6.0"),
     'c5_npidiom_fill_diagonal': (
         'silent: a fresh NumPy array written through a mask or indices from an argument (m = '
         "np.zeros((3, 3)); np.fill_diagonal(m, x[:3])) is frozen at the first call's values (not "
-        'recorded, not refused)'),
-    'c5_npidiom_maximum_at': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (c = '
-        "np.zeros(3); np.maximum.at(c, y, x[:4])) is frozen at the first call's values (not "
         'recorded, not refused)'),
     'c5_npidiom_bool_mask_mean': (
         'silent: boolean indexing of an argument, U.sum() * x[x > 0].mean(), is neither refused '

@@ -982,6 +982,8 @@ class _Traced(Tensor):
         return Tensor.__array_function__(self, func, types, args, kwargs)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at" and STATE.recorder is not None and not STATE.recorder.depth_inside:
+            raise _written()       # np.add.at(counts, y, 1): a write the program cannot see
         if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
             inputs = _weak_eager_scalars(inputs)
         if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
@@ -1285,8 +1287,8 @@ class _Tainted(np.ndarray):
             return NotImplemented          # Tensor's own dispatch records it
         if _plain_here():
             return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
-        if "out" in kwargs:                # an in-place write (a += traced): into a traced value, or
-            if _internal():                # into an array f reaches; tinytensor's own code (a rule
+        if "out" in kwargs or method == "at":   # an in-place write (a += traced, np.add.at): into a
+            if _internal():                # traced value or an array f reaches; tinytensor's own (a rule
                 return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
             raise _written()
         fun = getattr(ufunc, method)
@@ -1489,8 +1491,9 @@ def _untracked(x):
 
 def _written():
     return RuntimeError(
-        "tt.compile: writing in place into a value computed from traced data (mask[i] = ..., "
-        "out=, .fill(), .sort()) is not recorded; compute a new array instead (np.where, tt.where)")
+        "tt.compile: writing in place into a value computed from traced data, or with traced "
+        "indices or values (mask[i] = ..., out=, .fill(), .sort(), np.add.at) is not recorded; "
+        "compute a new array instead (np.where, tt.where, np.bincount)")
 
 
 def _value_shape(name):
