@@ -3905,14 +3905,6 @@ for _k in ("histogram", "digitize", "fancy_iadd", "fill_diagonal", "tolist_rebui
 # --------------------------------------------------------------------------- the test
 
 XFAIL = {
-    'r_batchstats_class_weights': (
-        "silent: F.cross_entropy(logits, int_labels, weight=w) keeps the first call's weight (w "
-        'an argument or computed from one); later calls with another w return the old loss (class'
-        ' weights from np.bincount(y))'),
-    'r_nptrain_balanced_ce': (
-        "silent: F.cross_entropy(logits, int_labels, weight=w) keeps the first call's weight (w "
-        'an argument or computed from one); later calls with another w return the old loss '
-        '(balanced weights from np.bincount(y) in a whole step)'),
     'r_fn_kl_target': (
         'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
         'call 5'),
@@ -3930,10 +3922,6 @@ XFAIL = {
         'silent: a fresh NumPy array written through a mask or indices from an argument (xc = '
         "np.ones(x.shape); xc[x < 0] = 0) is frozen at the first call's values (not recorded, not"
         ' refused)'),
-    'c5_freshwrite_put': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (w = '
-        "np.ones(3); np.put(w, y[:1], 3.0)) is frozen at the first call's values (not recorded, "
-        'not refused)'),
     'c5_npidiom_histogram': (
         'silent: np.histogram(x, bins=3, range=(-2, 2)) of an argument is frozen at the first '
         "call's counts: (U * h).sum() eager 9.0, compiled 6.0"),
@@ -3941,10 +3929,6 @@ XFAIL = {
         'silent: a fresh NumPy array written through a mask or indices from an argument (m = '
         "np.zeros((3, 3)); np.fill_diagonal(m, x[:3])) is frozen at the first call's values (not "
         'recorded, not refused)'),
-    'c5_npidiom_bool_mask_mean': (
-        'silent: boolean indexing of an argument, U.sum() * x[x > 0].mean(), is neither refused '
-        '(as documented) nor recomputed: float64 U, x=[-1, 2, -3] after [1, -1, 3]: eager 12.0, '
-        'compiled 6.0; with float32 U also float64 instead of float32'),
 }
 
 

@@ -977,6 +977,8 @@ class _Traced(Tensor):
             if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
                 raise _value_shape(func.__name__)
             result = func(*_datas(args), **_datas(kwargs))
+            if result is None:       # np.put, np.fill_diagonal, np.copyto: a write it cannot see
+                raise _written()
             if isinstance(result, (np.ndarray, np.generic)):
                 return _noted_numpy(func, func.__name__, args, kwargs, result)
         return Tensor.__array_function__(self, func, types, args, kwargs)
@@ -996,6 +998,14 @@ class _Traced(Tensor):
     itemsize = property(lambda self: self.data.itemsize)
     nbytes = property(lambda self: self.data.nbytes)
     strides = property(lambda self: self.data.strides)
+
+    def __getitem__(self, index):
+        rec = STATE.recorder
+        if rec is not None and not rec.depth_inside and _is_user(sys._getframe(1).f_code) and builtins.any(
+                getattr(i, "dtype", None) == np.bool_ and getattr(i, "ndim", 0) and rec._traced(i)
+                for i in _leaves(index)):
+            raise _value_shape("boolean indexing")    # x[x > 0]: its shape is the values'
+        return Tensor.__getitem__(self, index)
 
     def __setitem__(self, index, value):
         Tensor.__setitem__(self, index, value)
@@ -1250,6 +1260,7 @@ _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_
 _OVERRIDES.update({f"__{r}{n}__": _Traced.__dict__[f"__{r}{n}__"]       # NumPy scalars' rules
                    for n in ("add", "sub", "mul", "truediv", "pow") for r in ("", "r")})
 _OVERRIDES["__array_ufunc__"] = _Traced.__dict__["__array_ufunc__"]
+_OVERRIDES["__getitem__"] = _Traced.__dict__["__getitem__"]
 
 for _name, _fun in _OVERRIDES.items():
     setattr(_Traced, _name, _fun)

@@ -942,6 +942,9 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     if isinstance(weight, Tensor):
         w_arg = weight if weight.dtype == dtype else ops.astype(weight, dtype)
         weight = w_arg.data
+    elif isinstance(weight, np.ndarray) and type(weight) is not np.ndarray:   # tt.compile's recorded
+        w_arg = weight if weight.dtype == dtype else weight.astype(dtype)     # array (np.bincount(y))
+        weight = np.ndarray.view(w_arg, np.ndarray)
     w = xp.ones(C, dtype) if weight is None else backend.asarray(weight, dtype, like=log_p,
                                                                   what=f"{name}'s weight")
     w_arg = w if w_arg is None else w_arg
