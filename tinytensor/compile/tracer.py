@@ -567,8 +567,11 @@ class _Tracer:
         """Whether another Tensor of the recording holds variable var's memory (t a .detach() of
         it, or it of t)."""
         data = _SLOT_DATA.__get__(t)
-        return builtins.any(o is not t and isinstance(o, Tensor) and self.index.get(id(o)) == var
-                            and np.may_share_memory(_SLOT_DATA.__get__(o), data) for o in self.alive)
+        for o in self.alive:
+            if o is not t and isinstance(o, Tensor) and self.index.get(id(o)) == var \
+                    and np.may_share_memory(_SLOT_DATA.__get__(o), data) and sys.getrefcount(o) > 3:
+                return True       # (held by more than this list, the loop and getrefcount: f's)
+        return False
 
     def _store(self, t, value):
         """Write `value` into buffer t's array now and on every call of the program."""
