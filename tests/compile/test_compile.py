@@ -79,13 +79,15 @@ def test_every_op_compiles_to_the_same_numbers(name, index):
             # Tensors); gelu's compiled VJP reads the forward's Phi(x), eager's ans / x
             tensors = [tt.tensor(v) for v in values]
             assert_same(compiled(*tensors), fun(*tensors), exact=not (name == "gelu" and fun is grad))
+            if fun is not f:          # the transforms give arrays on either: the types once
+                continue
             # on arrays: eager's result types (NumPy's own functions on arrays may round
             # differently from the Tensor path the program takes, in the last bit)
             got, want = compiled(*values), fun(*values)
             if (name, fun.__name__) in ARRAY_TYPE_GAPS:
                 got, want = np.asarray(got), np.asarray(want)
             assert_same(got, want, exact=False)
-        assert compiled.traces == 2, compiled.recompiles       # one program for arrays, one for Tensors
+        assert compiled.traces == (2 if fun is f else 1), compiled.recompiles   # arrays, Tensors
 
 
 def lecture_loss(W, x, y):

@@ -1358,10 +1358,8 @@ CUSTOM_XFAIL = {
 # Each case starts mpiexec (about 2 s): the default run takes these, one of each kind; the whole
 # file (about 130 s) runs with TT_DISTRIBUTED_FULL=1.
 FULL = os.environ.get("TT_DISTRIBUTED_FULL") == "1"
-QUICK = {"sgd_momentum_wd", "adam_amsgrad_wd", "no_sync_accumulation", "batchnorm_buffers_vs_plain_ddp",
-         "data_scaled_in_place_every_rank", "ref_diff_lr", "ref_grad_inplace",
-         "ref_state_dict_unconsolidated",
-         "f_exit_before_step", "f_uneven_batches", "ckpt_resume_one_process", "stale_consolidate"}
+QUICK = {"adam_amsgrad_wd", "no_sync_accumulation", "data_scaled_in_place_every_rank", "ref_diff_lr",
+         "f_exit_before_step", "ckpt_resume_one_process"}
 _LONG = pytest.mark.skipif(not FULL, reason="one of the full ZeroRedundancyOptimizer sweep's cases "
                                             "(2 s each under mpiexec): set TT_DISTRIBUTED_FULL=1")
 
