@@ -763,23 +763,10 @@ def _input_leaves(tree, found=None):
     return found
 
 
-def _plain_array_leaves(tree, found=None):
+def _plain_array_leaves(tree):
     """For each input leaf of `tree` (in _refill's order, numbers included): whether the caller
-    passed it as a NumPy array (not a Tensor), which f then gets as an array."""
-    found = [] if found is None else found
-    if isinstance(tree, Tensor):
-        found.append(False)
-    elif isinstance(tree, np.ndarray):
-        found.append(True)
-    elif type(tree) in _NUMBERS or type(tree) in _WRAPPED:
-        found.append(False)
-    elif isinstance(tree, dict):
-        for v in tree.values():
-            _plain_array_leaves(v, found)
-    elif isinstance(tree, (tuple, list)):
-        for v in tree:
-            _plain_array_leaves(v, found)
-    return found
+    passed it as a NumPy array (not a Tensor)."""
+    return [isinstance(x, np.ndarray) for x in _input_leaves(tree)]
 
 
 def _refill(tree, inputs, numbers=False):

@@ -443,6 +443,19 @@ class _Sync:
         self.requests = []
 
 
+def broadcast_packed(group, root):
+    """Rank root's values of the Tensors in `group` (one array type and dtype) on every rank, in
+    place, packed into one message."""
+    xp = backend.namespace(group[0].data)
+    flat = xp.concatenate([t.data.reshape(-1) for t in group])
+    distributed._raw_broadcast(flat, root)
+    offset = 0
+    for t in group:
+        t.data[...] = flat[offset:offset + t.data.size].reshape(t.data.shape)
+        offset += t.data.size
+        mark_modified(t)
+
+
 class DistributedDataParallel(Module):
     """Wrap `module` for data-parallel training over `tt.distributed`'s ranks (PyTorch's name).
 
@@ -647,14 +660,7 @@ class DistributedDataParallel(Module):
             if t.data.size:
                 groups.setdefault((type(t.data), t.data.dtype), []).append(t)
         for group in groups.values():
-            xp = backend.namespace(group[0].data)
-            flat = xp.concatenate([t.data.reshape(-1) for t in group])
-            distributed._raw_broadcast(flat, root)
-            offset = 0
-            for t in group:
-                t.data[...] = flat[offset:offset + t.data.size].reshape(t.data.shape)
-                offset += t.data.size
-                mark_modified(t)
+            broadcast_packed(group, root)
 
     def _round(self, every):
         """A round of the wrapper's collectives, from every rank's header: (the ranks still

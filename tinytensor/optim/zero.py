@@ -25,7 +25,7 @@ broadcast from it.
 
 import numpy as np
 
-from .. import backend, distributed
+from .. import distributed
 from ..nn import parallel
 from ..state import SHARED, STATE, replayed_while_recording
 from ..tensor import Tensor, mark_modified
@@ -251,15 +251,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             for p in mine:
                 groups.setdefault((type(p.data), p.data.dtype.str), []).append(p)
             for key in sorted(groups, key=lambda key: key[1]):
-                group = groups[key]
-                xp = backend.namespace(group[0].data)
-                flat = xp.concatenate([p.data.reshape(-1) for p in group])
-                distributed._raw_broadcast(flat, r)
-                offset = 0
-                for p in group:
-                    p.data[...] = flat[offset:offset + p.data.size].reshape(p.data.shape)
-                    offset += p.data.size
-                    mark_modified(p)
+                parallel.broadcast_packed(groups[key], r)
 
     # ----- saving and restoring ----------------------------------------------------------------
     def _local_state(self):
