@@ -443,7 +443,7 @@ class _Sync:
         self.requests = []
 
 
-def broadcast_packed(group, root):
+def _broadcast_packed(group, root):
     """Rank root's values of the Tensors in `group` (one array type and dtype) on every rank, in
     place, packed into one message."""
     xp = backend.namespace(group[0].data)
@@ -660,7 +660,7 @@ class DistributedDataParallel(Module):
             if t.data.size:
                 groups.setdefault((type(t.data), t.data.dtype), []).append(t)
         for group in groups.values():
-            broadcast_packed(group, root)
+            _broadcast_packed(group, root)
 
     def _round(self, every):
         """A round of the wrapper's collectives, from every rank's header: (the ranks still

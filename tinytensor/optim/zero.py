@@ -251,7 +251,7 @@ class ZeroRedundancyOptimizer(Optimizer):
             for p in mine:
                 groups.setdefault((type(p.data), p.data.dtype.str), []).append(p)
             for key in sorted(groups, key=lambda key: key[1]):
-                parallel.broadcast_packed(groups[key], r)
+                parallel._broadcast_packed(groups[key], r)
 
     # ----- saving and restoring ----------------------------------------------------------------
     def _local_state(self):
