@@ -40,7 +40,7 @@ import numpy as np
 from .. import draws, transforms
 from .. import tensor as tensor_module
 from ..state import SHARED, STATE
-from ..tensor import Tensor, _make
+from ..tensor import Tensor
 from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
@@ -240,7 +240,7 @@ class Compiled:
             return self._alternatives(key, program, args, kwargs, arrays, why.why)
         except Exception as err:
             if not program.side_effects or program.clean_failure(err):   # nothing drawn or written
-                return self._eager(args, kwargs, arrays=True)   # yet: f may catch it (try/except
+                return self._eager(args, kwargs)   # yet: f may catch it (try/except
             # around a solve) eagerly, f's own result or error
             raise program.error(err) from err
 
@@ -278,7 +278,7 @@ class Compiled:
                     f"and are used in Python (a branch, a shape) as 0-d arrays, or keep them on "
                     f"tensors; see .recompiles",
                     RuntimeWarning, stacklevel=3)
-            return self._eager(args, kwargs, arrays=True)
+            return self._eager(args, kwargs)
         self.recompiles.append(why)
         try:
             program = self._record(args, kwargs, arrays, plain_numbers=self._plain_numbers)
@@ -304,9 +304,9 @@ class Compiled:
             out = program.run(arrays)
             return out if program.returns is None else _given_back(program, out, args, kwargs)
         except Retrace:            # not the numbers it was recorded on (a value that varies by itself)
-            return self._eager(args, kwargs, arrays=True)
+            return self._eager(args, kwargs)
 
-    def _eager(self, args, kwargs, arrays=False):
+    def _eager(self, args, kwargs):
         """f itself, on the arguments as they are (a compiled call returns what f returns)."""
         return self.fun(*args, **kwargs)
 
@@ -629,29 +629,6 @@ def _undo(tracer):
     if not generators and not buffers:
         return None
     return generators, buffers
-
-
-def _as_tensors(args, kwargs):
-    """The array leaves of the arguments as Tensors sharing their arrays (Tensors as they are)."""
-    leaves = []
-    _arrays_and_tensors((args, kwargs), leaves)
-    out = []
-    for x in leaves:
-        if not isinstance(x, Tensor):
-            x = _make(np.asarray(x))
-        out.append(x)
-    return out
-
-
-def _arrays_and_tensors(tree, found):
-    if isinstance(tree, (np.ndarray, Tensor)):
-        found.append(tree)
-    elif isinstance(tree, dict):
-        for v in tree.values():
-            _arrays_and_tensors(v, found)
-    elif isinstance(tree, (tuple, list)):
-        for v in tree:
-            _arrays_and_tensors(v, found)
 
 
 def _through(tensors):

@@ -33,7 +33,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, _Traced, declared
+from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -407,8 +407,7 @@ def _result_kind(tracer, x, plain, tensors):
     if isinstance(x, Tensor):
         if plain:
             return None
-        if x._id < tracer.start and not isinstance(x, _Traced) or x._id < tracer.start and \
-                tracer.var_of(x) in tracer.live_vars:
+        if x._id < tracer.start:
             return x                                      # made before the call: itself
         var = tracer.var_of(x)
         if x.requires_grad and x._prim is None and x._id >= tracer.start:
@@ -896,11 +895,9 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             text = f"{n.function(_make, 'make_tensor')}({text})"
         elif kind == "leaf":
             text = f"{n.function(_make, 'make_tensor')}({text}, requires_grad=True)"
-        if k in again:
-            text = f"(_result{k} := {text})"
         elif kind == "scalar":
             text = f"{n.function(_numpy_scalar, 'numpy_scalar')}({text})"
-        results.append(text)
+        results.append(f"(_result{k} := {text})" if k in again else text)
     namespace = n.namespace
     ret = _emit_structure(out_structure, iter(results), namespace, n.fresh)
     if finish is not None:

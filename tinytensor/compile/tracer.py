@@ -116,6 +116,7 @@ class _Tracer:
         self.node_values = set()     # id(a recorded tape node's values list): may hold _Numbers
         self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
         self.aliased = set()         # variables whose arrays share memory (views of each other)
+        self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
         self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
         #                              where no operand is a Tensor)
         self.array_arguments = set()  # arguments the caller passed as NumPy arrays
@@ -564,13 +565,13 @@ class _Tracer:
                 "or call the function uncompiled")
 
     def _shared_holder(self, t, var):
-        """Whether another Tensor of the recording holds variable var's memory (t a .detach() of
-        it, or it of t)."""
+        """Whether another Tensor f still holds has variable var's memory (t a .detach() of it,
+        or it of t)."""
         data = _SLOT_DATA.__get__(t)
-        for o in self.alive:
-            if o is not t and isinstance(o, Tensor) and self.index.get(id(o)) == var \
-                    and np.may_share_memory(_SLOT_DATA.__get__(o), data) and sys.getrefcount(o) > 3:
-                return True       # (held by more than this list, the loop and getrefcount: f's)
+        for o in self.holders.get(var, ()):
+            if o is not t and self.index.get(id(o)) == var \
+                    and np.may_share_memory(_SLOT_DATA.__get__(o), data) and sys.getrefcount(o) > 4:
+                return True       # (held by more than alive, holders, the loop, getrefcount: f's)
         return False
 
     def _store(self, t, value):
@@ -921,29 +922,35 @@ def _numpy_scalar_rule(name, op, reflected):
             if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
                 if rec.passed_as_array(self):   # (a NumPy-scalar number argument: still the input)
                     return op(other, self) if reflected else op(self, other)
-            elif isinstance(other, (Tensor, _Tainted)) and not rec.passed_as_array(self) \
-                    and rec.eagerly_numpy_scalar(other):
-                # x.mean() of an array argument is eagerly a NumPy scalar, which a Tensor takes
-                # as a Python number (weak: a float32 Tensor stays float32): cast as it would be
-                other = ops.astype(other, np.result_type(self.dtype, _weak_kind(other.dtype)))
+            else:
+                other = _weakened(rec, self, other)
         return getattr(Tensor, name)(self, other)
     operator.__name__ = name
     return operator
 
 
+def _weakened(rec, t, other):
+    """`other` as Tensor t takes it eagerly: x.mean() of an array argument is eagerly a NumPy
+    scalar, which a Tensor takes as a Python number (weak: a float32 Tensor stays float32), so it
+    is cast as it would be; any other operand as it is."""
+    if isinstance(other, (Tensor, _Tainted)) and not rec.passed_as_array(t) \
+            and rec.eagerly_numpy_scalar(other):
+        return ops.astype(other, np.result_type(t.dtype, _weak_kind(other.dtype)))
+    return other
+
+
 def _weak_eager_scalars(inputs):
-    """(a, b) with an operand that is eagerly a NumPy scalar (x.mean() of an array argument) cast
-    as a Tensor operand takes it eagerly: as a Python number (weak)."""
+    """A binary ufunc's (a, b) with an operand that is eagerly a NumPy scalar cast as the other
+    (a Tensor) takes it eagerly (_weakened)."""
     rec = STATE.recorder
     if rec is None:
         return inputs
     a, b = inputs
-    for i, (t, other) in enumerate(((a, b), (b, a))):
-        if isinstance(t, Tensor) and isinstance(other, (Tensor, _Tainted)) \
-                and not rec.passed_as_array(t) and rec.eagerly_numpy_scalar(other):
-            other = ops.astype(other, np.result_type(t.dtype, _weak_kind(other.dtype)))
-            return (t, other) if i == 0 else (other, t)
-    return inputs
+    if isinstance(a, Tensor):
+        b = _weakened(rec, a, b)
+    if isinstance(b, Tensor) and b is inputs[1]:
+        a = _weakened(rec, b, a)
+    return a, b
 
 
 def _weak_kind(dtype):
@@ -1194,6 +1201,7 @@ def _detach(self):
             t.__class__ = _Traced
             rec.index[id(t)] = var
             rec.alive.append(t)
+            rec.holders.setdefault(var, [self]).append(t)     # one memory, two Tensors
     return t
 
 
