@@ -3914,21 +3914,9 @@ XFAIL = {
     's_loss_kl_batchmean': (
         'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
         'call 1'),
-    'c5_maskidiom_bool_setitem': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (mask = '
-        "np.ones(tok.shape); mask[tok == 0] = 0) is frozen at the first call's values (not "
-        'recorded, not refused)'),
-    'c5_freshwrite_bool_setitem_x': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (xc = '
-        "np.ones(x.shape); xc[x < 0] = 0) is frozen at the first call's values (not recorded, not"
-        ' refused)'),
     'c5_npidiom_histogram': (
         'silent: np.histogram(x, bins=3, range=(-2, 2)) of an argument is frozen at the first '
         "call's counts: (U * h).sum() eager 9.0, compiled 6.0"),
-    'c5_npidiom_fill_diagonal': (
-        'silent: a fresh NumPy array written through a mask or indices from an argument (m = '
-        "np.zeros((3, 3)); np.fill_diagonal(m, x[:3])) is frozen at the first call's values (not "
-        'recorded, not refused)'),
 }
 
 

@@ -35,7 +35,8 @@ import numpy as np
 from ..draws import _attribute as _attr
 from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..tensor import Tensor
-from .tracer import _is_user
+from . import subscripts
+from .tracer import _is_user, _Tainted
 
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
 _IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
@@ -128,6 +129,36 @@ def _state_of(obj):
 
 _LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortranarray, np.frombuffer,
                          memoryview})
+
+
+_IMPLEMENTATIONS = []
+
+
+def _numpy_implementations():
+    """The code objects of NumPy's public functions that dispatch on some of their arguments
+    (__array_function__), e.g. np.fill_diagonal dispatches on `a` only."""
+    if not _IMPLEMENTATIONS:
+        codes = set()
+        for module in (np, np.linalg, np.fft, np.lib.stride_tricks):
+            for name in dir(module):
+                implementation = getattr(getattr(module, name, None), "_implementation", None)
+                code = getattr(implementation, "__code__", None)
+                if code is not None:
+                    codes.add(code)
+        _IMPLEMENTATIONS.append(frozenset(codes))
+    return _IMPLEMENTATIONS[0]
+
+
+def _untaken_argument(frame, traced):
+    """The name of an argument of NumPy function frame that holds a traced value, or None."""
+    code = frame.f_code
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4)
+    values = frame.f_locals
+    for name in code.co_varnames[:count]:
+        value = values.get(name)
+        if traced(value) or isinstance(value, tuple) and any(traced(v) for v in value):
+            return name
+    return None
 
 
 def _iterator_state(it):
@@ -271,6 +302,7 @@ class _Reach:
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
         self.before = None
         self._previous = None
+        self._tracing = False
         self._collect(f, 0)
 
     # ----- the functions and objects f can reach without running -----
@@ -408,6 +440,20 @@ class _Reach:
                         reads[id(owner)] = owner
                         if tracer.scheduled and tracer.read_after_step is None:   # after a schedule
                             tracer.read_after_step = f"called {type(owner).__name__}.{code.co_name}()"
+                caller = frame.f_back
+                if code in _numpy_implementations() and tracer.laundered is None and caller is not None \
+                        and _is_user(caller.f_code):
+                    # NumPy's function ran without handing a traced argument to tinytensor (its
+                    # dispatcher does not name that argument: np.fill_diagonal's val): its
+                    # buffer would be read where nobody sees it
+                    name = _untaken_argument(frame, self._traced)
+                    if name is not None:
+                        tracer.laundered = (
+                            f"called np.{code.co_name}(...) at {os.path.basename(caller.f_code.co_filename)}:"
+                            f"{caller.f_lineno} with a value computed from traced data as `{name}`, an "
+                            f"argument NumPy reads directly, where the recording cannot see it, so the "
+                            f"program would keep this call's values. Compute it with np.where(...) or "
+                            f"tinytensor operations, or call the function uncompiled")
             elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
                     and tracer.laundered is None:
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
@@ -420,9 +466,28 @@ class _Reach:
                     f"array as it is (its NumPy operations are recorded), tinytensor operations, or call "
                     f"the function uncompiled")
         sys.setprofile(profile)
+        self._tracing = sys.gettrace() is None     # (a debugger's or coverage's tracer is left alone)
+        if self._tracing:
+            sys.settrace(subscripts.tracer(_is_user, self._subscript))
+
+    def _subscript(self, frame, site):
+        """A subscript user code is about to run: refused where NumPy would read or write a plain
+        array through traced values in C (see subscripts)."""
+        tracer = self.tracer
+        if tracer.laundered is None and not tracer.depth_inside:
+            refusal = subscripts.check(frame, site, self._traced)
+            if refusal is not None:
+                tracer.laundered = refusal
+
+    def _traced(self, value):
+        if type(value) is _Tainted or isinstance(value, Tensor) and self.tracer.var_of(value) is not None:
+            return True
+        return type(value) in (list, tuple) and any(self._traced(v) for v in value[:32])
 
     def exit(self):
         sys.setprofile(self._previous)
+        if self._tracing:
+            sys.settrace(None)
         for k, c in self.caches.items():        # a functools.cache f called (a hit runs no code)
             if c.cache_info()[:2] != self.cache_calls.get(k) and self.tracer.laundered is None:
                 self.tracer.laundered = (

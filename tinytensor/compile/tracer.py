@@ -1145,13 +1145,24 @@ def _numpy(self):
 
 def _array(self, dtype=None, copy=None):
     rec = STATE.recorder
-    if rec is not None and _is_user(sys._getframe(1).f_code) and rec.var_of(self) is not None:
+    if rec is not None and _for_user(sys._getframe(1)) and rec.var_of(self) is not None:
         # np.asarray(t) gives NumPy a plain array whose operations nobody can note: the whole
         # value becomes a guard (the program re-records when it changes)
         value = Tensor.__array__(self, dtype, copy)
         rec.guard(_snapshot, self, _snapshot(self.data), "np.asarray()")
         return value
     return Tensor.__array__(self, dtype, copy)
+
+
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def _for_user(frame):
+    """Whether frame is user code, or NumPy's Python code user code called (np.fill_diagonal
+    converting its val)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+        frame = frame.f_back
+    return frame is not None and _is_user(frame.f_code)
 
 
 def _snapshot(a):

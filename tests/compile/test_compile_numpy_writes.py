@@ -1,0 +1,199 @@
+"""NumPy code in f that reads or writes a plain NumPy array through values computed from traced
+data (`m[x.data > 0] = 0`, `W[mask]`, `np.fill_diagonal(m, x.data[0])`): NumPy does it in C, where
+the recording cannot see it, so the values would be frozen. Each case is equal to eager on every
+call (the values change each call) or refused while recording with a message naming the fix;
+the cases at the end are the same idioms on values that are not traced, which must compile."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+
+W = np.arange(6.0)
+TABLE = {"a": np.arange(3.0)}
+
+
+def _m_mask(x):
+    m = np.ones(x.shape)
+    m[x.data > 0] = 0
+    return x * m
+
+
+def _m_mask_named(x):
+    mask = x.data > 0
+    m = np.ones(x.shape)
+    m[mask] = 0.0
+    return x * m
+
+
+def _m_value(x):
+    m = np.zeros(x.shape)
+    m[:, 0] = x.data[:, 0]
+    return x * m
+
+
+def _m_value_expr(x):
+    m = np.ones(x.shape)
+    m[0] = x.data[0] * 2
+    return x * m
+
+
+def _m_augmented(x):
+    m = np.ones(x.shape)
+    m[0] += x.data[0]
+    return x * m
+
+
+def _plain_getitem_mask(x):
+    return tt.tensor(W[:3][x.data[0] > 0].sum()) + x.sum()
+
+
+def _plain_getitem_argmax(x):
+    return tt.tensor(W[x.data.argmax(1)]) * x.sum()
+
+
+def _closed_table_index(x):
+    return tt.tensor(TABLE["a"][x.data.argmax(1)]) * x.sum()
+
+
+def _attr_container(x):
+    class Box:
+        pass
+    b = Box()
+    b.m = np.ones(x.shape)
+    b.m[x.data < 0] = 3.0
+    return x * b.m
+
+
+def _helper_mask(x):
+    def build(v):
+        m = np.ones(v.shape)
+        m[v > 0] = 0.0
+        return m
+    return x * build(x.data)
+
+
+def _fill_diagonal(x):
+    m = np.zeros((3, 3))
+    np.fill_diagonal(m, x.data[0])
+    return x @ m
+
+
+def _fill_diagonal_tensor(x):
+    m = np.zeros((3, 3))
+    np.fill_diagonal(m, x[0])
+    return x @ m
+
+
+def _arr_fresh_setitem(x):
+    m = np.ones(x.shape)
+    m[x < 0] = 0
+    return m * 2
+
+
+def _arr_plain_getitem(x):
+    return W[:3][x[0] > 0].sum()
+
+
+def _arr_value(x):
+    m = np.zeros(x.shape)
+    m[:, 1] = x[:, 1]
+    return m
+
+
+def _arr_fill_diagonal(x):
+    m = np.zeros((3, 3))
+    np.fill_diagonal(m, x[0])
+    return m
+
+
+TENSOR_CASES = [_m_mask, _m_mask_named, _m_value, _m_value_expr, _m_augmented, _plain_getitem_mask,
+                _plain_getitem_argmax, _closed_table_index, _attr_container, _helper_mask,
+                _fill_diagonal, _fill_diagonal_tensor]
+ARRAY_CASES = [_arr_fresh_setitem, _arr_plain_getitem, _arr_value, _arr_fill_diagonal]
+
+
+def _value(v):
+    return np.asarray(v.data if isinstance(v, tt.Tensor) else v)
+
+
+def _outcome(f, make, calls=12):
+    g = tt.compile(f)
+    rng = np.random.default_rng(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(calls):
+            x = make(rng)
+            e = f(x)
+            try:
+                c = g(x)
+            except RuntimeError as err:
+                assert "tt.compile" in str(err)
+                return "refused"
+            assert type(c) is type(e), (i, type(e), type(c))
+            assert np.array_equal(_value(e), _value(c)), (i, _value(e), _value(c))
+    return "equal"
+
+
+@pytest.mark.parametrize("f", TENSOR_CASES, ids=lambda f: f.__name__)
+def test_traced_tensor_values_through_numpy_are_equal_or_refused(f):
+    _outcome(f, lambda rng: tt.tensor(rng.standard_normal((2, 3))))
+
+
+@pytest.mark.parametrize("f", ARRAY_CASES, ids=lambda f: f.__name__)
+def test_array_argument_values_through_numpy_are_equal_or_refused(f):
+    _outcome(f, lambda rng: rng.standard_normal((2, 3)))
+
+
+def test_the_refusal_names_the_line_and_the_fix():
+    g = tt.compile(_m_mask)
+    with pytest.raises(RuntimeError, match=r"test_compile_numpy_writes.py:\d+.*np.where"):
+        g(tt.tensor(np.ones((2, 3))))
+
+
+# ----- the same idioms on values that are not traced compile (no refusal) -----
+def _static_causal(x):
+    T = x.shape[0]
+    mask = np.zeros((T, T))
+    mask[np.triu_indices(T, 1)] = -np.inf
+    h = x.data > 0                    # the frame holds a traced array too
+    return (x @ x.T + mask).sum() + tt.tensor(h.sum())
+
+
+def _static_loop(x):
+    m = np.zeros(x.shape)
+    for i in range(x.shape[0]):
+        m[i, i % x.shape[1]] = 1.0
+    return x * m + x.data.max()
+
+
+def _dict_and_list_stores(x):
+    out = {}
+    out["loss"] = (x * x).sum()
+    parts = [None, None]
+    parts[0] = x.data.sum()
+    parts[1] = x.mean()
+    return out["loss"] + parts[1] + float(parts[0])
+
+
+def _tensor_store(x):
+    y = x * 1.0
+    y[x.data > 0] = 0.0
+    return y
+
+
+def _closed_getitem_static(x):
+    idx = np.arange(2)
+    return x * W[idx].sum() + x.data.sum()
+
+
+@pytest.mark.parametrize("f", [_static_causal, _static_loop, _dict_and_list_stores,
+                               _closed_getitem_static],
+                         ids=lambda f: f.__name__)
+def test_static_numpy_indexing_still_compiles(f):
+    assert _outcome(f, lambda rng: tt.tensor(rng.standard_normal((3, 3)))) == "equal"
+
+
+def test_tensor_setitem_with_a_traced_mask_is_equal_or_refused():
+    _outcome(_tensor_store, lambda rng: tt.tensor(rng.standard_normal((3, 3))))
