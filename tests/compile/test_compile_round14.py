@@ -1367,9 +1367,6 @@ REASONS = {
     'MEDIAN': (
         "silent: np.median(x) of a (3, 4) ndarray argument differs by 1 ulp from NumPy's "
         '(docs say same bits)'),
-    'SLOGDET': (
-        "silent: np.linalg.slogdet(ndarray) returns numpy's SlogdetResult eagerly, "
-        'tinytensor.linalg.SlogdetResult compiled'),
     'F16': (
         'silent: x.mean()/np.std/np.linalg.norm on a float16 ndarray argument: NumPy '
         'accumulates in float32, compiled differs in the last bit'),
@@ -1402,8 +1399,6 @@ REASONS = {
 XFAIL_CAT = {
     'd_out_twice': 'TARG',
     'dm_out_twice': 'TARG',
-    'la_np_slogdet_nd32': 'SLOGDET',
-    'la_np_slogdet_nd64': 'SLOGDET',
     'np_invert_or_neg_ndbool': 'INVERT',
     'al_same_first_is_second_nd64': 'ISARGS',
     'al_same_first_is_second_T64': 'ISARGS',

@@ -3914,9 +3914,6 @@ XFAIL = {
     's_loss_kl_batchmean': (
         'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
         'call 1'),
-    'c5_npidiom_histogram': (
-        'silent: np.histogram(x, bins=3, range=(-2, 2)) of an argument is frozen at the first '
-        "call's counts: (U * h).sum() eager 9.0, compiled 6.0"),
 }
 
 

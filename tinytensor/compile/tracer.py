@@ -745,6 +745,11 @@ class _Tracer:
             return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result
 
+    def numpy_parts(self, target, name, args, kwargs, result):
+        """ops.on_values: a tuple of arrays (np.divmod, np.frexp of a Tensor): noted, one line
+        and its parts."""
+        return result if self.depth_inside else _noted_parts(self, target, name, args, kwargs, result)
+
     def refuse_shape(self, name, args, kwargs):
         """ops.on_values: a function whose result's shape depends on traced values."""
         if _has_ref(self.template(tuple(args))) or _has_ref(self.template(dict(kwargs))):
@@ -989,7 +994,8 @@ class _Traced(Tensor):
             result = func(*_datas(args), **_datas(kwargs))
             if result is None:       # np.put, np.fill_diagonal, np.copyto: a write it cannot see
                 raise _written()
-            if isinstance(result, (np.ndarray, np.generic)):
+            if isinstance(result, (np.ndarray, np.generic)) or isinstance(result, tuple) and result \
+                    and builtins.all(isinstance(r, (np.ndarray, np.generic)) for r in result):
                 return _noted_numpy(func, func.__name__, args, kwargs, result)
         return Tensor.__array_function__(self, func, types, args, kwargs)
 
@@ -1435,6 +1441,9 @@ def _noted_numpy(fun, name, args, kwargs, result):
     if generic:
         result = np.asarray(result)
     if type(result) is not np.ndarray:
+        if isinstance(result, tuple) and fun not in _SHAPE_FROM_VALUES and result and builtins.all(
+                isinstance(r, (np.ndarray, np.generic)) for r in result):
+            return _noted_parts(rec, fun, name, args, kwargs, result)
         if result is None or isinstance(result, tuple):
             raise _value_shape(name) if isinstance(result, tuple) else _written()
         var = rec.record(fun, name, args, kwargs, result, name, "numpy")   # a Python value (a
@@ -1443,6 +1452,29 @@ def _noted_numpy(fun, name, args, kwargs, result):
     if var is not None and generic:       # eagerly a NumPy scalar (a reduction, a 0-d ufunc)
         rec.generic_vars.add(var)
     return result if var is None else rec.tainted(result, var)
+
+
+def _noted_parts(rec, fun, name, args, kwargs, result):
+    """A NumPy function giving a tuple of arrays (np.histogram, np.linalg.slogdet, np.divmod):
+    one line of the program, its parts taken out by index; the parts' shapes are a guard (bins
+    chosen from the values re-record), and a named tuple comes back as its own type."""
+    var = rec.record(fun, name, args, kwargs, result, name, "numpy")
+    if var is None:
+        return result
+    rec.guard(_shapes, _Ref(var), _shapes(result), f"the shapes {name} gives")
+    parts = []
+    for i, part in enumerate(result):
+        generic = isinstance(part, np.generic)
+        value = np.asarray(part)
+        v = rec.record(operator.getitem, "getitem", (_Ref(var), i), {}, value, name, "numpy")
+        if generic:
+            rec.generic_vars.add(v)
+        parts.append(rec.tainted(value, v))
+    return type(result)(*parts) if hasattr(result, "_fields") else tuple(parts)
+
+
+def _shapes(parts):
+    return tuple(np.shape(p) for p in parts)
 
 
 def _tainted_method(name):

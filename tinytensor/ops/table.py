@@ -192,6 +192,9 @@ def on_values(fun, args, kwargs, result, name=None):
         result = recorder.numpy(fun, name, args, kwargs, result)   # user code gets a recorded array
     elif type(result) is tuple and name in _DATA_DEPENDENT_SHAPES:
         recorder.refuse_shape(name, args, kwargs)
+    elif isinstance(result, tuple) and result and all(isinstance(r, (np.ndarray, np.generic))
+                                                      for r in result):
+        result = recorder.numpy_parts(fun, name, args, kwargs, result)   # np.divmod, np.frexp
     elif isinstance(result, Tensor):
         recorder.numpy(fun, name, args, kwargs, result.data, result)
     return result
