@@ -3905,15 +3905,6 @@ for _k in ("histogram", "digitize", "fancy_iadd", "fill_diagonal", "tolist_rebui
 # --------------------------------------------------------------------------- the test
 
 XFAIL = {
-    'r_fn_kl_target': (
-        'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
-        'call 5'),
-    's_loss_kl_none_sum': (
-        'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
-        'call 1'),
-    's_loss_kl_batchmean': (
-        'silent: F.kl_div / nn.KLDivLoss differs from eager in the last bits (1-2 ulp, float32), '
-        'call 1'),
 }
 
 

@@ -20,7 +20,6 @@ through a CNN.
 import math
 
 import numpy as np
-import scipy.special
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from .. import backend, draws, ops
@@ -1121,11 +1120,18 @@ def _xlogx(t):
     t > 0 and 0 at t = 0, for a Tensor)."""
     if not isinstance(t, Tensor):
         if type(t) is np.ndarray:      # (ops.on_values: tt.compile reads a held target anew)
-            return ops.on_values(scipy.special.xlogy, (t, t), {}, scipy.special.xlogy(t, t))
+            return ops.on_values(_xlogx_values, (t,), {}, _xlogx_values(t))
         ns = backend.namespace(t)                     # another device: the same, from where and log
         return ns.where(t > 0, t * ns.log(ns.where(t > 0, t, 1)), 0)
     positive = ops.PUBLIC["greater"](t, 0)            # recomputed by tt.compile on every call
     return t * ops.log(ops.PUBLIC["where"](positive, t, 1.0))
+
+
+def _xlogx_values(t):
+    """t log t of an array, in its own dtype and with the Tensor form's operations, so a target
+    passed as an array or as a Tensor (tt.compile makes array arguments Tensors) gives the same
+    bits (PyTorch's xlogy also computes in the target's dtype)."""
+    return t * np.log(np.where(t > 0, t, np.ones((), t.dtype)))
 
 
 KL_REDUCTIONS = _REDUCTIONS + ("batchmean",)
