@@ -23,6 +23,7 @@ from . import (  # noqa: F401
 from . import distributed as distributed  # tt.distributed: MPI collectives (extra [distributed])
 from .checks import GradcheckError, check_rules, gradcheck, numerical_grad
 from .compile import compile
+from .compile.tracer import install_array_absent as _install_array_absent
 from .inference import inference_mode
 from .ops_science import median as _median  # noqa: F401  (NumPy's sort, median, interp, ... on Tensors)
 from .ops_torch import get_rng_state, manual_seed, set_rng_state  # PyTorch's spellings (tt.cat, ...)
@@ -58,6 +59,7 @@ from .views import draw, evaluation_trace, to_dot, wengert_list
 from .vmap import vmap
 
 ops.batching.install()   # the batching column, once every family has registered its primitives
+_install_array_absent()  # tt.compile: an array argument lacks the Tensor methods (all defined now)
 
 # Every public operation (tt.exp, tt.sum, tt.crossEntropy, ...) is declared by its row in the op
 # modules (ops.PUBLIC, filled by `defprim(..., numpy=..., method=...)` and `@public`): exported here.

@@ -227,3 +227,43 @@ def test_numpy_functions_giving_several_arrays_are_recomputed(name):
         for a, b in zip(e if isinstance(e, tuple) else (e,), c if isinstance(c, tuple) else (c,)):
             a, b = (np.asarray(v.data if isinstance(v, tt.Tensor) else v) for v in (a, b))
             assert a.dtype == b.dtype and np.array_equal(a, b), (i, a, b)
+
+
+# ----- an array argument's operators and attributes are NumPy's -------------------------------
+ARRAY_OPS = {
+    "invert_bool": (lambda x: ~(x > 0), "f"),
+    "invert_int": (lambda x: ~x, "i"),
+    "and_or_xor": (lambda x: ((x > 0) & (x < 2)) | ((x > 1) ^ (x > -1)), "f"),
+    "int_and_number": (lambda x: (x & 3) | (1 ^ x), "i"),
+    "shifts": (lambda x: (x << 2) + (x >> 1) + (1 << (x % 3)), "i"),
+    "round_element": (lambda x: round(x[0]), "f"),
+    "round_digits": (lambda x: round(x[1], 2), "f"),
+    "tobytes": (lambda x: x.tobytes(), "f"),
+    "view_dtype": (lambda x: x.view(np.int64), "f"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_OPS))
+def test_array_argument_operators_are_numpys(name):
+    f, kind = ARRAY_OPS[name]
+    g = tt.compile(f)
+    rng = np.random.default_rng(2)
+    for i in range(6):
+        x = rng.standard_normal(5) * 3 if kind == "f" else rng.integers(-8, 8, 5)
+        e, c = f(x), g(x)
+        assert type(e) is type(c), (i, type(e), type(c))
+        if isinstance(e, np.ndarray):
+            assert e.dtype == c.dtype and np.array_equal(e, c), (i, e, c)
+        else:
+            assert e == c, (i, e, c)
+
+
+@pytest.mark.parametrize("call", ["x.contiguous()", "x.view(5, -1)", "x.numel()", "x.sign()",
+                                  "x.clamp(0, 1)", "x.unsqueeze(0)"])
+def test_tensor_only_attributes_of_an_array_argument_raise_as_eagerly(call):
+    f = eval(f"lambda x: {call}")
+    x = np.ones(5)
+    with pytest.raises(Exception) as eager:
+        f(x)
+    with pytest.raises(type(eager.value)):
+        tt.compile(f)(x)

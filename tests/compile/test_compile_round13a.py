@@ -1751,10 +1751,6 @@ XFAIL = {
         "than eager's forward sweep; f = w = tt.tensor(a, requires_grad=True); out = "
         "tt.compile(lambda x: tt.sum(tt.sin(w * x)))(x); out.jvp({w: ones})"
     ),
-    "ndm_tobytes": (
-        "crash, call 1: crash: AttributeError: '_Traced' object has no attribute 'tobytes'; f = "
-        "lambda x: x.tobytes()"
-    ),
     "bw_same_output_twice": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = h = model(x); return (h, h); eager o[0] is o[1], compiled two objects "

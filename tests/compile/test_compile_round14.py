@@ -1373,8 +1373,6 @@ REASONS = {
     'NORM': (
         'silent: np.linalg.norm(x) on an ndarray argument: eager a NumPy scalar, compiled '
         'a 0-d ndarray'),
-    'INVERT': (
-        'silent: ~x on a bool ndarray argument: eager ndarray, compiled Tensor'),
     'STDBOOL': (
         'crash: np.std(x) on a bool ndarray argument: eager float64, compiled TypeError '
         '(boolean subtract)'),
@@ -1399,7 +1397,6 @@ REASONS = {
 XFAIL_CAT = {
     'd_out_twice': 'TARG',
     'dm_out_twice': 'TARG',
-    'np_invert_or_neg_ndbool': 'INVERT',
     'al_same_first_is_second_nd64': 'ISARGS',
     'al_same_first_is_second_T64': 'ISARGS',
     'bw_leaf_times_W': 'LEAF',

@@ -2096,14 +2096,6 @@ KNOWN = {
         "only -- eager scales the weight; compiled raises RuntimeError 'backward: the tape entry "
         "linear_t ... modified in place' (no tt.compile fix named)"
     ),
-    'ndarray_view_argument': (
-        'crash: lin(x.view(B, -1)) on a NumPy argument -- eager raises ValueError (ndarray.view '
-        'takes a dtype); compiled returns a value'
-    ),
-    'contiguous_T_numpy_arg': (
-        'crash: lin(x.T.contiguous()) on a NumPy argument -- eager raises AttributeError (ndarray'
-        ' has no contiguous); compiled returns a value'
-    ),
     'alias_no_grad_add': (
         'crash: h = lin(x); with no_grad(): h.add_(1); return h.sum(); then backward() -- eager '
         'raises RuntimeError (saved output modified in place); compiled gives a gradient without '

@@ -7,12 +7,14 @@ comparisons and reads into Python it notes."""
 
 import builtins
 import functools
+import inspect
 import itertools
 import math
 import operator
 import os
 import sys
 import sysconfig
+import types
 
 import numpy as np
 
@@ -1035,8 +1037,73 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
     setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
     setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
 
-for _name in ("var", "std", "mean"):
+for _name in ("var", "std", "mean", "view", "tobytes"):
     setattr(_Traced, _name, _array_method(_name))
+
+
+def _array_operator(name, ufunc, reflected=False):
+    """_Traced's operator `name` (~, &, |, ^, <<, >>): on arrays f was passed, NumPy's ufunc,
+    a line of the program giving an array, as eagerly; else Tensor's."""
+    def apply(self, *other):
+        operands = (*other, self) if reflected else (self, *other)
+        if _numpy_on_arrays(operands, {}):
+            return _noted_numpy(ufunc, ufunc.__name__, operands, {}, ufunc(*_datas(operands)))
+        base = getattr(Tensor, name, None)       # (looked up now: ops_torch defines them)
+        return NotImplemented if base is None else base(self, *other)
+    apply.__name__ = name
+    return apply
+
+
+for _name, _ufunc in (("invert", np.invert), ("and", np.bitwise_and), ("or", np.bitwise_or),
+                      ("xor", np.bitwise_xor), ("lshift", np.left_shift), ("rshift", np.right_shift)):
+    setattr(_Traced, f"__{_name}__", _array_operator(f"__{_name}__", _ufunc))
+    if _name != "invert":
+        setattr(_Traced, f"__r{_name}__", _array_operator(f"__r{_name}__", _ufunc, reflected=True))
+
+
+def _round(self, ndigits=None):
+    """round(x) of a traced value: a Python read, guarded (a NumPy scalar's round on an array
+    f was passed)."""
+    value = self.data[()] if self.data.ndim == 0 else self.data
+    result = round(value) if ndigits is None else round(value, ndigits)
+    rec = STATE.recorder
+    if rec is not None and not rec.depth_inside:
+        rec.guard(functools.partial(_rounded, ndigits), self, result, "round()")
+    return result
+
+
+def _rounded(ndigits, a):
+    a = a[()] if a.ndim == 0 else a
+    return round(a) if ndigits is None else round(a, ndigits)
+
+
+_Traced.__round__ = _round
+
+
+def _array_absent(name):
+    """Tensor attribute `name`, which a NumPy array does not have: on an array f was passed
+    (x.contiguous(), x.numpy(), x.requires_grad), an AttributeError, as eagerly."""
+    base = _Traced.__dict__.get(name) or inspect.getattr_static(Tensor, name)
+
+    def absent(self):
+        rec = STATE.recorder
+        if rec is not None and not rec.depth_inside and rec.passed_as_array(self) \
+                and _is_user(sys._getframe(2).f_code):
+            raise AttributeError(f"'numpy.ndarray' object has no attribute '{name}'")
+
+    if isinstance(base, property):
+        def get(self):
+            absent(self)
+            return base.fget(self)
+        return property(get, base.fset)
+    if isinstance(base, types.FunctionType):
+        def method(self, *args, **kwargs):
+            absent(self)
+            return base(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+    return None
+
 
 _new_tensor = Tensor.__new__
 _COMPARISONS = {operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
@@ -1292,6 +1359,16 @@ _OVERRIDES["__getitem__"] = _Traced.__dict__["__getitem__"]
 
 for _name, _fun in _OVERRIDES.items():
     setattr(_Traced, _name, _fun)
+
+
+def install_array_absent():
+    """Give _Traced the AttributeError of each Tensor attribute a NumPy array lacks (run once
+    tinytensor has defined them all: ops_torch adds PyTorch's spellings)."""
+    for name in sorted(set(dir(Tensor)) - set(dir(np.ndarray))):
+        if not name.startswith("_") and name not in _OVERRIDES:   # (those read their caller's frame)
+            absent = _array_absent(name)
+            if absent is not None:
+                setattr(_Traced, name, absent)
 
 
 _LIVE_CLASSES = {}
