@@ -267,3 +267,15 @@ def test_tensor_only_attributes_of_an_array_argument_raise_as_eagerly(call):
         f(x)
     with pytest.raises(type(eager.value)):
         tt.compile(f)(x)
+
+
+@pytest.mark.parametrize("make", [lambda: np.ones(3), lambda: tt.tensor(np.ones(3))], ids=["array", "Tensor"])
+def test_the_same_argument_twice_is_one_object_inside(make):
+    f = lambda a, b: a * 2 if a is b else a * 3      # noqa: E731
+    g = tt.compile(f)
+    for same in (True, False, True, False):
+        x = make()
+        y = x if same else make()
+        e, c = f(x, y), g(x, y)
+        assert np.array_equal(_value(e), _value(c)), (same, e, c)
+    assert g.traces == 2

@@ -1379,9 +1379,6 @@ REASONS = {
     'PARAM': (
         'silent: a whole training step (backward + opt.step inside) returning a parameter '
         '(model[0].weight) returns a new Tensor with .grad None, not the parameter'),
-    'ISARGS': (
-        'silent: f(x, x) with `a is b` read inside: eager True, compiled False (argument '
-        'aliasing not seen)'),
     'LEAF': (
         'silent: a leaf v = tt.tensor(.., requires_grad=True) made inside and returned '
         'with loss(v): compiled v.sum().backward() leaves v.grad None and writes W.grad=0'),
@@ -1397,8 +1394,6 @@ REASONS = {
 XFAIL_CAT = {
     'd_out_twice': 'TARG',
     'dm_out_twice': 'TARG',
-    'al_same_first_is_second_nd64': 'ISARGS',
-    'al_same_first_is_second_T64': 'ISARGS',
     'bw_leaf_times_W': 'LEAF',
 }
 XFAIL = {k: f'{c}: {REASONS[c]}' for k, c in XFAIL_CAT.items()}

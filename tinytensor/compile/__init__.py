@@ -210,6 +210,8 @@ class Compiled:
         if not SHARED.quiet and (STATE.hook is not None or STATE.batch) or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
         key.append(SHARED.quiet or STATE.grad_enabled)
+        if len(arrays) > 1 and len({id(a) for a in arrays}) < len(arrays):
+            key.append(_aliases(arrays))       # the same array passed twice (f(x, x))
         if self._valued:                    # number arguments f used in Python: their values
             key.append(_values(arrays, self._valued))
         key = tuple(key)
@@ -327,9 +329,13 @@ class Compiled:
         if len(names) != len(arrays):
             names = [f"a{i}" for i in range(len(arrays))]
         plain_arrays = _plain_array_leaves((args, kwargs))
-        inputs = [tracer.argument(a, n, as_array=plain) if isinstance(a, np.ndarray) else
-                  tracer.number(a, n, i, plain_numbers)
-                  for i, (a, n, plain) in enumerate(zip(arrays, names, plain_arrays))]
+        inputs, first = [], {}
+        for i, (a, n, plain) in enumerate(zip(arrays, names, plain_arrays)):
+            if isinstance(a, np.ndarray):
+                t = tracer.argument(a, n, as_array=plain)
+                inputs.append(first.setdefault(id(a), t))   # an array passed twice: one object
+            else:                                            # in f (`a is b`), as eagerly (a key)
+                inputs.append(tracer.number(a, n, i, plain_numbers))
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
@@ -650,6 +656,12 @@ def _summary(a):
 
 
 # ----- arguments: array leaves are inputs, everything else is part of the key --------------------
+def _aliases(arrays):
+    """Which array leaves are the same object: for each, the position of its first."""
+    first = {}
+    return ("aliases",) + tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))
+
+
 def _flatten(tree, arrays, key, tensors):
     """Collect the array leaves of `tree` into `arrays` and its shape/dtype/value key into `key`
     (and the Tensors among them into `tensors`). Iterating by hand over the common containers:

@@ -15,6 +15,8 @@ import os
 
 import numpy as np
 
+from ..tensor import Tensor
+
 _SUBSCRIPTS = {"BINARY_SUBSCR": "reads", "STORE_SUBSCR": "writes into", "DELETE_SUBSCR": "deletes from"}
 _SITES = {}          # code -> {offset: (kind, container node, operand nodes, line)} or None
 _FILES = {}          # filename -> {(line, col, end line, end col): (Subscript node, assigned value)}
@@ -173,7 +175,7 @@ def check(frame, site, traced):
     elif type(container) is not np.ndarray:
         return None                 # a Tensor, a traced array, a list or dict: seen or not NumPy's
     for operand in operands:
-        if builtins_any(traced(v) for v in _held(operand, frame)):
+        if _unseen(operand, frame, traced):
             what = "an index" if operand is operands[0] else "a value"
             where = f"{os.path.basename(frame.f_code.co_filename)}:{line}"
             return (f"{kind} the NumPy array `{_text(container_node)}` with {what} computed from traced "
@@ -182,6 +184,20 @@ def check(frame, site, traced):
                     f"np.where(...) or tt.where(...) (recorded), index a Tensor instead "
                     f"(tt.tensor(array)[...]), or call the function uncompiled")
     return None
+
+
+def _unseen(operand, frame, traced):
+    """Whether operand may hand NumPy a traced value it reads without a hook: a traced NumPy
+    array held by name, or an expression on traced values (`x.data > 0`, `h.data[:, 0]`). A
+    Tensor held by name is not: NumPy converts it through its __array__ or __index__, which
+    are guards (X[idx], a minibatch from a closed-over data set by an index argument)."""
+    if isinstance(operand, ast.Tuple):
+        return builtins_any(_unseen(e, frame, traced) for e in operand.elts)
+    if isinstance(operand, (ast.Name, ast.Attribute)):
+        value = _evaluate(operand, frame)
+        if value is not _UNKNOWN:
+            return traced(value) and not isinstance(value, Tensor)
+    return builtins_any(traced(v) for v in _held(operand, frame))
 
 
 def _text(node):
