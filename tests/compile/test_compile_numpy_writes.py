@@ -279,3 +279,16 @@ def test_the_same_argument_twice_is_one_object_inside(make):
         e, c = f(x, y), g(x, y)
         assert np.array_equal(_value(e), _value(c)), (same, e, c)
     assert g.traces == 2
+
+
+def test_container_arguments_returned_are_the_callers_own():
+    d = {"a": np.ones(2)}
+    v = [np.ones(2), tt.tensor(np.ones(2))]
+    g1 = tt.compile(lambda d: d)
+    g2 = tt.compile(lambda v: (v, v[0] * 2))
+    g3 = tt.compile(lambda a, b: {"x": a, "y": [b["k"], 1]})
+    b = {"k": [np.ones(1)]}
+    for _ in range(3):
+        assert g1(d) is d
+        assert g2(v)[0] is v
+        assert g3(np.ones(2), b)["y"][0] is b["k"]

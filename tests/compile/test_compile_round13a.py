@@ -1737,14 +1737,6 @@ CASES["nd_key_per_call_recompile_limit"] = (_pure(lambda x, n: tt.tanh(x[:n]),
 # --------------------------------------------------------------------------- the test itself
 
 XFAIL = {
-    "nd_dict_arg_identity": (
-        "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda d: d; out is d"
-    ),
-    "nd_list_arg_returned": (
-        "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda v: v on a list; out is v"
-    ),
     "bw_output_jvp_method": (
         "last bit, call 1 (was a crash: no JVP rule): out.jvp({w: ones}) through a compiled call "
         "is J t from the backward program (one run per result element), summed in another order "

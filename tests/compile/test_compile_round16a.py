@@ -3070,7 +3070,6 @@ XFAIL.update(
     {
         "a21_ndarray_argument_dot_data": "ndarray argument: eagerly x.data is a memoryview and `x.data > 0` raises TypeError; compiled (x a Tensor inside) returns numbers",
         "e07_closure_large_array_numpy_sum": "documented limit: np.sum(big) of a closed-over array of 5000 elements runs once; big[7] += 1 outside on call 3 unseen",
-        "f16_return_container_argument": "documented identity limit: lambda d: d returns a new dict (eagerly the same object)",
         "h14_functional_call_vg_with_padding_mask": "documented fusion: TransformerEncoderLayer value_and_grad, LayerNorm gradients differ in the last bits from call 1",
         "l12_asarray_then_inplace": "a = np.asarray(x); a += 1 on a Tensor argument: not refused; eagerly x += 1 each call, compiled adds 2 on the recording call and never again",
         "l21_asarray_of_closed_tensor_imul": "a = np.asarray(w); a *= 0.5 on a closed-over Tensor: not refused; compiled halves w twice per call (0.25, 0.0625, ...) vs eager (0.5, 0.25, ...)",

@@ -360,7 +360,7 @@ class Compiled:
                                 err.tt_compile_numbers = True
                             raise
                         returned = True
-                        returns = _returned_arguments(tracer, out, inputs)
+                        returns = _returned_arguments(tracer, out, inputs, traced_args, traced_kwargs)
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
                             out = _returned_numbers(out, tracer)
@@ -718,24 +718,65 @@ def _flatten(tree, arrays, key, tensors):
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 
-def _returned_arguments(tracer, out, inputs):
-    """{result leaf position: input position} for the Tensor arguments f returns as they are
-    (eagerly the caller's own Tensor), or None."""
+def _returned_arguments(tracer, out, inputs, traced_args, traced_kwargs):
+    """What f returns of its arguments as they are (eagerly the caller's own objects), or None:
+    ({result leaf position: input position} for Tensor arguments, [(path in the result, path in
+    the arguments)] for containers: `lambda d: d`, `lambda v: (v, 1)`)."""
     position = {id(x): i for i, x in enumerate(inputs) if isinstance(x, Tensor)}
     found = {k: position[id(x)] for k, x in enumerate(transforms.tree_flatten(out)[0])
              if isinstance(x, Tensor) and id(x) in position
              and tracer.index.get(id(x)) in tracer.tensor_arguments}
-    return found or None
+    where = {}
+    for side, tree in enumerate((traced_args, traced_kwargs)):
+        for k, v in (tree.items() if side else enumerate(tree)):
+            _containers(v, (side, k), where)
+    containers = []
+    _returned_containers(out, (), where, containers)
+    return (found, containers) if found or containers else None
+
+
+def _containers(tree, path, where):
+    if isinstance(tree, (dict, list, tuple)):
+        where.setdefault(id(tree), path)
+        for k, v in tree.items() if isinstance(tree, dict) else enumerate(tree):
+            _containers(v, path + (k,), where)
+
+
+def _returned_containers(tree, path, where, found):
+    if isinstance(tree, (dict, list, tuple)):
+        if id(tree) in where:
+            found.append((path, where[id(tree)]))
+            return
+        for k, v in tree.items() if isinstance(tree, dict) else enumerate(tree):
+            _returned_containers(v, path + (k,), where, found)
 
 
 def _given_back(program, out, args, kwargs):
-    """The program's results with the Tensor arguments f returns as they are put back: the
-    caller's own objects, as eagerly."""
-    given = _input_leaves((args, kwargs))
-    leaves, structure = transforms.tree_flatten(out)
-    for k, i in program.returns.items():
-        leaves[k] = given[i]
-    return transforms.tree_unflatten(structure, leaves)
+    """The program's results with what f returns of its arguments as they are put back: the
+    caller's own Tensors and containers, as eagerly."""
+    leaves_at, containers = program.returns
+    if leaves_at:
+        given = _input_leaves((args, kwargs))
+        leaves, structure = transforms.tree_flatten(out)
+        for k, i in leaves_at.items():
+            leaves[k] = given[i]
+        out = transforms.tree_unflatten(structure, leaves)
+    for path, source in containers:
+        node = (args, kwargs)
+        for k in source:
+            node = node[k]
+        out = _put(out, path, node)
+    return out
+
+
+def _put(tree, path, value):
+    """tree with the node at `path` replaced by value (the containers along the path rebuilt)."""
+    if not path:
+        return value
+    k = path[0]
+    items = dict(tree) if isinstance(tree, dict) else list(tree)
+    items[k] = _put(tree[k], path[1:], value)
+    return transforms._rebuild(tree, items)
 
 
 def _input_leaves(tree, found=None):
