@@ -12,7 +12,7 @@ An explicit `rng=` (a seed or an np.random.Generator) still gives a private stre
 
 import numpy as np
 
-from .state import refuse_while_recording
+from .state import refuse_read_while_recording, refuse_while_recording
 
 _GLOBAL = np.random.default_rng()   # one object for the whole process; seeding rewinds it in place
 
@@ -74,6 +74,7 @@ def get_rng_state():
     >>> bool((tt.rand(2).numpy() == a.numpy()).all())
     True
     """
+    refuse_read_while_recording("tt.get_rng_state()")
     return state_of(_GLOBAL)
 
 

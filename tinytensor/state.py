@@ -70,6 +70,16 @@ def refuse_while_recording(what):
             f"gradients to p.grad and call optimizer.step(), or p.data -= lr * g)")
 
 
+def refuse_read_while_recording(what):
+    """Raise if tt.compile is recording in this thread: `what` reads state (the global
+    generator's) that is not a value the program computes, so it would keep the recording's."""
+    if not SHARED.quiet and STATE.recorder is not None:
+        raise RuntimeError(
+            f"tt.compile: {what} inside a compiled function reads the global generator's state, "
+            f"which the program would keep from the recording call (its draws are replayed, the "
+            f"state is not a value it computes). Call it outside the compiled function")
+
+
 def replayed_while_recording(what, method, *args, **kwargs):
     """While tt.compile records in this thread: `method(*args, **kwargs)` (an optimizer's
     step or zero_grad, a scheduler's step, gradient clipping) runs now and becomes a line of the

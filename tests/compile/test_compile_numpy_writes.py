@@ -292,3 +292,23 @@ def test_container_arguments_returned_are_the_callers_own():
         assert g1(d) is d
         assert g2(v)[0] is v
         assert g3(np.ones(2), b)["y"][0] is b["k"]
+
+
+@pytest.mark.parametrize("f", [
+    lambda x, s: x + tt.randn(2, rng=np.random.default_rng(s)),
+    lambda x, s: (x, tt.get_rng_state()),
+    lambda x, s: x + 0 * tt.manual_seed(s).random(),
+    lambda x, s: (tt.set_rng_state(STATE0), x)[1],
+], ids=["generator_made_inside", "get_rng_state", "manual_seed", "set_rng_state"])
+def test_generator_state_reads_and_fresh_generators_inside_are_refused(f):
+    global STATE0
+    STATE0 = tt.get_rng_state()
+    with pytest.raises(RuntimeError, match="tt.compile"):
+        tt.compile(f)(np.zeros(2), 0)
+
+
+def test_a_seed_as_rng_draws_the_same_numbers_each_call_as_eagerly():
+    f = lambda x, s: x + tt.randn(2, rng=s)      # noqa: E731
+    g = tt.compile(f)
+    for s in (0, 0, 1, 0):
+        assert np.array_equal(_value(f(np.zeros(2), s)), _value(g(np.zeros(2), s)))

@@ -3076,8 +3076,6 @@ XFAIL.update(
         "l26_asarray_of_buffer_imul": "np.asarray(bn.running_var) *= 2 inside: not refused; compiled doubles the buffer twice per call",
         "l27_numpy_view_of_argument_returned_then_written": "lambda x: np.asarray(x)[1:] on an ndarray: eagerly a view of x (out[0] = 99 writes x[1]), compiled a copy",
         "n12_user_warning_inside": "warnings.warn under `if float(x.sum()) > 0`: on the guard-miss call (sum < 0) compiled still gives the old program's warning, eager none",
-        "n37_fresh_generator_inside": "tt.randn(2, rng=np.random.default_rng(seed)) made inside: eager same numbers each call for one seed, compiled keeps drawing from the recording call's Generator",
-        "n38_get_rng_state_inside": "tt.get_rng_state() returned from inside is frozen at the recording call's state; after tt.rand(1) outside eager returns the new state",
         "m09_layernorm_no_affine_vg": "documented fusion: value_and_grad of LayerNorm(affine=False): gradient differs from eager by up to 7e-8 (|g| ~ 8) on call 1",
     }
 )

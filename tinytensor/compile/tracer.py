@@ -616,6 +616,13 @@ class _Tracer:
         if rng is None:
             generator = draws.generator(None)        # the global one (tt.manual_seed)
         if generator is not None:
+            if rng is not None and generator not in self.generator_states:
+                raise RuntimeError(
+                    f"tt.compile: a random draw ({getattr(fun, '__name__', 'draw').strip('_')}) from an "
+                    f"np.random.Generator f did not hold before the call (made inside, e.g. "
+                    f"np.random.default_rng(seed)): the program would keep drawing from the recording "
+                    f"call's generator, where f makes a new one on every call. Pass the generator (or "
+                    f"the seed: rng=seed) in as an argument, or make it outside f")
             state = generator.bit_generator.state
             expected = self.generator_states.get(generator)
             if expected is not None and state != expected:
