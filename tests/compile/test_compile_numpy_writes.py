@@ -312,3 +312,16 @@ def test_a_seed_as_rng_draws_the_same_numbers_each_call_as_eagerly():
     g = tt.compile(f)
     for s in (0, 0, 1, 0):
         assert np.array_equal(_value(f(np.zeros(2), s)), _value(g(np.zeros(2), s)))
+
+
+def test_user_warnings_follow_the_branch_taken_on_each_call():
+    def f(x):
+        if float(x.sum()) > 0:
+            warnings.warn("positive", stacklevel=1)
+        return x * 2
+    g = tt.compile(f)
+    for v, warned in ((1.0, True), (-1.0, False), (2.0, True), (-2.0, False), (-3.0, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            g(np.array([v]))
+        assert any("positive" in str(w.message) for w in caught) == warned, v

@@ -235,8 +235,8 @@ class Compiled:
                 return self._compare(program, arrays, args, kwargs)
             if program.undo is None and program.warns is None and program.returns is None:
                 return program.function(*arrays)
-            _warn_again(program.warns)
             out = program.run_undoable(arrays) if program.undo is not None else program.function(*arrays)
+            _warn_again(program.warns)         # (once its guards held: a branch f took this call)
             return out if program.returns is None else _given_back(program, out, args, kwargs)
         except Retrace as why:
             return self._alternatives(key, program, args, kwargs, arrays, why.why)
@@ -255,6 +255,7 @@ class Compiled:
                 out = other.run(arrays)
             except Retrace:
                 continue
+            _warn_again(other.warns)
             if other.returns is not None:
                 out = _given_back(other, out, args, kwargs)
             rest = program.alternatives[:i] + program.alternatives[i + 1:]
