@@ -325,3 +325,25 @@ def test_user_warnings_follow_the_branch_taken_on_each_call():
             warnings.simplefilter("always")
             g(np.array([v]))
         assert any("positive" in str(w.message) for w in caught) == warned, v
+
+
+W_CLOSED = tt.tensor(np.ones(2))
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: (np.asarray(x).__iadd__(1.0), x * 2)[1],
+    lambda x: (np.asarray(W_CLOSED).__imul__(0.5), x * W_CLOSED)[1],
+    lambda x: (np.asarray(x).sort(), x * 2)[1],
+], ids=["argument_iadd", "closed_over_imul", "sort_in_place"])
+def test_in_place_writes_through_asarray_of_a_traced_tensor_are_refused(f):
+    with pytest.raises(RuntimeError, match=r"tt.compile: .*np.asarray\(t\)"):
+        tt.compile(f)(tt.tensor(np.array([2.0, 1.0])))
+
+
+def test_asarray_of_a_traced_tensor_still_reads_and_returns_itself():
+    x = np.arange(3.0)
+    g = tt.compile(lambda x: (np.asarray(x), np.asarray(x).sum()))
+    for i in range(3):
+        a, s = g(x + i) if i else g(x)
+        assert s == (x + i).sum() if i else s == x.sum()
+    assert g(x)[0] is x

@@ -353,6 +353,13 @@ class Compiled:
                         try:
                             out = self.fun(*traced_args, **traced_kwargs)
                         except Exception as err:
+                            if tracer.read_only and isinstance(err, ValueError) and "read-only" in str(err):
+                                raise RuntimeError(
+                                    f"tt.compile: {self.__name__} wrote in place into np.asarray(t) of a "
+                                    f"traced Tensor (its own memory: a parameter, a buffer, an argument "
+                                    f"or a value computed from them), a write the program would not "
+                                    f"replay. Write through tinytensor (with tt.no_grad(): t.mul_(0.5)), "
+                                    f"return the new value, or call the function uncompiled") from err
                             # maybe code that takes exact numbers only (json, a C type check, a
                             # seed): where f changed nothing yet, it is recorded again with its
                             # numbers as they are (and raises there if the error is f's own)

@@ -102,6 +102,7 @@ class _Tracer:
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
         self.laundered = None        # where such a frame called np.asarray & co (refused)
+        self.read_only = False       # np.asarray(t) handed f a read-only view (see _array)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
         self.undo = []               # what puts back the state the recorded effects changed
@@ -1230,6 +1231,17 @@ def _array(self, dtype=None, copy=None):
         # value becomes a guard (the program re-records when it changes)
         value = Tensor.__array__(self, dtype, copy)
         rec.guard(_snapshot, self, _snapshot(self.data), "np.asarray()")
+        if np.may_share_memory(value, self.data):
+            # the traced value's own memory: a write through it (a += 1) would be neither
+            # recorded nor replayed, so it is read-only here, and its ValueError a refusal
+            view = value.view()
+            view.flags.writeable = False
+            var = rec.var_of(value)
+            if var is not None:              # the same variable (returned: the input itself)
+                rec.index[id(view)] = var
+                rec.alive.append(view)
+            value = view
+            rec.read_only = True
         return value
     return Tensor.__array__(self, dtype, copy)
 
