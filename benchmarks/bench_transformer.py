@@ -8,7 +8,8 @@ framework runs the same program from the same initial weights:
 
 * tt-eager: the parameters are Tensors; `loss.backward()`, then `tt.optim.AdamW.step()`;
 * tt-compiled: `tt.compile(tt.value_and_grad(loss))(arrays, idx, targets)`, the gradients handed
-  to the same `tt.optim.AdamW`;
+  to the same `tt.optim.AdamW` (eager's numbers bit for bit); and with `fuse=True` (layer norm's
+  and GELU's backward fused: gradients eager's to a few ulp);
 * torch: the same function over `torch` (one thread), `torch.optim.AdamW` (its default,
   single-tensor-per-parameter "foreach" path on the CPU).
 
@@ -181,10 +182,11 @@ def build_tt_eager(cfg=CONFIG, training=True):
                         np.asarray)
 
 
-def build_tt_compiled(cfg=CONFIG, training=True):
+def build_tt_compiled(cfg=CONFIG, training=True, fuse=False):
     tensors = {k: tt.tensor(v, requires_grad=True) for k, v in init_params(cfg).items()}
     arrays = {k: t.data for k, t in tensors.items()}     # the optimizer updates these in place
-    value_and_grad = tt.compile(tt.value_and_grad(gpt_loss(tinytensor_functions(), cfg, training)))
+    value_and_grad = tt.compile(tt.value_and_grad(gpt_loss(tinytensor_functions(), cfg, training)),
+                                fuse=fuse)
     idx, targets = make_batch(cfg)
     opt = tt.optim.AdamW(_groups(tensors, cfg), lr=cfg.lr)
 
@@ -212,7 +214,12 @@ def build_torch(cfg=CONFIG, training=True):
                         lambda g: g.numpy())
 
 
-BUILDERS = {"tt-eager": build_tt_eager, "tt-compiled": build_tt_compiled, "torch": build_torch}
+def build_tt_compiled_fused(cfg=CONFIG, training=True):
+    return build_tt_compiled(cfg, training, fuse=True)
+
+
+BUILDERS = {"tt-eager": build_tt_eager, "tt-compiled": build_tt_compiled,
+            "tt-compiled, fuse=True": build_tt_compiled_fused, "torch": build_torch}
 
 
 def check_against(reference, name, result):

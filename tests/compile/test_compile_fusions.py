@@ -10,6 +10,11 @@ import pytest
 import tinytensor as tt
 
 
+def _fused(f):
+    """tt.compile(f, fuse=True): the fusions are opt-in (by default every number is eager's)."""
+    return tt.compile(f, fuse=True)
+
+
 def _layer_norm(x, w, b, eps=1e-5):
     mu = x.mean(-1, keepdims=True)
     xc = x - mu
@@ -24,7 +29,7 @@ def _rms_norm(x, w):
 def _compare(f, args, fused=True, dtype=np.float64):
     args = [np.asarray(a, dtype) for a in args]
     eager = tt.value_and_grad(f, argnums=tuple(range(len(args))))
-    step = tt.compile(eager)
+    step = _fused(eager)
     for call in range(2):                        # the trace, then the program on other values
         values = [a + 0.25 * call for a in args]
         (v, grads), (v0, grads0) = step(*values), eager(*values)
@@ -81,7 +86,7 @@ def test_second_order_through_a_fused_norm_is_eager():
     rng = np.random.default_rng(3)
     x, v = rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
     f = lambda x: tt.sum(tt.tanh(_layer_norm(x, 1.0, 0.0)))      # noqa: E731
-    hvp = tt.compile(lambda x, v: tt.hvp(f, (x,), (v,)))
+    hvp = _fused(lambda x, v: tt.hvp(f, (x,), (v,)))
     np.testing.assert_allclose(hvp(x, v), tt.hvp(f, (x,), (v,)), rtol=1e-12, atol=1e-12)
 
 
@@ -93,12 +98,12 @@ def test_gelu_keeps_its_cdf_for_the_backward(dtype):
     x, w = rng.standard_normal((8, 32)) * 2, rng.standard_normal((32, 32))
     step = _compare(lambda x, w: tt.sum(tt.nn.functional.gelu(x @ w) * 0.5), [x, w], fused=False, dtype=dtype)
     assert "ndtr(" in step.source and "gelu_vjp0(" in step.source and "cdf" in step.source
-    forward_only = tt.compile(lambda x: tt.nn.functional.gelu(x))
+    forward_only = _fused(lambda x: tt.nn.functional.gelu(x))
     np.testing.assert_array_equal(forward_only(x.astype(dtype)), tt.nn.functional.gelu(x.astype(dtype)))
     assert "cdf" not in forward_only.source
     tanh = tt.grad(lambda x: tt.sum(tt.nn.functional.gelu(x, approximate="tanh")))
-    np.testing.assert_array_equal(tt.compile(tanh)(x), tanh(x))
-    scalar = tt.compile(tt.grad(lambda x: tt.nn.functional.gelu(x)))
+    np.testing.assert_array_equal(_fused(tanh)(x), tanh(x))
+    scalar = _fused(tt.grad(lambda x: tt.nn.functional.gelu(x)))
     assert scalar(np.float64(0.3)) == tt.grad(lambda x: tt.nn.functional.gelu(x))(np.float64(0.3))
 
 
@@ -113,7 +118,7 @@ def test_softmax_cross_entropy_keeps_its_softmax_for_the_vjp(reduction):
     def loss(z, y):
         return tt.nn.functional.cross_entropy(tt.tanh(z) * 3, y, reduction=reduction)
 
-    step = tt.compile(tt.value_and_grad(loss))
+    step = _fused(tt.value_and_grad(loss))
     for call in range(2):
         zz = z + call
         (v, g), (v0, g0) = step(zz, y), tt.value_and_grad(loss)(zz, y)
@@ -162,7 +167,7 @@ def test_cotangents_of_pieces_of_one_array_go_into_one_array():
 
     for f, fused in ((split, True), (heads, True), (flattened, True), (elements, True), (overlapping, False),
                      (fancy, False), (also_whole, False)):
-        step = tt.compile(tt.value_and_grad(f, argnums=(0, 1)))
+        step = _fused(tt.value_and_grad(f, argnums=(0, 1)))
         for call in range(2):
             (v, g), (v0, g0) = step(x + call, w), tt.value_and_grad(f, argnums=(0, 1))(x + call, w)
             assert v == v0 and all(np.array_equal(a, b) for a, b in zip(g, g0)), f.__name__
@@ -190,3 +195,16 @@ def test_layer_norm_of_an_inner_value_folds_its_centring_into_the_fused_backward
     assert "centred_normalized_vjp(" in step.source
     step = _compare(mean_used_twice, [x])
     assert "centred_normalized_vjp(" not in step.source and "normalized_vjp(" in step.source
+
+
+def test_by_default_layer_norm_and_gelu_gradients_are_eagers_bit_for_bit():
+    ln = tt.nn.LayerNorm(4, elementwise_affine=False)
+    f = tt.value_and_grad(lambda x: tt.sum(tt.nn.functional.gelu(ln(x)) * tt.arange(4.0)))
+    g = tt.compile(f)
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        x = rng.standard_normal((3, 4))
+        (ve, ge), (vc, gc) = f(x), g(x)
+        assert np.asarray(ve).tobytes() == np.asarray(vc).tobytes()
+        assert np.asarray(ge).tobytes() == np.asarray(gc).tobytes()
+    assert "fused" not in g.source and "ndtr(" not in g.source

@@ -54,7 +54,7 @@ RECOMPILE_LIMIT = 8    # recordings of one function before calls that fit no pro
 DISABLED = [os.environ.get("TINYTENSOR_DISABLE_COMPILE", "") not in ("", "0")]
 
 
-def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
+def compile(f=None, *, check=False, cache_size=CACHE_SIZE, fuse=False):
     """`f` as a define-then-run program: same signature, eager's numbers, or a refusal.
 
     The contract: every value the program depends on is an *input*, a *guard*, or a *refusal*.
@@ -110,8 +110,11 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
     Arguments may be arrays, Tensors, Python numbers and nested tuples/lists/dicts of them. At
     most `cache_size` programs are kept. With `check=True` the second call also runs `f`
     eagerly and raises if any result differs (not for a program that draws random numbers or
-    updates buffers: running both would do that twice). Inside `f`, array arguments are
-    Tensors; a compiled call returns arrays (Tensors where its results are on the tape).
+    updates buffers: running both would do that twice). A compiled call returns what `f`
+    returns eagerly, type included. With `fuse=True` two gradient patterns are fused into
+    fewer NumPy passes (the normalisation of layer, batch and RMS norm; the exact GELU): faster,
+    but those gradients are eager's only to a few ulp (values stay eager's bit for bit); off by
+    default, so every number is eager's.
 
     Examples
     --------
@@ -123,8 +126,8 @@ def compile(f=None, *, check=False, cache_size=CACHE_SIZE):
     (2, 'bool()')
     """
     if f is None:
-        return lambda g: Compiled(g, check=check, cache_size=cache_size)
-    return Compiled(f, check=check, cache_size=cache_size)
+        return lambda g: Compiled(g, check=check, cache_size=cache_size, fuse=fuse)
+    return Compiled(f, check=check, cache_size=cache_size, fuse=fuse)
 
 
 def _disable(flag=True):
@@ -143,13 +146,14 @@ compile.disable = _disable
 class Compiled:
     """A compiled function: call it as `f`; `.source` shows the generated program(s)."""
 
-    def __init__(self, f, check=False, cache_size=CACHE_SIZE):
+    def __init__(self, f, check=False, cache_size=CACHE_SIZE, fuse=False):
         if not callable(f):
             raise TypeError(f"tt.compile: expected a function, got {type(f).__name__}")
         if cache_size < 1:
             raise ValueError(f"tt.compile: cache_size must be at least 1, got {cache_size}")
         self.fun = f
         self.check = check
+        self.fuse = fuse                # the two gradient fusions that are eager's to rounding
         self.cache_size = cache_size
         self.programs = OrderedDict()   # cache key -> _Program
         self.traces = 0                 # how many times f was recorded
@@ -441,7 +445,7 @@ class Compiled:
             if tracer.stepped:
                 leaves, _, roots, wrt = taped._on_the_tape(tracer, out)
                 plain = {k for k in roots if leaves[k]._id >= tracer.start} if wrt else ()
-            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"), plain=plain)
+            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"), plain=plain, fuse=self.fuse)
             step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
                 if tracer.stepped else None
             if step is not None:      # a whole training step: its results that required grad too

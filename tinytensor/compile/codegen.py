@@ -336,7 +336,7 @@ def _unit_seed(tracer, producer, g, w):
     return False
 
 
-def _generate(tracer, out, fname, plain=()):
+def _generate(tracer, out, fname, plain=(), fuse=False):
     """The recorded program of `tracer` (its Wengert list, with the rule applications of any
     gradient taken inside) as one straight-line NumPy function returning `out`'s structure.
 
@@ -361,9 +361,9 @@ def _generate(tracer, out, fname, plain=()):
                 kinds[k] = ("again", j)
     live, producer = _live_entries(tracer, out_refs)
     outputs = {r.var for r in out_refs if type(r) is _Ref}
-    if not getattr(tracer, "stepped", False):   # a whole training step is eager's bit for bit:
-        live = fuse_normalizations(tracer, live, producer, outputs)   # these two gradients are
-        live = keep_gelu_cdf(tracer, live)                            # eager's to a few ulp
+    if fuse and not getattr(tracer, "stepped", False):   # (tt.compile(fuse=True); never in a whole
+        live = fuse_normalizations(tracer, live, producer, outputs)   # training step): these two
+        live = keep_gelu_cdf(tracer, live)                            # are eager's to a few ulp
     live = gather_piece_cotangents(tracer, live, outputs)
     names = _names(tracer, live)
     body = _emit_body(tracer, live, producer, names)

@@ -303,6 +303,7 @@ class _Reach:
         self.before = None
         self._previous = None
         self._tracing = False
+        self._default_rng = np.random.default_rng
         self._collect(f, 0)
 
     # ----- the functions and objects f can reach without running -----
@@ -466,6 +467,15 @@ class _Reach:
                     f"array as it is (its NumPy operations are recorded), tinytensor operations, or call "
                     f"the function uncompiled")
         sys.setprofile(profile)
+        made, original = tracer.made_generators, np.random.default_rng
+        self._default_rng = original
+
+        def default_rng(*args, **kwargs):      # np.random.default_rng while f is recorded: the
+            g = original(*args, **kwargs)      # generators f makes (a draw from one is refused;
+            if not any(g is a for a in (*args, *kwargs.values())):   # default_rng(g) is g itself)
+                made.append(g)
+            return g
+        np.random.default_rng = default_rng
         self._tracing = sys.gettrace() is None     # (a debugger's or coverage's tracer is left alone)
         if self._tracing:
             sys.settrace(subscripts.tracer(_is_user, self._subscript))
@@ -486,6 +496,7 @@ class _Reach:
 
     def exit(self):
         sys.setprofile(self._previous)
+        np.random.default_rng = self._default_rng
         if self._tracing:
             sys.settrace(None)
         for k, c in self.caches.items():        # a functools.cache f called (a hit runs no code)

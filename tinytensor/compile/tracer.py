@@ -103,6 +103,7 @@ class _Tracer:
         #                              outer backward (a compiled call's tape entry reaches them)
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.read_only = False       # np.asarray(t) handed f a read-only view (see _array)
+        self.made_generators = []    # those np.random.default_rng made while f ran (guards.enter)
         self.start = tensor_module._next_id()   # Tensors with a smaller _id existed before
         self.grad_mode = STATE.grad_enabled
         self.undo = []               # what puts back the state the recorded effects changed
@@ -617,7 +618,8 @@ class _Tracer:
         if rng is None:
             generator = draws.generator(None)        # the global one (tt.manual_seed)
         if generator is not None:
-            if rng is not None and generator not in self.generator_states:
+            if rng is not None and generator not in self.generator_states and (
+                    builtins.any(generator is g for g in self.made_generators) or not _held(generator)):
                 raise RuntimeError(
                     f"tt.compile: a random draw ({getattr(fun, '__name__', 'draw').strip('_')}) from an "
                     f"np.random.Generator f did not hold before the call (made inside, e.g. "
@@ -1184,6 +1186,34 @@ def _guarded_read(name, how):
         return value
     read.__name__ = name
     return read
+
+
+def _held(obj):
+    """Whether something that outlives the call holds obj (a closure cell, an object, a module,
+    a container one of those holds): a generator f reached rather than made (spawned, built
+    from a jumped bit generator) as a temporary of the call. Asked once per generator."""
+    import gc
+    mine = [obj]
+    first = gc.get_referrers(obj)
+    mine.append(first)
+    for r in first:
+        if r is mine or isinstance(r, types.FrameType):
+            continue
+        if isinstance(r, (dict, list, tuple, set)):
+            second = gc.get_referrers(r)
+            if builtins.any(rr is not first and rr is not second and not isinstance(rr, types.FrameType)
+                            for rr in second):
+                return True
+            continue
+        if isinstance(r, types.CellType):      # a closure's: held if the function is not one of
+            for closure in gc.get_referrers(r):    # tinytensor's (made for this draw)
+                if isinstance(closure, tuple) and builtins.any(
+                        isinstance(fn, types.FunctionType) and _is_user(fn.__code__)
+                        for fn in gc.get_referrers(closure)):
+                    return True
+            continue
+        return True                            # an object, a bound method
+    return False
 
 
 _SLOT_DATA = Tensor.__dict__["data"]
