@@ -347,3 +347,20 @@ def test_asarray_of_a_traced_tensor_still_reads_and_returns_itself():
         a, s = g(x + i) if i else g(x)
         assert s == (x + i).sum() if i else s == x.sum()
     assert g(x)[0] is x
+
+
+def test_a_view_taken_with_an_index_read_from_an_argument_is_never_written_in_place():
+    def f(x, idx):
+        b = tt.exp(x)
+        a = b[:, idx[0]] + 1.0
+        return a + b[:, idx[0]]
+
+    def h(b, i):
+        return b[i[0]] + b[i[1]]
+
+    g = tt.compile(f)
+    for i in range(3):
+        assert np.array_equal(f(np.zeros((2, 3)), np.array([i])), g(np.zeros((2, 3)), np.array([i])))
+    caller = np.arange(12.0).reshape(3, 4)
+    tt.compile(h)(caller, np.array([0, 1]))
+    assert np.array_equal(caller, np.arange(12.0).reshape(3, 4))

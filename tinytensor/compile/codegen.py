@@ -1036,11 +1036,16 @@ def _may_alias_elsewhere(tracer, e):
     if e is None or e.kind in ("seed", "state", "draw", "store", "add", "part", "guard", "effect"):
         return False
     refs = _refs(e.args, []) + _refs(e.kwargs, [])
-    if all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous for v in refs):
-        return False
+    traced_index = e.name == "getitem" and _refs(e.kwargs.get("index", ()), [])
+    if not traced_index and all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous
+                                for v in refs):
+        return False        # (an index computed while recording (B[:, i[0]]) may make a view when run)
     for order in ("C", "F"):
         copies = {v: np.array(tracer.values[v], order=order) if type(tracer.values[v]) is np.ndarray
                   else tracer.values[v] for v in refs}
+        if traced_index:       # a 0-d index is a NumPy scalar when the program runs: basic indexing
+            copies.update({v: copies[v][()] for v in traced_index
+                           if type(copies[v]) is np.ndarray and copies[v].ndim == 0})
 
         def sub(x):
             if type(x) is _Ref:
