@@ -24,6 +24,7 @@ from .ops import shape as ops_shape
 from .ops.elementwise import isnan, where
 from .ops.reductions import cumsum
 from .ops.table import _reduced_axes, defprim, nondifferentiable, public
+from .state import constant_read
 from .tensor import Tensor
 
 
@@ -49,7 +50,7 @@ def _constant(name, what, value):
     if isinstance(value, Tensor):
         if value.requires_grad:
             raise TypeError(f"np.{name}: not differentiable in {what}; pass {what}.detach()")
-        return value.data
+        return constant_read(value, f"{name}'s {what}")
     return np.asarray(value)
 
 

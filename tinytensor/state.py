@@ -80,6 +80,16 @@ def refuse_read_while_recording(what):
             f"state is not a value it computes). Call it outside the compiled function")
 
 
+def constant_read(t, how):
+    """t.data, read by tinytensor's own code as a constant of what it computes (repeat's counts,
+    a fill value, quantile's q, a size): while tt.compile records, a guard on the whole value
+    (the program records anew when it changes) instead of a number frozen at the recording."""
+    recorder = None if SHARED.quiet else STATE.recorder
+    if recorder is not None:
+        recorder.read(t, how)
+    return t.data
+
+
 def replayed_while_recording(what, method, *args, **kwargs):
     """While tt.compile records in this thread: `method(*args, **kwargs)` (an optimizer's
     step or zero_grad, a scheduler's step, gradient clipping) runs now and becomes a line of the

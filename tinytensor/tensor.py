@@ -15,7 +15,7 @@ import numpy as np
 
 from . import backend
 from .hooks import register_hook as _register_hook
-from .state import SHARED, STATE
+from .state import SHARED, STATE, constant_read
 from .torch_interop import host_array, is_torch_tensor, numpy_dtype
 from .weakid import IdentityWeakMap
 
@@ -617,6 +617,10 @@ def _plain_index(index):
         return index.data
     if isinstance(index, list):
         return np.asarray(index)
+    if isinstance(index, slice) and any(isinstance(b, Tensor) for b in (index.start, index.stop, index.step)):
+        # x[o[0]:o[1]]: the bounds as Python ints, read here (tt.compile: a guard of the program)
+        return slice(*(operator.index(b) if isinstance(b, Tensor) else b
+                       for b in (index.start, index.stop, index.step)))
     return host_array(index)       # a torch tensor of indices: its values
 
 
@@ -752,7 +756,8 @@ def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(shape, fill_value, dtype, "full")
-    return Tensor(_library(device).full(shape, _value(fill_value), dtype=dtype), requires_grad=requires_grad)
+    fill = constant_read(fill_value, "full's fill value") if isinstance(fill_value, Tensor) else fill_value
+    return Tensor(_library(device).full(shape, fill, dtype=dtype), requires_grad=requires_grad)
 
 
 def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):

@@ -364,3 +364,35 @@ def test_a_view_taken_with_an_index_read_from_an_argument_is_never_written_in_pl
     caller = np.arange(12.0).reshape(3, 4)
     tt.compile(h)(caller, np.array([0, 1]))
     assert np.array_equal(caller, np.arange(12.0).reshape(3, 4))
+
+
+VALUES_READ = {
+    "slice_bounds": (lambda x, o: tt.sum(x[o[0]:o[1]]), [np.array([0, 3]), np.array([2, 7])]),
+    "slice_step": (lambda x, n: tt.sum(x[::n[0]]), [np.array([1]), np.array([3])]),
+    "repeat_counts": (lambda x, n: tt.repeat(x[:2], n[0]), [np.array([2]), np.array([3])]),
+    "full_value": (lambda x, n: tt.full((2,), n[0]), [np.array([0.2]), np.array([0.5])]),
+    "quantile_q": (lambda x, n: tt.quantile(tt.tensor(x), n[0]), [np.array([0.2]), np.array([0.5])]),
+    "interpolate_size": (lambda x, n: tt.nn.functional.interpolate(
+        tt.tensor(x.reshape(1, 1, 10)), size=n[0], mode="linear"), [np.array([4]), np.array([6])]),
+    "grad_times_number": (lambda x, n: tt.grad(lambda w: tt.sum(w ** 2))(x) * float(n[0]) / 2.0 + 1,
+                          [np.array([0.5]), np.array([0.25])]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VALUES_READ))
+def test_values_tinytensor_reads_from_arguments_are_not_frozen(name):
+    f, seconds = VALUES_READ[name]
+    g = tt.compile(f)
+    x = np.arange(10.0)
+    for n in seconds + seconds[::-1]:
+        e, c = f(x, n), g(x, n)
+        assert np.array_equal(_value(e), _value(c)), (name, n, _value(e), _value(c))
+
+
+@pytest.mark.parametrize("op", ["mul", "div", "add"])
+def test_a_gradient_array_with_a_number_argument_is_recorded(op):
+    fun = {"mul": lambda a, b: a * b, "div": lambda a, b: a / b, "add": lambda a, b: a + b}[op]
+    f = lambda w, lr: fun(tt.grad(lambda w: tt.sum(w ** 2))(w), lr)      # noqa: E731
+    g = tt.compile(f)
+    for lr in (0.5, 0.25, np.float64(2.0), 3):
+        assert np.array_equal(f(np.ones(3), lr), g(np.ones(3), lr))

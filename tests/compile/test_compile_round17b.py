@@ -3250,43 +3250,6 @@ OUTCOMES = {  # name -> (outcome, reason) for the cases that are not equal
     "vae_numpy_generator_method_inside": ("refused", ""),
     "viterbi_backtrack_int_reads": ("refused", ""),
     # failing cases: strict xfails; the reason is a repro and what differed
-    "audio_frame_subsampling_stride_argument": (
-        "silent",
-        (
-            "conv(wave)[:, :, ::stride[0]] in a whole step: the stride change on call 3 is not seen; "
-            "slice bounds, steps and repeat counts read from an array argument are frozen at the "
-            "recording call: cf = tt.compile(lambda x, o: tt.sum(x[o[0]:o[1]])); cf(np.arange(10.), "
-            "np.array([0, 3])) is 3.0, then cf(np.arange(10.), np.array([2, 7])) is 3.0 again (eager "
-            "20.0)"
-        ),
-    ),
-    "dp_sgd_vmap_per_example_clip_noise": (
-        "crash",
-        (
-            "DP-SGD: vmap(grad) norms / C_ (a float argument): tt.grad's result times a float "
-            "argument crashes: tt.compile(lambda w, lr: tt.grad(lambda w: tt.sum(w ** 2))(w) * "
-            "lr)(np.ones(3), 0.5) raises ValueError: The truth value of an array ... ambiguous "
-            "(codegen _same); eager [1. 1. 1.]"
-        ),
-    ),
-    "jax_style_sgd_grad_times_lr_arg": (
-        "crash",
-        (
-            "w - tt.grad(loss)(w, X, y) * lr: tt.grad's result times a float argument crashes: "
-            "tt.compile(lambda w, lr: tt.grad(lambda w: tt.sum(w ** 2))(w) * lr)(np.ones(3), 0.5) "
-            "raises ValueError: The truth value of an array ... ambiguous (codegen _same); eager [1. "
-            "1. 1.]"
-        ),
-    ),
-    "langevin_dynamics_grad_times_step_arg": (
-        "crash",
-        (
-            "x - grad * h + sqrt(2h) * randn: tt.grad's result times a float argument crashes: "
-            "tt.compile(lambda w, lr: tt.grad(lambda w: tt.sum(w ** 2))(w) * lr)(np.ones(3), 0.5) "
-            "raises ValueError: The truth value of an array ... ambiguous (codegen _same); eager [1. "
-            "1. 1.]"
-        ),
-    ),
     "ode_stiff_forward_only_bdf_solve_ivp": (
         "silent",
         (
@@ -3301,66 +3264,6 @@ OUTCOMES = {  # name -> (outcome, reason) for the cases that are not equal
             "loss = tt.mean(lin(x) ** 2); with tt.no_grad(): lin.weight.mul_(0.5); return loss: "
             "compiled raises RuntimeError 'backward: the tape entry linear_t ... modified in place' "
             "(not a tt.compile refusal) at the recording call; eager returns the loss"
-        ),
-    ),
-    "repeat_upsampling_factor_argument": (
-        "silent",
-        (
-            "tt.repeat(x, factor[0], axis=-1): factor 3 from call 10 still repeats 2 (eager shape (2,"
-            " 9), compiled (2, 6)); slice bounds, steps and repeat counts read from an array argument"
-            " are frozen at the recording call: cf = tt.compile(lambda x, o: tt.sum(x[o[0]:o[1]])); "
-            "cf(np.arange(10.), np.array([0, 3])) is 3.0, then cf(np.arange(10.), np.array([2, 7])) "
-            "is 3.0 again (eager 20.0)"
-        ),
-    ),
-    "segment_sums_by_offsets_argument": (
-        "silent",
-        (
-            "segment sums h[off[k]:off[k + 1]] in a whole step: call 2 loss 4.863 vs eager 3.967; "
-            "slice bounds, steps and repeat counts read from an array argument are frozen at the "
-            "recording call: cf = tt.compile(lambda x, o: tt.sum(x[o[0]:o[1]])); cf(np.arange(10.), "
-            "np.array([0, 3])) is 3.0, then cf(np.arange(10.), np.array([2, 7])) is 3.0 again (eager "
-            "20.0)"
-        ),
-    ),
-    "trim_batch_to_longest_sequence_max_length": (
-        "silent",
-        (
-            "x[:lengths.max()] before an LSTM in a whole step: call 2 loss 2.8127 vs eager 2.8240; "
-            "slice bounds, steps and repeat counts read from an array argument are frozen at the "
-            "recording call: cf = tt.compile(lambda x, o: tt.sum(x[o[0]:o[1]])); cf(np.arange(10.), "
-            "np.array([0, 3])) is 3.0, then cf(np.arange(10.), np.array([2, 7])) is 3.0 again (eager "
-            "20.0)"
-        ),
-    ),
-    "implicit_euler_newton_jacobian_times_dt": (
-        "crash",
-        (
-            "np.eye(2) - tt.jacobian(rhs)(z) * dt with dt a float argument: IndentationError in the "
-            "generated program (tt.compile(lambda w, c: tt.jacobian(lambda w: w ** 2)(w) * "
-            "c)(np.ones(3), 0.5)); eager works"
-        ),
-    ),
-    "interpolate_to_length_from_array_argument": (
-        "crash",
-        (
-            "F.interpolate(x, size=n[0], mode='linear') with n an array argument: compiled raises "
-            "TypeError: iteration over a 0-d tensor at the recording call; eager resamples"
-        ),
-    ),
-    "label_smoothing_targets_full_from_hparam_array": (
-        "silent",
-        (
-            "tt.full(shape, hp[0] / 2) with hp an array argument keeps the recording call's fill "
-            "value: hp 0.1 -> 0.2 on call 3, loss 1.1679 vs eager 1.3562 (tt.full((2,), n[0]) "
-            "likewise)"
-        ),
-    ),
-    "robust_regression_quantile_threshold_array": (
-        "silent",
-        (
-            "tt.quantile(r, q[0]) with q an array argument keeps the recording call's q: q 0.9 -> 0.5"
-            " on call 3, loss 0.5548 vs eager 0.2630"
         ),
     ),
 }

@@ -1037,8 +1037,8 @@ def _may_alias_elsewhere(tracer, e):
         return False
     refs = _refs(e.args, []) + _refs(e.kwargs, [])
     traced_index = e.name == "getitem" and _refs(e.kwargs.get("index", ()), [])
-    if not traced_index and all(type(tracer.values[v]) is not np.ndarray or tracer.values[v].flags.c_contiguous
-                                for v in refs):
+    if not traced_index and all(type(tracer.values[v]) is not np.ndarray
+                                or tracer.values[v].flags.c_contiguous for v in refs):
         return False        # (an index computed while recording (B[:, i[0]]) may make a view when run)
     for order in ("C", "F"):
         copies = {v: np.array(tracer.values[v], order=order) if type(tracer.values[v]) is np.ndarray

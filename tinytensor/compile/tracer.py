@@ -283,6 +283,12 @@ class _Tracer:
                                    context=value))
         return value
 
+    def read(self, t, how):
+        """state.constant_read: tinytensor's own code read traced t's value into a constant of
+        what it computes: a guard on the whole value."""
+        if not self.depth_inside and self.var_of(t) is not None:
+            self.guard(_snapshot, t, _snapshot(t.data), how)
+
     def guard_var(self, var, value, how):
         """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
         return self.guard(_itself, _Ref(var), value, how)
@@ -1448,8 +1454,8 @@ class _Tainted(np.ndarray):
     refused where it is used."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if builtins.any(isinstance(x, Tensor) for x in inputs):
-            return NotImplemented          # Tensor's own dispatch records it
+        if builtins.any(isinstance(x, Tensor) or type(x) in _WRAPPED for x in inputs):
+            return NotImplemented          # Tensor's own dispatch records it (a number argument's too)
         if _plain_here():
             return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
         if "out" in kwargs or method == "at":   # an in-place write (a += traced, np.add.at): into a

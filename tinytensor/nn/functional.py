@@ -28,7 +28,7 @@ from ..ops.core import _index_adjoint, _matmul_forward, _matmul_vjp_b
 from ..ops.softmax_xent import check_class_range
 from ..ops.table import _swap_last, defprim, on_values
 from ..rng import generator
-from ..state import SHARED, STATE
+from ..state import SHARED, STATE, constant_read
 from ..tensor import Tensor
 from ..torch_interop import host_array
 
@@ -1494,6 +1494,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{name}: give exactly one of size and scale_factor")
     if size is not None:
+        if isinstance(size, Tensor):     # a size read from an array (n[0]): its ints
+            size = constant_read(size, "interpolate's size").tolist()
         out = (size,) * d if isinstance(size, (int, np.integer)) else tuple(size)
         scales = (None,) * d
     else:

@@ -20,6 +20,7 @@ import operator
 import numpy as np
 
 from .. import backend
+from ..state import constant_read
 from ..tensor import Tensor
 from .core import broadcast_to, concatenate, getitem, reshape, transpose
 from .table import METHODS, _joined, complex_rules, deflinear, defprim, nondifferentiable, public
@@ -394,7 +395,8 @@ def repeat(a, repeats, axis=None):
     shape = (a.size,) if axis is None else a.shape
     axis = 0 if axis is None else _axes(axis, a.ndim, "repeat")[0]
     n = shape[axis]
-    counts = _indices(repeats, "repeat")
+    counts = _indices(constant_read(repeats, "repeat's counts") if isinstance(repeats, Tensor) else repeats,
+                      "repeat")
     if (counts < 0).any():
         raise ValueError(f"repeat: repeats must be non-negative, got {counts}")
     if counts.size == 1:   # every entry the same number of times: (.., n, ..) -> (.., n, r, ..)
