@@ -35,6 +35,16 @@ def sweep(tracer, out):
     tracer.hookless = set(wrt)        # their hooks run when backward() reaches them, not in here
     try:
         results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
+    except RuntimeError as err:
+        if "modified in place" not in str(err):
+            raise
+        # f changed in place a value its results' backward needs (lin.weight.mul_(0.5) under
+        # no_grad after the loss): eagerly only a later backward() raises, so the call's results
+        # come back off the tape (a backward() of them raises too)
+        dropped = {tracer.var_of(c) for c in cotangents}
+        tracer.arguments = [a for a in tracer.arguments if a not in dropped]
+        tracer.tensor_arguments -= dropped
+        return None
     finally:
         tracer.hookless = ()
     grads = [results.get(t) for t in wrt]
