@@ -396,3 +396,50 @@ def test_a_gradient_array_with_a_number_argument_is_recorded(op):
     g = tt.compile(f)
     for lr in (0.5, 0.25, np.float64(2.0), 3):
         assert np.array_equal(f(np.ones(3), lr), g(np.ones(3), lr))
+
+
+def _write_float(x):
+    w = np.ones(3)
+    w[0] = float(x.data[0, 0])
+    return x * w
+
+
+def _write_int_index(x):
+    w = np.ones(3)
+    w[int(np.argmax(x.data[0]))] = 5.0
+    return x * w
+
+
+def _write_into_own_copy(x):
+    d = x.data.copy()
+    d[x.data > 0] = 0.0
+    return x * d
+
+
+def _teacher_forcing(x):
+    dec = np.roll(x.data, 1, axis=1)
+    dec[:, 0] = 1.0
+    return x * dec
+
+
+@pytest.mark.parametrize("f", [_write_float, _write_int_index, _write_into_own_copy, _teacher_forcing],
+                         ids=lambda f: f.__name__)
+def test_ordinary_writes_compile_and_follow_the_values(f):
+    assert _outcome(f, lambda rng: tt.tensor(rng.standard_normal((2, 3)))) == "equal"
+
+
+def test_writing_into_a_tensors_own_data_or_a_viewed_copy_is_refused():
+    def into_data(x):
+        d = x.data
+        d[0] = 0.0
+        return x * 2
+
+    def viewed(x):
+        d = x.data.copy()
+        v = d[0]
+        d[0] = 5.0
+        return x * v
+
+    for f in (into_data, viewed):
+        with pytest.raises(RuntimeError, match="tt.compile"):
+            tt.compile(f)(tt.tensor(np.ones((2, 3))))

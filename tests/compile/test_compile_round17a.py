@@ -3052,15 +3052,6 @@ XFAIL = {
     "ok7_class_weights_bool_write_from_label_argument": (
         "false refusal: w = np.ones(len(y)); w[y == 0] = 0.5 with labels y an argument (the same "
         "with tokens = tokens.copy(); tokens[tokens >= V] = 0 compiles)"),
-    "ok7_teacher_forcing_shift_write_constant": (
-        "false refusal: dec_in = np.roll(tokens, 1, axis=1); dec_in[:, 0] = 1 (a constant written "
-        "into a copy of an argument)"),
-    "ok7_train_step_teacher_forcing_adam": (
-        "false refusal: a whole Adam step whose decoder input is np.roll(tokens, 1, 1) with "
-        "dec_in[:, 0] = 0"),
-    "miss_write_into_traced_copy": (
-        "false refusal: d = x.data.copy(); d[0] = 0.0 (a constant written into a copy of traced "
-        "data; jax's .at[].set and torch both trace it)"),
     "e6_unbound_getitem": "silent: x * np.ndarray.__getitem__(x.data, (0, 0)): frozen at the recording call",
     "e6_unbound_item": "silent: x * np.ndarray.item(x.data, 1): frozen (x.data.item(1) is a guard and works)",
     "e6_unbound_tolist": "silent: x * np.ndarray.tolist(x.data)[0][0]: frozen (x.data.tolist() works)",
@@ -3139,18 +3130,6 @@ XFAIL = {
         "crash (documented): f(x): x.flat[2] on an array argument raises AttributeError; eager "
         "reads the element"),
     # false refusals of ordinary, correct code
-    "ok_write_from_float_of_traced": (
-        "false refusal: w[0] = float(x.data[0, 0]) is refused although float(t) is a documented "
-        "guard"),
-    "ok_write_from_item_of_traced": (
-        "false refusal: w[1] = x.data[0, 0].item() is refused although .item() is a documented "
-        "guard"),
-    "ok_write_index_int_of_traced": (
-        "false refusal: w[int(np.argmax(x.data[0]))] = 1.0 is refused while k = int(...); m[:k] = 1"
-        " compiles"),
-    "ok2_mask_from_lengths_written": (
-        "false refusal: mask[b, :lengths[b]] = 1.0 with lengths an argument (t[np.arange(n), y] = 1"
-        " with y an argument compiles)"),
     "ok_reduceat_segment_sums": (
         "false refusal: np.add.reduceat(np.asarray(x.data), starts) refused at np.asarray (without "
         "asarray it compiles)"),

@@ -3233,7 +3233,6 @@ def _(C):
 
 OUTCOMES = {  # name -> (outcome, reason) for the cases that are not equal
     "gpt_greedy_generate_eval": ("refused", ""),
-    "gpt_left_padding_hf_inplace_position_fill": ("refused", ""),
     "kmeans_step_argmin_assign": ("refused", ""),
     "lrfinder_manual_sgd_lr_float_arg": ("refused", ""),
     "mixup_beta_from_tt_rand": ("refused", ""),
@@ -3248,7 +3247,6 @@ OUTCOMES = {  # name -> (outcome, reason) for the cases that are not equal
     "seq2seq_greedy_decode_while_eos": ("refused", ""),
     "tbptt_lstm_hidden_in_dict_inside": ("refused", ""),
     "vae_numpy_generator_method_inside": ("refused", ""),
-    "viterbi_backtrack_int_reads": ("refused", ""),
     # failing cases: strict xfails; the reason is a repro and what differed
     "ode_stiff_forward_only_bdf_solve_ivp": (
         "silent",

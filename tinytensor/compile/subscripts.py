@@ -86,7 +86,7 @@ def _lookup(frame, name):
     return value
 
 
-def _evaluate(node, frame):
+def _evaluate(node, frame, container=False):
     """node's value where it is a name, an attribute held in a __dict__, or an index with
     constant parts of a container: no user code runs. _UNKNOWN otherwise."""
     if isinstance(node, ast.Name):
@@ -94,11 +94,13 @@ def _evaluate(node, frame):
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Attribute):
-        base = _evaluate(node.value, frame)
+        base = _evaluate(node.value, frame, container)
         if base is _UNKNOWN:
             return _UNKNOWN
         if isinstance(base, np.ndarray) and node.attr in ("T", "real", "imag", "flat"):
             return getattr(base, node.attr)
+        if container and isinstance(base, Tensor) and node.attr == "data":
+            return base.data          # t.data[0] = ...: the array written (read from here: no note)
         held = getattr(base, "__dict__", None)
         return held.get(node.attr, _UNKNOWN) if isinstance(held, dict) else _UNKNOWN
     if isinstance(node, ast.Subscript):
@@ -166,7 +168,7 @@ def check(frame, site, traced):
     """The refusal message for subscript `site` about to run in `frame`, or None. `traced(v)`
     says whether v is a traced value."""
     kind, container_node, operands, line = site
-    container = _evaluate(container_node, frame)
+    container = _evaluate(container_node, frame, container=True)
     if container is _UNKNOWN:
         held = list(_held(container_node, frame))
         if builtins_any(traced(v) for v in held) or not builtins_any(
@@ -186,18 +188,55 @@ def check(frame, site, traced):
     return None
 
 
+_STATIC, _HOOKED, _UNSEEN = 0, 1, 2
+_PYTHON_READS = frozenset({"float", "int", "bool", "len", "round", "str", "range", "isinstance", "type",
+                           "id", "repr", "abs", "min", "max", "sum"})
+_READ_METHODS = frozenset({"item", "tolist", "size", "dim", "numel", "ndimension"})
+
+
 def _unseen(operand, frame, traced):
-    """Whether operand may hand NumPy a traced value it reads without a hook: a traced NumPy
-    array held by name, or an expression on traced values (`x.data > 0`, `h.data[:, 0]`). A
-    Tensor held by name is not: NumPy converts it through its __array__ or __index__, which
-    are guards (X[idx], a minibatch from a closed-over data set by an index argument)."""
-    if isinstance(operand, ast.Tuple):
-        return builtins_any(_unseen(e, frame, traced) for e in operand.elts)
-    if isinstance(operand, (ast.Name, ast.Attribute)):
-        value = _evaluate(operand, frame)
+    """Whether operand may hand NumPy a traced value it reads without a hook (a traced NumPy
+    array: `x.data > 0`, `h.data[:, 0]`, a mask held by name)."""
+    return _kind(operand, frame, traced) == _UNSEEN
+
+
+def _kind(node, frame, traced):
+    """What an expression gives, from its source and the values its names hold now: _STATIC (no
+    traced value, or a Python number read from one: float(t), t.item(), which are guards),
+    _HOOKED (a Tensor: NumPy converts it through its __array__ or __index__, guards) or _UNSEEN
+    (a traced NumPy array, whose buffer NumPy reads directly; where unsure, this)."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        value = _evaluate(node, frame)
         if value is not _UNKNOWN:
-            return traced(value) and not isinstance(value, Tensor)
-    return builtins_any(traced(v) for v in _held(operand, frame))
+            if not traced(value):
+                return _STATIC
+            return _HOOKED if isinstance(value, Tensor) else _UNSEEN
+        if isinstance(node, ast.Attribute):
+            if node.attr in _STATIC_ATTRIBUTES:
+                return _STATIC
+            base = _kind(node.value, frame, traced)
+            return _UNSEEN if base == _HOOKED and node.attr == "data" else base
+        return _UNSEEN
+    if isinstance(node, ast.Constant):
+        return _STATIC
+    if isinstance(node, ast.Call):
+        if isinstance(node.func, ast.Name) and node.func.id in _PYTHON_READS:
+            return _STATIC                      # a Python value read from it: a guard
+        if isinstance(node.func, ast.Attribute) and node.func.attr in _READ_METHODS:
+            return _STATIC
+        parts = [_kind(a, frame, traced) for a in node.args] + [_kind(k.value, frame, traced)
+                                                                 for k in node.keywords]
+        if isinstance(node.func, ast.Attribute):
+            parts.append(_kind(node.func.value, frame, traced))
+        return _UNSEEN if builtins_any(p != _STATIC for p in parts) else _STATIC
+    if isinstance(node, ast.Compare):
+        parts = [_kind(node.left, frame, traced)] + [_kind(c, frame, traced) for c in node.comparators]
+        return _UNSEEN if builtins_any(p != _STATIC for p in parts) else _STATIC   # a Tensor's mask
+    if isinstance(node, ast.Subscript):
+        return _kind(node.value, frame, traced)  # (its own index is checked where it runs)
+    parts = [_kind(c, frame, traced) for c in ast.iter_child_nodes(node)
+             if not isinstance(c, (ast.operator, ast.unaryop, ast.boolop, ast.expr_context))]
+    return max(parts, default=_STATIC)
 
 
 def _text(node):

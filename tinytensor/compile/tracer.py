@@ -1489,9 +1489,18 @@ class _Tainted(np.ndarray):
         return _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
 
     def __setitem__(self, index, value):
-        if not _internal():
-            raise _written()
+        rec = STATE.recorder
+        if _internal() or _plain_here():
+            return np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
+        var = rec.var_of(self)
+        if var is None or not _made_by_numpy(rec, var) or _shared(rec, self, var):
+            raise _written()     # (x.data[0] = 0: memory a Tensor or another traced value holds)
+        # a traced array f made and holds alone (d = x.data.copy(); d[0] = 0, np.roll's result):
+        # written as eagerly, and a line of the program giving its new value
         np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
+        new = rec.record(_set_copy, "setitem", (self, index, value), {}, _raw(self), "setitem", "numpy")
+        if new is not None:
+            rec.index[id(self)] = new
 
     def __iter__(self):
         if self.ndim == 0:
@@ -1742,6 +1751,30 @@ def _undrawn(generator, name="the function"):
         f"compiled program would repeat those numbers on every call. Draw with tinytensor "
         f"(tt.randn(..., rng=rng), tt.rand(..., rng=rng), nn.Dropout(p, rng=rng)), which the "
         f"program repeats from the same generator, or pass the numbers in as an argument")
+
+
+def _set_copy(a, index, value):
+    """a with a[index] = value, as a new array (the program's form of a write into a traced
+    array f made)."""
+    b = a.copy()
+    b[index] = value
+    return b
+
+
+def _made_by_numpy(rec, var):
+    """Whether variable var is a NumPy result f computed (not a Tensor's value: t.data)."""
+    for e in reversed(rec.entries):
+        if e.out == var:
+            return e.kind == "numpy"
+    return False
+
+
+def _shared(rec, a, var):
+    """Whether traced array a's memory is also another variable's (a Tensor's data, a view)."""
+    for v, value in enumerate(rec.values):
+        if v != var and isinstance(value, np.ndarray) and value.size and np.may_share_memory(value, a):
+            return True
+    return False
 
 
 def _raw(x):
