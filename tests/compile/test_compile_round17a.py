@@ -3064,14 +3064,8 @@ XFAIL = {
     "e6_array_subclass_view": (
         "crash: x * x.data.view(Mine)[0, 0] with class Mine(np.ndarray): pass -- compiled raises "
         "ValueError (truth value of an array is ambiguous), eager returns"),
-    "id6_astype_no_copy": (
-        "crash: f(x) = x.astype(x.dtype, copy=False) on an array argument: compiled TypeError "
-        "(astype() got an unexpected keyword argument 'copy'); eager returns x itself"),
     "id6_same_dict_twice": (
         "silent: f(d, d) = (a is b, ...) with one dict passed twice: eager True, compiled False"),
-    "g3_user_warning_first_shape": (
-        "silent (warnings): f(x): warnings.warn('every call'); return x * 2 -- eager warns on every "
-        "call, compiled only on the recording call (the docs: given again on every call)"),
     "e5_dunder_array": "silent: x * x.data.__array__()[0, 0]: compiled keeps the recording call's element",
     "e5_thread_pool_sum": (
         "silent: ThreadPoolExecutor(1).submit(np.sum, x.data).result() inside f: the sum is frozen "
@@ -3093,9 +3087,6 @@ XFAIL = {
     "g3_errstate_raise_caught": (
         "silent: with np.errstate(invalid='raise'): try: np.log(x) except FloatingPointError: x * 0 "
         "-- eager gives -0.0 where x < 0, compiled NaN"),
-    "g3_user_warning_each_call": (
-        "silent: warnings.warn inside `if x.shape[0] > 4`: eager warns on every 5-row call, compiled "
-        "only while recording (calls 4-9 give none)"),
     # silent differences
     "miss_put_method": (
         "silent: m = np.zeros(3); m.put([1], x.data[0, 0]) inside f: compiled keeps call 1's value "
@@ -3113,9 +3104,6 @@ XFAIL = {
     "rng_bit_generator_state_read": (
         "silent: x + g.bit_generator.state['state']['state'] % 7 with g closed over and drawn from "
         "outside: frozen"),
-    "miss2_np_get_state_inside": (
-        "silent: float(np.random.get_state()[1][0] % 5) inside f; np.random.rand() outside changes "
-        "it, compiled keeps the old value (tt.get_rng_state() inside is refused)"),
     "ok_large_closed_dataset_numpy_mean": (
         "silent (documented limit): x - data.mean(0), data a closed (2000, 3) array updated in "
         "place outside: the mean is frozen"),

@@ -396,8 +396,7 @@ class Compiled:
                             "its value does")
             err.tt_compile_numbers = True
             raise err
-        for w in caught:              # shown now, as eagerly; the user's own warnings on every call
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        _warn_again(caught)           # shown now, as eagerly; the user's own warnings on every call
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
                 or isinstance(out, types.GeneratorType):
             raise RuntimeError(
@@ -464,8 +463,9 @@ class Compiled:
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
         program.side_effects = builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries)
-        program.warns = [w for w in caught if _is_user_file(w.filename)
-                         and not issubclass(w.category, RuntimeWarning)] or None
+        program.warns = [w for w in caught if (_is_user_file(w.filename) or w.filename == __file__)
+                         and not issubclass(w.category, RuntimeWarning)] or None   # (__file__: f's
+        # warnings.warn(..., stacklevel=2), which names the line that called f)
         program.trace_seconds = time.perf_counter() - start
         return program
 
@@ -563,9 +563,20 @@ def _refuse_opaque_results(out, name):
 
 
 def _warn_again(warns):
-    """The user's own warnings f gave while recorded, again on a call of the program (as eagerly)."""
+    """The user's own warnings f gave while recorded, again on a call of the program (as eagerly;
+    one that named the line calling f names the line calling the compiled function)."""
     for w in warns or ():
+        if w.filename == __file__:
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+                frame = frame.f_back
+            if frame is not None:
+                warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno)
+                continue
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _is_user_file(name):

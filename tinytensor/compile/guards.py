@@ -161,6 +161,17 @@ def _untaken_argument(frame, traced):
     return None
 
 
+def _refused_legacy(name):
+    """np.random.get_state/set_state/seed while f is recorded: a refusal (the state is not a
+    value the program computes; its draws are refused too)."""
+    def refused(*args, **kwargs):
+        raise RuntimeError(
+            f"tt.compile: np.random.{name}() inside a compiled function reads or sets NumPy's global "
+            f"random state, which the program would not repeat (it would keep the recording call's). "
+            f"Call it outside the compiled function, or draw with tinytensor (tt.randn(..., rng=rng))")
+    return refused
+
+
 def _iterator_state(it):
     """Where an iterator or generator stands (so that a draw from it while recording shows)."""
     frame = getattr(it, "gi_frame", None)
@@ -304,6 +315,7 @@ class _Reach:
         self._previous = None
         self._tracing = False
         self._default_rng = np.random.default_rng
+        self._legacy = {}
         self._collect(f, 0)
 
     # ----- the functions and objects f can reach without running -----
@@ -476,6 +488,9 @@ class _Reach:
                 made.append(g)
             return g
         np.random.default_rng = default_rng
+        self._legacy = {name: getattr(np.random, name) for name in ("get_state", "set_state", "seed")}
+        for name in self._legacy:
+            setattr(np.random, name, _refused_legacy(name))
         self._tracing = sys.gettrace() is None     # (a debugger's or coverage's tracer is left alone)
         if self._tracing:
             sys.settrace(subscripts.tracer(_is_user, self._subscript))
@@ -497,6 +512,8 @@ class _Reach:
     def exit(self):
         sys.setprofile(self._previous)
         np.random.default_rng = self._default_rng
+        for name, fun in self._legacy.items():
+            setattr(np.random, name, fun)
         if self._tracing:
             sys.settrace(None)
         for k, c in self.caches.items():        # a functools.cache f called (a hit runs no code)

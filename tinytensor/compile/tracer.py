@@ -1053,7 +1053,7 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
     setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
     setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
 
-for _name in ("var", "std", "mean", "view", "tobytes"):
+for _name in ("var", "std", "mean", "view", "tobytes", "astype"):
     setattr(_Traced, _name, _array_method(_name))
 
 
