@@ -214,7 +214,8 @@ class Compiled:
         if not SHARED.quiet and (STATE.hook is not None or STATE.batch) or tensors and _through(tensors):
             return self._uncompiled(args, kwargs)
         key.append(SHARED.quiet or STATE.grad_enabled)
-        if len(arrays) > 1 and len({id(a) for a in arrays}) < len(arrays):
+        n = len(arrays)
+        if n > 1 and (arrays[0] is arrays[1] if n == 2 else len({id(a) for a in arrays}) < n):
             key.append(_aliases(arrays))       # the same array passed twice (f(x, x))
         if self._valued:                    # number arguments f used in Python: their values
             key.append(_values(arrays, self._valued))
