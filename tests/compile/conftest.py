@@ -6,7 +6,8 @@ import os
 import re
 import zlib
 
-_SAMPLED = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|13b|14|15|15b|16a|16b)\.py$")
+_SAMPLED = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|13b|14|15|15b|16a|16b)"
+                      r"\.py$")
 
 
 def pytest_collection_modifyitems(config, items):
