@@ -3070,23 +3070,6 @@ XFAIL = {
     "e5_thread_pool_sum": (
         "silent: ThreadPoolExecutor(1).submit(np.sum, x.data).result() inside f: the sum is frozen "
         "at the recording call"),
-    "e5_seterr_inside_restored": (
-        "silent (warnings): old = np.seterr(all='ignore'); np.log(x); np.seterr(**old) -- compiled "
-        "gives the RuntimeWarning eager suppresses"),
-    "e5_seterr_changed_outside": (
-        "silent (warnings): np.log(x) with negatives: the recording call gives NumPy's "
-        "RuntimeWarning twice, eager once"),
-    "e5_seterr_raise_outside_same_shape": (
-        "silent (warnings): np.log(x) with negatives: the recording call gives NumPy's "
-        "RuntimeWarning twice, eager once (values equal, np.seterr(invalid='raise') is followed)"),
-    "e5_errstate_outside_around_call": (
-        "silent (warnings): np.sqrt(x) with negatives: the recording call warns twice, eager once"),
-    "g3_errstate_log": (
-        "silent: with np.errstate(invalid='ignore'): np.log(x) -- the compiled call gives NumPy's "
-        "RuntimeWarning 'invalid value encountered in log' that eager suppresses (values equal)"),
-    "g3_errstate_raise_caught": (
-        "silent: with np.errstate(invalid='raise'): try: np.log(x) except FloatingPointError: x * 0 "
-        "-- eager gives -0.0 where x < 0, compiled NaN"),
     # silent differences
     "miss_put_method": (
         "silent: m = np.zeros(3); m.put([1], x.data[0, 0]) inside f: compiled keeps call 1's value "

@@ -397,7 +397,23 @@ class Compiled:
                             "its value does")
             err.tt_compile_numbers = True
             raise err
-        _warn_again(caught)           # shown now, as eagerly; the user's own warnings on every call
+        # shown now, as eagerly; the user's own warnings on every call. NumPy's floating-point
+        # warnings (a log of a negative) not: the program's run on this call gives them, as later
+        _warn_again([w for w in caught if not _numpy_float_warning(w)])
+        if np.geterr() != tracer.errstate:
+            np.seterr(**tracer.errstate)
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} changed NumPy's floating-point error handling "
+                f"(np.seterr) and left it changed; the compiled program would not change it again. "
+                f"Use `with np.errstate(...):` inside (the program keeps it line by line), set it "
+                f"outside the compiled function, or call the function uncompiled")
+        if tracer.raised:
+            name, err = tracer.raised[0]
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} caught the {type(err).__name__} that {name} raised "
+                f"while being recorded ({err}); whether it is raised depends on the values, and the "
+                f"program would take the branch of this call on every call. Test the values "
+                f"instead (tt.where, np.isfinite), or call the function uncompiled")
         if inspect.isgeneratorfunction(getattr(self.fun, "__func__", self.fun)) \
                 or isinstance(out, types.GeneratorType):
             raise RuntimeError(
@@ -561,6 +577,12 @@ def _refuse_opaque_results(out, name):
                 f"rebuild on each call (it would hold the first call's values); return the values "
                 f"in a tuple, list, dict or namedtuple instead (a function or pullback: call it "
                 f"inside), or call the function uncompiled")
+
+
+def _numpy_float_warning(w):
+    """A RuntimeWarning of NumPy's floating-point error handling ("invalid value encountered in
+    log"), which the program's own NumPy calls give again."""
+    return issubclass(w.category, RuntimeWarning) and " encountered in " in str(w.message)
 
 
 def _warn_again(warns):

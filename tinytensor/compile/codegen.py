@@ -866,6 +866,15 @@ def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
     body.append((None, f"{lhs}[{at}, {y}] -= {scale}", "crossEntropy VJP: minus the labels"))
 
 
+def _in_errstate(tracer, e, n, statement):
+    """The statement, inside f's own `with np.errstate(...)` where f recorded its entry there."""
+    state = tracer.errstates.get(e.out) if e is not None else None
+    if not state or statement.startswith(("if ", "with ")):    # (a check: no arithmetic)
+        return statement
+    settings = ", ".join(f"{k}={v!r}" for k, v in sorted(state.items()))
+    return f"with {n.function(np.errstate, 'errstate')}({settings}): {statement}"
+
+
 def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None, kinds=None):
     """The function's text from the body (temporaries freed after their last use, see
     _release_and_reuse), its results in `out`'s structure (given to `finish`, a function of the
@@ -908,7 +917,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
     body = _release_and_reuse(body, ret, {names[e.out]: tracer.values[e.out] for e in live}, held,
                               n.function, lambda name: _may_alias_elsewhere(tracer, producers.get(name)))
     prologue = _prologue(tracer, n, live, {r.var for r in out_refs if type(r) is _Ref})
-    statements = [(expr if lhs is None else f"{lhs} = {expr}", comment) for lhs, expr, comment, _ in body]
+    statements = [(_in_errstate(tracer, e, n, expr if lhs is None else f"{lhs} = {expr}"), comment)
+                  for lhs, expr, comment, e in body]
     statements = prologue + statements
     contexts = [None] * len(prologue) + [_context_text(e) for *_, e in body]   # statement k: line k + 2
     width = max([len(text) for text, _ in statements] + [0])

@@ -98,6 +98,9 @@ class _Tracer:
         self.tainted_frames = {}     # id -> the user frames handed recorded NumPy arrays (kept
         #                              alive while recording: a freed frame's id is reused)
         self.depth_inside = 0        # > 0 while a primitive's forward or a rule runs (inside)
+        self.errstate = np.geterr()  # NumPy's floating-point error handling when f was called;
+        self.errstates = {}          # variable -> the settings f changed (np.errstate) for its entry
+        self.raised = []             # errors a primitive's forward raised (f may have caught one)
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
@@ -237,6 +240,9 @@ class _Tracer:
         var = self._new(value, hint, known, *objects)
         if arrays:
             self.array_operands[var] = frozenset(arrays)
+        state = np.geterr()
+        if state != self.errstate:    # inside f's `with np.errstate(...)`: its line runs so too
+            self.errstates[var] = {k: v for k, v in state.items() if self.errstate[k] != v}
         self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
 
@@ -787,6 +793,10 @@ class _Tracer:
         self.depth_inside += 1
         try:
             return fun(*args, **params)
+        except Exception as err:     # (a FloatingPointError under np.errstate(...="raise"), a
+            if self.depth_inside == 1:     # LinAlgError): if f catches it, its branch depends on
+                self.raised.append((getattr(fun, "__name__", "a primitive"), err))   # the values
+            raise
         finally:
             self.depth_inside -= 1
 
