@@ -84,3 +84,29 @@ def test_recording_patches_nothing_process_wide():
         return tt.sum(x * x)
 
     tt.compile(f)(np.ones(3))
+
+
+def test_result_whose_graph_f_changed_in_place_requires_grad_and_its_backward_raises():
+    """f updates the weights it used under no_grad after computing the loss: eagerly the loss
+    still requires grad and only its backward() raises; compiled, the same (not off the tape)."""
+    def build():
+        w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+
+        def step(x, lr):
+            loss = tt.sum(tt.tanh(w * x))
+            with tt.no_grad():
+                w.sub_(lr * w)
+            return loss
+        return w, step
+
+    (we, fe), (wc, fc) = build(), build()
+    fc = tt.compile(fc)
+    for i in range(4):
+        x, lr = np.array([0.5, -1.0]) * (i + 1), 0.1 / (i + 1)
+        le, lc = fe(x, lr), fc(x, lr)
+        assert le.requires_grad and lc.requires_grad
+        assert le.data.tobytes() == lc.data.tobytes() and we.data.tobytes() == wc.data.tobytes()
+        with pytest.raises(RuntimeError, match="modified in place"):
+            le.backward()
+        with pytest.raises(RuntimeError, match="modified in place"):
+            lc.backward()

@@ -443,3 +443,16 @@ def test_writing_into_a_tensors_own_data_or_a_viewed_copy_is_refused():
     for f in (into_data, viewed):
         with pytest.raises(RuntimeError, match="tt.compile"):
             tt.compile(f)(tt.tensor(np.ones((2, 3))))
+
+
+def test_one_dict_passed_twice_is_one_object_in_f():
+    """f(d, d): f sees one dict (`a is b`), as eagerly; f(d, dict(d)) two, with the same array."""
+    def f(a, b):
+        return a is b, a["w"] * 2
+    g = tt.compile(f)
+    x = np.arange(3.0)
+    d = {"w": x}
+    for args in [(d, d), (d, {"w": x}), (d, d), ({"w": x}, {"w": x + 1})]:
+        same, y = g(*args)
+        assert same is (args[0] is args[1])
+        np.testing.assert_array_equal(y, f(*args)[1])

@@ -2091,11 +2091,6 @@ EXTRA = [(name, b, n) for name, (b, n) in zip(_NAMES, EXTRA_BUILDS)]
 
 # Outcomes found by running the file; anything other than equal/refused is xfail(strict).
 KNOWN = {
-    'outside_view_write_weight_detach_mul': (
-        'crash: with no_grad(): self.fc.weight.detach().mul_(0.99) after h = self.fc(x), forward '
-        "only -- eager scales the weight; compiled raises RuntimeError 'backward: the tape entry "
-        "linear_t ... modified in place' (no tt.compile fix named)"
-    ),
     'alias_no_grad_add': (
         'crash: h = lin(x); with no_grad(): h.add_(1); return h.sum(); then backward() -- eager '
         'raises RuntimeError (saved output modified in place); compiled gives a gradient without '

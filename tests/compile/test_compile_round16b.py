@@ -3856,11 +3856,6 @@ OUTCOMES = {
     "custom_optimizer_overriding_step": ("refused", ""),
     "skip_step_on_large_grad_norm_after_backward": ("refused", ""),
     "load_state_dict_inside_from_argument": ("refused", ""),
-    "cosine_lr_as_float_argument_manual_sgd": (
-        "crash",
-        "f = tt.compile(step) where step returns loss=CE(model(x)) and then updates model.weight -= lr*g "
-        "under no_grad (g from tt.grad): the first call raises RuntimeError 'backward: the tape entry "
-        "linear_t ... saved the value of its input 1 ... modified in place'; eager returns the loss"),
     "jvp_through_compiled_result": (
         "silent",
         "out = tt.compile(lambda x: tt.sum(tt.tanh(x @ W)))(x); out.jvp({W: t}) differs from eager in the "

@@ -3064,8 +3064,6 @@ XFAIL = {
     "e6_array_subclass_view": (
         "crash: x * x.data.view(Mine)[0, 0] with class Mine(np.ndarray): pass -- compiled raises "
         "ValueError (truth value of an array is ambiguous), eager returns"),
-    "id6_same_dict_twice": (
-        "silent: f(d, d) = (a is b, ...) with one dict passed twice: eager True, compiled False"),
     "e5_dunder_array": "silent: x * x.data.__array__()[0, 0]: compiled keeps the recording call's element",
     "e5_thread_pool_sum": (
         "silent: ThreadPoolExecutor(1).submit(np.sum, x.data).result() inside f: the sum is frozen "

@@ -216,7 +216,7 @@ class Compiled:
         key.append(SHARED.quiet or STATE.grad_enabled)
         n = len(arrays)
         if n > 1 and (arrays[0] is arrays[1] if n == 2 else len({id(a) for a in arrays}) < n):
-            key.append(_aliases(arrays))       # the same array passed twice (f(x, x))
+            key.append(_aliases(arrays, args, kwargs))   # the same array passed twice (f(x, x))
         if self._valued:                    # number arguments f used in Python: their values
             key.append(_values(arrays, self._valued))
         key = tuple(key)
@@ -458,12 +458,14 @@ class Compiled:
             main.error = program.forward.error
         else:
             plain = ()            # a whole step's results that require grad: made Tensors after
-            if tracer.stepped:
+            stale = getattr(tracer, "stale", None)     # (or a call whose backward would raise)
+            if tracer.stepped or stale:
                 leaves, _, roots, wrt = taped._on_the_tape(tracer, out)
                 plain = {k for k in roots if leaves[k]._id >= tracer.start} if wrt else ()
-            main = _generate(tracer, out, getattr(self.fun, "__name__", "f"), plain=plain, fuse=self.fuse)
-            step = taped.spent(tracer, out, main, getattr(self.fun, "__name__", "f")) \
-                if tracer.stepped else None
+            fname = getattr(self.fun, "__name__", "f")
+            main = _generate(tracer, out, fname, plain=plain, fuse=self.fuse)
+            step = taped.spent(tracer, out, main, fname) if tracer.stepped else (
+                taped.stale(tracer, out, main, fname) if stale else None)
             if step is not None:      # a whole training step: its results that required grad too
                 inner = main
                 main = _Program(step, main.source)
@@ -702,10 +704,22 @@ def _summary(a):
 
 
 # ----- arguments: array leaves are inputs, everything else is part of the key --------------------
-def _aliases(arrays):
-    """Which array leaves are the same object: for each, the position of its first."""
+def _aliases(arrays, args, kwargs):
+    """Which array leaves are the same object: for each, the position of its first; and so for
+    the lists and dicts holding them (f(d, d) against f(d, dict(d)))."""
     first = {}
-    return ("aliases",) + tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))
+    arrays = tuple(first.setdefault(id(a), i) for i, a in enumerate(arrays))
+    containers, stack = [], [args, kwargs]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, dict)):
+            containers.append(x)
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        elif isinstance(x, dict):
+            stack.extend(reversed(list(x.values())))
+    first = {}
+    return ("aliases",) + arrays + tuple(first.setdefault(id(c), i) for i, c in enumerate(containers[1:]))
 
 
 def _flatten(tree, arrays, key, tensors):
@@ -845,17 +859,24 @@ def _plain_array_leaves(tree):
     return [isinstance(x, np.ndarray) for x in _input_leaves(tree)]
 
 
-def _refill(tree, inputs, numbers=False):
+def _refill(tree, inputs, numbers=False, seen=None):
     """`tree` with its array leaves (and, with `numbers`, its number leaves: the program's inputs
-    as _flatten takes them) replaced, in order, by the next items of `inputs`."""
+    as _flatten takes them) replaced, in order, by the next items of `inputs`. A list or dict
+    met twice (f(d, d)) is rebuilt once, as f sees one object eagerly (`a is b`)."""
     if isinstance(tree, (np.ndarray, Tensor)) or numbers and (type(tree) in _NUMBERS
                                                               or type(tree) in _WRAPPED):
         return next(inputs)
+    if seen is None:
+        seen = {}
     if isinstance(tree, dict):
-        return transforms._rebuild(tree, {k: _refill(v, inputs, numbers) for k, v in tree.items()})
-    if isinstance(tree, (tuple, list)):
-        return transforms._rebuild(tree, [_refill(v, inputs, numbers) for v in tree])
-    return tree
+        out = transforms._rebuild(tree, {k: _refill(v, inputs, numbers, seen) for k, v in tree.items()})
+    elif isinstance(tree, (tuple, list)):
+        out = transforms._rebuild(tree, [_refill(v, inputs, numbers, seen) for v in tree])
+    else:
+        return tree
+    if not isinstance(tree, tuple):          # (a mutable container: its identity is f's to see)
+        out = seen.setdefault(id(tree), (tree, out))[1]
+    return out
 
 
 def _values(arrays, valued):

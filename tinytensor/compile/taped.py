@@ -40,7 +40,8 @@ def sweep(tracer, out):
             raise
         # f changed in place a value its results' backward needs (lin.weight.mul_(0.5) under
         # no_grad after the loss): eagerly only a later backward() raises, so the call's results
-        # come back off the tape (a backward() of them raises too)
+        # come back on a tape entry whose backward raises that error (stale)
+        tracer.stale = str(err)
         dropped = {tracer.var_of(c) for c in cotangents}
         tracer.arguments = [a for a in tracer.arguments if a not in dropped]
         tracer.tensor_arguments -= dropped
@@ -256,6 +257,18 @@ def spent(tracer, out, program, fname):
                        _Spent(fname, backward_done=single and bool(consumed)), single, consumed)
 
 
+def stale(tracer, out, program, fname):
+    """For a call whose results' backward raised while recorded (f changed in place, under
+    no_grad, a value their graph saved): the results that require grad eagerly do here too, on
+    one tape entry whose backward raises eager's error."""
+    leaves, structure, roots, wrt = _on_the_tape(tracer, out)
+    roots = [k for k in roots if leaves[k]._id >= tracer.start]
+    if not roots or not wrt:
+        return None
+    return _spent_call(program.function, roots, structure, tuple(wrt), _Stale(fname, tracer.stale),
+                       isinstance(out, Tensor), set())
+
+
 def _spent_call(function, roots, structure, inputs, entry, single, consumed):
     """The program's call, its results that require grad made `entry`'s Tensors (several results:
     each marked consumed where f called its backward(); the loss alone: its entry says so): a
@@ -285,3 +298,11 @@ class _Spent(_CallEntry):
             f"own backward() (and optimizer step) already used this result's graph inside the "
             f"compiled call; as eagerly after an optimizer step, a second backward through it is "
             f"not taken. Compute the loss again (call the step), or compile the loss alone")
+
+
+class _Stale(_CallEntry):
+    def __init__(self, fname, message):
+        super().__init__("tt.compile call", fname=fname, message=message)
+
+    def joint_vjp(self, g, ans, *inputs):
+        raise RuntimeError(f"backward() through a result of the compiled {self.fname}: {self.message}")

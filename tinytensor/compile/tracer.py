@@ -111,6 +111,7 @@ class _Tracer:
         self.grad_mode = STATE.grad_enabled
         self.undo = []               # what puts back the state the recorded effects changed
         self.stepped = False         # whether f ran a training step's effects (backward(), ...)
+        self.stale = None            # the error its results' backward gave while recorded (taped.sweep)
         self.read_after_step = None  # where f read an optimizer's settings after a scheduler step
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
