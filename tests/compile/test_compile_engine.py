@@ -110,3 +110,14 @@ def test_result_whose_graph_f_changed_in_place_requires_grad_and_its_backward_ra
             le.backward()
         with pytest.raises(RuntimeError, match="modified in place"):
             lc.backward()
+
+
+def test_a_result_on_the_tape_returned_twice_is_one_object():
+    m = tt.nn.Linear(3, 2, rng=0)
+    g = tt.compile(lambda x: (lambda h: (h, h))(m(x)))
+    for _ in range(3):
+        a, b = g(np.ones((2, 3)))
+        assert a is b and a.requires_grad
+        m.zero_grad()
+        (a.sum() + b.sum()).backward()
+        np.testing.assert_array_equal(m.bias.grad, [4.0, 4.0])

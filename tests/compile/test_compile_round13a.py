@@ -1743,11 +1743,6 @@ XFAIL = {
         "than eager's forward sweep; f = w = tt.tensor(a, requires_grad=True); out = "
         "tt.compile(lambda x: tt.sum(tt.sin(w * x)))(x); out.jvp({w: ones})"
     ),
-    "bw_same_output_twice": (
-        "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = h = model(x); return (h, h); eager o[0] is o[1], compiled two objects "
-        "(grads equal)"
-    ),
     "obj_tuple_subclass": (
         "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
         " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "

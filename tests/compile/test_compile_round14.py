@@ -1392,8 +1392,6 @@ REASONS = {
         'compiled; defaultdict comes back as dict'),
 }
 XFAIL_CAT = {
-    'd_out_twice': 'TARG',
-    'dm_out_twice': 'TARG',
     'bw_leaf_times_W': 'LEAF',
 }
 XFAIL = {k: f'{c}: {REASONS[c]}' for k, c in XFAIL_CAT.items()}

@@ -104,6 +104,9 @@ def split(tracer, out, swept, fname):
     itself = {k: lives[id(x)] for k, x in enumerate(leaves) if id(x) in lives}   # a parameter returned
     taped = Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
     taped.itself = itself
+    first = {}                          # a result returned twice ((h, h)): one object, as eagerly
+    taped.again = {k: first.setdefault(id(x), k) for k, x in enumerate(leaves) if isinstance(x, Tensor)}
+    taped.again = {k: j for k, j in taped.again.items() if k != j}
     return taped
 
 
@@ -140,6 +143,8 @@ class Taped:
             outs[k] = _make(np.asarray(outs[k]), _Entry(self, residuals, j), inputs, data, {}, True)
         for k, t in self.itself.items():       # as eagerly: the Tensor itself
             outs[k] = t
+        for k, j in self.again.items():
+            outs[k] = outs[j]
         return transforms.tree_unflatten(self.structure, outs)
 
 
