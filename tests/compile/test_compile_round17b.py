@@ -3251,15 +3251,8 @@ OUTCOMES = {  # name -> (outcome, reason) for the cases that are not equal
     "seq2seq_greedy_decode_while_eos": ("refused", ""),
     "tbptt_lstm_hidden_in_dict_inside": ("refused", ""),
     "vae_numpy_generator_method_inside": ("refused", ""),
+    "ode_stiff_forward_only_bdf_solve_ivp": ("refused", ""),   # solve_ivp: the solver's steps
     # failing cases: strict xfails; the reason is a repro and what differed
-    "ode_stiff_forward_only_bdf_solve_ivp": (
-        "silent",
-        (
-            "solve_ivp(rhs, ..., args=(k,)).y[:, -1] on plain arrays: eager returns an ndarray, "
-            "compiled a Tensor (same values); odeint(lambda y, t, k: -k * y, np.array([1.0]), "
-            "np.array([0.0, 1.0]), args=(k,)) likewise"
-        ),
-    ),
 }
 
 IDS = sorted(CASES)

@@ -331,3 +331,19 @@ def test_the_gradient_replays_one_recorded_sensitivity_program():
     assert floats.why == {} and [what if isinstance(what, str) else what[0] for _, what in floats.makers] \
         == ["values", "sensitivities"]
     assert np.isfinite(first[1]).all() and not np.allclose(first[1], second[1])
+
+
+def test_under_tt_compile_odeint_is_solved_on_every_call_and_solve_ivp_refused():
+    """odeint's solve is an entry of the program (solved again on each call, eager's numbers and
+    types); solve_ivp's result is SciPy's Python object (the solver's own times): refused."""
+    def sim(k):
+        return integrate.odeint(lambda y, t, k: -k * y, np.array([1.0]), np.array([0.0, 1.0]), args=(k,))
+    compiled = tt.compile(sim)
+    for i in range(4):
+        k = np.array([0.5 + i])
+        eager, got = sim(k), compiled(k)
+        assert type(got) is type(eager) is np.ndarray
+        assert eager.tobytes() == got.tobytes()
+    ivp = tt.compile(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0])).y)
+    with pytest.raises(RuntimeError, match="solve_ivp inside a compiled function.*odeint"):
+        ivp(np.array([0.5]))

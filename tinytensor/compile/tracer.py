@@ -136,6 +136,7 @@ class _Tracer:
         self.array_operands = {}     # variable -> positions of its entry's operands f held as
         #                              NumPy arrays (a Tensor's .data): eagerly arrays
         self.tensor_constants = set()  # id(array) of constant Tensors' values in entries
+        self.constant_views = {}       # id(constant Tensor) -> the view of its value entries hold
 
     # ----- variables -----
     def _new(self, value, hint, *objects):
@@ -209,10 +210,16 @@ class _Tracer:
             return _Ref(var)
         if isinstance(x, Tensor):
             var = self.live(x)
-            if var is None:                               # a constant Tensor made inside f
-                self.tensor_constants.add(id(x.data))
-                self.alive.append(x.data)
-                return x.data
+            if var is None:                               # a constant Tensor made inside f:
+                data = x.data                             # a view of its value, an object of its
+                if type(data) is np.ndarray:              # own (a Tensor made on an array that f
+                    data = self.constant_views.get(id(x))     # also passes raw shares it, and
+                    if data is None:                          # eagerly that one is an array)
+                        data = self.constant_views[id(x)] = x.data.view()
+                        self.alive.append(x)
+                self.tensor_constants.add(id(data))
+                self.alive.append(data)
+                return data
             return _Ref(var)
         if type(x) is _Tainted:
             raise _untracked(x)

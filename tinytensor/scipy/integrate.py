@@ -34,6 +34,7 @@ import scipy.integrate
 from .. import ops
 from ..compile import RECOMPILE_LIMIT
 from ..compile import compile as tt_compile
+from ..state import STATE
 from ..tape import REGISTRY, Primitive, enable_grad, forward_sweep, is_grad_enabled, no_grad, reverse_sweep
 from ..tensor import Tensor, _make, _next_id
 from ..transforms import jvp as tt_jvp
@@ -856,6 +857,13 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     >>> round(float(k.grad), 6)               # -2 exp(-2k)
     -0.735759
     """
+    if STATE.recorder is not None and getattr(STATE.recorder, "recording", False):
+        raise RuntimeError(
+            "tt.compile: tt.scipy.integrate.solve_ivp inside a compiled function: SciPy's solver "
+            "runs in Python, and what it gives (the times it stepped to, their number, success, "
+            "nfev) would be frozen at the recording call. Use tt.scipy.integrate.odeint with the "
+            "times you need (it is recorded: solved again on every call), or call solve_ivp outside "
+            "the compiled function, or the function uncompiled")
     if dense_output or events is not None or vectorized:
         raise TypeError("solve_ivp: dense_output, events and vectorized are not supported on Tensors "
                         "(use t_eval for the times you need)")
