@@ -1748,11 +1748,6 @@ XFAIL = {
         " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "
         "plain tuple"
     ),
-    "nd_new_leaf_requires_grad_backward": (
-        "silent, call 1: result[1][0]: eager Tensor(requires_grad=False), compiled an ndarray; f "
-        "= t = tt.tensor(x, requires_grad=True); return (t, tt.sum(t * t)): compiled gives "
-        "ndarrays, no backward possible"
-    ),
 }
 
 

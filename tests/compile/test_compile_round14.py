@@ -1392,7 +1392,6 @@ REASONS = {
         'compiled; defaultdict comes back as dict'),
 }
 XFAIL_CAT = {
-    'bw_leaf_times_W': 'LEAF',
 }
 XFAIL = {k: f'{c}: {REASONS[c]}' for k, c in XFAIL_CAT.items()}
 XFAIL['defaultdict_result'] = 'USEROBJ: ' + REASONS['USEROBJ']

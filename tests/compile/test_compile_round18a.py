@@ -5756,10 +5756,6 @@ def list_subclass_result_type(wrap):
 
 
 XFAIL = {
-    "property_reads_global_dict":
-        "a property getter's closed-over dict is not guarded: its new value is ignored",
-    "property_reads_closure_float":
-        "a property getter's closure cell is not guarded: its new value is ignored",
     "identity_check_against_global":
         "`x is obj` on an array argument is False when compiled (x is a Tensor inside)",
     "id_keyed_cache":
@@ -5780,38 +5776,14 @@ XFAIL = {
         "np.matrix arguments: a * b is elementwise when compiled, a matrix product eagerly",
     "ndarray_subclass_with_attribute":
         "an ndarray subclass argument: the result is a plain ndarray, not the subclass",
-    "np_int_array_ops":
-        "x & k / x ^ k with an np.int32 number argument raises ValueError (truth value)",
-    "requires_grad_tensor_made_inside":
-        "(t * t).sum() of a requires_grad Tensor made inside comes back requires_grad=False",
-    "errstate_inside_helper":
-        "a FloatingPointError caught under np.errstate inside f freezes the except branch",
-    "operator_attrgetter":
-        "operator.attrgetter('inner.k') reads are not guarded: a changed attribute is ignored",
-    "attrgetter_flat":
-        "operator.attrgetter('k') reads are not guarded: a changed attribute is ignored",
-    "np_vectorize_reads_global":
-        "the closure read by a function inside np.vectorize is not guarded",
     "copy_deepcopy_arg_inside":
         "copy.deepcopy of a dict argument inside f gives a Tensor result, eagerly an ndarray",
     "deepcopy_of_array_arg":
         "copy.deepcopy of an array argument inside f gives a Tensor result, eagerly an ndarray",
-    "strides_branch":
-        "strides are not in the cache key: a branch on x.strides is frozen",
     "flags_contiguous_branch":
         "x.flags on an array argument raises AttributeError when compiled",
     "base_is_none_branch":
         "x.base on an array argument raises AttributeError when compiled",
-    "shares_memory_branch":
-        "np.shares_memory(a, b) of two argument views is frozen at recording",
-    "global_dict_mutation_via_globals":
-        "a global read as globals().get(name, default) is not guarded: adding it is ignored",
-    "builtins_name_shadowed_later":
-        "a name f finds in the builtins module is not guarded: its new value is ignored",
-    "np_geterr_branch":
-        "np.geterr() read inside f is not guarded: the branch taken at recording is frozen",
-    "property_via_getattr_builtin":
-        "getattr(cfg, 't') of a property whose getter reads a closure dict is not guarded",
     "tensor_subclass_argument":
         "a Tensor-subclass argument arrives as a plain Tensor: its method raises AttributeError",
     "match_class_pattern_ndarray":
@@ -5820,14 +5792,6 @@ XFAIL = {
         "NumPy's print options read inside f (np.array2string) are not guarded",
     "decimal_context_precision":
         "decimal's context precision read inside f is not guarded: the first result is frozen",
-    "compiled_classmethod":
-        "tt.compile(Cls.method) of a classmethod: a changed class attribute is ignored",
-    "bound_dict_get_stored":
-        "a closed-over builtin bound method (table.get) is not guarded through its dict",
-    "bound_list_getitem_stored":
-        "a closed-over builtin bound method (ks.__getitem__) is not guarded through its list",
-    "np_allclose_branch":
-        "np.allclose(x, y) of array arguments is a Python bool that is not guarded",
     "list_subclass_arg":
         "a list-subclass argument arrives as a plain list: its method raises AttributeError",
     "dict_subclass_arg":

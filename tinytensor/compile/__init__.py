@@ -383,6 +383,13 @@ class Compiled:
                     reach.exit()
                 # results on the tape (enable_grad inside too); not after a whole training step,
                 # whose backward() ran inside and whose optimizer step changed what it saved
+                if not tracer.stepped and taped.new_leaf_reached(tracer, out) is not None:
+                    raise RuntimeError(
+                        f"tt.compile: {self.__name__} returns a result computed from a Tensor that "
+                        f"requires grad made inside it (tt.tensor(..., requires_grad=True)); its "
+                        f"backward() would fill that new Tensor's .grad, which the program cannot "
+                        f"link on each call. Make the Tensor outside and pass it in (or close over "
+                        f"it), or call the function uncompiled")
                 swept = None if tracer.stepped else taped.sweep(tracer, out)
         finally:
             tracer.restore()

@@ -25,6 +25,7 @@ import contextvars
 import dis
 import functools
 import math
+import operator
 import os
 import sys
 import types
@@ -79,6 +80,8 @@ def _fingerprint(x, depth=0):
             return (t, id(x), _fingerprint(x.args, depth + 1), _fingerprint(x.keywords, depth + 1))
         if isinstance(x, types.MethodType):
             return (t, id(x.__func__), id(x.__self__))
+        if _container_method(x):
+            return (t, id(x), _fingerprint(x.__self__, depth + 1))
         if isinstance(x, _module_class()):
             return (t, id(x), _module_state(x))
         return (t, id(x))
@@ -311,6 +314,7 @@ class _Reach:
         self.always = set()       # ids of functions guarded whether or not their code ran
         self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
+        self.names = set()        # attribute names read by name through C (operator.attrgetter)
         self.before = None
         self._previous = None
         self._tracing = False
@@ -332,6 +336,8 @@ class _Reach:
             f = f.func
         if isinstance(f, types.MethodType):
             self._value(f.__self__, depth)
+            if isinstance(f.__self__, type):      # a classmethod: cls.k read through its class
+                self.objects.setdefault(id(f.__self__), f.__self__)
             f = f.__func__
         if not isinstance(f, types.FunctionType):
             if callable(f) and _attr(f, "cache_info") and isinstance(_attr(f, "__wrapped__"),
@@ -383,6 +389,10 @@ class _Reach:
         elif callable(value) and isinstance(_attr(value, "fun"), types.FunctionType) \
                 and type(value).__module__.startswith("tinytensor"):
             self._collect(value.fun, depth + 1)       # a compiled function (or a transform) f calls
+        elif isinstance(value, np.vectorize):             # np.vectorize(pyfunc): pyfunc runs
+            self._collect(value.pyfunc, depth + 1)
+        elif type(value) is operator.attrgetter:          # attrgetter("a.b")(obj): the names it
+            self.names.update(n for name in value.__reduce__()[1] for n in name.split("."))  # reads
         elif isinstance(value, (list, tuple, dict)) and len(value) <= _MAX_ITEMS:
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
@@ -416,10 +426,10 @@ class _Reach:
                     for p in value.parameters():
                         for hook in (TENSOR_HOOKS.get(p) or {}).values():
                             self._collect(hook, depth + 1)
-                for name in dir(type(value)):            # its methods f may call
-                    attr = getattr(type(value), name, None)
-                    if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
-                        self._collect(attr, depth + 1)
+                for name in dir(type(value)):            # its methods f may call (a property's
+                    for attr in _functions_in(getattr(type(value), name, None)):   # getter too)
+                        if _is_user(attr.__code__):
+                            self._collect(attr, depth + 1)
                 for v in list(getattr(value, "__dict__", {}).values()):
                     if type(v).__module__.startswith("tinytensor.optim") and depth < _DEPTH:
                         # an optimizer or a scheduler it holds (self.opt): read by identity, its
@@ -580,6 +590,15 @@ class _Reach:
             """The names code reads as globals that are builtins now (`abs`, `len`): a global of
             that name defined later shadows the builtin."""
             missing = tuple(n for n in _global_names(code) if n not in glob and hasattr(builtins, n))
+            for n in missing:                 # one the user set on the builtins module (builtins.K = 2)
+                value = vars(builtins)[n]
+                if not isinstance(value, (type, types.BuiltinFunctionType)) and n not in _BUILTIN_NAMES:
+                    add(f"{{}}.get({n!r})", vars(builtins), f"builtins.{n}", value)
+            if "globals" in code.co_names:    # globals().get("NAME"), globals()["NAME"]: the names
+                for n in _strings(code):      # spelled as strings, their presence and values
+                    if n.isidentifier():
+                        add(f"{{}}.get({n!r})", glob, f"the global {n} (read through globals())",
+                            glob.get(n))
             if missing:
                 key = (f"{{}}.keys().isdisjoint({missing!r})", id(glob))
                 if key not in seen:
@@ -627,10 +646,15 @@ class _Reach:
             for name in _global_names(code):
                 if name in glob:
                     self._value(glob[name], 1)
-        ran, spelled = set(), set()                   # attribute names the code that ran can read;
+        ran, spelled = set(self.names), set()         # attribute names the code that ran can read;
         for code in list(self.codes) + [f.__code__ for f in self._functions()]:
             ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
             spelled.update(_strings(code))            # default), hasattr): their absence is guarded
+        for code in self.codes:                         # NumPy's error handling read by it
+            if "geterr" in _names(code):
+                readers.append(("tuple(sorted({}.geterr().items()))", np,
+                                "NumPy's error handling (np.geterr())"))
+                break
         for code in self.codes:                         # os.environ read by the code that ran
             if not {"environ", "getenv"}.isdisjoint(_names(code)):
                 readers.append(("tuple({}.environ.items())", os, "os.environ"))
@@ -882,6 +906,25 @@ def _internal(x):
     return module.startswith("tinytensor") and not module.startswith(("tinytensor.nn", "tinytensor.optim"))
 
 
+_BUILTIN_NAMES = frozenset(dir(builtins))    # Python's own builtins (at import)
+
+
+def _container_method(x):
+    """Whether x is a bound method of a list, dict, set or tuple (table.get, ks.__getitem__)."""
+    return type(x) in (types.BuiltinMethodType, types.MethodWrapperType) and \
+        type(getattr(x, "__self__", None)) in (list, dict, set, tuple, collections.deque)
+
+
+def _functions_in(attr):
+    """The Python functions a class attribute runs: a function, a bound classmethod's or a
+    staticmethod's function, a property's getter, setter and deleter."""
+    if isinstance(attr, property):
+        return [f for f in (attr.fget, attr.fset, attr.fdel) if isinstance(f, types.FunctionType)]
+    if isinstance(attr, types.MethodType):
+        attr = attr.__func__
+    return [attr] if isinstance(attr, types.FunctionType) else []
+
+
 def _reader(form, value):
     """The guard expression reading `value` through `form`, in the cheapest form that sees
     every change: numbers, strings and None by class and value; functions, Python modules,
@@ -897,6 +940,8 @@ def _reader(form, value):
         return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
     if isinstance(value, types.FunctionType):
         return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
+    if _container_method(value):
+        return f"id({form}), fp({form}.__self__)"     # table.get: what table holds
     if type(value) is np.ndarray and value.size <= _SMALL_ARRAY:
         return f"av({form})"                          # by its values (see _array_key)
     if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,

@@ -62,6 +62,30 @@ def _on_the_tape(tracer, out):
     return leaves, structure, roots, [t for var, t in tracer.lives if t.requires_grad and var in used]
 
 
+def new_leaf_reached(tracer, out):
+    """A Tensor that requires grad made inside f (tt.tensor(..., requires_grad=True)), returned,
+    that another result computed from it reaches (None if none): eagerly backward() of that
+    result fills the returned leaf's .grad, a link the program cannot make again. (A leaf f does
+    not return, a transform's own, is out of the caller's reach.)"""
+    leaves, _ = transforms.tree_flatten(out)
+    returned = {id(x) for x in leaves if isinstance(x, Tensor)}
+    stack = [x for x in leaves if isinstance(x, Tensor) and x.requires_grad and x._prim is not None
+             and x._id >= tracer.start]
+    seen = set()
+    while stack:
+        t = stack.pop()
+        for a in t._inputs or ():
+            if not isinstance(a, Tensor) or id(a) in seen or a._id < tracer.start or not a.requires_grad:
+                continue
+            seen.add(id(a))
+            if a._prim is None:
+                if id(a) in returned:
+                    return a
+                continue
+            stack.append(a)
+    return None
+
+
 def split(tracer, out, swept, fname):
     """The forward and backward programs of a recording with its sweep (see the module's text)."""
     roots, ct_vars, wrt, grads = swept

@@ -777,6 +777,14 @@ class _Tracer:
             return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result
 
+    def numpy_value(self, target, name, args, kwargs, result):
+        """ops.on_values: a Python value (np.allclose's bool, np.shares_memory's) computed from
+        traced values: noted, and a guard (the program recomputes it; a change records again)."""
+        if self.depth_inside or target in _STATIC:
+            return result
+        var = self.record(target, name, args, kwargs, result, name, "numpy")
+        return result if var is None else self.guard_var(var, result, name)
+
     def numpy_parts(self, target, name, args, kwargs, result):
         """ops.on_values: a tuple of arrays (np.divmod, np.frexp of a Tensor): noted, one line
         and its parts."""
@@ -1049,7 +1057,7 @@ class _Traced(Tensor):
     size = property(lambda self: int(self.data.size) if _as_array(self) else Tensor.size.__get__(self))
     itemsize = property(lambda self: self.data.itemsize)
     nbytes = property(lambda self: self.data.nbytes)
-    strides = property(lambda self: self.data.strides)
+    strides = property(lambda self: _strides_read(self))
 
     def __getitem__(self, index):
         rec = STATE.recorder
@@ -1081,6 +1089,10 @@ def _array_operator(name, ufunc, reflected=False):
     def apply(self, *other):
         operands = (*other, self) if reflected else (self, *other)
         if _numpy_on_arrays(operands, {}):
+            if builtins.any(type(x) in _WRAPPED for x in operands):   # x & k, k a number argument:
+                rec = STATE.recorder                                    # the number's own dispatch
+                return ufunc(*[rec.tainted(x.data, rec.var_of(x)) if isinstance(x, Tensor) else x
+                               for x in operands])
             return _noted_numpy(ufunc, ufunc.__name__, operands, {}, ufunc(*_datas(operands)))
         base = getattr(Tensor, name, None)       # (looked up now: ops_torch defines them)
         return NotImplemented if base is None else base(self, *other)
@@ -1311,6 +1323,20 @@ def _for_user(frame):
     return frame is not None and _is_user(frame.f_code)
 
 
+def _strides(a):
+    return getattr(a, "strides", ())
+
+
+def _strides_read(t):
+    """t.strides: not part of the key (a transposed argument has the shape of another), so a
+    guard: the program recomputes it and re-records where it differs (a branch on the layout)."""
+    value = t.data.strides
+    rec = STATE.recorder
+    if rec is not None and not rec.depth_inside and rec.var_of(t) is not None:
+        rec.guard(_strides, t, value, "x.strides")
+    return value
+
+
 def _snapshot(a):
     return _Value(np.array(a))
 
@@ -1464,6 +1490,18 @@ def _live_hint(t):
 
 
 # ----- NumPy arrays holding traced values -----------------------------------------------------
+def _raising_noted(fun, args, kwargs):
+    """fun(*args, **kwargs) on a traced array's values; an error it raises is noted on the
+    recorder (f may catch it: its branch then depends on the values, see _Tracer.inside)."""
+    try:
+        return fun(*args, **kwargs)
+    except Exception as err:
+        rec = STATE.recorder
+        if rec is not None and not rec.depth_inside:
+            rec.raised.append((getattr(fun, "__name__", "a NumPy function"), err))
+        raise
+
+
 class _Tainted(np.ndarray):
     """A traced value as the NumPy array user code gets (a comparison's mask, t.data, t.numpy(),
     an argmax): each NumPy operation on it is recorded (ufuncs, NumPy functions, its methods) and
@@ -1481,7 +1519,7 @@ class _Tainted(np.ndarray):
                 return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
             raise _written()
         fun = getattr(ufunc, method)
-        result = fun(*_plain(inputs), **_plain(kwargs))
+        result = _raising_noted(fun, _plain(inputs), _plain(kwargs))
         return _noted_numpy(fun, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
                             inputs, kwargs, result)
 
@@ -1494,7 +1532,7 @@ class _Tainted(np.ndarray):
             raise _value_shape(func.__name__)
         if kwargs.get("out") is not None and not _internal():    # np.clip(w.data, .., out=w.data)
             raise _written()
-        result = func(*_plain(args), **_plain(kwargs))
+        result = _raising_noted(func, _plain(args), _plain(kwargs))
         return _noted_numpy(func, func.__name__, args, kwargs, result)
 
     def __getitem__(self, index):

@@ -197,6 +197,8 @@ def on_values(fun, args, kwargs, result, name=None):
         result = recorder.numpy_parts(fun, name, args, kwargs, result)   # np.divmod, np.frexp
     elif isinstance(result, Tensor):
         recorder.numpy(fun, name, args, kwargs, result.data, result)
+    elif type(result) in (bool, int, float, complex):       # np.allclose, np.shares_memory
+        result = recorder.numpy_value(fun, name, args, kwargs, result)
     return result
 
 

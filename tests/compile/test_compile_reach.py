@@ -1,0 +1,102 @@
+"""What tt.compile's guards reach beyond closures and globals: properties' getters, classmethods,
+np.vectorize's function, operator.attrgetter's names, a container's bound methods, names read
+through globals() or set on builtins, np.geterr(), strides, Python values NumPy functions give
+on traced values (np.allclose, np.shares_memory); and the refusals of round 18."""
+
+import operator
+import types
+
+import numpy as np
+import pytest
+
+import tinytensor as tt
+
+
+def _follows(f, change, calls=4):
+    """f compiled gives eager's value after each change."""
+    g = tt.compile(f)
+    x = np.arange(3.0)
+    for i in range(calls):
+        change(i)
+        np.testing.assert_array_equal(g(x), f(x))
+    return g
+
+
+def test_property_getter_closure():
+    box = {"t": 1.0}
+
+    class Cfg:
+        @property
+        def temp(self):
+            return box["t"]
+    cfg = Cfg()
+    _follows(lambda x: x / cfg.temp, lambda i: box.update(t=float(i + 1)))
+
+
+def test_classmethod_reads_its_class():
+    class Ops:
+        k = 2.0
+
+        @classmethod
+        def run(cls, x):
+            return x * cls.k
+    g = tt.compile(Ops.run)
+    for i in range(4):
+        Ops.k = float(i)
+        np.testing.assert_array_equal(g(np.ones(2)), Ops.run(np.ones(2)))
+
+
+def test_vectorize_attrgetter_and_bound_methods():
+    k, table = [2.0], {"a": 1.0}
+    vf = np.vectorize(lambda v: v * k[0])
+    cfg = types.SimpleNamespace(inner=types.SimpleNamespace(k=2.0))
+    get, look = operator.attrgetter("inner.k"), table.get
+
+    def change(i):
+        k[0], table["a"], cfg.inner.k = float(i), float(i + 1), float(i + 2)
+    _follows(lambda x: x + vf(np.arange(3.0)) + get(cfg) * look("a"), change)
+
+
+def test_globals_get_and_builtins():
+    import builtins
+    builtins.TT_REACH_K = 2.0
+    try:
+        def change(i):
+            builtins.TT_REACH_K = float(i)
+            if i == 2:
+                globals()["TT_REACH_SCALE"] = 3.0
+        _follows(lambda x: x * TT_REACH_K * globals().get("TT_REACH_SCALE", 1.0), change)  # noqa: F821
+    finally:
+        del builtins.TT_REACH_K
+        globals().pop("TT_REACH_SCALE", None)
+
+
+def test_geterr_branch():
+    old = np.geterr()
+    try:
+        _follows(lambda x: x * 2 if np.geterr()["divide"] == "raise" else x - 1,
+                 lambda i: np.seterr(divide="raise" if i >= 2 else "warn"))
+    finally:
+        np.seterr(**old)
+
+
+def test_strides_allclose_and_shares_memory_are_guards():
+    def f(x, y):
+        a = x * 2 if x.strides[-1] == x.itemsize else x - 1
+        b = a + 1 if np.allclose(x, y, atol=1.0) else a - y
+        return b * 3 if np.shares_memory(x, y) else b
+    g = tt.compile(f)
+    base = np.arange(12.0)
+    for x, y in [(base[:4], base[:4] + 0.5), (base[:8:2], base[:4] + 9), (base[:4], base[2:6]),
+                 (base[:4], base[:4] + 0.5)]:
+        np.testing.assert_array_equal(g(x, y), f(x, y))
+
+
+def test_a_returned_new_leaf_and_a_result_from_it_is_refused():
+    def f(x):
+        t = tt.tensor(x * 2, requires_grad=True)
+        return t, (t * t).sum()
+    with pytest.raises(RuntimeError, match="requires grad made inside it.*pass it in"):
+        tt.compile(f)(np.ones(3))
+    leaf = tt.compile(lambda x: tt.tensor(x * 2, requires_grad=True))(np.ones(3))   # alone: fine
+    assert leaf.requires_grad and leaf._prim is None
