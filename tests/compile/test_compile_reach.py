@@ -100,3 +100,36 @@ def test_a_returned_new_leaf_and_a_result_from_it_is_refused():
         tt.compile(f)(np.ones(3))
     leaf = tt.compile(lambda x: tt.tensor(x * 2, requires_grad=True))(np.ones(3))   # alone: fine
     assert leaf.requires_grad and leaf._prim is None
+
+
+def test_container_subclasses_keep_their_class_and_writes_into_arguments_are_refused():
+    import collections
+
+    class Pair(tuple):
+        def first(self):
+            return self[0]
+
+    class Bag(list):
+        def head(self):
+            return self[0]
+    f = tt.compile(lambda p, b, d: (p.first() * 2, b.head() + 1, type(d).__name__, d.default_factory()))
+    for i in range(3):
+        x = np.arange(3.0) + i
+        got = f(Pair((x, x)), Bag([x]), collections.defaultdict(float, {"a": x}))
+        np.testing.assert_array_equal(got[0], x * 2)
+        np.testing.assert_array_equal(got[1], x + 1)
+        assert got[2:] == ("defaultdict", 0.0)
+
+    def g(d, x):
+        d["seen"] = True
+        return x * 2
+    with pytest.raises(RuntimeError, match="changed a list or dict it was passed"):
+        tt.compile(g)({"a": 1}, np.ones(2))
+
+
+def test_an_ndarray_subclass_argument_is_refused():
+    f = tt.compile(lambda a, b: a * b)
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    np.testing.assert_array_equal(f(np.asarray(m), np.asarray(m)), np.asarray(m) * np.asarray(m))
+    with pytest.raises(RuntimeError, match="subclass of np.ndarray.*np.asarray"):
+        f(m, m)

@@ -5764,18 +5764,6 @@ XFAIL = {
         "isinstance(x, np.ndarray) on an array argument is False when compiled: other branch",
     "type_is_ndarray_branch":
         "type(x) is np.ndarray on an array argument is False when compiled: other branch",
-    "ordereddict_and_defaultdict":
-        "a defaultdict argument arrives inside f as a plain dict (type(d).__name__ differs)",
-    "defaultdict_missing_key":
-        "a defaultdict argument loses its default factory: d['missing'] raises KeyError",
-    "tuple_subclass_arg":
-        "a tuple-subclass argument arrives as a plain tuple: its method raises AttributeError",
-    "masked_array_arg":
-        "a MaskedArray argument loses its mask: a plain ndarray with other values comes back",
-    "matrix_subclass_arg":
-        "np.matrix arguments: a * b is elementwise when compiled, a matrix product eagerly",
-    "ndarray_subclass_with_attribute":
-        "an ndarray subclass argument: the result is a plain ndarray, not the subclass",
     "copy_deepcopy_arg_inside":
         "copy.deepcopy of a dict argument inside f gives a Tensor result, eagerly an ndarray",
     "deepcopy_of_array_arg":
@@ -5792,12 +5780,6 @@ XFAIL = {
         "NumPy's print options read inside f (np.array2string) are not guarded",
     "decimal_context_precision":
         "decimal's context precision read inside f is not guarded: the first result is frozen",
-    "list_subclass_arg":
-        "a list-subclass argument arrives as a plain list: its method raises AttributeError",
-    "dict_subclass_arg":
-        "a dict-subclass argument arrives as a plain dict: its method raises AttributeError",
-    "list_subclass_result_type":
-        "a list-subclass argument arrives as a plain list: type(b).__name__ differs",
 }
 
 

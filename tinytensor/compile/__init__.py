@@ -22,6 +22,7 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 
 import builtins
 import collections
+import copy
 import dataclasses
 import functools
 import gc
@@ -342,7 +343,15 @@ class Compiled:
                 inputs.append(first.setdefault(id(a), t))   # an array passed twice: one object
             else:                                            # in f (`a is b`), as eagerly (a key)
                 inputs.append(tracer.number(a, n, i, plain_numbers))
+        subclass = _array_subclass((args, kwargs))
+        if subclass is not None:
+            raise RuntimeError(
+                f"tt.compile: {self.__name__} was given an argument of class {subclass.__name__}, a "
+                f"subclass of np.ndarray whose own behaviour (np.matrix's * as a matrix product, a "
+                f"masked array's mask) the program, which computes on plain arrays, would not keep. "
+                f"Pass np.asarray(x), or call the function uncompiled")
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
+        given = _contents((traced_args, traced_kwargs))     # f's writes into them: refused
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
         stamp = STATE.memory_write           # this thread's writes only
@@ -373,6 +382,12 @@ class Compiled:
                                 err.tt_compile_numbers = True
                             raise
                         returned = True
+                        if _contents((traced_args, traced_kwargs)) != given:
+                            raise RuntimeError(
+                                f"tt.compile: {self.__name__} changed a list or dict it was passed "
+                                f"(d[k] = ..., append, a defaultdict's new key) while being recorded; "
+                                f"the program would not repeat that. Return the new values instead, "
+                                f"or call the function uncompiled")
                         returns = _returned_arguments(tracer, out, inputs, traced_args, traced_kwargs)
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
@@ -711,6 +726,56 @@ def _summary(a):
 
 
 # ----- arguments: array leaves are inputs, everything else is part of the key --------------------
+def _contents(tree, found=None):
+    """The lists and dicts in tree, each with its items by identity (a write into one shows)."""
+    if found is None:
+        found = []
+    if isinstance(tree, dict):
+        found.append((id(tree), tuple((k, id(v)) for k, v in tree.items())))
+        for v in tree.values():
+            _contents(v, found)
+    elif isinstance(tree, (list, tuple)):
+        if isinstance(tree, list):
+            found.append((id(tree), tuple(id(v) for v in tree)))
+        for v in tree:
+            _contents(v, found)
+    return found
+
+
+def _array_subclass(tree):
+    """The class of the first ndarray subclass among tree's leaves (not a Tensor), or None."""
+    if isinstance(tree, np.ndarray):
+        return None if type(tree) is np.ndarray else type(tree)
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, (list, tuple)):
+        for v in tree:
+            found = _array_subclass(v)
+            if found is not None:
+                return found
+    return None
+
+
+def _rebuilt(tree, children):
+    """A container like `tree` (its class, a defaultdict's factory, a subclass's attributes)
+    holding `children` instead."""
+    t = type(tree)
+    if t in (dict, list, tuple) or isinstance(tree, tuple) and hasattr(tree, "_fields"):
+        return transforms._rebuild(tree, children)
+    if isinstance(tree, tuple):                  # a tuple subclass: its class and attributes
+        new = tuple.__new__(t, children)
+        if getattr(tree, "__dict__", None):
+            new.__dict__.update(tree.__dict__)
+        return new
+    new = copy.copy(tree)                        # a dict or list subclass, a defaultdict
+    if isinstance(tree, dict):
+        dict.clear(new)
+        dict.update(new, children)
+    else:
+        list.__setitem__(new, slice(None), children)
+    return new
+
+
 def _aliases(arrays, args, kwargs):
     """Which array leaves are the same object: for each, the position of its first; and so for
     the lists and dicts holding them (f(d, d) against f(d, dict(d)))."""
@@ -768,7 +833,8 @@ def _flatten(tree, arrays, key, tensors):
         for k, item in items:
             key.append(k)
             _flatten(item, arrays, key, tensors)
-    elif isinstance(tree, np.ndarray):            # a subclass: its plain array
+    elif isinstance(tree, np.ndarray):            # a subclass (np.matrix, a masked array): its
+        key.append(t)                             # class in the key (refused when recorded)
         _flatten(np.asarray(tree), arrays, key, tensors)
     elif t in _NUMBERS:       # a number: an input of the program (its type in the key), see _Number
         arrays.append(tree)
@@ -876,9 +942,9 @@ def _refill(tree, inputs, numbers=False, seen=None):
     if seen is None:
         seen = {}
     if isinstance(tree, dict):
-        out = transforms._rebuild(tree, {k: _refill(v, inputs, numbers, seen) for k, v in tree.items()})
+        out = _rebuilt(tree, {k: _refill(v, inputs, numbers, seen) for k, v in tree.items()})
     elif isinstance(tree, (tuple, list)):
-        out = transforms._rebuild(tree, [_refill(v, inputs, numbers, seen) for v in tree])
+        out = _rebuilt(tree, [_refill(v, inputs, numbers, seen) for v in tree])
     else:
         return tree
     if not isinstance(tree, tuple):          # (a mutable container: its identity is f's to see)
