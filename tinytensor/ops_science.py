@@ -36,7 +36,8 @@ def _arg(x):
     """A Tensor as it is; numbers and lists as float arrays."""
     if isinstance(x, Tensor):
         return x
-    x = np.asarray(x)
+    if not isinstance(x, np.ndarray):      # (an array stays itself: a traced one, tt.compile's,
+        x = np.asarray(x)                  # keeps its NumPy operations recorded)
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 

@@ -80,6 +80,15 @@ def refuse_read_while_recording(what):
             f"state is not a value it computes). Call it outside the compiled function")
 
 
+def traced_data(t):
+    """t.data (t a Tensor) for tinytensor's own code that computes on the value with NumPy
+    (a mask from a shape parameter, counts): while tt.compile records, the traced array, whose
+    NumPy operations are recorded as lines of the program (recomputed on every call) instead of
+    a value frozen at the recording."""
+    recorder = None if SHARED.quiet else STATE.recorder
+    return t.data if recorder is None else recorder.data_of(t)
+
+
 def constant_read(t, how):
     """t.data, read by tinytensor's own code as a constant of what it computes (repeat's counts,
     a fill value, quantile's q, a size): while tt.compile records, a guard on the whole value

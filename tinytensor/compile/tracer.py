@@ -307,6 +307,11 @@ class _Tracer:
         """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
         return self.guard(_itself, _Ref(var), value, how)
 
+    def data_of(self, t):
+        """state.traced_data: t's value as a traced array where t is traced (outside an entry)."""
+        var = None if self.depth_inside else self.var_of(t)
+        return t.data if var is None else self.tainted(t.data, var)
+
     def tainted(self, array, var):
         """`array` (a traced value) as the NumPy array f sees: its NumPy operations are recorded
         and its reads into Python guarded (_Tainted)."""
@@ -1316,9 +1321,11 @@ _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 
 
 def _for_user(frame):
-    """Whether frame is user code, or NumPy's Python code user code called (np.fill_diagonal
-    converting its val)."""
-    while frame is not None and frame.f_code.co_filename.startswith(_NUMPY_DIR):
+    """Whether frame is user code, or a library's Python code user code called (NumPy's
+    np.fill_diagonal converting its val, SciPy's stats.norm.mean converting loc): not
+    tinytensor's own."""
+    while frame is not None and not _is_user(frame.f_code) \
+            and not frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
     return frame is not None and _is_user(frame.f_code)
 

@@ -771,14 +771,36 @@ def _prepare(func, y0, t, args, name, replay=True):
     leaves = [_as_input(a, f"args leaf {i}") for i, a in enumerate(leaves)]
     rhs = _RHS(func, structure, len(leaves), replay=replay and not getattr(func, "_adjoint_system", False))
     rhs.check = is_grad_enabled()
-    if rhs.check:                 # closure conversion: the Tensors func reaches on its own
+    rec = STATE.recorder       # tt.compile recording the call: what func reads of its values
+    rec = rec if rec is not None and getattr(rec, "recording", False) and not rec.depth_inside else None
+    if rhs.check or rec is not None:   # closure conversion: the Tensors func reaches on its own
         t0 = (t.data if isinstance(t, Tensor) else t)[0]
         y0v = y0.data if isinstance(y0, Tensor) else y0
+        seen = (len(rec.entries), len(rec.values)) if rec is not None else None
         inputs, out = rhs._traced(y0v, t0, [a.data if isinstance(a, Tensor) else a for a in leaves],
                                   check=False)
-        if isinstance(out, Tensor) and out.requires_grad:
+        if rhs.check and isinstance(out, Tensor) and out.requires_grad:
             rhs.captures = _reached_before(out, inputs[0]._id)
+        if rec is not None:
+            _refuse_traced_closure(rec, seen, (y0, t, *leaves, *rhs.captures), name)
     return y0, t, leaves, rhs
+
+
+def _refuse_traced_closure(rec, seen, given, name):
+    """func, called once on fresh values while tt.compile records, read a value the recording
+    traces (an argument of the compiled function, or computed from one) other than those handed
+    to it: its program would keep that value. Refused, naming the fix."""
+    from ..compile.tracer import _refs
+    entries, count = seen
+    handed = {rec.var_of(x) for x in given if isinstance(x, (Tensor, np.ndarray))}
+    read = {r for e in rec.entries[entries:] for r in _refs(e.args, []) + _refs(e.kwargs, [])}
+    if any(r < count and r not in handed and r not in rec.live_vars for r in read):   # (a Tensor made
+        # before the call, closed over: its program reads it through the Tensor on every call)
+        raise RuntimeError(
+            f"tt.compile: the right-hand side given to tt.scipy.integrate.{name} reads, through its "
+            f"closure, a value the compiled function computes from its arguments; the solver's "
+            f"program would keep this call's value. Pass it in args=(...) (func(y, t, *args)), or "
+            f"call the function uncompiled")
 
 
 def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None, rtol=None,

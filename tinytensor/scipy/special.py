@@ -23,6 +23,7 @@ import scipy.special as sp
 from .. import ops
 from ..ops import elementwise as ew
 from ..ops.table import defprim, elementwise, nondifferentiable
+from ..state import traced_data
 from ..tensor import Tensor
 
 SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2
@@ -67,7 +68,7 @@ def _constant(op, what, value):
             raise TypeError(f"scipy.special.{op}: the argument {what} is not differentiable (tinytensor "
                             f"differentiates {op} in its last argument only); pass {what}.detach() "
                             f"for its value")
-        return value.data
+        return traced_data(value)
     return value
 
 
@@ -78,7 +79,7 @@ def _param_like(c, x):
 
 
 def _sign(x):
-    return np.sign(x.data if isinstance(x, Tensor) else x)
+    return np.sign(traced_data(x) if isinstance(x, Tensor) else x)
 
 
 # ----- gamma and beta functions -----------------------------------------------------------------
@@ -170,7 +171,7 @@ def gammasgn(x):
     >>> tt.scipy.special.gammasgn(tt.tensor([-0.5, 0.5, 2.0]))
     array([-1.,  1.,  1.])
     """
-    return sp.gammasgn(x.data if isinstance(x, Tensor) else x)
+    return sp.gammasgn(traced_data(x) if isinstance(x, Tensor) else x)
 
 
 __all__.append("gammasgn")
@@ -232,7 +233,7 @@ def multigammaln(a, d):
     if int(d) != d or d < 1:
         raise ValueError(f"multigammaln: d must be a positive integer, got {d!r}")
     d = int(d)
-    value = a.data if isinstance(a, Tensor) else np.asarray(a, dtype=float)
+    value = traced_data(a) if isinstance(a, Tensor) else np.asarray(a, dtype=float)
     if np.any(value <= 0.5 * (d - 1)):
         raise ValueError(f"multigammaln: a must be larger than (d - 1) / 2 = {0.5 * (d - 1)} everywhere")
     halves = np.arange(d, dtype=value.dtype) * 0.5

@@ -26,18 +26,27 @@ import scipy.stats
 from .. import linalg as tt_linalg
 from .. import ops
 from ..ops import elementwise as ew
-from ..ops_science import _arg, _value
+from ..ops_science import _arg
+from ..state import traced_data
 from ..tensor import Tensor
 from . import special as sp
 
 LOG_2PI = math.log(2 * math.pi)
 
 
+def _value(x):
+    """x's value as a NumPy array (no gradient; while tt.compile records, a traced one, whose
+    NumPy operations are lines of the program)."""
+    if isinstance(x, Tensor):
+        return traced_data(x)
+    return x if isinstance(x, np.ndarray) else np.asarray(x)
+
+
 def _constant(method, what, value):
     if isinstance(value, Tensor) and value.requires_grad:
         raise TypeError(f"tt.scipy.stats.{method}: not differentiable in {what} (it enters "
                         f"betainc/gammainc as a shape parameter); pass {what}.detach() for its value")
-    return _arg(value.data if isinstance(value, Tensor) else value)
+    return _arg(traced_data(value) if isinstance(value, Tensor) else value)
 
 
 def _where(condition, x, fill):
