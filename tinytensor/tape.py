@@ -186,7 +186,8 @@ class Primitive:
                 return ans
             # tt.compile: a primitive on recorded arrays (a mask reshaped) is a line of the program
             array = np.asarray(ans)
-            noted = STATE.recorder.numpy(self.fun, self.name, values, params, array)
+            noted = STATE.recorder.numpy(self.fun, self.name, values, params, array,
+                                         generic=isinstance(ans, np.generic))
             return ans if noted is array else noted
         generic = False
         if type(ans) is not np.ndarray:

@@ -765,7 +765,7 @@ class _Tracer:
             for name, p in m.named_parameters():
                 self.live(p, name.replace(".", "_"))
 
-    def numpy(self, target, name, args, kwargs, result, tensor=None):
+    def numpy(self, target, name, args, kwargs, result, tensor=None, generic=False):
         """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
         noted, so the program computes it again (`tensor`: the Tensor that holds it). Inside an
         entry (a primitive's forward, a rule: replayed whole) nothing is noted."""
@@ -775,6 +775,8 @@ class _Tracer:
                             for a in (*args, *kwargs.values()))   # an array f holds: read anew
         var = self.record(target, name, args, kwargs, result, name, "numpy",
                           objects=() if tensor is None else (tensor,), constants_too=held)
+        if var is not None and generic:      # eagerly a NumPy scalar (tt.exp of a number)
+            self.generic_vars.add(var)
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
             self.numpy_tensors.add(var)      # a Tensor where an operand is one (tt.floor(t))
@@ -977,7 +979,10 @@ def _numpy_scalar_rule(name, op, reflected):
                 if rec.passed_as_array(self):   # (a NumPy-scalar number argument: still the input)
                     return op(other, self) if reflected else op(self, other)
             else:
-                other = _weakened(rec, self, other)
+                weak = _weakened(rec, self, other)
+                if weak is other and isinstance(other, Tensor):   # x.sum() * w: self is the one
+                    self = _weakened(rec, other, self)           # eagerly a NumPy scalar (weak)
+                other = weak
         return getattr(Tensor, name)(self, other)
     operator.__name__ = name
     return operator
