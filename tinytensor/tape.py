@@ -39,7 +39,7 @@ import numpy as np
 
 from . import backend
 from .hooks import TENSOR_HOOKS
-from .state import SHARED, STATE, update_hook
+from .state import SHARED, STATE, traced_data, update_hook
 from .tensor import _LAST_WRITE, Tensor, _make, _new_tensor, _next_id, written_after
 from .weakid import IdentityWeakMap
 
@@ -773,8 +773,8 @@ def backward(output, grad=None):
                                f"array of that shape) for a non-scalar output")
         grad = _seed(output.data)
     else:
-        grad = backend.asarray(grad.data if isinstance(grad, Tensor) else grad, like=output.data,
-                               what="backward's grad")
+        grad = backend.asarray(traced_data(grad) if isinstance(grad, Tensor) else grad, like=output.data,
+                               what="backward's grad")    # (tt.compile: its cast a program line)
         if grad.shape != output.shape:
             raise ValueError(f"backward: grad has shape {grad.shape} but {output.name or 'the output'} "
                              f"has shape {output.shape}")

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import backend, ops
 from .ops.batching import BatchArray
-from .state import STATE
+from .state import STATE, traced_data
 from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _make
 from .vmap import materialize, rewrap, vmap
@@ -247,7 +247,8 @@ def _checked(seeds, like, what, keep_tensors):
     for i, (s, x) in enumerate(zip(seeds, like)):
         x = _value(x)
         if not (keep_tensors and isinstance(s, Tensor)):
-            s = backend.asarray(s.data if isinstance(s, Tensor) else s, _float_dtype(x), like=x, what=what)
+            s = backend.asarray(traced_data(s) if isinstance(s, Tensor) else s, _float_dtype(x), like=x,
+                                what=what)    # (tt.compile: a cast of a traced seed is a program line)
         if s.shape != x.shape:
             raise ValueError(f"{what}: leaf {i} has shape {s.shape} but must have shape {x.shape}")
         out.append(s)

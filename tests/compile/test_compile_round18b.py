@@ -1574,7 +1574,7 @@ def _ignored(i, r):
     return y
 
 
-@case(xfail="ignore_index set to 2 between calls: labels -1 raise eagerly, not compiled")
+@case()
 def ce_ignore_index_changed_between_calls():
     @at(3, 10)
     def ch(i, env):
@@ -1677,7 +1677,7 @@ def ce_functional_ignore_index_number_argument():
     return build()
 
 
-@case(xfail="NLLLoss ignore_index set to 1 between calls: a label -1 raises eagerly only")
+@case()
 def nll_ignore_index_and_weight():
     @at(3, 10)
     def ch(i, env):
@@ -3351,33 +3351,33 @@ def _logp(z):
     return tt.log_softmax(z, axis=-1)
 
 
-@case(xfail="CrossEntropyLoss(ignore_index=2): a label -1 raises eagerly, compiled returns a loss")
+@case()
 def ce_ignore_index_in_range_negative_label():
     return _ce_in_range_ignore(nn.CrossEntropyLoss, lambda z: z)()
 
 
-@case(xfail="NLLLoss(ignore_index=2): a label -1 raises eagerly, compiled returns a loss")
+@case()
 def nll_ignore_index_in_range_negative_label():
     return _ce_in_range_ignore(nn.NLLLoss, _logp)()
 
 
-@case(xfail="NLLLoss(): a label -1 raises IndexError eagerly, compiled picks the last class")
+@case()
 def nll_default_negative_label():
     return _ce_in_range_ignore(nn.NLLLoss, _logp, ignore_index=-100)()
 
 
-@case(xfail="NLLLoss(reduction='none'): a label -1 raises eagerly, compiled gives -0.0 there")
+@case()
 def nll_reduction_none_negative_label():
     return _ce_in_range_ignore(nn.NLLLoss, _logp, reduction="none")()
 
 
-@case(xfail="CrossEntropyLoss(weight=...): a label -1 raises eagerly, not compiled")
+@case()
 def ce_weighted_negative_label():
     return _ce_in_range_ignore(nn.CrossEntropyLoss, lambda z: z,
                                weight=np.array([1.0, 2.0, 3.0, 4.0]))()
 
 
-@case(xfail="CrossEntropyLoss(label_smoothing=0.1): a label -1 raises eagerly, not compiled")
+@case()
 def ce_label_smoothing_negative_label():
     return _ce_in_range_ignore(nn.CrossEntropyLoss, lambda z: z, label_smoothing=0.1)()
 
@@ -3529,7 +3529,7 @@ def two_backwards_retain_graph_accumulate_inside():
     return build()
 
 
-@case(xfail="per.backward(w): float64 weights on a float32 loss are the first call's")
+@case()
 def backward_with_gradient_inside_reduction_none():
     def build():
         model = mlp()
@@ -4195,27 +4195,27 @@ def _cotangent_case(wdt, gdt, how):
     return build
 
 
-@case(xfail="y.backward(g): a float64 g on a float32 y is frozen at the first call's")
+@case()
 def backward_float64_cotangent_on_float32_output():
     return _cotangent_case(np.float32, np.float64, "pos")()
 
 
-@case(xfail="y.backward(g): a float32 g on a float64 y is frozen at the first call's")
+@case()
 def backward_float32_cotangent_on_float64_output():
     return _cotangent_case(np.float64, np.float32, "pos")()
 
 
-@case(xfail="y.backward(gradient=g) with g of another dtype: frozen at the first call's")
+@case()
 def backward_gradient_keyword_other_dtype():
     return _cotangent_case(np.float32, np.float64, "kw")()
 
 
-@case(xfail="an int64 cotangent passed to y.backward on a float32 y is frozen")
+@case()
 def backward_int_cotangent_on_float32_output():
     return _cotangent_case(np.float32, np.int64, "pos")()
 
 
-@case(xfail="tt.vjp's pullback given a float64 cotangent for a float32 output: frozen")
+@case()
 def vjp_pullback_float64_cotangent_on_float32():
     return _cotangent_case(np.float32, np.float64, "vjp")()
 
@@ -4959,22 +4959,22 @@ def _list_label_case(**kw):
     return build
 
 
-@case(xfail="CrossEntropyLoss on labels given as a Python list: AttributeError compiled only")
+@case()
 def ce_labels_as_python_list():
     return _list_label_case()()
 
 
-@case(xfail="CrossEntropyLoss(ignore_index=0), labels a Python list: the ignore is lost compiled")
+@case()
 def ce_ignore_index_labels_as_python_list():
     return _list_label_case(ignore_index=0)()
 
 
-@case(xfail="CrossEntropyLoss(reduction='none'), labels a Python list: crashes compiled")
+@case()
 def ce_reduction_none_labels_as_python_list():
     return _list_label_case(reduction="none")()
 
 
-@case(xfail="CrossEntropyLoss(label_smoothing=0.2), labels a Python list: TypeError compiled")
+@case()
 def ce_label_smoothing_labels_as_python_list():
     return _list_label_case(label_smoothing=0.2)()
 
@@ -4998,7 +4998,7 @@ def ce_labels_as_int_tensor():
     return build()
 
 
-@case(xfail="F.cross_entropy on labels given as a Python list: AttributeError compiled only")
+@case()
 def functional_ce_labels_as_python_list():
     def build():
         w = tt.tensor(_rng(31).standard_normal((4, 3)), requires_grad=True)
@@ -5007,7 +5007,7 @@ def functional_ce_labels_as_python_list():
     return build()
 
 
-@case(xfail="CrossEntropyLoss on labels given as a tuple: AttributeError compiled only")
+@case()
 def ce_labels_as_tuple():
     def build():
         w = tt.tensor(_rng(31).standard_normal((4, 3)), requires_grad=True)

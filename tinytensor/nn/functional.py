@@ -952,11 +952,10 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     t = backend.asarray(target.data if isinstance(target, Tensor) else target, like=log_p,
                         what=f"{name}'s target")
     if t.dtype.kind in "iu" and t.shape == tuple(log_p.shape[:-1]):
-        check_class_range(t, C, name, ignore_index)
-        # functions of the labels' values, computed off the tape: ops.on_values has tt.compile
-        # compute them again on every call
-        args = (target, w_arg, ignore_index, smoothing)
-        values = (t, w, ignore_index, smoothing)
+        # functions of the labels' values, computed off the tape (the range check in the first):
+        # ops.on_values has tt.compile compute them again on every call
+        args = (target, w_arg, ignore_index, smoothing, name)
+        values = (t, w, ignore_index, smoothing, name)
         coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(*values))
         total = ops.on_values(_label_total, args, {}, _label_total(*values))
     elif t.shape == tuple(log_p.shape):
@@ -980,10 +979,11 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
     return rows if reduction == "none" else ops.sum(rows)
 
 
-def _label_coefficients(t, w, ignore_index, smoothing):
-    """(..., C) weights of log_p for class indices t (checked): (1 - s) w[y] onehot(y) + (s / C) w,
-    rows with y == ignore_index zeroed."""
+def _label_coefficients(t, w, ignore_index, smoothing, name=None):
+    """(..., C) weights of log_p for class indices t, checked to lie in [0, C) (or equal
+    ignore_index): (1 - s) w[y] onehot(y) + (s / C) w, rows with y == ignore_index zeroed."""
     C = w.shape[0]
+    check_class_range(t, C, name, ignore_index)
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
     row_weight = w[safe] * keep
@@ -994,7 +994,7 @@ def _label_coefficients(t, w, ignore_index, smoothing):
     return coef
 
 
-def _label_total(t, w, ignore_index, smoothing):
+def _label_total(t, w, ignore_index, smoothing, name=None):
     """The weighted mean's divisor: the sum of w[y] over the rows kept."""
     keep = t != ignore_index
     return (w[np.where(keep, t, 0)] * keep).sum()
@@ -1025,6 +1025,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
     ignore_index = int(ignore_index)
     logits, target = _class_last(logits, target)
     t = target.data if isinstance(target, Tensor) else backend.asarray(target)
+    if isinstance(target, (list, tuple)):
+        target = t                           # labels as a Python list: the array, as NumPy's
     if t.dtype.kind in "iub" and t.ndim and t.shape == tuple(logits.shape):
         raise ValueError(
             f"CrossEntropyLoss: integer targets of the logits' shape {t.shape}: class indices must "
@@ -1088,6 +1090,8 @@ def nll_loss(log_p, target, weight=None, ignore_index=-100, reduction="mean"):
     reduction, ignore_index = _check_reduction(reduction), int(ignore_index)
     log_p, target = _class_last(log_p, target)
     t = backend.asarray(target.data if isinstance(target, Tensor) else target)
+    if isinstance(target, (list, tuple)):
+        target = t
     if t.dtype.kind not in "iu":
         raise TypeError(f"NLLLoss: target must be integer class indices, got dtype {t.dtype}")
     return _weighted_nll(log_p, t, weight, ignore_index, 0.0, reduction, "NLLLoss")
