@@ -89,6 +89,14 @@ def traced_data(t):
     return t.data if recorder is None else recorder.data_of(t)
 
 
+def traced_array(a):
+    """An array tinytensor hands to user code as it is (Dropout's `.mask`): while tt.compile
+    records and `a` is a traced value, the traced array (user code's NumPy operations on it are
+    recorded); else `a`."""
+    recorder = None if SHARED.quiet else STATE.recorder
+    return a if recorder is None else recorder.array_of(a)
+
+
 def constant_read(t, how):
     """t.data, read by tinytensor's own code as a constant of what it computes (repeat's counts,
     a fill value, quantile's q, a size): while tt.compile records, a guard on the whole value

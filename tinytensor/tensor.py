@@ -773,8 +773,9 @@ def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
                               "full_like")
-    return Tensor(np.full_like(value, _value(fill_value), dtype=dtype), requires_grad=requires_grad,
-                  device=device)
+    fill = constant_read(fill_value, "full_like's fill value") if isinstance(fill_value, Tensor) \
+        else _value(fill_value)
+    return Tensor(np.full_like(value, fill, dtype=dtype), requires_grad=requires_grad, device=device)
 
 
 def _recorded_fill(shape, fill, dtype, name):
@@ -797,7 +798,9 @@ def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, 
         value = _value(a)
         return _recorded_fill(np.shape(value) if shape is None else shape, fill_value,
                               value.dtype if dtype is None else dtype, "np.full_like")
-    return np.full_like(_value(a), _value(fill_value), dtype, order, subok, shape, **kwargs)
+    fill = constant_read(fill_value, "np.full_like's fill value") if isinstance(fill_value, Tensor) \
+        else _value(fill_value)
+    return np.full_like(_value(a), fill, dtype, order, subok, shape, **kwargs)
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):

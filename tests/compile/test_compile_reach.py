@@ -133,3 +133,45 @@ def test_an_ndarray_subclass_argument_is_refused():
     np.testing.assert_array_equal(f(np.asarray(m), np.asarray(m)), np.asarray(m) * np.asarray(m))
     with pytest.raises(RuntimeError, match="subclass of np.ndarray.*np.asarray"):
         f(m, m)
+
+
+def test_reading_the_optimizer_state_inside_is_refused_and_fills_follow_their_values():
+    w = tt.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    opt = tt.optim.SGD([w], lr=0.1, momentum=0.9)
+
+    def step(x):
+        opt.zero_grad()
+        tt.sum(w * x).backward()
+        opt.step()
+        return opt.state[w]["momentum_buffer"].copy()
+    with pytest.raises(RuntimeError, match=r"opt.state inside a compiled function"):
+        tt.compile(step)(np.ones(2))
+    assert opt.state == {} and w.data.tolist() == [1.0, 2.0]    # a refusal leaves no trace
+    fill = tt.compile(lambda x: (tt.full_like(w.detach(), x[0]), tt.pad(w.detach(), (1, 1),
+                                                                      constant_values=x[1])))
+    for i in range(3):
+        x = np.array([1.0 + i, -2.0 * i])
+        a, b = fill(x)
+        np.testing.assert_array_equal(a.data, [x[0], x[0]])
+        np.testing.assert_array_equal(b.data, [x[1], 1.0, 2.0, x[1]])
+
+
+def test_another_thread_draws_from_numpy_while_one_records():
+    import threading
+    started, done = threading.Event(), threading.Event()
+
+    def slow(x):
+        started.set()
+        done.wait(5)
+        return x * 2
+    g = tt.compile(slow)
+    t = threading.Thread(target=g, args=(np.ones(2),))
+    t.start()
+    started.wait(5)
+    try:
+        state = np.random.get_state()            # this thread records nothing: NumPy's own
+        np.random.set_state(state)
+    finally:
+        done.set()
+        t.join()
+    assert np.random.get_state is not None and np.random.default_rng(0).random() < 1

@@ -3851,6 +3851,7 @@ def tensor_method_on_array_argument(C):
 # ----------------------------------------------------------------------------- what each case gave
 
 OUTCOMES = {
+    "optimizer_state_dict_returned_from_step": ("refused", ""),   # opt.state_dict() inside: refused
     "nonlocal_step_counter_rebinding": ("refused", ""),
     "batchnorm_cumulative_momentum_none": ("refused", ""),
     "custom_optimizer_overriding_step": ("refused", ""),

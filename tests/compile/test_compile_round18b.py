@@ -4329,17 +4329,17 @@ def loss_scaled_by_argument_element_float32_model():
     return build()
 
 
-@case(xfail="tt.full_like(w, x[0]): the fill value is the first call's")
+@case()
 def full_like_fill_from_argument_element():
     return _scalar_case(lambda w, x: tt.full_like(w, x[0]) * w)()
 
 
-@case(xfail="tt.full_like(w, x.sum()): the fill value is the first call's")
+@case()
 def full_like_fill_from_argument_sum():
     return _scalar_case(lambda w, x: tt.full_like(w.detach(), x.sum()))()
 
 
-@case(xfail="np.full_like(w, x[0]): the fill value is the first call's")
+@case()
 def np_full_like_fill_from_argument_element():
     return _scalar_case(lambda w, x: np.full_like(w, x[0]))()
 
@@ -4349,12 +4349,12 @@ def full_fill_from_argument_element():
     return _scalar_case(lambda w, x: tt.full((3,), x[0], dtype=np.float32) * w)()
 
 
-@case(xfail="tt.pad(constant_values=x[0]): works eagerly, TypeError compiled")
+@case()
 def pad_constant_values_from_argument_element():
     return _scalar_case(lambda w, x: tt.pad(w, (1, 1), constant_values=x[0]))()
 
 
-@case(xfail="hasattr(x, 'to') is True compiled on an array argument, then x.to raises")
+@case()
 def duck_typed_cast_with_hasattr_on_array_argument():
     def build():
         model = mlp()
@@ -4558,12 +4558,12 @@ def _sgdm(ps):
     return tt.optim.SGD(ps, lr=0.1, momentum=0.9)
 
 
-@case(xfail="opt.state[w]['momentum_buffer'].copy() after step: frozen at the recording's")
+@case()
 def sgd_momentum_buffer_copy_read_after_step():
     return _opt_state_case(_sgdm, "momentum_buffer")()
 
 
-@case(xfail="opt.state[w]['momentum_buffer'].copy() before step: frozen at the recording's")
+@case()
 def sgd_momentum_buffer_copy_read_before_step():
     return _opt_state_case(_sgdm, "momentum_buffer", when="pre")()
 
@@ -4591,32 +4591,32 @@ def _opt_state_mlp_case(mkopt, dtype=np.float32):
     return build
 
 
-@case(xfail="Adam's moments copied after the step (float32 MLP): not the optimizer's")
+@case()
 def adam_moments_copied_after_step_mlp():
     return _opt_state_mlp_case(lambda ps: tt.optim.Adam(ps, lr=0.01))()
 
 
-@case(xfail="Adam's moments copied after the step (float64 MLP): not the optimizer's")
+@case()
 def adam_moments_copied_after_step_mlp_float64():
     return _opt_state_mlp_case(lambda ps: tt.optim.Adam(ps, lr=0.01), dtype=np.float64)()
 
 
-@case(xfail="AMSGrad's max_exp_avg_sq copied after the step: not the optimizer's")
+@case()
 def amsgrad_state_copied_after_step_mlp():
     return _opt_state_mlp_case(lambda ps: tt.optim.Adam(ps, lr=0.01, amsgrad=True))()
 
 
-@case(xfail="SGD momentum buffer copied after the step (MLP): not the optimizer's")
+@case()
 def sgd_momentum_buffer_copied_after_step_mlp():
     return _opt_state_mlp_case(_sgdm)()
 
 
-@case(xfail="RMSprop's square_avg copied after the step (MLP): not the optimizer's")
+@case()
 def rmsprop_square_avg_copied_after_step_mlp():
     return _opt_state_mlp_case(lambda ps: tt.optim.RMSprop(ps, lr=0.01))()
 
 
-@case(xfail="centered RMSprop's state copied after the step (MLP): not the optimizer's")
+@case()
 def rmsprop_centered_state_copied_after_step_mlp():
     return _opt_state_mlp_case(lambda ps: tt.optim.RMSprop(ps, lr=0.01, centered=True,
                                                            momentum=0.5))()
@@ -4632,7 +4632,7 @@ def adam_step_count_read_after_step():
     return _opt_state_case(lambda ps: tt.optim.Adam(ps, lr=0.1), "step", copy_it=False)()
 
 
-@case(xfail="opt.state_dict() returned from the step: its moments are not the optimizer's")
+@case()
 def step_returns_optimizer_state_dict():
     return _ret_state_case(lambda when, m, o, s: o.state_dict() if when == "post" else None)()
 
@@ -5291,7 +5291,7 @@ def module_apply_sets_dropout_p_between_calls():
     return _model_step_builder(_drop_bn, ch)()
 
 
-@case(xfail="Dropout's .mask read inside f and returned: the recording's mask on later calls")
+@case()
 def dropout_mask_read_inside_and_returned():
     def build():
         model = nn.Sequential(nn.Linear(4, 6, rng=0), nn.Dropout(0.5), nn.Linear(6, 3, rng=1))

@@ -411,8 +411,9 @@ class Compiled:
             numbers = bool(tracer.numbers)
             if numbers:
                 _put_back_numbers(tracer)
-            if returned:          # f's optimizer steps &c. put back: the program's first run does them
-                tracer.undo_effects()
+            err = sys.exc_info()[1]       # f's optimizer steps &c. put back: the program's first
+            if returned or isinstance(err, RuntimeError) and str(err).startswith("tt.compile"):
+                tracer.undo_effects()     # run does them (a refusal leaves no trace of the call)
         if numbers and builtins.any("type" in code.co_names for code in reach.codes):
             # `type(lr) is float` would see the tracked number's class, not eager's: numbers as keys
             err = TypeError("the code that ran calls type(), which a tracked number cannot answer as "

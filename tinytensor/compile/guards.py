@@ -28,6 +28,7 @@ import math
 import operator
 import os
 import sys
+import threading
 import types
 import weakref
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from ..draws import _attribute as _attr
 from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
+from ..state import STATE
 from ..tensor import Tensor
 from . import subscripts
 from .tracer import _is_user, _Tainted
@@ -164,15 +166,58 @@ def _untaken_argument(frame, traced):
     return None
 
 
-def _refused_legacy(name):
-    """np.random.get_state/set_state/seed while f is recorded: a refusal (the state is not a
-    value the program computes; its draws are refused too)."""
-    def refused(*args, **kwargs):
-        raise RuntimeError(
-            f"tt.compile: np.random.{name}() inside a compiled function reads or sets NumPy's global "
-            f"random state, which the program would not repeat (it would keep the recording call's). "
-            f"Call it outside the compiled function, or draw with tinytensor (tt.randn(..., rng=rng))")
-    return refused
+def _recording():
+    """This thread's tracer while it records f (not inside an entry), else None."""
+    rec = STATE.recorder
+    return rec if rec is not None and getattr(rec, "recording", False) and not rec.depth_inside else None
+
+
+def _refused_legacy(name, original):
+    """np.random.get_state/set_state/seed while f is recorded in this thread: a refusal (the
+    state is not a value the program computes; its draws are refused too). Other threads, and
+    this one outside a recording, get NumPy's own."""
+    def legacy(*args, **kwargs):
+        if _recording() is not None:
+            raise RuntimeError(
+                f"tt.compile: np.random.{name}() inside a compiled function reads or sets NumPy's "
+                f"global random state, which the program would not repeat (it would keep the "
+                f"recording call's). Call it outside the compiled function, or draw with tinytensor "
+                f"(tt.randn(..., rng=rng))")
+        return original(*args, **kwargs)
+    return legacy
+
+
+def _noted_default_rng(original):
+    """np.random.default_rng while f is recorded in this thread: the generators f makes are
+    noted (a draw from one is refused; default_rng(g) is g itself)."""
+    def default_rng(*args, **kwargs):
+        g = original(*args, **kwargs)
+        rec = _recording()
+        if rec is not None and not any(g is a for a in (*args, *kwargs.values())):
+            rec.made_generators.append(g)
+        return g
+    return default_rng
+
+
+_PATCHED = {"count": 0, "originals": {}}
+_PATCH_LOCK = threading.Lock()
+
+
+def _random_patches(step):
+    """Install NumPy's random functions' recording forms when the first recording (of any
+    thread) starts, put NumPy's own back when the last ends: they look at the calling thread's
+    recorder, so one thread recording leaves another's calls alone."""
+    with _PATCH_LOCK:
+        _PATCHED["count"] += step
+        if step > 0 and _PATCHED["count"] == 1:
+            names = ("get_state", "set_state", "seed", "default_rng")
+            originals = _PATCHED["originals"] = {n: getattr(np.random, n) for n in names}
+            for n in names[:3]:
+                setattr(np.random, n, _refused_legacy(n, originals[n]))
+            np.random.default_rng = _noted_default_rng(originals["default_rng"])
+        elif step < 0 and _PATCHED["count"] == 0:
+            for n, fun in _PATCHED["originals"].items():
+                setattr(np.random, n, fun)
 
 
 def _iterator_state(it):
@@ -318,8 +363,6 @@ class _Reach:
         self.before = None
         self._previous = None
         self._tracing = False
-        self._default_rng = np.random.default_rng
-        self._legacy = {}
         self._collect(f, 0)
 
     # ----- the functions and objects f can reach without running -----
@@ -489,18 +532,7 @@ class _Reach:
                     f"array as it is (its NumPy operations are recorded), tinytensor operations, or call "
                     f"the function uncompiled")
         sys.setprofile(profile)
-        made, original = tracer.made_generators, np.random.default_rng
-        self._default_rng = original
-
-        def default_rng(*args, **kwargs):      # np.random.default_rng while f is recorded: the
-            g = original(*args, **kwargs)      # generators f makes (a draw from one is refused;
-            if not any(g is a for a in (*args, *kwargs.values())):   # default_rng(g) is g itself)
-                made.append(g)
-            return g
-        np.random.default_rng = default_rng
-        self._legacy = {name: getattr(np.random, name) for name in ("get_state", "set_state", "seed")}
-        for name in self._legacy:
-            setattr(np.random, name, _refused_legacy(name))
+        _random_patches(+1)
         self._tracing = sys.gettrace() is None     # (a debugger's or coverage's tracer is left alone)
         if self._tracing:
             sys.settrace(subscripts.tracer(_is_user, self._subscript))
@@ -521,9 +553,7 @@ class _Reach:
 
     def exit(self):
         sys.setprofile(self._previous)
-        np.random.default_rng = self._default_rng
-        for name, fun in self._legacy.items():
-            setattr(np.random, name, fun)
+        _random_patches(-1)
         if self._tracing:
             sys.settrace(None)
         for k, c in self.caches.items():        # a functools.cache f called (a hit runs no code)

@@ -312,6 +312,11 @@ class _Tracer:
         var = None if self.depth_inside else self.var_of(t)
         return t.data if var is None else self.tainted(t.data, var)
 
+    def array_of(self, a):
+        """state.traced_array: array `a` as a traced array where it is a traced value."""
+        var = None if self.depth_inside or type(a) is not np.ndarray else self.index.get(id(a))
+        return a if var is None else self.tainted(a, var)
+
     def tainted(self, array, var):
         """`array` (a traced value) as the NumPy array f sees: its NumPy operations are recorded
         and its reads into Python guarded (_Tainted)."""
@@ -1153,11 +1158,10 @@ def _array_absent(name):
             return base.fget(self)
         return property(get, base.fset)
     if isinstance(base, types.FunctionType):
-        def method(self, *args, **kwargs):
+        def bound(self):           # the attribute itself is absent (hasattr(x, "to") is False)
             absent(self)
-            return base(self, *args, **kwargs)
-        method.__name__ = name
-        return method
+            return types.MethodType(base, self)
+        return property(bound)
     return None
 
 

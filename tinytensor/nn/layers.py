@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend, ops
 from ..ops.batching import not_batchable
 from ..rng import generator
-from ..state import STATE
+from ..state import STATE, traced_array
 from ..tape import no_grad
 from ..tensor import Tensor
 from . import functional as F
@@ -292,8 +292,10 @@ class Dropout(Module):
         if not self.training or self.p == 0.0:
             return x
         out, mask = F._dropout(x, self.p, self.rng)
-        self.__dict__["mask"] = mask      # kept for inspection: an output of the call, not state
-        return out                        # the module's structure (tt.compile's guards) includes
+        # kept for inspection: an output of the call, not state the module's structure (tt.compile's
+        # guards) includes; while recorded, the traced array (a copy of it is a program line)
+        self.__dict__["mask"] = traced_array(mask)
+        return out
 
     def extra_repr(self):
         return f"p={self.p}"

@@ -713,8 +713,10 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if mode == "constant":
         values = kwargs.get("constant_values", 0)
         if isinstance(values, Tensor):
-            raise TypeError("pad: constant_values must be numbers, not a Tensor (no gradient "
-                            "flows to them); pad with 0 and add the border instead")
+            if values.requires_grad:
+                raise TypeError("pad: constant_values must be numbers, not a Tensor that requires grad "
+                                "(no gradient flows to them); pad with 0 and add the border instead")
+            values = constant_read(values, "pad's constant_values")   # (its value: a guard)
         zero = values == 0 if isinstance(values, (int, float)) else not np.any(values)
         return _pad(array, pad_width=pairs, constant_values=None if zero else values)
     # Which input entry each output entry copies: NumPy pads the entries' flat positions.

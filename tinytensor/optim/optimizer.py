@@ -21,6 +21,8 @@ parameters stay float32 (NumPy 2 would promote float32 * np.float64 to float64).
 
 import copy
 import math
+import os
+import sys
 from numbers import Integral, Real
 
 import numpy as np
@@ -50,6 +52,21 @@ def _betas(betas):
             _number("beta2", betas[1], high=1.0, high_open=True))
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # tinytensor/
+
+
+def _refuse_read_while_recording(what):
+    """User code reading an optimizer's state while tt.compile records: refused (the state is
+    what the steps write in place on every call; the program would keep this call's values)."""
+    if SHARED.quiet or STATE.recorder is None:
+        return
+    if not sys._getframe(2).f_code.co_filename.startswith(_PACKAGE):
+        raise RuntimeError(
+            f"tt.compile: {what} inside a compiled function reads the optimizer's state, which its "
+            f"steps update in place on every call; the program would keep this call's values. Read "
+            f"it outside the compiled function (after the call), or call the function uncompiled")
+
+
 class Optimizer:
     """Parameter groups (`param_groups`: dicts with "params" and the hyperparameters) and
     per-parameter state (`state`: {parameter: dict}). Subclasses define `_check(group)`
@@ -64,6 +81,16 @@ class Optimizer:
     >>> sorted(opt.state_dict())
     ['param_groups', 'state']
     """
+
+    @property
+    def state(self):
+        """{parameter: {name: array or number}}: what the steps keep per parameter."""
+        _refuse_read_while_recording("opt.state")
+        return self._state
+
+    @state.setter
+    def state(self, value):
+        self._state = value
 
     def __init__(self, params, defaults):
         if isinstance(params, Tensor):
@@ -137,7 +164,7 @@ class Optimizer:
             replayed_while_recording("optimizer.step()", self.step)   # a line of the program
             return None
         loss = None if closure is None else closure()
-        states, update = self.state, self._update
+        states, update = self._state, self._update
         for group in self.param_groups:
             for p in group["params"]:
                 g = p.grad
@@ -164,9 +191,10 @@ class Optimizer:
     def state_dict(self):
         """{"state": {index: {name: array or number}}, "param_groups": [{hyperparameters...,
         "params": [indices]}]}, as PyTorch: parameters are numbered in group order. Copies."""
+        _refuse_read_while_recording("opt.state_dict()")
         index = {id(p): i for i, p in enumerate(self.params)}
         state = {index[id(p)]: {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in s.items()}
-                 for p, s in self.state.items() if id(p) in index}
+                 for p, s in self._state.items() if id(p) in index}
         groups = [{**{k: copy.deepcopy(v) for k, v in g.items() if k != "params"},
                    "params": [index[id(p)] for p in g["params"]]} for g in self.param_groups]
         return {"state": dict(sorted(state.items())), "param_groups": groups}
