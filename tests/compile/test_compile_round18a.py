@@ -5764,16 +5764,6 @@ XFAIL = {
         "isinstance(x, np.ndarray) on an array argument is False when compiled: other branch",
     "type_is_ndarray_branch":
         "type(x) is np.ndarray on an array argument is False when compiled: other branch",
-    "copy_deepcopy_arg_inside":
-        "copy.deepcopy of a dict argument inside f gives a Tensor result, eagerly an ndarray",
-    "deepcopy_of_array_arg":
-        "copy.deepcopy of an array argument inside f gives a Tensor result, eagerly an ndarray",
-    "flags_contiguous_branch":
-        "x.flags on an array argument raises AttributeError when compiled",
-    "base_is_none_branch":
-        "x.base on an array argument raises AttributeError when compiled",
-    "tensor_subclass_argument":
-        "a Tensor-subclass argument arrives as a plain Tensor: its method raises AttributeError",
     "match_class_pattern_ndarray":
         "`case np.ndarray():` on an array argument does not match when compiled: other branch",
     "np_printoptions_read_via_repr":

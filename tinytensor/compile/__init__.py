@@ -347,9 +347,10 @@ class Compiled:
         if subclass is not None:
             raise RuntimeError(
                 f"tt.compile: {self.__name__} was given an argument of class {subclass.__name__}, a "
-                f"subclass of np.ndarray whose own behaviour (np.matrix's * as a matrix product, a "
-                f"masked array's mask) the program, which computes on plain arrays, would not keep. "
-                f"Pass np.asarray(x), or call the function uncompiled")
+                f"subclass of np.ndarray or of Tensor whose own behaviour (np.matrix's * as a matrix "
+                f"product, a masked array's mask, its own methods) the program, which computes on "
+                f"plain arrays and Tensors, would not keep. Pass np.asarray(x) (or tt.tensor(x)), or "
+                f"call the function uncompiled")
         traced_args, traced_kwargs = _refill((args, kwargs), iter(inputs), numbers=True)
         given = _contents((traced_args, traced_kwargs))     # f's writes into them: refused
         tracer.watch_generators(self.fun, args, kwargs)
@@ -744,9 +745,12 @@ def _contents(tree, found=None):
 
 
 def _array_subclass(tree):
-    """The class of the first ndarray subclass among tree's leaves (not a Tensor), or None."""
+    """The class of the first ndarray subclass among tree's leaves, or of a Tensor subclass of
+    the user's (its own methods), or None."""
     if isinstance(tree, np.ndarray):
         return None if type(tree) is np.ndarray else type(tree)
+    if isinstance(tree, Tensor):
+        return None if type(tree).__module__.startswith("tinytensor") else type(tree)
     if isinstance(tree, dict):
         tree = list(tree.values())
     if isinstance(tree, (list, tuple)):
@@ -826,7 +830,7 @@ def _flatten(tree, arrays, key, tensors):
                 _flatten(item, arrays, key, tensors)
     elif isinstance(tree, Tensor):          # a Tensor: f gets a Tensor (an array: an array)
         tensors.append(tree)
-        key.append(Tensor)
+        key.append(t)                       # (a subclass of the user's: refused when recorded)
         _flatten(tree.data, arrays, key, tensors)
     elif isinstance(tree, (dict, tuple, list)):   # OrderedDict, namedtuple, ...
         key.append(t)

@@ -6,6 +6,7 @@ the engine calls it (see tinytensor/state.py). The Tensors it records become `_T
 comparisons and reads into Python it notes."""
 
 import builtins
+import copy
 import functools
 import inspect
 import itertools
@@ -1073,6 +1074,14 @@ class _Traced(Tensor):
     itemsize = property(lambda self: self.data.itemsize)
     nbytes = property(lambda self: self.data.nbytes)
     strides = property(lambda self: _strides_read(self))
+    flags = property(lambda self: _layout_read(self, "flags"))
+    base = property(lambda self: _layout_read(self, "base"))
+
+    def __copy__(self):
+        return _array_copy(self) if _as_array(self) else copy._reconstruct(self, None, *self.__reduce_ex__(4))
+
+    def __deepcopy__(self, memo):
+        return _array_copy(self) if _as_array(self) else Tensor.__deepcopy__(self, memo)
 
     def __getitem__(self, index):
         rec = STATE.recorder
@@ -1351,6 +1360,35 @@ def _strides_read(t):
     if rec is not None and not rec.depth_inside and rec.var_of(t) is not None:
         rec.guard(_strides, t, value, "x.strides")
     return value
+
+
+def _flag_key(a):
+    f = getattr(a, "flags", None)
+    return None if f is None else (f.c_contiguous, f.f_contiguous, f.writeable, f.owndata)
+
+
+def _base_none(a):
+    return getattr(a, "base", None) is None
+
+
+def _layout_read(t, what):
+    """x.flags, x.base of an array f was passed (an AttributeError on a Tensor, as eagerly): the
+    caller's array's, a guard on its layout (contiguity, writeable, whether it is a view)."""
+    if not _as_array(t):
+        raise AttributeError(f"'Tensor' object has no attribute '{what}'")
+    data = t.data
+    rec = STATE.recorder
+    if rec is not None and not rec.depth_inside and rec.var_of(t) is not None:
+        if what == "flags":
+            rec.guard(_flag_key, t, _flag_key(data), "x.flags")
+        else:
+            rec.guard(_base_none, t, _base_none(data), "x.base is None")
+    return getattr(data, what)
+
+
+def _array_copy(t):
+    """copy.copy / copy.deepcopy of an array f was passed: NumPy's copy, a line of the program."""
+    return _noted_numpy(np.copy, "copy", (t,), {}, np.array(t.data, copy=True))
 
 
 def _snapshot(a):
