@@ -4203,14 +4203,10 @@ XFAIL = {
         "logsumexp's frozen sign inside value_and_grad: wrong value and gradient",
     "scipy_method_interval_on_tensor_value":
         "tt.scipy.stats.norm.interval(loc=z.detach()) inside value_and_grad is frozen",
-    "optimizer_state_dict_returned_from_step":
-        "opt.state_dict() returned after step(): exp_avg differs from eager by rounding",
     "adam_amsgrad_turned_on":
         "step raising KeyError (amsgrad turned on mid-run): .grad left differs by rounding",
     "rmsprop_centered_momentum_toggled":
         "step raising KeyError (centered turned on mid-run): .grad left differs by rounding",
-    "step_weights_scipy_stats_cdf_of_output_data":
-        "scipy.stats.norm.cdf(out.data) weights in a training step are frozen (no refusal)",
     "step_weights_tt_stats_mean_of_output_data":
         "tt.scipy.stats.norm.mean(loc=out.data) in a training step is frozen",
     "vg_scipy_special_ndtr_of_detached":
@@ -4219,44 +4215,8 @@ XFAIL = {
         "tt.scipy.stats.norm.median(loc=z.detach()) inside value_and_grad is frozen",
     "plain_tt_norm_mean_of_argument_data":
         "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
-    "sgd_momentum_buffer_read_after_step":
-        "SGD momentum_buffer read (state_dict) after step(): wrong values from call 3",
-    "sgd_momentum_buffer_copy_after_step":
-        "SGD momentum_buffer * 1.0 read after step(): wrong values from call 3",
-    "adam_exp_avg_sq_copy_after_step":
-        "Adam exp_avg_sq.copy() read after step(): differs from eager by rounding",
-    "adam_exp_avg_times_two_after_step":
-        "Adam exp_avg * 2 read after step(): differs from eager by rounding",
-    "rmsprop_state_dict_after_step":
-        "RMSprop state_dict() read after step(): square_avg differs by rounding",
-    "on_output_data_scipy_special_softmax_soft_targets":
-        "scipy.special.softmax(out.data) in a training step is frozen",
-    "on_output_data_scipy_special_logsumexp":
-        "scipy.special.logsumexp(out.data) in a training step is frozen",
-    "on_output_data_scipy_special_log_softmax":
-        "scipy.special.log_softmax(out.data) in a training step is frozen",
-    "on_output_data_scipy_stats_norm_pdf":
-        "scipy.stats.norm.pdf(out.data) in a training step is frozen",
-    "on_output_data_scipy_stats_rankdata":
-        "scipy.stats.rankdata(out.data) in a training step is frozen",
-    "on_output_data_scipy_linalg_expm":
-        "scipy.linalg.expm(out.data[:2, :2]) in a training step is frozen",
-    "on_output_data_scipy_linalg_solve":
-        "scipy.linalg.solve(out.data ...) in a training step is frozen",
-    "on_output_data_scipy_signal_convolve":
-        "scipy.signal.convolve(out.data, ...) in a training step is frozen",
-    "on_output_data_scipy_ndimage_gaussian_filter":
-        "scipy.ndimage.gaussian_filter(out.data) in a training step is frozen",
-    "sgd_momentum_buffer_read_before_step":
-        "SGD momentum_buffer read at the start of the step: wrong values from call 3",
     "tt_logsumexp_return_sign":
         "tt.logsumexp(return_sign=True): the sign is frozen at the recording call",
-    "large_sgd_momentum_buffer_read_before_step":
-        "a 5000-element momentum_buffer read before step(): wrong values from call 3",
-    "large_sgd_momentum_buffer_read_after_step":
-        "a 5000-element momentum_buffer read after step(): wrong values from call 1",
-    "large_adam_exp_avg_read_after_step":
-        "a 5000-element Adam exp_avg read after step(): wrong values from call 1",
     "packed_lengths_computed_from_token_mask":
         "pack_padded_sequence(lengths=(tok != 0).sum(1)) inside: lengths frozen, wrong loss",
     "one_hot_num_classes_inferred_from_labels":
@@ -4311,8 +4271,6 @@ XFAIL = {
         "z.data.copy() inside tt.grad under compile: frozen, wrong gradient",
     "sp_logsumexp_sign_constant_b":
         "logsumexp(x, b=constant, return_sign=True): the sign is frozen",
-    "functional_aux_confidence_scipy_softmax":
-        "scipy.special.softmax(out.data) as value_and_grad aux: frozen from the 2nd call",
 }
 
 

@@ -28,6 +28,7 @@ import math
 import operator
 import os
 import sys
+import sysconfig
 import threading
 import types
 import weakref
@@ -152,6 +153,22 @@ def _numpy_implementations():
                     codes.add(code)
         _IMPLEMENTATIONS.append(frozenset(codes))
     return _IMPLEMENTATIONS[0]
+
+
+_SITE = tuple(os.path.abspath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib"))
+_NUMPY_HOME = os.path.dirname(os.path.abspath(np.__file__))
+
+
+def _library(code):
+    """Whether code is an installed package's (SciPy's, not NumPy's or tinytensor's)."""
+    name = code.co_filename
+    return name.startswith(_SITE) and not name.startswith(_NUMPY_HOME)
+
+
+def _tainted(value):
+    # a traced NumPy array (or a list or tuple holding one)
+    return type(value) is _Tainted or type(value) in (list, tuple) and any(
+        type(v) is _Tainted for v in value[:32])
 
 
 def _untaken_argument(frame, traced):
@@ -507,6 +524,19 @@ class _Reach:
                         if tracer.scheduled and tracer.read_after_step is None:   # after a schedule
                             tracer.read_after_step = f"called {type(owner).__name__}.{code.co_name}()"
                 caller = frame.f_back
+                if tracer.laundered is None and caller is not None and _is_user(caller.f_code) \
+                        and _library(code):
+                    # a library's Python function (SciPy's) given a traced NumPy array (t.data, a
+                    # mask): it hands it on as a plain array (np.asarray), whose work nobody sees
+                    name = _untaken_argument(frame, _tainted)
+                    if name is not None:
+                        tracer.laundered = (
+                            f"called {frame.f_globals.get('__name__', '?')}.{code.co_name}(...) at "
+                            f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno} with a NumPy "
+                            f"array computed from traced data as `{name}` (t.data, a mask); that library "
+                            f"computes on plain arrays, where the recording cannot see it, so the program "
+                            f"would keep this call's result. Use tinytensor's functions (tt.scipy, tt.*) "
+                            f"or NumPy's on the array, or call the function uncompiled")
                 if code in _numpy_implementations() and tracer.laundered is None and caller is not None \
                         and _is_user(caller.f_code):
                     # NumPy's function ran without handing a traced argument to tinytensor (its
@@ -703,6 +733,10 @@ class _Reach:
             if hasattr(type(obj), "__next__"):
                 add("{}", obj, f"the iterator {type(obj).__name__}", obj)
                 continue
+            if isinstance(obj, _ABSTRACT) and not isinstance(obj, (str, bytes)):
+                # a mapping or sequence of its own class (a ChainMap, a UserDict, a
+                # WeakValueDictionary): its items, as a dict's, besides its attributes below
+                add("{}", obj, f"the items of {type(obj).__name__}", obj)
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
             if own is not None and (whole or any(isinstance(vars(c).get(n), types.FunctionType)

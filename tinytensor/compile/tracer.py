@@ -945,9 +945,12 @@ def _numpy_on_arrays(args, kwargs):
 
 
 def _datas(x):
-    """x with the traced arrays (Tensors inside the recording) as their plain values."""
+    """x with the traced arrays (Tensors inside the recording) and numbers (number arguments)
+    as their plain values: what NumPy computes on (the caller records the call itself)."""
     if isinstance(x, Tensor):
         return np.ndarray.view(x.data, np.ndarray)
+    if type(x) in _WRAPPED:
+        return x.value
     if type(x) is _Tainted:
         return _raw(x)
     if type(x) in (list, tuple):
@@ -1062,6 +1065,11 @@ class _Traced(Tensor):
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method == "at" and STATE.recorder is not None and not STATE.recorder.depth_inside:
             raise _written()       # np.add.at(counts, y, 1): a write the program cannot see
+        out = kwargs.get("out")
+        if out is not None and STATE.recorder is not None and not STATE.recorder.depth_inside \
+                and builtins.any(type(o) is np.ndarray for o in (out if type(out) is tuple else (out,))) \
+                and not _internal():
+            raise _written_into_array(ufunc)
         if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
             inputs = _weak_eager_scalars(inputs)
         if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
@@ -1113,10 +1121,6 @@ def _array_operator(name, ufunc, reflected=False):
     def apply(self, *other):
         operands = (*other, self) if reflected else (self, *other)
         if _numpy_on_arrays(operands, {}):
-            if builtins.any(type(x) in _WRAPPED for x in operands):   # x & k, k a number argument:
-                rec = STATE.recorder                                    # the number's own dispatch
-                return ufunc(*[rec.tainted(x.data, rec.var_of(x)) if isinstance(x, Tensor) else x
-                               for x in operands])
             return _noted_numpy(ufunc, ufunc.__name__, operands, {}, ufunc(*_datas(operands)))
         base = getattr(Tensor, name, None)       # (looked up now: ops_torch defines them)
         return NotImplemented if base is None else base(self, *other)
@@ -1803,6 +1807,14 @@ def _untracked(x):
         "follow (a view NumPy made internally, np.asarray of a mask, ...) reached a tinytensor "
         "operation; its value would be frozen. Compute it with tinytensor operations (tt.where, "
         "t.astype, masks as Tensors), or call the function uncompiled")
+
+
+def _written_into_array(ufunc):
+    return RuntimeError(
+        f"tt.compile: np.{ufunc.__name__} wrote a value computed from traced data into a NumPy "
+        f"array in place (y += x, np.{ufunc.__name__}(y, x, out=y) on an array f made or holds); the "
+        f"program would give that array this call's values on every call. Compute a new array "
+        f"instead (y = y + x), or call the function uncompiled")
 
 
 def _written():
