@@ -127,3 +127,12 @@ def test_seterr_left_changed_is_refused():
     with pytest.raises(RuntimeError, match="np.seterr"):
         tt.compile(f)(XS[1])
     assert np.geterr() == before
+
+
+def test_warning_filters_f_sets_are_kept_line_by_line():
+    def f(x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = np.log(x)
+        return y + np.sqrt(x)
+    _same(_calls(f, XS), _calls(tt.compile(f), XS))

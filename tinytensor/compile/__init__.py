@@ -365,6 +365,7 @@ class Compiled:
                 try:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
+                        tracer.filters = warnings.filters   # f's own catch_warnings: another list
                         try:
                             out = self.fun(*traced_args, **traced_kwargs)
                         except Exception as err:

@@ -4,6 +4,7 @@
 
 import ast
 import builtins
+import contextlib
 import dis
 import functools
 import inspect
@@ -12,6 +13,7 @@ import keyword
 import math
 import operator
 import types
+import warnings
 
 import numpy as np
 
@@ -867,12 +869,29 @@ def _emit_cross_entropy_vjp(body, tracer, e, args, n, rows, seed=None):
 
 
 def _in_errstate(tracer, e, n, statement):
-    """The statement, inside f's own `with np.errstate(...)` where f recorded its entry there."""
+    """The statement, inside f's own `with np.errstate(...)` (and its own warning filters:
+    `with warnings.catch_warnings(): warnings.simplefilter("ignore")`) where f recorded its
+    entry there."""
     state = tracer.errstates.get(e.out) if e is not None else None
-    if not state or statement.startswith(("if ", "with ")):    # (a check: no arithmetic)
+    filters = getattr(tracer, "warning_filters", {}).get(e.out) if e is not None else None
+    if not (state or filters) or statement.startswith(("if ", "with ")):    # (a check: no arithmetic)
         return statement
-    settings = ", ".join(f"{k}={v!r}" for k, v in sorted(state.items()))
-    return f"with {n.function(np.errstate, 'errstate')}({settings}): {statement}"
+    contexts = []
+    if state:
+        settings = ", ".join(f"{k}={v!r}" for k, v in sorted(state.items()))
+        contexts.append(f"{n.function(np.errstate, 'errstate')}({settings})")
+    if filters:
+        contexts.append(f"{n.function(_with_filters, 'with_filters')}({n.constant(filters)})")
+    return f"with {', '.join(contexts)}: {statement}"
+
+
+@contextlib.contextmanager
+def _with_filters(filters):
+    """The warning filters f added around a line (its catch_warnings and simplefilter)."""
+    with warnings.catch_warnings():
+        warnings.filters[:0] = filters
+        warnings._filters_mutated()
+        yield
 
 
 def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None, kinds=None):

@@ -828,7 +828,7 @@ def _fast_check(parts, namespace):
     `E is K` for a value read by identity (`id(E)`: K is the object itself, kept alive), `E == K`
     for the others, and-ed (the first change stops it). A call whose ok() is False takes the
     guard's tuple to find which program fits."""
-    tests, constants = [], {}
+    tests, constants, alive = [], {}, []
     for part in parts:
         node = ast.parse(part, mode="eval").body
         for sub in node.elts if isinstance(node, ast.Tuple) else [node]:
@@ -847,15 +847,41 @@ def _fast_check(parts, namespace):
                 head = [f"type({v} := {expression}) is {name}", f"len({v}) == {len(value)}"]
                 tests.append(" and ".join(head + items))
                 continue
+            _alive(value, alive)          # what its fingerprint names by id: kept, so no id is reused
             constants[name] = _fingerprint(value) if call == "fp" else value
             if call == "id":
                 tests.append(f"{expression} is {name}")
             else:
                 tests.append(f"{'fp(' + expression + ')' if call == 'fp' else expression} == {name}")
     source = "def ok():\n    return (" + "\n            and ".join(tests) + ")\n"
-    scope = {**namespace, **constants}
+    scope = {**namespace, **constants, "_alive": alive}
     exec(builtins.compile(source, "<tt.compile guard>", "exec"), scope)
     return scope["ok"]
+
+
+def _alive(x, out, depth=0):
+    """Append to `out` the objects x's fingerprint reads by identity (the items of its
+    containers, the values of its attributes): while a guard holds them, none of their ids can
+    be given to a new object (a class replaced after the old one was freed) that would pass it."""
+    if type(x) in _SCALARS or x is None or depth > _DEPTH:
+        return
+    out.append(x)
+    if isinstance(x, (str, bytes, np.ndarray, Tensor, types.ModuleType)):
+        return
+    if isinstance(x, types.MethodType):
+        out.extend((x.__func__, x.__self__))
+        return
+    if isinstance(x, (dict, collections.abc.Mapping)):
+        items = [v for kv in list(x.items())[:_MAX_ITEMS] for v in kv]
+    elif isinstance(x, (list, tuple, set, frozenset) + _ABSTRACT):
+        items = list(x)[:_MAX_ITEMS]
+    elif isinstance(x, functools.partial):
+        items = [x.func, *x.args, *x.keywords.values()]
+    else:
+        items = [v for k, v in getattr(x, "__dict__", {}).items() if not k.startswith("__")] \
+            if not isinstance(x, type) else []
+    for v in items:
+        _alive(v, out, depth + 1)
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})

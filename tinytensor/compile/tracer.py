@@ -16,6 +16,7 @@ import os
 import sys
 import sysconfig
 import types
+import warnings
 
 import numpy as np
 
@@ -102,6 +103,8 @@ class _Tracer:
         self.errstate = np.geterr()  # NumPy's floating-point error handling when f was called;
         self.errstates = {}          # variable -> the settings f changed (np.errstate) for its entry
         self.raised = []             # errors a primitive's forward raised (f may have caught one)
+        self.filters = None          # the warning filters f was called with (the recording's list)
+        self.warning_filters = {}    # variable -> the filters f added (catch_warnings) for its entry
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
@@ -252,6 +255,12 @@ class _Tracer:
         state = np.geterr()
         if state != self.errstate:    # inside f's `with np.errstate(...)`: its line runs so too
             self.errstates[var] = {k: v for k, v in state.items() if self.errstate[k] != v}
+        filters = warnings.filters
+        if filters is not self.filters and self.filters is not None and self.filters:
+            ours = self.filters[0]    # inside f's `with warnings.catch_warnings(): simplefilter(...)`:
+            added = next((filters[:k] for k, x in enumerate(filters) if x is ours), ())   # its filters
+            if added:
+                self.warning_filters[var] = tuple(added)
         self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
 
@@ -1067,7 +1076,7 @@ class _Traced(Tensor):
             raise _written()       # np.add.at(counts, y, 1): a write the program cannot see
         out = kwargs.get("out")
         if out is not None and STATE.recorder is not None and not STATE.recorder.depth_inside \
-                and builtins.any(type(o) is np.ndarray for o in (out if type(out) is tuple else (out,))) \
+                and builtins.any(isinstance(o, np.ndarray) for o in (out if type(out) is tuple else (out,))) \
                 and not _internal():
             raise _written_into_array(ufunc)
         if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
