@@ -4193,14 +4193,6 @@ XFAIL = {
     "bce_of_closed_over_arrays_only":
         "x * F.binary_cross_entropy_with_logits(closed-over arrays): eager ndarray, compiled "
         "Tensor",
-    "special_logsumexp_b_axis_sign":
-        "logsumexp(return_sign=True): the sign array is frozen at the recording call",
-    "logsumexp_return_sign_1d_sign_changes":
-        "logsumexp(return_sign=True): the sign is frozen at the recording call",
-    "logsumexp_sign_used_in_arithmetic":
-        "logsumexp's frozen sign feeds later arithmetic: wrong values from call 2",
-    "logsumexp_sign_on_tensor_in_grad":
-        "logsumexp's frozen sign inside value_and_grad: wrong value and gradient",
     "scipy_method_interval_on_tensor_value":
         "tt.scipy.stats.norm.interval(loc=z.detach()) inside value_and_grad is frozen",
     "adam_amsgrad_turned_on":
@@ -4215,50 +4207,12 @@ XFAIL = {
         "tt.scipy.stats.norm.median(loc=z.detach()) inside value_and_grad is frozen",
     "plain_tt_norm_mean_of_argument_data":
         "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
-    "tt_logsumexp_return_sign":
-        "tt.logsumexp(return_sign=True): the sign is frozen at the recording call",
     "packed_lengths_computed_from_token_mask":
         "pack_padded_sequence(lengths=(tok != 0).sum(1)) inside: lengths frozen, wrong loss",
     "one_hot_num_classes_inferred_from_labels":
         "F.one_hot(y) of a label argument: eager a Tensor, compiled an ndarray",
-    "ignore_index_labels_built_with_np_where":
-        "labels np.where(keep, y, -100) built inside: gradients differ from eager by 1 ulp",
-    "labels_np_where_custom_ignore_index":
-        "labels np.where(keep, y, 7) with ignore_index=7 built inside: gradients differ",
-    "labels_np_where_ignore_weighted":
-        "weighted CE on labels np.where(keep, y, -100) built inside: wrong loss from call 2",
-    "labels_concatenated_with_ignored_tail":
-        "labels concatenated with -100 inside the step: gradients differ from eager",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
-    "labels_np_where_other_class_weighted":
-        "weighted CE on labels np.where(keep, y, 2) built inside: wrong loss from call 2",
-    "labels_np_where_ignore_weighted_smoothing":
-        "weighted smoothed CE on np.where(keep, y, -100) labels: wrong loss from call 2",
-    "labels_np_where_ignore_reduction_none_signed_zero":
-        "CE reduction='none', np.where(keep, y, -100) labels: ignored rows 0.0 (eager -0.0)",
-    "weighted_ce_labels_by_np_clip":
-        "weighted CE on labels made by np.clip inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_select":
-        "weighted CE on labels made by np.select inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_choose":
-        "weighted CE on labels made by np.choose inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_concatenate":
-        "weighted CE on labels made by np.concatenate inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_roll":
-        "weighted CE on labels made by np.roll inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_sort":
-        "weighted CE on labels made by np.sort inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_argmax":
-        "weighted CE on labels made by np.argmax inside the step: wrong loss from call 2",
-    "weighted_ce_labels_by_np_tile":
-        "weighted CE on labels made by np.tile inside the step: wrong loss from call 2",
-    "pseudo_labels_argmax_of_output_weighted":
-        "weighted CE on pseudo-labels out.data.argmax(1): wrong loss from call 2",
-    "labels_np_where_nll_weighted":
-        "weighted NLL on labels np.where(keep, y, 0) built inside: wrong loss from call 2",
-    "labels_np_where_nll_weighted_ignore":
-        "weighted NLL on labels np.where(keep, y, -100) built inside: wrong loss from call 2",
     "vg_has_aux_tolist":
         "x.tolist() of the differentiated argument as value_and_grad aux: frozen from the 2nd call",
     "vg_has_aux_data_copy":
@@ -4269,8 +4223,6 @@ XFAIL = {
         "np.array(z.tolist()) inside tt.grad under compile: frozen, wrong gradient",
     "grad_uses_data_copy":
         "z.data.copy() inside tt.grad under compile: frozen, wrong gradient",
-    "sp_logsumexp_sign_constant_b":
-        "logsumexp(x, b=constant, return_sign=True): the sign is frozen",
 }
 
 

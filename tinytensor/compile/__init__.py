@@ -852,8 +852,10 @@ def _flatten(tree, arrays, key, tensors):
         try:
             hash(tree)
         except TypeError:       # a slice (Python 3.11), a set, an object defining __eq__ only: by
-            key.append((t, _fingerprint(tree)))     # its contents, as a guard compares it (the
-            return                                  # program holds the recording's object alive)
+            # its contents, as a guard compares it, and (a mapping proxy, ...: what its fingerprint
+            # names by id) the object itself, held, so that no id in it is given to another object
+            key.append((t, _fingerprint(tree), None if t in (slice, set, frozenset) else _Same(tree)))
+            return
         key.append((t, tree, math.copysign(1.0, tree)) if t is float else (t, tree))   # -0.0 too
 
 
@@ -956,6 +958,20 @@ def _refill(tree, inputs, numbers=False, seen=None):
     if not isinstance(tree, tuple):          # (a mutable container: its identity is f's to see)
         out = seen.setdefault(id(tree), (tree, out))[1]
     return out
+
+
+class _Same:
+    """A key part equal only to the same object (held alive: its id is not reused meanwhile)."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
 
 
 def _values(arrays, valued):

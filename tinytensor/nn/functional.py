@@ -955,7 +955,10 @@ def _weighted_nll(log_p, target, weight, ignore_index, smoothing, reduction, nam
         # functions of the labels' values, computed off the tape (the range check in the first):
         # ops.on_values has tt.compile compute them again on every call
         args = (target, w_arg, ignore_index, smoothing, name)
-        values = (t, w, ignore_index, smoothing, name)
+        plain = np.ndarray.view(t, np.ndarray) if isinstance(t, np.ndarray) and type(t) is not np.ndarray \
+            else t
+        values = (plain, w, ignore_index, smoothing, name)     # (computed on the values; recorded
+        #                                                        with the labels `target` as they are)
         coef = ops.on_values(_label_coefficients, args, {}, _label_coefficients(*values))
         total = ops.on_values(_label_total, args, {}, _label_total(*values))
     elif t.shape == tuple(log_p.shape):
@@ -1034,7 +1037,8 @@ def cross_entropy(logits, target, weight=None, ignore_index=-100, reduction="mea
             f"shape must be float probabilities. For binary classification with one logit per "
             f"example use BCEWithLogitsLoss (float targets), or logits of shape (N, 2)")
     plain = weight is None and label_smoothing == 0.0
-    if plain and type(t) is not np.ndarray and t.dtype.kind in "iu" and t.shape == tuple(logits.shape[:-1]):
+    if plain and not isinstance(t, np.ndarray) and t.dtype.kind in "iu" \
+            and t.shape == tuple(logits.shape[:-1]):       # (a device's labels; a traced array is NumPy's)
         return _device_cross_entropy(logits, t, ignore_index, reduction)
     # whether some label is ignored: through ops.equal, which tt.compile recomputes (a guard)
     labels = target if isinstance(target, Tensor) else t     # (a torch tensor handed over: t)

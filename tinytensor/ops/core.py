@@ -790,11 +790,15 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     out = _logsumexp_b(a, b, axis=axis, keepdims=keepdims, signed=bool(return_sign))
     if not return_sign:
         return out
-    a_, b_ = _data(a), _data(b)
-    sign = np.sign(np.sum(b_ * np.exp(np.asarray(a_) - _keepdims(
-        _data(out), np.broadcast_shapes(np.shape(a_), np.shape(b_)), axis, keepdims)),
-        axis=axis, keepdims=keepdims))
-    return out, sign
+    args = (a, b, out, axis, keepdims)        # on the values, off the tape (tt.compile: a line of
+    sign = on_values(_lse_sign, args, {}, _lse_sign(*map(_data, args)), "logsumexp_sign")   # the
+    return out, sign                                                                           # program)
+
+
+def _lse_sign(a, b, out, axis, keepdims):
+    """The sign of sum(b * exp(a)) along axis, out = log|sum|: a plain array."""
+    return np.sign(np.sum(b * np.exp(np.asarray(a) - _keepdims(
+        out, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)), axis=axis, keepdims=keepdims))
 
 
 @public(numpy=np.reshape)
