@@ -4182,12 +4182,6 @@ case("tbptt_lstm_hidden_as_arrays_fed_back")(_tbptt(nn.LSTM, _data))
 # ---------------------------------------------------------------- the tests
 
 XFAIL = {
-    "one_hot_num_classes_from_config":
-        "F.one_hot of a label array argument: eager returns a Tensor, compiled an ndarray",
-    "one_hot_of_label_argument":
-        "F.one_hot of a label array argument: eager returns a Tensor, compiled an ndarray",
-    "one_hot_times_argument":
-        "F.one_hot(y) * 1.5 of a label argument: eager a Tensor, compiled an ndarray",
     "loss_of_closed_over_arrays_only":
         "F.mse_loss/l1_loss of closed-over arrays: eager np.float64, compiled a Tensor",
     "bce_of_closed_over_arrays_only":
@@ -4209,8 +4203,6 @@ XFAIL = {
         "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
     "packed_lengths_computed_from_token_mask":
         "pack_padded_sequence(lengths=(tok != 0).sum(1)) inside: lengths frozen, wrong loss",
-    "one_hot_num_classes_inferred_from_labels":
-        "F.one_hot(y) of a label argument: eager a Tensor, compiled an ndarray",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
     "vg_has_aux_tolist":

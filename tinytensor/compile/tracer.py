@@ -780,7 +780,7 @@ class _Tracer:
             for name, p in m.named_parameters():
                 self.live(p, name.replace(".", "_"))
 
-    def numpy(self, target, name, args, kwargs, result, tensor=None, generic=False):
+    def numpy(self, target, name, args, kwargs, result, tensor=None, generic=False, always=False):
         """ops.on_values: `result` computed from values off the tape (a mask, sign, argmax):
         noted, so the program computes it again (`tensor`: the Tensor that holds it). Inside an
         entry (a primitive's forward, a rule: replayed whole) nothing is noted."""
@@ -795,6 +795,8 @@ class _Tracer:
         if var is not None and tensor is not None:
             tensor.__class__ = _Traced
             self.numpy_tensors.add(var)      # a Tensor where an operand is one (tt.floor(t))
+            if always:                       # a Tensor whatever its operands (F.one_hot)
+                self.tensor_vars.add(var)
         if var is not None and tensor is None:
             return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result

@@ -1781,17 +1781,21 @@ def one_hot(tensor, num_classes=-1):
     idx = tensor.data if isinstance(tensor, Tensor) else backend.asarray(tensor)
     if idx.dtype.kind not in "iu":
         raise TypeError(f"one_hot: expected integer class indices, got dtype {idx.dtype}")
-    n = int(idx.max()) + 1 if num_classes == -1 else int(num_classes)
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise ValueError(f"one_hot: class values must lie in [0, {n}), got "
-                         f"{int(idx.min())}..{int(idx.max())}")
+    # (a Tensor's max through the Tensor: tt.compile guards it, the program recomputes it)
+    n = int(tensor.max() if isinstance(tensor, Tensor) else idx.max()) + 1 if num_classes == -1 \
+        else int(num_classes)
     result = Tensor(_one_hot_values(idx, n))
-    return on_values(_one_hot_values, (tensor, n), {}, result, "one_hot") if isinstance(tensor, Tensor) \
-        else result
+    return on_values(_one_hot_values, (tensor, n), {}, result, "one_hot", always_tensor=True) \
+        if isinstance(tensor, Tensor) else result
 
 
 def _one_hot_values(idx, n):
+    """The one-hot rows of class indices idx (checked to lie in [0, n): a line of a compiled
+    program checks them on every call)."""
     idx = idx.data if isinstance(idx, Tensor) else idx
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(f"one_hot: class values must lie in [0, {n}), got "
+                         f"{int(idx.min())}..{int(idx.max())}")
     return (idx[..., None] == backend.namespace(idx).arange(n)).astype(np.int64)
 
 

@@ -177,7 +177,7 @@ def numpy_dispatch(func, args, kwargs, method="__call__", use_table=True):
                     f"the value alone, or tt.no_grad() around code that needs no gradient")
 
 
-def on_values(fun, args, kwargs, result, name=None):
+def on_values(fun, args, kwargs, result, name=None, always_tensor=False):
     """`result`, which is fun(*args, **kwargs) computed on the values of Tensors, off the tape
     (sign, floor, argmax, a mask, argsort): while tt.compile records, noted on its recorder, so
     the program computes it again on every call instead of keeping this result. A result whose
@@ -195,8 +195,8 @@ def on_values(fun, args, kwargs, result, name=None):
     elif isinstance(result, tuple) and result and all(isinstance(r, (np.ndarray, np.generic))
                                                       for r in result):
         result = recorder.numpy_parts(fun, name, args, kwargs, result)   # np.divmod, np.frexp
-    elif isinstance(result, Tensor):
-        recorder.numpy(fun, name, args, kwargs, result.data, result)
+    elif isinstance(result, Tensor):      # (`always_tensor`: a Tensor whatever its operands, F.one_hot)
+        recorder.numpy(fun, name, args, kwargs, result.data, result, always=always_tensor)
     elif type(result) in (bool, int, float, complex):       # np.allclose, np.shares_memory
         result = recorder.numpy_value(fun, name, args, kwargs, result)
     return result
