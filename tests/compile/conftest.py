@@ -1,4 +1,4 @@
-"""The earlier fresh-user rounds (4 to 18) overlap each other and the later ones: by default
+"""The fresh-user rounds (4 to 19) overlap each other and the later ones: by default
 half of each of their files runs (a fixed half, chosen by the hash of each case's name; every
 strict xfail, which says when a gap closes, runs always), to keep the suite within CI's time.
 TT_COMPILE_ALL_ROUNDS=1 runs every case."""
@@ -7,7 +7,7 @@ import re
 import zlib
 
 _SAMPLED = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|13b|14|15|15b|16a|16b"
-                      r"|17a|17b|18a|18b)\.py$")
+                      r"|17a|17b|18a|18b|19a|19b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):

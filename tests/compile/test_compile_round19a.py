@@ -2259,7 +2259,7 @@ def return_dict_int_keys_order():
     return {"f": f, "args": lambda i: (R(i, 3),)}
 
 
-@case(xfail="a tuple subclass result comes back as a plain tuple (not refused)")
+@case()
 def return_tuple_subclass_non_namedtuple():
     class T(tuple):
         pass
@@ -2269,7 +2269,7 @@ def return_tuple_subclass_non_namedtuple():
     return {"f": f, "args": lambda i: (R(i, 3),)}
 
 
-@case(xfail="a list subclass result comes back as a plain list (not refused)")
+@case()
 def return_list_subclass():
     class L(list):
         pass
@@ -2279,7 +2279,7 @@ def return_list_subclass():
     return {"f": f, "args": lambda i: (R(i, 3),)}
 
 
-@case(xfail="a dict subclass result comes back as a plain dict (not refused)")
+@case()
 def return_dict_subclass():
     class D(dict):
         pass
@@ -5057,7 +5057,7 @@ def method_decorator_two_instances():
 # value lives: function attributes, enum members, deep and large containers
 
 
-@case(xfail="a function attribute (helper.scale) read inside is not guarded")
+@case()
 def function_attribute_config():
     def helper(x):
         return x * helper.scale
@@ -5068,7 +5068,7 @@ def function_attribute_config():
     return {"f": lambda x: helper(x), "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="an attribute of the compiled function itself (f.scale) is not guarded")
+@case()
 def function_attribute_of_outer_f():
     def f(x):
         return x * f.scale

@@ -590,7 +590,15 @@ def _module_like(obj):
 def _refuse_opaque_results(out, name):
     """A result the program cannot rebuild on each call (a closure or a partial holding traced
     values, an iterator, an object whose attributes hold results) is refused, as JAX refuses a
-    non-pytree output: returned, it would hold the recording's values on every later call."""
+    non-pytree output: returned, it would hold the recording's values on every later call. So
+    is a container of a class of the user's (a tuple, list or dict subclass other than a
+    namedtuple or an OrderedDict): the program would give back a plain one."""
+    subclass = _container_subclass(out)
+    if subclass is not None:
+        raise RuntimeError(
+            f"tt.compile: {name} returns a {subclass.__name__}, a subclass of a tuple, list or dict, "
+            f"which the compiled program would give back as a plain one; return a tuple, list, dict "
+            f"or namedtuple (and make your class from it outside), or call the function uncompiled")
     for leaf in transforms.tree_flatten(out)[0]:
         t = type(leaf)
         opaque = (isinstance(leaf, (types.FunctionType, types.MethodType, functools.partial,
@@ -604,6 +612,25 @@ def _refuse_opaque_results(out, name):
                 f"rebuild on each call (it would hold the first call's values); return the values "
                 f"in a tuple, list, dict or namedtuple instead (a function or pullback: call it "
                 f"inside), or call the function uncompiled")
+
+
+def _container_subclass(tree, depth=0):
+    """The first tuple, list or dict subclass in a result's structure (not a namedtuple or an
+    OrderedDict, which come back as they are), or None."""
+    t = type(tree)
+    if depth > 32 or t in (tuple, list, dict):
+        pass
+    elif isinstance(tree, (tuple, list, dict)):
+        if not (isinstance(tree, tuple) and hasattr(tree, "_fields")
+                or type(tree) is collections.OrderedDict):
+            return t
+    else:
+        return None
+    for v in (tree.values() if isinstance(tree, dict) else tree):
+        found = _container_subclass(v, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _numpy_float_warning(w):

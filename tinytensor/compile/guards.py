@@ -679,6 +679,7 @@ class _Reach:
                 seen.add(key)
                 readers.append((expression, holder, what))
 
+        read_names = _names_read(self)
         for f in self._functions():
             for k, cell in enumerate(f.__closure__ or ()):
                 try:
@@ -695,6 +696,9 @@ class _Reach:
             if f.__defaults__:
                 add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
             readers.append(("id({}.__code__)", f, f"the code of {f.__qualname__}"))
+            for name in sorted(set(f.__dict__) & read_names):   # helper.scale = 2.0 read inside
+                if not name.startswith("__"):
+                    add(f"{{}}.__dict__.get({name!r})", f, f"{f.__qualname__}.{name}", f.__dict__[name])
             if f.__kwdefaults__:
                 add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
         for code, glob in self.codes.items():         # code that ran without a function found
@@ -997,6 +1001,14 @@ def _internal(x):
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))    # Python's own builtins (at import)
+
+
+def _names_read(reach):
+    """The attribute names the code that ran (or may run) spells."""
+    names = set(reach.names)
+    for code in list(reach.codes) + [f.__code__ for f in reach.functions.values()]:
+        names.update(_names(code))
+    return names
 
 
 def _container_method(x):
