@@ -4201,8 +4201,6 @@ XFAIL = {
         "tt.scipy.stats.norm.median(loc=z.detach()) inside value_and_grad is frozen",
     "plain_tt_norm_mean_of_argument_data":
         "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
-    "packed_lengths_computed_from_token_mask":
-        "pack_padded_sequence(lengths=(tok != 0).sum(1)) inside: lengths frozen, wrong loss",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
     "vg_has_aux_tolist":

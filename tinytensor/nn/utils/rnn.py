@@ -56,8 +56,9 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
 
 
 def _lengths(lengths, batch, name):
-    if isinstance(lengths, Tensor):      # as a list: under tt.compile a guard (the packing's
-        lengths = lengths.tolist()       # structure follows the lengths' values)
+    if isinstance(lengths, Tensor) or isinstance(lengths, np.ndarray) and type(lengths) is not np.ndarray:
+        lengths = lengths.tolist()       # as a list: under tt.compile a guard (the packing's
+        #                                  structure follows the lengths' values; a traced array too)
     lengths = host_array(lengths)
     lengths = np.asarray(backend.to_host(np.asarray(lengths)) if backend.is_array(lengths) else lengths)
     if lengths.ndim != 1 or lengths.dtype.kind not in "iu" and not (
