@@ -199,7 +199,13 @@ def _input(x, nested):
                         f"(2.0, not 2; x.astype(float)) or leave that argument out of argnums")
     if nested and _tracked(x):
         return ops.reshape(x, value.shape)   # a recorded identity: new node, still on the outer tape
-    return _make(value, requires_grad=True)   # the caller's array itself: Tensor() would copy it
+    return _traced_leaf(_make(value, requires_grad=True))   # the caller's array itself: Tensor()
+    #                                                             would copy it
+
+
+def _traced_leaf(t):
+    """t, traced where tt.compile records in this thread and t holds a traced value."""
+    return t if STATE.recorder is None else STATE.recorder.leaf(t)
 
 
 def _trace(f, primals):
@@ -687,7 +693,7 @@ def _value_and_grad_arrays(f, primal, rebuild, kwargs, allow_unused=False):
         if type(x) is not np.ndarray or x.dtype.kind != "f":
             inputs, leaves = [], None
             break
-        inputs.append(_make(x, requires_grad=True))
+        inputs.append(_traced_leaf(_make(x, requires_grad=True)))
     if leaves is None:
         leaves, structure = tree_flatten(primal)
         inputs = [_input(x, False) for x in leaves]

@@ -4187,32 +4187,18 @@ XFAIL = {
     "bce_of_closed_over_arrays_only":
         "x * F.binary_cross_entropy_with_logits(closed-over arrays): eager ndarray, compiled "
         "Tensor",
-    "scipy_method_interval_on_tensor_value":
-        "tt.scipy.stats.norm.interval(loc=z.detach()) inside value_and_grad is frozen",
     "adam_amsgrad_turned_on":
         "step raising KeyError (amsgrad turned on mid-run): .grad left differs by rounding",
     "rmsprop_centered_momentum_toggled":
         "step raising KeyError (centered turned on mid-run): .grad left differs by rounding",
     "step_weights_tt_stats_mean_of_output_data":
         "tt.scipy.stats.norm.mean(loc=out.data) in a training step is frozen",
-    "vg_scipy_special_ndtr_of_detached":
-        "scipy.special.ndtr(z.data) inside value_and_grad under compile is frozen",
-    "vg_tt_norm_median_of_detached":
-        "tt.scipy.stats.norm.median(loc=z.detach()) inside value_and_grad is frozen",
     "plain_tt_norm_mean_of_argument_data":
         "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
-    "vg_has_aux_tolist":
-        "x.tolist() of the differentiated argument as value_and_grad aux: frozen from the 2nd call",
-    "vg_has_aux_data_copy":
-        "x.data.copy() of the differentiated argument as aux: frozen from the 2nd call",
     "vg_has_aux_topk_indices":
         "topk indices as value_and_grad aux: eager an ndarray, compiled a Tensor",
-    "grad_uses_array_of_tolist":
-        "np.array(z.tolist()) inside tt.grad under compile: frozen, wrong gradient",
-    "grad_uses_data_copy":
-        "z.data.copy() inside tt.grad under compile: frozen, wrong gradient",
 }
 
 

@@ -317,6 +317,13 @@ class _Tracer:
         """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
         return self.guard(_itself, _Ref(var), value, how)
 
+    def leaf(self, t):
+        """A transform's new leaf t on a traced value (tt.grad's z): traced, so that user code's
+        reads of it (z.data, z.tolist()) are noted as the value's."""
+        if type(t) is Tensor and self.index.get(id(t.data)) is not None:
+            t.__class__ = _Traced
+        return t
+
     def data_of(self, t):
         """state.traced_data: t's value as a traced array where t is traced (outside an entry)."""
         var = None if self.depth_inside else self.var_of(t)
