@@ -4191,10 +4191,6 @@ XFAIL = {
         "step raising KeyError (amsgrad turned on mid-run): .grad left differs by rounding",
     "rmsprop_centered_momentum_toggled":
         "step raising KeyError (centered turned on mid-run): .grad left differs by rounding",
-    "step_weights_tt_stats_mean_of_output_data":
-        "tt.scipy.stats.norm.mean(loc=out.data) in a training step is frozen",
-    "plain_tt_norm_mean_of_argument_data":
-        "tt.scipy.stats.norm.mean(loc=x.data) of an argument is frozen",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
     "vg_has_aux_topk_indices":

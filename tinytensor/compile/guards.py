@@ -174,10 +174,12 @@ def _tainted(value):
 def _untaken_argument(frame, traced):
     """The name of an argument of NumPy function frame that holds a traced value, or None."""
     code = frame.f_code
-    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4)
+    count = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 4) + bool(code.co_flags & 8)
     values = frame.f_locals
     for name in code.co_varnames[:count]:
         value = values.get(name)
+        if isinstance(value, dict) and code.co_flags & 8:     # **kwargs: its values
+            value = tuple(value.values())
         if traced(value) or isinstance(value, tuple) and any(traced(v) for v in value):
             return name
     return None
