@@ -756,8 +756,14 @@ def full(shape, fill_value, dtype=None, requires_grad=False, device=None):
     """
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(shape, fill_value, dtype, "full")
-    fill = constant_read(fill_value, "full's fill value") if isinstance(fill_value, Tensor) else fill_value
-    return Tensor(_library(device).full(shape, fill, dtype=dtype), requires_grad=requires_grad)
+    return Tensor(_library(device).full(shape, _fill(fill_value, "full"), dtype=dtype),
+                  requires_grad=requires_grad)
+
+
+def _fill(value, name):
+    """A fill value that carries no gradient, as NumPy takes it: a Tensor's value (under
+    tt.compile a guard on it, not a number frozen at the recording)."""
+    return constant_read(value, f"{name}'s fill value") if isinstance(value, Tensor) else _value(value)
 
 
 def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
@@ -773,9 +779,8 @@ def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
     if _needs_grad(fill_value) and tape.STATE.grad_enabled:
         return _recorded_fill(np.shape(value), fill_value, value.dtype if dtype is None else dtype,
                               "full_like")
-    fill = constant_read(fill_value, "full_like's fill value") if isinstance(fill_value, Tensor) \
-        else _value(fill_value)
-    return Tensor(np.full_like(value, fill, dtype=dtype), requires_grad=requires_grad, device=device)
+    return Tensor(np.full_like(value, _fill(fill_value, "full_like"), dtype=dtype),
+                  requires_grad=requires_grad, device=device)
 
 
 def _recorded_fill(shape, fill, dtype, name):
@@ -798,9 +803,7 @@ def _np_full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, 
         value = _value(a)
         return _recorded_fill(np.shape(value) if shape is None else shape, fill_value,
                               value.dtype if dtype is None else dtype, "np.full_like")
-    fill = constant_read(fill_value, "np.full_like's fill value") if isinstance(fill_value, Tensor) \
-        else _value(fill_value)
-    return np.full_like(_value(a), fill, dtype, order, subok, shape, **kwargs)
+    return np.full_like(_value(a), _fill(fill_value, "np.full_like"), dtype, order, subok, shape, **kwargs)
 
 
 def arange(start, stop=None, step=None, dtype=None, requires_grad=False, device=None):

@@ -483,14 +483,13 @@ class Compiled:
             main.error = program.forward.error
         else:
             plain = ()            # a whole step's results that require grad: made Tensors after
-            stale = getattr(tracer, "stale", None)     # (or a call whose backward would raise)
-            if tracer.stepped or stale:
+            if tracer.stepped or tracer.stale:         # (or a call whose backward would raise)
                 leaves, _, roots, wrt = taped._on_the_tape(tracer, out)
                 plain = {k for k in roots if leaves[k]._id >= tracer.start} if wrt else ()
             fname = getattr(self.fun, "__name__", "f")
             main = _generate(tracer, out, fname, plain=plain, fuse=self.fuse)
             step = taped.spent(tracer, out, main, fname) if tracer.stepped else (
-                taped.stale(tracer, out, main, fname) if stale else None)
+                taped.stale(tracer, out, main, fname) if tracer.stale else None)
             if step is not None:      # a whole training step: its results that required grad too
                 inner = main
                 main = _Program(step, main.source)

@@ -873,7 +873,7 @@ def _in_errstate(tracer, e, n, statement):
     `with warnings.catch_warnings(): warnings.simplefilter("ignore")`) where f recorded its
     entry there."""
     state = tracer.errstates.get(e.out) if e is not None else None
-    filters = getattr(tracer, "warning_filters", {}).get(e.out) if e is not None else None
+    filters = tracer.warning_filters.get(e.out) if e is not None else None
     if not (state or filters) or statement.startswith(("if ", "with ")):    # (a check: no arithmetic)
         return statement
     contexts = []

@@ -681,7 +681,10 @@ class _Reach:
                 seen.add(key)
                 readers.append((expression, holder, what))
 
-        read_names = _names_read(self)
+        ran, spelled = set(self.names), set()         # attribute names the code that ran can read;
+        for code in list(self.codes) + [f.__code__ for f in self._functions()]:
+            ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
+            spelled.update(_strings(code))            # default), hasattr): their absence is guarded
         for f in self._functions():
             for k, cell in enumerate(f.__closure__ or ()):
                 try:
@@ -698,7 +701,7 @@ class _Reach:
             if f.__defaults__:
                 add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
             readers.append(("id({}.__code__)", f, f"the code of {f.__qualname__}"))
-            for name in sorted(set(f.__dict__) & read_names):   # helper.scale = 2.0 read inside
+            for name in sorted(set(f.__dict__) & ran):   # helper.scale = 2.0, read inside
                 if not name.startswith("__"):
                     add(f"{{}}.__dict__.get({name!r})", f, f"{f.__qualname__}.{name}", f.__dict__[name])
             if f.__kwdefaults__:
@@ -712,10 +715,6 @@ class _Reach:
             for name in _global_names(code):
                 if name in glob:
                     self._value(glob[name], 1)
-        ran, spelled = set(self.names), set()         # attribute names the code that ran can read;
-        for code in list(self.codes) + [f.__code__ for f in self._functions()]:
-            ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
-            spelled.update(_strings(code))            # default), hasattr): their absence is guarded
         for code in self.codes:                         # NumPy's error handling read by it
             if "geterr" in _names(code):
                 readers.append(("tuple(sorted({}.geterr().items()))", np,
@@ -853,7 +852,8 @@ def _fast_check(parts, namespace):
                 head = [f"type({v} := {expression}) is {name}", f"len({v}) == {len(value)}"]
                 tests.append(" and ".join(head + items))
                 continue
-            _alive(value, alive)          # what its fingerprint names by id: kept, so no id is reused
+            if call != "id":              # what its fingerprint names by id: kept, so no id is reused
+                _alive(value, alive)          # (an `id` part holds the object itself)
             constants[name] = _fingerprint(value) if call == "fp" else value
             if call == "id":
                 tests.append(f"{expression} is {name}")
@@ -1003,14 +1003,6 @@ def _internal(x):
 
 
 _BUILTIN_NAMES = frozenset(dir(builtins))    # Python's own builtins (at import)
-
-
-def _names_read(reach):
-    """The attribute names the code that ran (or may run) spells."""
-    names = set(reach.names)
-    for code in list(reach.codes) + [f.__code__ for f in reach.functions.values()]:
-        names.update(_names(code))
-    return names
 
 
 def _container_method(x):
