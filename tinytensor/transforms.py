@@ -783,7 +783,9 @@ def _with_aux(transform, f, argnums, allow_unused):
 
         value, gradient = transform(value_only, argnums, allow_unused)(*args, **kwargs)
         extra = aux[0]
-        if STATE.depth == 0 and STATE.recorder is None:     # values, as the gradient's
+        if STATE.depth == 0 and STATE.recorder is not None:   # tt.compile records: arrays noted
+            extra = _outermost(extra)
+        elif STATE.depth == 0:                                 # values, as the gradient's
             leaves, structure = tree_flatten(extra)
             extra = tree_unflatten(structure, [_detached(x) for x in leaves])
         return (value, extra), gradient

@@ -4182,19 +4182,12 @@ case("tbptt_lstm_hidden_as_arrays_fed_back")(_tbptt(nn.LSTM, _data))
 # ---------------------------------------------------------------- the tests
 
 XFAIL = {
-    "loss_of_closed_over_arrays_only":
-        "F.mse_loss/l1_loss of closed-over arrays: eager np.float64, compiled a Tensor",
-    "bce_of_closed_over_arrays_only":
-        "x * F.binary_cross_entropy_with_logits(closed-over arrays): eager ndarray, compiled "
-        "Tensor",
     "adam_amsgrad_turned_on":
         "step raising KeyError (amsgrad turned on mid-run): .grad left differs by rounding",
     "rmsprop_centered_momentum_toggled":
         "step raising KeyError (centered turned on mid-run): .grad left differs by rounding",
     "labels_from_data_sign":
         "x.data of an ndarray argument: eager NumPy's memoryview (TypeError), compiled the array",
-    "vg_has_aux_topk_indices":
-        "topk indices as value_and_grad aux: eager an ndarray, compiled a Tensor",
 }
 
 

@@ -717,6 +717,15 @@ class _Tracer:
                 t.__class__ = _Traced
                 self.tensor_vars.add(new)      # a Tensor made inside f: eagerly a Tensor
 
+    def held_array(self, t):
+        """t = Tensor(a) of a NumPy array `a` that tinytensor's own code wraps to compute on it (a
+        loss's plain target or prediction f holds): eagerly that array, so what is computed from
+        it alone is an array too (the loss of two closed-over arrays is a NumPy scalar)."""
+        var = self.var_of(t)
+        if var is not None:
+            self.tensor_vars.discard(var)
+            self.array_arguments.add(var)
+
     def value_copy(self, t):
         """A copy of Tensor t's value (Module.state_dict() inside a recording): a line of the
         program, so each call copies the value t holds then, handed on as a _Tainted array (f's

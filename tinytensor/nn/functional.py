@@ -804,6 +804,7 @@ def _as_float(value, prediction, what):
         # tt.compile: an array the loss holds (pos_weight, a target kept and refilled) is read
         # anew on every call: a recorded copy, and what is computed from it is on the tape
         t = Tensor(value)
+        STATE.recorder.held_array(t)      # eagerly the array: a loss of such arrays alone is one too
         dtype = _float_dtype(prediction)
         return t if t.dtype == dtype else ops.astype(t, dtype)
     return backend.asarray(value, _float_dtype(prediction), like=prediction, what=what)
