@@ -175,3 +175,104 @@ def test_another_thread_draws_from_numpy_while_one_records():
         done.set()
         t.join()
     assert np.random.get_state is not None and np.random.default_rng(0).random() < 1
+
+
+def _closure_with_setter():
+    k = 1.0
+
+    def setk(v):
+        nonlocal k
+        k = v
+    return (lambda x: x * k), setk
+
+
+@pytest.mark.parametrize("holder", ["instance", "namespace", "submodule"])
+def test_a_function_held_as_an_attribute_is_walked(holder):
+    """self.act = a closure: the cell it reads is guarded (it was frozen at the first call)."""
+    fn, setk = _closure_with_setter()
+    if holder == "instance":
+        class Holder:
+            pass
+        h = Holder()
+        h.fn = fn
+        f = lambda x: h.fn(x)                                   # noqa: E731
+    elif holder == "namespace":
+        ns = types.SimpleNamespace(fn=fn)
+        f = lambda x: ns.fn(x)                                  # noqa: E731
+    else:
+        class Act(tt.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fn = fn
+
+            def forward(self, x):
+                return self.fn(x)
+        m = tt.nn.Sequential(tt.nn.Identity(), Act())
+        f = lambda x: m(x)                                      # noqa: E731
+    _follows(f, lambda i: setk(float(i + 1)))
+
+
+def test_module_getattr_pep562_is_walked():
+    mod = types.ModuleType("reach_lazy")
+    store = {"K": 1.0}
+
+    def module_getattr(name):
+        try:
+            return store[name]
+        except KeyError:
+            raise AttributeError(name) from None
+    mod.__getattr__ = module_getattr
+    _follows(lambda x: x * mod.K, lambda i: store.update(K=float(i + 1)))
+
+
+def test_methods_replaced_on_the_class_are_other_programs():
+    import functools
+
+    class M:
+        s = property(lambda self: 1.0)
+        g = staticmethod(lambda x: x * 0.5)
+
+        def scale(self, x, k):
+            return x * k
+        double = functools.partialmethod(scale, k=2.0)
+    m = M()
+
+    def change(i):
+        k = float(i + 1)
+        M.s = property(lambda self: k)
+        M.g = staticmethod(lambda x: x * k)
+        M.double = functools.partialmethod(M.scale, k=k)
+    _follows(lambda x: x * m.s + M.g(x) + m.double(x), change, calls=6)
+
+
+def test_computed_and_non_identifier_attribute_names_are_guarded():
+    o = types.SimpleNamespace(a=1.0, b=2.0)
+    which = ["a"]
+    setattr(o, "scale-x", 1.0)
+
+    def change(i):
+        which[0] = "ab"[i % 2]
+        o.a = float(i)
+        setattr(o, "scale-x", float(i + 3))
+    _follows(lambda x: x * getattr(o, which[0]) + getattr(o, "scale-x"), change, calls=5)
+
+
+def test_container_subclass_arguments_attributes_are_keys():
+    import collections
+
+    class Scaled(list):
+        pass
+
+    class P(collections.namedtuple("P", "x")):
+        k = 1.0
+
+        @property
+        def scaled(self):
+            return self.x * self.k
+    g = tt.compile(lambda s, p: s[0] * s.scale + p.scaled)
+    for i in range(4):
+        s = Scaled([np.arange(3.0)])
+        s.scale = float(i)
+        P.k = float(i + 2)
+        p = P(np.ones(3))
+        np.testing.assert_array_equal(g(s, p), s[0] * s.scale + p.scaled)

@@ -1373,7 +1373,7 @@ def vars_of_object():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="getattr(o, name) with a name read from a list: the attribute's value is not guarded")
+@case()
 def getattr_string_computed():
     o = types.SimpleNamespace(a=1.0, b=2.0)
     which = ["a"]
@@ -2990,7 +2990,7 @@ def os_environ_flag():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="getattr(m, 'scale-x') (not an identifier): the attribute's value is not guarded")
+@case()
 def instance_dict_via_setattr_outside():
     class M:
         pass
@@ -3845,7 +3845,7 @@ def argument_tuple_subclass():
     return {"f": f, "args": lambda i: (ArgTuple((R(i, 3), R(i, 3, seed=1))),)}
 
 
-@case(xfail="an attribute of a list-subclass argument (lst.scale) is frozen at its first value")
+@case()
 def argument_list_subclass_with_attr():
     def f(t):
         return t[0] * t.scale
@@ -3988,7 +3988,7 @@ class ArgTupleAttr(tuple):
     scale = 1.0
 
 
-@case(xfail="an attribute of a dict-subclass argument (d.scale) is frozen at its first value")
+@case()
 def argument_dict_subclass_with_attr():
     def f(d):
         return d["x"] * d.scale
@@ -4000,7 +4000,7 @@ def argument_dict_subclass_with_attr():
     return {"f": f, "args": args}
 
 
-@case(xfail="a class attribute of a tuple-subclass argument's class changed outside is missed")
+@case()
 def argument_tuple_subclass_class_attr():
     def f(t):
         return t[0] * t.scale
@@ -4018,7 +4018,7 @@ class PropTuple(collections.namedtuple("PropTuple", "x")):
         return self.x * self.k
 
 
-@case(xfail="a class attribute read by a property of a namedtuple argument is not guarded")
+@case()
 def argument_namedtuple_property():
     P = PropTuple
 
@@ -4297,7 +4297,7 @@ def decimal_config():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="a module-level __getattr__ (PEP 562) value read inside is not guarded")
+@case()
 def module_level_getattr_pep562():
     mod = types.ModuleType("r19a_lazy")
     store = {"K": 1.0}
@@ -4317,7 +4317,7 @@ def module_level_getattr_pep562():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="a property replaced on the class (M.s = property(...)) is missed")
+@case()
 def property_getter_replaced_on_class():
     class M:
         s = property(lambda self: 1.0)
@@ -4332,7 +4332,7 @@ def property_getter_replaced_on_class():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(xfail="a partialmethod replaced on the class: a stale program is picked (its old id reused?)")
+@case()
 def partialmethod_config():
     class M:
         def scale(self, x, k):
@@ -4754,8 +4754,7 @@ def fresh_object_every_call_after_gc():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(changes=tuple(range(1, 12)),
-      xfail="a property replaced on the class on every call: the first value is kept")
+@case(changes=tuple(range(1, 12)))
 def fresh_property_every_call():
     class M:
         s = property(lambda self: 0.5)
@@ -4771,8 +4770,7 @@ def fresh_property_every_call():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(changes=tuple(range(1, 12)),
-      xfail="a staticmethod replaced on the class on every call: the first one is kept")
+@case(changes=tuple(range(1, 12)))
 def fresh_staticmethod_every_call():
     class M:
         g = staticmethod(lambda x: x * 0.5)
@@ -4786,8 +4784,7 @@ def fresh_staticmethod_every_call():
     return {"f": f, "args": lambda i: (R(i, 3),), "change": change}
 
 
-@case(changes=tuple(range(1, 12)),
-      xfail="a classmethod replaced on the class on every call: the first one is kept")
+@case(changes=tuple(range(1, 12)))
 def fresh_classmethod_every_call():
     class M:
         k = 0.5

@@ -45,7 +45,7 @@ from ..tensor import Tensor
 from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
-from .guards import _fingerprint, _Reach, describe_change
+from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change
 from .tracer import _WRAPPED, _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
@@ -861,6 +861,13 @@ def _flatten(tree, arrays, key, tensors):
         _flatten(tree.data, arrays, key, tensors)
     elif isinstance(tree, (dict, tuple, list)):   # OrderedDict, namedtuple, ...
         key.append(t)
+        if t.__module__ not in _NOT_USER_MODULES and "_field_defaults" not in t.__dict__:
+            # a class of the user's (not namedtuple's own): its attributes and methods (a
+            # property reading a class attribute) and the instance's own (lst.scale) are values f
+            # may read
+            key.append(_class_state(t))
+            if getattr(tree, "__dict__", None):
+                key.append(_fingerprint(tree.__dict__))
         items = tree.items() if isinstance(tree, dict) else enumerate(tree)
         for k, item in items:
             key.append(k)

@@ -260,18 +260,33 @@ def _module_class():
     return _MODULE[0]
 
 
+# a class's methods, by identity: one replaced on the class (M.s = property(...), M.g =
+# staticmethod(...)) is another program (the state holds the object itself, whose id a
+# replacement made later could not reuse)
+_DESCRIPTORS = frozenset({types.FunctionType, staticmethod, classmethod, property, functools.partialmethod})
+
+
 def _class_state(cls):
     """The number and string attributes of a user's class and its user-defined bases (a class
-    attribute `scale = 2.0` a method reads as self.scale)."""
+    attribute `scale = 2.0` a method reads as self.scale), and its methods by identity."""
     state = []
     for c in _user_classes(cls):
-        state += [(c.__name__, k, id(v) if type(v) is types.FunctionType else _fingerprint(v))
+        state += [(c.__name__, k, v if type(v) in _DESCRIPTORS else _fingerprint(v))
                   for k, v in vars(c).items() if not k.startswith("__") and (
-                      type(v) in _SCALARS or type(v) is types.FunctionType or isinstance(v, np.generic))]
+                      type(v) in _SCALARS or type(v) in _DESCRIPTORS or isinstance(v, np.generic))]
     return tuple(state)
 
 
 _USER_CLASSES = {}
+
+
+def _class_attribute(cls, name):
+    """cls's attribute `name` as its class dictionaries hold it (the descriptor, not what its
+    __get__ makes: a partialmethod makes a new function on every read)."""
+    for c in cls.__mro__:
+        if name in c.__dict__:
+            return c.__dict__[name]
+    return None
 
 
 def _user_classes(cls):
@@ -464,7 +479,10 @@ class _Reach:
                 self._collect(hook, depth + 1)
         elif isinstance(value, types.ModuleType):
             if _user_module(value) and id(value) not in self.objects:
-                self.objects[id(value)] = value           # a helper module: its attributes
+                self.objects[id(value)] = value           # a helper module: its attributes, and
+                hook = vars(value).get("__getattr__")     # what its __getattr__ (PEP 562) reads
+                if isinstance(hook, types.FunctionType):
+                    self._collect(hook, depth + 1)
         elif isinstance(value, type):
             if id(value) not in self.classes and value.__module__ not in _NOT_USER_MODULES \
                     and not value.__module__.startswith("tinytensor"):
@@ -482,9 +500,13 @@ class _Reach:
                 self.objects[id(value)] = value
                 if isinstance(value, _module_class()):   # the hooks of it and its submodules,
                     for m in value.modules():             # and of its parameters (a sweep inside
-                        for name in ("_forward_hooks", "_forward_pre_hooks"):     # runs them)
+                        for name in ("_forward_hooks", "_forward_pre_hooks"):     # runs them);
                             for hook, _ in vars(m).get(name, {}).values():
                                 self._collect(hook, depth + 1)
+                        if m is not value:                # the functions its submodules hold
+                            for v in list(vars(m).values()):
+                                if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
+                                    self._collect(v, depth + 1)
                     for p in value.parameters():
                         for hook in (TENSOR_HOOKS.get(p) or {}).values():
                             self._collect(hook, depth + 1)
@@ -493,6 +515,9 @@ class _Reach:
                         if _is_user(attr.__code__):
                             self._collect(attr, depth + 1)
                 for v in list(getattr(value, "__dict__", {}).values()):
+                    if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
+                        self._collect(v, depth + 1)       # a function it holds (self.act = a
+                        continue                          # closure): what that reads
                     if type(v).__module__.startswith("tinytensor.optim") and depth < _DEPTH:
                         # an optimizer or a scheduler it holds (self.opt): read by identity, its
                         # attributes the code names one by one (its steps are program lines)
@@ -684,7 +709,7 @@ class _Reach:
         ran, spelled = set(self.names), set()         # attribute names the code that ran can read;
         for code in list(self.codes) + [f.__code__ for f in self._functions()]:
             ran.update(_names(code))                  # those it spells as strings (getattr(o, "t",
-            spelled.update(_strings(code))            # default), hasattr): their absence is guarded
+            spelled.update(_all_strings(code))        # default), hasattr): their absence is guarded
         for f in self._functions():
             for k, cell in enumerate(f.__closure__ or ()):
                 try:
@@ -730,7 +755,8 @@ class _Reach:
                 if isinstance(module, types.ModuleType) and _user_module(module):
                     add(f"{{}}.get({name!r})", sys.modules, f"sys.modules[{name!r}]", module)
                     self.objects.setdefault(id(module), module)
-        whole = not {"vars", "__dict__"}.isdisjoint(ran)   # f reads whole __dict__s (vars(ns))
+        whole = not {"vars", "__dict__", "getattr"}.isdisjoint(ran)   # f reads whole __dict__s
+        # (vars(ns)), or attributes by names it computes (getattr(o, names[0]))
         for obj in self.objects.values():
             if isinstance(obj, _module_class()):
                 add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
@@ -759,9 +785,12 @@ class _Reach:
                     if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
                         add(f"getattr({{}}, {name!r}, None)", obj, f"{label}.{name}",
                             getattr(obj, name, None))
-                    elif not isinstance(value, property):
-                        add(f"getattr(type({{}}), {name!r}, None)", obj, f"{label}.{name} (its class's)",
-                            value)
+                    elif type(value) in _DESCRIPTORS:   # as the class holds it (a property, a
+                        add(f"ca(type({{}}), {name!r})", obj, f"{label}.{name} (its class's)",   # not
+                            value)                            # the new function a partialmethod makes)
+                    else:                                     # a value, or what a descriptor of
+                        add(f"getattr(type({{}}), {name!r}, None)", obj,   # the user's gives
+                            f"{label}.{name} (its class's)", value)
         for p in self.partials.values():
             add("{}", p, f"the arguments of {p!r}"[:80], p)
         for m in self.tracer.modules:
@@ -815,7 +844,7 @@ class _Reach:
         if not readers:
             return None
         namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state, "av": _array_key,
-                     "dr": _dereference}
+                     "dr": _dereference, "ca": _class_attribute}
         parts = []
         for i, (form, obj, _) in enumerate(readers):
             namespace[f"o{i}"] = obj
@@ -969,7 +998,8 @@ def _codes(code):
 def _names(code):
     """The names a code object (and the code inside it) can read: the globals and attributes it
     names, and the identifiers it spells as strings (vars(obj)["scale"], getattr(o, "t"))."""
-    return [n for k in _codes(code) for n in k.co_names] + _strings(code)
+    return [n for k in _codes(code) for n in k.co_names] + _all_strings(code)   # (any string:
+    # setattr(m, "scale-x", 1.0) makes an attribute of a name that is not an identifier)
 
 
 def _all_strings(code):
