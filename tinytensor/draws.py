@@ -62,15 +62,16 @@ def uniform(rng, shape):
 
 
 def generators_in(*objects):
-    """The np.random.Generators among objects and, one level down, their attributes, closure
-    cells and containers (where tt.compile looks for generators a function may draw from)."""
+    """The np.random.Generators (and legacy RandomStates) among objects and, one level down,
+    their attributes, closure cells and containers (where tt.compile looks for generators a
+    function may draw from)."""
     found, seen = [], set()
 
     def visit(obj, depth):
         if id(obj) in seen:
             return
         seen.add(id(obj))
-        if isinstance(obj, np.random.Generator):
+        if isinstance(obj, (np.random.Generator, np.random.RandomState)):
             found.append(obj)
             return
         if depth == 0:

@@ -48,7 +48,7 @@ class _Leaf:
 
 
 LEAF = _Leaf()   # marks where a leaf sits in a structure
-_CONTAINERS = (tuple, list, dict)   # exact types: subclasses (namedtuple, OrderedDict) take the long way
+_CONTAINERS = (tuple, list, dict)   # and their subclasses (namedtuple, OrderedDict): the long way
 
 
 def tree_flatten(tree):
@@ -61,7 +61,7 @@ def tree_flatten(tree):
     if t is list or t is tuple or t is dict:              # the common flat case, in one step
         values = tree.values() if t is dict else tree
         for v in values:
-            if v is None or type(v) in _CONTAINERS:
+            if v is None or isinstance(v, _CONTAINERS):    # (a namedtuple, an OrderedDict inside)
                 break
         else:
             if t is dict:
@@ -476,7 +476,10 @@ def _vjp(f, primals, allow_unused, name):
         elif roots and STATE.recorder is not None:
             rec = STATE.recorder
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
-            return tree_unflatten(structure, [rec.array(_traced_gradient(rec.tensor(grads.get(x)), x))
+            slot = Tensor.__dict__["data"]
+            handed = {id(c) for c in cotangents} | {id(slot.__get__(x)) for x in inputs} | {
+                id(slot.__get__(c)) for c in cotangents if isinstance(c, Tensor)}
+            return tree_unflatten(structure, [rec.array(_traced_gradient(rec.tensor(grads.get(x)), x, handed))
                                               for x in inputs])
         elif roots:
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
@@ -534,12 +537,20 @@ def _handed_out(g, x, handed):
     return g
 
 
-def _traced_gradient(g, x):
-    """While tt.compile records: the gradient Tensor itself (the program returns fresh arrays)."""
+def _traced_gradient(g, x, handed=None):
+    """While tt.compile records: the gradient Tensor itself, or, where eager mode copies it
+    (_handed_out: the array of a cotangent, of an input, or one already handed out for another
+    input: the gradients of a and b in a + b), a recorded copy, so the program too hands out
+    arrays of their own."""
     if g is None:
         return _zeros(x)
     if isinstance(g, Tensor) and g.dtype != x.dtype:
         return ops.astype(g, x.dtype)
+    if handed is not None and isinstance(g, Tensor):
+        raw = Tensor.__dict__["data"].__get__(g)
+        if id(raw) in handed:
+            g = g.clone()
+        handed.add(id(Tensor.__dict__["data"].__get__(g)))
     return g
 
 
@@ -782,15 +793,20 @@ def _with_aux(transform, f, argnums, allow_unused):
             return out[0]
 
         value, gradient = transform(value_only, argnums, allow_unused)(*args, **kwargs)
-        extra = aux[0]
-        if STATE.depth == 0 and STATE.recorder is not None:   # tt.compile records: arrays noted
-            extra = _outermost(extra)
-        elif STATE.depth == 0:                                 # values, as the gradient's
-            leaves, structure = tree_flatten(extra)
-            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
-        return (value, extra), gradient
+        return (value, _outermost_aux(aux[0])), gradient
 
     return with_aux
+
+
+def _outermost_aux(extra):
+    """A transform's aux at the outermost level: values, as the gradient's (while tt.compile
+    records, arrays whose NumPy operations it records); inside another transform, as f gave it."""
+    if STATE.depth:
+        return extra
+    if STATE.recorder is not None:
+        return _outermost(extra)
+    leaves, structure = tree_flatten(extra)
+    return tree_unflatten(structure, [_detached(x) for x in leaves])
 
 
 def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
@@ -860,11 +876,7 @@ def jacobian(f, argnums=0, mode="rev", allow_unused=False, has_aux=False):
         result = tree_unflatten(out_structure, [tree_unflatten(in_structure, row) for row in blocks])
         if not has_aux:
             return result
-        extra = aux[0]
-        if STATE.depth == 0 and STATE.recorder is None:     # values at the outermost level
-            leaves, structure = tree_flatten(extra)
-            extra = tree_unflatten(structure, [_detached(x) for x in leaves])
-        return result, extra
+        return result, _outermost_aux(aux[0])
 
     return jacobian_f
 

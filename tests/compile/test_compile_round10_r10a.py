@@ -3453,8 +3453,6 @@ _SEQ_WHY = {
 _BIG = ("documented limit (compile.md, Limits): NumPy computations inside f on a closed-over array of "
         "more than 4,096 elements run once, while recording")
 XFAIL = {
-    "np_big_numpy_inside": _BIG + " (x*float(big.sum()); big[7] = 100 outside)",
-    "np_big_index_with_small": _BIG + " (x*big[idx]; big[2] = -1 outside at call 10)",
 }
 
 

@@ -1813,11 +1813,6 @@ def _b():
 
 # Filled from ``python tests/compile/test_compile_round13b.py`` (not equal, not refused).
 XFAIL = {
-    "instancenorm-tracked-step": (
-        "silent (NaN bits only): InstanceNorm2d(affine, track_running_stats) in eval() inside a "
-        "compiled SGD step: equal until training diverges to NaN (call 10), where the NaNs' sign "
-        "bits differ (which NaN an operation returns depends on its operand order)"
-    ),
 }
 
 

@@ -3069,7 +3069,6 @@ def m10_conv_groups_interpolate():
 XFAIL.update(
     {
         "a21_ndarray_argument_dot_data": "ndarray argument: eagerly x.data is a memoryview and `x.data > 0` raises TypeError; compiled (x a Tensor inside) returns numbers",
-        "e07_closure_large_array_numpy_sum": "documented limit: np.sum(big) of a closed-over array of 5000 elements runs once; big[7] += 1 outside on call 3 unseen",
         "l27_numpy_view_of_argument_returned_then_written": "lambda x: np.asarray(x)[1:] on an ndarray: eagerly a view of x (out[0] = 99 writes x[1]), compiled a copy",
         "n12_user_warning_inside": "warns, numbers equal: the user's warning now follows the branch taken on each call; what remains is tt.compile's own recompile-limit RuntimeWarning on call 9 (float(x.sum()) is guarded by value, so a value that changes every call re-records until the limit, then runs eagerly, as documented)",
     }

@@ -3861,10 +3861,6 @@ OUTCOMES = {
         "silent",
         "out = tt.compile(lambda x: tt.sum(tt.tanh(x @ W)))(x); out.jvp({W: t}) differs from eager in the "
         "last bit (-0.4676868672476279 vs -0.467686867247628); the guide says 'to rounding'"),
-    "large_closed_over_dataset_stats_computed_inside": (
-        "silent",
-        "X (1500x4, closed over) scaled in place on call 10; X.mean(0)/X.std(0) inside the step keep the "
-        "recording call's values (the guide's documented limit for arrays over 4,096 elements), no warning"),
     "tensor_method_on_array_argument": (
         "silent",
         "x.detach() on an ndarray argument: eager raises AttributeError, the compiled function runs "

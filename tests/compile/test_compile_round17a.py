@@ -3085,12 +3085,6 @@ XFAIL = {
     "rng_bit_generator_state_read": (
         "silent: x + g.bit_generator.state['state']['state'] % 7 with g closed over and drawn from "
         "outside: frozen"),
-    "ok_large_closed_dataset_numpy_mean": (
-        "silent (documented limit): x - data.mean(0), data a closed (2000, 3) array updated in "
-        "place outside: the mean is frozen"),
-    "miss2_closed_large_array_sum_in_numpy": (
-        "silent (documented limit): x * float(np.sum(data)), data a closed 5000-element array "
-        "updated in place outside: frozen"),
     # crashes (a different exception than eager)
     "argwrite_sort_in_place": (
         "crash (documented): f(x): x.sort(axis=1) on an array argument raises AttributeError "

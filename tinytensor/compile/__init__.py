@@ -45,7 +45,7 @@ from ..tensor import Tensor
 from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
-from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change
+from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change, entered_arrays
 from .tracer import _WRAPPED, _refs, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
@@ -502,6 +502,7 @@ class Compiled:
             self.recompiles[-1] += (f" (a number argument is part of the cache key: {tracer.number_reads[0]}"
                                     f"{' and more' if len(tracer.number_reads) > 1 else ''})")
         program.reads = bool(tracer.guards)
+        entered_arrays(tracer)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)

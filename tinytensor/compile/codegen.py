@@ -35,7 +35,7 @@ from .fusions import (
     where_into,
     where_rule_into,
 )
-from .tracer import _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
+from .tracer import _SLOT_DATA, _SLOT_GRAD, _WRAPPED, _Accumulate, _Call, _Ref, _refs, declared
 
 
 # ----- generating the program --------------------------------------------------------------------
@@ -361,6 +361,8 @@ def _generate(tracer, out, fname, plain=(), fuse=False):
             j = first.setdefault(id(x), k)
             if j != k:
                 kinds[k] = ("again", j)
+    for k in _fresh_results(tracer, leaves, out_refs, kinds):
+        kinds[k] = "copy" if kinds[k] is None else kinds[k] + "+copy"
     live, producer = _live_entries(tracer, out_refs)
     outputs = {r.var for r in out_refs if type(r) is _Ref}
     if fuse and not getattr(tracer, "stepped", False):   # (tt.compile(fuse=True); never in a whole
@@ -400,6 +402,28 @@ def _holds(a, tensors, made):
     """Whether operand list/tuple `a` (tt.stack's, tt.concatenate's) holds a Tensor's value."""
     return type(a) in (list, tuple) and builtins.any(
         (v.var in tensors) if type(v) is _Ref else id(v) in made for v in a)
+
+
+def _fresh_results(tracer, leaves, out_refs, kinds):
+    """The results that are arrays of their own eagerly but one value of the program: a value
+    returned a second time as another object (the gradients of a and b in a + b), or an argument
+    handed back as a new array (a pullback returning its cotangent, `u + 0`'s). Returned as a copy
+    (eager's own arrays: the caller's write into one is not seen in the other or in its input)."""
+    seen, fresh = {}, []
+    arguments = set(tracer.arguments)
+
+    def memory(x):
+        return _SLOT_DATA.__get__(x) if isinstance(x, Tensor) else x
+
+    for k, (x, ref) in enumerate(zip(leaves, out_refs)):
+        if type(ref) is not _Ref or not (kinds[k] is None or type(kinds[k]) is str and kinds[k] == "tensor") \
+                or not isinstance(memory(x), np.ndarray):
+            continue
+        j = seen.setdefault(ref.var, k)
+        other = memory(leaves[j]) if j != k else (tracer.values[ref.var] if ref.var in arguments else None)
+        if other is not None and memory(x) is not other and not np.may_share_memory(memory(x), other):
+            fresh.append(k)     # (sharing memory while recording: the same array eagerly too)
+    return fresh
 
 
 def _result_kind(tracer, x, plain, tensors):
@@ -908,11 +932,16 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
         if type(kind) is tuple:                 # the same Tensor as result j (evaluated before)
             results.append(f"_result{kind[1]}")
             continue
+        if type(kind) is str and kind.endswith("copy"):          # (see _fresh_results)
+            kind = None if kind == "copy" else kind[:-len("+copy")]
+            copied = True
+        else:
+            copied = False
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
             scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
                       or ref.var in n.scalars)
-            text = f"np.asarray({name})" if scalar else name
+            text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
         elif isinstance(ref, np.ndarray):     # an array f holds (or a view of it): itself, as
             held = _held(ref, getattr(tracer, "held_arrays", ()))      # eagerly; else a fresh
             text = n.constant(ref) if held else f"{n.constant(ref)}.copy()"   # copy each call
@@ -1025,6 +1054,9 @@ def _describe_live(t):
 RELEASE_BYTES = 1 << 14    # smaller temporaries are left to the return: a `del` costs more than it frees
 _AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/="}
 _COMMUTATIVE = (ast.Add, ast.Mult)
+# `a op b` written into b: NumPy's ufunc with out=b, operands in eager's order (b += a would give
+# b's NaN where both are NaN: x86 hands on the first operand's NaN, sign and payload)
+_INTO_RIGHT = {ast.Add: "np.add", ast.Mult: "np.multiply"}
 
 
 def _names_in(text):
@@ -1165,8 +1197,9 @@ def _release_and_reuse(body, ret, temporaries, held, name_of=None, may_alias=Non
             other = ast.unparse(other)
             if (type(side) is ast.Name and dying(side.id, i) and owned(side.id, temporaries.get(lhs))
                     and side.id not in _names_in(other)[0]):
-                out.append((None, f"{side.id} {_AUGMENTED[type(node.op)]} {other}", comment + " (in place)",
-                            entry))
+                text = f"{side.id} {_AUGMENTED[type(node.op)]} {other}" if side is node.left else \
+                    f"{_INTO_RIGHT[type(node.op)]}({other}, {side.id}, out={side.id})"
+                out.append((None, text, comment + " (in place)", entry))
                 out.append((lhs, side.id, "the same array", entry))
                 break
         else:

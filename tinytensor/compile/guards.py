@@ -24,9 +24,11 @@ import collections.abc
 import contextvars
 import dis
 import functools
+import itertools
 import math
 import operator
 import os
+import random
 import sys
 import sysconfig
 import threading
@@ -39,8 +41,9 @@ from ..draws import _attribute as _attr
 from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..state import STATE
 from ..tensor import Tensor
+from ..weakid import IdentityWeakMap
 from . import subscripts
-from .tracer import _is_user, _Tainted
+from .tracer import _for_user, _is_user, _Tainted
 
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
 _IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
@@ -75,8 +78,8 @@ def _fingerprint(x, depth=0):
             return (t, id(x), len(x))
         if isinstance(x, dict):
             return (t, tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in x.items()))
-        if t in (set, frozenset):
-            return (t, frozenset(_fingerprint(v, depth + 1) for v in x))
+        if t in (set, frozenset):        # in iteration order: {1, 9} and {9, 1} iterate apart
+            return (t, tuple(_fingerprint(v, depth + 1) for v in x))
         return (t, tuple(_fingerprint(v, depth + 1) for v in x))
     if isinstance(x, (np.ndarray, Tensor)) or callable(x) or isinstance(x, _OPAQUE):
         if isinstance(x, functools.partial):
@@ -135,6 +138,21 @@ def _state_of(obj):
 
 _LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortranarray, np.frombuffer,
                          memoryview})
+
+
+# C modules whose functions read an argument's raw buffer (hashes, checksums, struct, pickle)
+_BUFFER_MODULES = frozenset({"zlib", "_hashlib", "_md5", "_sha1", "_sha2", "_sha256", "_sha512", "_sha3",
+                             "_blake2", "binascii", "_struct", "_pickle", "array", "_codecs"})
+
+
+def _reads_buffer(fun):
+    """Whether C function `fun` reads its arguments' raw buffers (hashlib.sha1(a), zlib.crc32(a),
+    int.from_bytes(a), np.frombuffer(a)), which the recording cannot see."""
+    owner = getattr(fun, "__self__", None)
+    module = getattr(fun, "__module__", None) or getattr(owner, "__name__", None)
+    name = getattr(fun, "__name__", "")
+    return (module in _BUFFER_MODULES or name in ("from_bytes", "frombuffer", "from_dlpack")
+            or isinstance(owner, types.ModuleType) and owner.__name__ in _BUFFER_MODULES)
 
 
 _IMPLEMENTATIONS = []
@@ -237,6 +255,38 @@ def _random_patches(step):
         elif step < 0 and _PATCHED["count"] == 0:
             for n, fun in _PATCHED["originals"].items():
                 setattr(np.random, n, fun)
+
+
+# C functions whose result is a value from outside the program (it changes between calls without
+# anything f reaches changing): the clock, the file system and the process, files being read, and
+# random states other than tinytensor's generators (Python's random.Random, NumPy's RandomState)
+_OUTSIDE_MODULES = frozenset({"time"})
+_OUTSIDE_FUNCTIONS = frozenset({
+    ("posix", "getcwd"), ("posix", "listdir"), ("posix", "stat"), ("posix", "lstat"), ("posix", "scandir"),
+    ("posix", "getpid"), ("posix", "urandom"), ("posix", "times"), ("posix", "access"),
+    ("posix", "getloadavg"), ("sys", "getrecursionlimit"), ("sys", "getswitchinterval"),
+    ("sys", "getrefcount"), ("gc", "get_threshold"), ("gc", "get_count"), ("gc", "get_stats"),
+    ("gc", "isenabled"), ("io", "open"), ("_io", "open")})
+_OUTSIDE_METHODS = frozenset({"read", "readline", "readlines", "read1", "readinto", "tell", "seek",
+                              "getvalue", "locked"})
+_NOT_OUTSIDE = frozenset({"sleep"})
+
+
+def _outside_value(fun):
+    """What C function `fun` reads from outside the program (see _OUTSIDE_MODULES), in words, or
+    None."""
+    owner = getattr(fun, "__self__", None)
+    name = getattr(fun, "__name__", "?")
+    if isinstance(owner, types.ModuleType) or owner is None:
+        module = getattr(fun, "__module__", None) or getattr(owner, "__name__", None)
+        if module in _OUTSIDE_MODULES and name not in _NOT_OUTSIDE or (module, name) in _OUTSIDE_FUNCTIONS:
+            return f"{module}.{name}()"
+        return None
+    if isinstance(owner, (random.Random, np.random.RandomState)):
+        return f"{type(owner).__name__}.{name}() (a random state)"
+    if name in _OUTSIDE_METHODS and type(owner).__module__ in ("_io", "_thread"):
+        return f"{type(owner).__name__}.{name}()"
+    return None
 
 
 def _iterator_state(it):
@@ -577,7 +627,16 @@ class _Reach:
                             f"argument NumPy reads directly, where the recording cannot see it, so the "
                             f"program would keep this call's values. Compute it with np.where(...) or "
                             f"tinytensor operations, or call the function uncompiled")
-            elif event == "c_call" and arg in _LAUNDERING and id(frame) in tracer.tainted_frames \
+            elif event == "c_call" and tracer.laundered is None and not tracer.depth_inside \
+                    and (what := _outside_value(arg)) is not None and _for_user(frame):
+                tracer.laundered = (
+                    f"called {what} at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
+                    f"while being recorded: a value from outside the program (a clock, a file, the "
+                    f"process, a random state), which changes between calls, so the program would "
+                    f"keep this call's. Read it outside and pass it in as an argument, draw with "
+                    f"tinytensor (tt.randn(..., rng=rng)), or call the function uncompiled")
+            elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
+                    and id(frame) in tracer.tainted_frames \
                     and tracer.laundered is None:
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused
@@ -1068,7 +1127,7 @@ def _reader(form, value):
         return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
     if _container_method(value):
         return f"id({form}), fp({form}.__self__)"     # table.get: what table holds
-    if type(value) is np.ndarray and value.size <= _SMALL_ARRAY:
+    if type(value) is np.ndarray and (value.size <= _SMALL_ARRAY or value not in _ENTERED):
         return f"av({form})"                          # by its values (see _array_key)
     if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
                           Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
@@ -1099,16 +1158,32 @@ _SMALL_ARRAY = 4096
 
 def _array_key(a):
     """A NumPy array a function reads directly (closed over, a global, a Module's attribute):
-    by identity, and by its values when it has at most _SMALL_ARRAY elements, since NumPy code
-    on it (`float(v)`, `v * 2` before a tinytensor op) runs once, while recording, and a change
-    in place must record again. A larger one (a data set) is read by identity only: where it
-    enters a tinytensor op the program reads it on every call, but NumPy computations on it
-    outside the ops run once (the documented limit)."""
+    by identity, and by its values, since NumPy code on it (`float(v)`, `v * 2` before a
+    tinytensor op) runs once, while recording, and a change in place must record again. A large
+    one (more than _SMALL_ARRAY elements: a data set) that a program reads itself (see
+    entered_arrays) by identity only: its changes reach the program."""
     if type(a) is not np.ndarray:
         return _fingerprint(a)
-    if a.size > _SMALL_ARRAY:
+    if a.size > _SMALL_ARRAY and a in _ENTERED:
         return (id(a), a.shape, a.dtype)
     return (id(a), a.shape, a.dtype, a.tobytes())
+
+
+_ENTERED = IdentityWeakMap()     # the large arrays a program reads itself (see entered_arrays)
+
+
+def entered_arrays(tracer):
+    """Note the large NumPy arrays that a recorded program reads on every call (an operand of a
+    recorded operation: the array or a view of it): a change in place reaches the program, so a
+    guard reads them by identity. Any other large array f reaches (one NumPy code inside f
+    computed on, which ran once while recording: `w / w.sum()`, `~mask`, `np.sin(pe[:T])`) is
+    guarded by its values (its bytes compared on every call, so a change records again)."""
+    for e in tracer.entries:
+        for a in itertools.chain(e.args, e.kwargs.values()):
+            if type(a) is np.ndarray and a.size:
+                owner = a if a.base is None else a.base
+                if type(owner) is np.ndarray and owner.size > _SMALL_ARRAY:
+                    _ENTERED[owner] = True
 
 
 def describe_change(guard, recorded, now):

@@ -108,6 +108,7 @@ class _Tracer:
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
+        self.legacy_states = {}      # np.random.RandomState -> its state when f was called
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.read_only = False       # np.asarray(t) handed f a read-only view (see _array)
         self.made_generators = []    # those np.random.default_rng made while f ran (guards.enter)
@@ -744,7 +745,10 @@ class _Tracer:
         """Remember the state of the generators f can reach (its closure, its arguments, the
         modules it calls), to find draws made past tinytensor."""
         for g in draws.generators_in(*objects):
-            self.generator_states.setdefault(g, g.bit_generator.state)
+            if isinstance(g, np.random.RandomState):     # NumPy's legacy one: drawn from, refused
+                self.legacy_states.setdefault(g, _legacy_state(g))
+            else:
+                self.generator_states.setdefault(g, g.bit_generator.state)
 
     def check_generators(self, name):
         """After recording: every generator f reached must be where its noted draws left it;
@@ -753,6 +757,13 @@ class _Tracer:
         for g, state in self.generator_states.items():
             if g.bit_generator.state != state:
                 raise _undrawn(g, name)
+        for g, state in self.legacy_states.items():
+            if _legacy_state(g) != state:
+                raise RuntimeError(
+                    f"tt.compile: {name} drew from an np.random.RandomState ({g!r}) while being "
+                    f"recorded; the compiled program would repeat those numbers on every call. Draw "
+                    f"with tinytensor (tt.randn(..., rng=np.random.default_rng(seed))), or pass the "
+                    f"numbers in as an argument, or call the function uncompiled")
         legacy = np.random.get_state()
         if not (legacy[0] == self.legacy_state[0] and np.array_equal(legacy[1], self.legacy_state[1])
                 and legacy[2:] == self.legacy_state[2:]):
@@ -1660,6 +1671,31 @@ class _Tainted(np.ndarray):
     def __array_finalize__(self, obj):
         pass
 
+    def __bytes__(self):     # bytes(mask): its bytes, a guard (as str() is)
+        return _guarded_text(self, _raw(self).tobytes(), "bytes()", _internal())
+
+    # the raw buffer, which C code reads where the recording cannot see it: refused in user code
+    data = property(lambda self: _buffer_read(self, "data"))
+    ctypes = property(lambda self: _buffer_read(self, "ctypes"))
+    __array_interface__ = property(lambda self: _buffer_read(self, "__array_interface__"))
+
+    def __dlpack__(self, *args, **kwargs):
+        return _buffer_read(self, "__dlpack__")(*args, **kwargs)
+
+
+def _buffer_read(x, name):
+    """x.data, x.ctypes, x.__array_interface__, x.__dlpack__ of a traced array: NumPy's own for
+    tinytensor's and NumPy's code; in user code (while recording) refused: what reads that
+    buffer is C code the recording cannot see, so the program would keep this call's values."""
+    rec = STATE.recorder
+    if rec is not None and not rec.depth_inside and _is_user(sys._getframe(2).f_code):
+        raise RuntimeError(
+            f"tt.compile: .{name} of a NumPy array computed from traced data (t.data, a mask) hands "
+            f"its raw buffer to C code (memoryview, ctypes, DLPack) that the recording cannot see, so "
+            f"the program would keep this call's values. Use its values through NumPy (x.tobytes(), "
+            f"x.tolist(), indexing: recorded), or call the function uncompiled")
+    return getattr(np.ndarray.view(x, np.ndarray), name)
+
 
 def _internal():
     """Whether the caller of the caller (a _Tainted method's caller) is tinytensor's own code,
@@ -1692,7 +1728,7 @@ def _formatted(a, spec):
     return format(a, spec)
 
 
-_TEXT = {"repr()": repr, "str()": str}
+_TEXT = {"repr()": repr, "str()": str, "bytes()": lambda a: np.ndarray.view(a, np.ndarray).tobytes()}
 
 
 def _leaves(x):
@@ -1891,6 +1927,12 @@ def _store(target, value):
     """target[...] = value (NumPy's same_kind casting, as an in-place operator): a buffer's update."""
     np.copyto(target, value, casting="same_kind")
     return target
+
+
+def _legacy_state(g):
+    """A RandomState's state as a comparable value."""
+    kind, keys, pos, has_gauss, gauss = g.get_state()
+    return kind, keys.tobytes(), pos, has_gauss, gauss
 
 
 def _undrawn(generator, name="the function"):
