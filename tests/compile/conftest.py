@@ -7,7 +7,7 @@ import re
 import zlib
 
 _SAMPLED = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|13b|14|15|15b|16a|16b"
-                      r"|17a|17b|18a|18b|19a|19b)\.py$")
+                      r"|17a|17b|18a|18b|19a|19b|20a|20b|20c|21a|21b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -3059,15 +3059,10 @@ XFAIL = {
     "e6_flat_iteration_list": "silent: x * list(x.data.flat)[1]: frozen",
     "e6_fromiter_flat": "silent: x * np.fromiter(x.data.flat, dtype=np.float64)[:3]: frozen",
     "e6_as_strided_read": "silent: np.lib.stride_tricks.as_strided(x.data, (2,), (8,))[1]: frozen",
-    "e6_ctypeslib_as_array": (
-        "silent: np.ctypeslib.as_array(x.data.ctypes.data_as(POINTER(c_double)), (n,))[0]: frozen"),
     "e6_array_subclass_view": (
         "crash: x * x.data.view(Mine)[0, 0] with class Mine(np.ndarray): pass -- compiled raises "
         "ValueError (truth value of an array is ambiguous), eager returns"),
     "e5_dunder_array": "silent: x * x.data.__array__()[0, 0]: compiled keeps the recording call's element",
-    "e5_thread_pool_sum": (
-        "silent: ThreadPoolExecutor(1).submit(np.sum, x.data).result() inside f: the sum is frozen "
-        "at the recording call"),
     # silent differences
     "miss_put_method": (
         "silent: m = np.zeros(3); m.put([1], x.data[0, 0]) inside f: compiled keeps call 1's value "
@@ -3079,9 +3074,6 @@ XFAIL = {
     "miss2_memoryview_of_traced": (
         "silent: x * memoryview(x.data)[0, 0]: compiled gives the recording call's number (0.0 vs "
         "eager's)"),
-    "miss2_ctypes_from_address": (
-        "silent: ctypes.c_double.from_address(x.data.ctypes.data).value: frozen at the recording "
-        "call"),
     "rng_bit_generator_state_read": (
         "silent: x + g.bit_generator.state['state']['state'] % 7 with g closed over and drawn from "
         "outside: frozen"),

@@ -4035,9 +4035,6 @@ XFAIL = {
     "dunder_call_replaced_on_class":
         ("S.__call__ replaced on the class between calls: calling the instance (a type slot) still "
          "runs the recorded __call__"),
-    "partial_of_ufunc_with_mutated_array":
-        ("functools.partial(np.multiply, c): the partial's array argument mutated between calls is "
-         "not seen"),
     "numpy_randomstate_get_state_pos":
         ("a closed-over np.random.RandomState's get_state() read inside is frozen: draws between "
          "calls are not seen, no refusal"),

@@ -443,6 +443,14 @@ def _result_kind(tracer, x, plain, tensors):
         return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
     if isinstance(x, np.ndarray) and tracer.var_of(x) in tracer.generic_vars:
         return "scalar"
+    if isinstance(x, np.ndarray) and x.ndim == 0 and tracer.var_of(x) is not None:
+        # NumPy on NumPy scalars (a number argument's tt.exp, and sums of such) gives a scalar
+        var = tracer.var_of(x)
+        entry = next((e for e in reversed(tracer.entries) if e.out == var), None)
+        refs = [] if entry is None or entry.kind != "numpy" else _refs(entry.args, []) + _refs(entry.kwargs, [])
+        if refs and builtins.all(r in tracer.generic_vars or r in tracer.generic_prims for r in refs):
+            tracer.generic_vars.add(var)
+            return "scalar"
     if isinstance(x, np.generic) and tracer.var_of(x) is not None:
         return "scalar"                                   # a number argument's arithmetic
     return None

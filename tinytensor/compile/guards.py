@@ -67,6 +67,8 @@ def _fingerprint(x, depth=0):
         return (t, x if x == x else "nan", math.copysign(1.0, x))     # nan equals a nan
     if t in _SCALARS:
         return (t, x)
+    if t is np.ndarray:                               # by its values too (see _array_key): NumPy
+        return (t, _array_key(x))                     # code on it ran once, while recording
     if t in _IDENTITY:
         return (t, id(x))
     if isinstance(x, np.generic):
@@ -282,6 +284,8 @@ def _outside_value(fun):
         if module in _OUTSIDE_MODULES and name not in _NOT_OUTSIDE or (module, name) in _OUTSIDE_FUNCTIONS:
             return f"{module}.{name}()"
         return None
+    if owner is getattr(random, "_inst", None):
+        return f"Python's random module (random.{name}())"
     if isinstance(owner, (random.Random, np.random.RandomState)):
         return f"{type(owner).__name__}.{name}() (a random state)"
     if name in _OUTSIDE_METHODS and type(owner).__module__ in ("_io", "_thread"):

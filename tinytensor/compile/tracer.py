@@ -179,6 +179,7 @@ class _Tracer:
         var = self._new(value, name, n)
         self.arguments.append(var)
         self.numbers.append(n)
+        self.generic_prims.add(var)    # eagerly, tinytensor's 0-d results on it are NumPy scalars
         return n
 
     def number_op(self, fun, name, args, value, sources):
