@@ -477,8 +477,8 @@ def _vjp(f, primals, allow_unused, name):
             rec = STATE.recorder
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
             slot = Tensor.__dict__["data"]
-            handed = {id(c) for c in cotangents} | {id(slot.__get__(x)) for x in inputs} | {
-                id(slot.__get__(c)) for c in cotangents if isinstance(c, Tensor)}
+            handed = [slot.__get__(c) if isinstance(c, Tensor) else c for c in cotangents] + [
+                slot.__get__(x) for x in inputs]
             return tree_unflatten(structure, [rec.array(_traced_gradient(rec.tensor(grads.get(x)), x, handed))
                                               for x in inputs])
         elif roots:
@@ -548,9 +548,9 @@ def _traced_gradient(g, x, handed=None):
         return ops.astype(g, x.dtype)
     if handed is not None and isinstance(g, Tensor):
         raw = Tensor.__dict__["data"].__get__(g)
-        if id(raw) in handed:
+        if any(isinstance(h, np.ndarray) and np.may_share_memory(raw, h) for h in handed):
             g = g.clone()
-        handed.add(id(Tensor.__dict__["data"].__get__(g)))
+        handed.append(Tensor.__dict__["data"].__get__(g))
     return g
 
 

@@ -276,3 +276,90 @@ def test_container_subclass_arguments_attributes_are_keys():
         P.k = float(i + 2)
         p = P(np.ones(3))
         np.testing.assert_array_equal(g(s, p), s[0] * s.scale + p.scaled)
+
+
+# ----- round 20: values from outside the program, raw buffers, results of their own
+
+def _refused(f, *args, match="tt.compile"):
+    with pytest.raises(RuntimeError, match=match):
+        tt.compile(f)(*args)
+
+
+def test_values_from_outside_the_program_are_refused(tmp_path):
+    import os
+    import random
+    import time
+    path = tmp_path / "k.txt"
+    path.write_text("2.0")
+    r = random.Random(0)
+    rs = np.random.RandomState(0)
+    x = np.ones(2)
+    _refused(lambda x: x * time.monotonic(), x, match="time.monotonic")
+    _refused(lambda x: x * r.random(), x, match="a random state")
+    _refused(lambda x: x * r.uniform(0.0, 1.0), x, match="a random state")
+    _refused(lambda x: x + rs.standard_normal(2), x, match="RandomState")
+    _refused(lambda x: x * os.path.exists(path), x, match="posix.stat")
+    _refused(lambda x: x * float(open(path).read()), x, match="open")
+    _refused(lambda x: x * len(os.getcwd()), x, match="getcwd")
+
+
+def test_imports_and_warnings_inside_are_not_outside_values():
+    import warnings
+
+    def f(x):
+        import fractions  # noqa: F401  (importlib reads files: not f's)
+        warnings.warn("inside", UserWarning, stacklevel=1)   # (linecache stats the file)
+        return x * 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(tt.compile(f)(np.ones(2)), 2 * np.ones(2))
+
+
+def test_raw_buffers_of_traced_arrays_are_refused_and_bytes_guarded():
+    import hashlib
+    import zlib
+    x = tt.tensor([1.0, -1.0])
+    _refused(lambda t: t * (t.data.data[0] > 0), x, match=r"\.data of a NumPy array")
+    _refused(lambda t: t * len(hashlib.sha1(t.data).digest()), x)
+    _refused(lambda t: t * zlib.crc32(t.data), x)
+    _refused(lambda t: t * np.from_dlpack(t.data)[0], x, match="__dlpack__")
+    f = lambda t: t * (2.0 if bytes(t > 0)[1] else 3.0)   # noqa: E731
+    g = tt.compile(f)
+    for v in ([1.0, 1.0], [1.0, -1.0], [1.0, 1.0]):
+        t = tt.tensor(v)
+        np.testing.assert_array_equal(g(t).data, f(t).data)
+
+
+def test_gradients_and_pullbacks_are_arrays_of_their_own():
+    grads = tt.compile(tt.grad(lambda a, b: tt.sum(tt.tanh(a + b)), argnums=(0, 1)))
+    ga, gb = grads(np.ones(3), np.zeros(3))
+    assert not np.shares_memory(ga, gb)
+    c = np.array([1.0, 2.0])
+    pull = tt.compile(lambda x, c: tt.vjp(lambda u: u + 0, x)[1](c))
+    (g,) = pull(np.ones(2), c)
+    assert not np.shares_memory(g, c)
+
+
+def test_nested_named_containers_in_results_follow_the_values():
+    import collections
+    NT = collections.namedtuple("NT", "a b")
+    g = tt.compile(lambda x: {"n": NT(x * 2, x)}, )
+    for k in (0.0, 1.0, 2.0):
+        np.testing.assert_array_equal(g(np.full(2, k))["n"].a, np.full(2, 2 * k))
+
+
+def test_numpy_code_on_a_large_held_array_sees_its_changes():
+    big = np.linspace(0.5, 2.0, 5000)
+    f = lambda x: x * float(big.sum()) + x * (big / big.sum())[:3]   # noqa: E731
+    _follows(f, lambda i: big.__setitem__(slice(0, 100 * i), 5.0))
+
+
+def test_sets_are_compared_in_iteration_order():
+    s = {1, 9}
+    f = lambda x: x * next(iter(s))                                  # noqa: E731
+
+    def change(i):
+        nonlocal s
+        s = {1, 9} if i % 2 else {9, 1, 17} - {17}
+    _follows(lambda x: x * next(iter(s)), change, calls=4)
+    assert f(np.ones(3)) is not None

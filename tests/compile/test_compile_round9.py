@@ -824,10 +824,9 @@ args = lambda i: (X(i, (5, 3)).astype(np.float32),)
 """, n=42)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_case(name, request):
-    if name in XFAIL:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=XFAIL[name]))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=XFAIL[n])]
+                                                 if n in XFAIL else [], id=n) for n in sorted(CASES)])
+def test_case(name):
     src, n = CASES[name]
     outcome, detail = classify(src, n)
     assert outcome in ("equal", "refused"), f"{outcome}: {detail}"

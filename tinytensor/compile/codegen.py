@@ -447,7 +447,8 @@ def _result_kind(tracer, x, plain, tensors):
         # NumPy on NumPy scalars (a number argument's tt.exp, and sums of such) gives a scalar
         var = tracer.var_of(x)
         entry = next((e for e in reversed(tracer.entries) if e.out == var), None)
-        refs = [] if entry is None or entry.kind != "numpy" else _refs(entry.args, []) + _refs(entry.kwargs, [])
+        refs = [] if entry is None or entry.kind != "numpy" else (
+            _refs(entry.args, []) + _refs(entry.kwargs, []))
         if refs and builtins.all(r in tracer.generic_vars or r in tracer.generic_prims for r in refs):
             tracer.generic_vars.add(var)
             return "scalar"

@@ -43,7 +43,7 @@ from ..state import STATE
 from ..tensor import Tensor
 from ..weakid import IdentityWeakMap
 from . import subscripts
-from .tracer import _for_user, _is_user, _Tainted
+from .tracer import _is_user, _Tainted
 
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
 _IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
@@ -272,6 +272,28 @@ _OUTSIDE_FUNCTIONS = frozenset({
 _OUTSIDE_METHODS = frozenset({"read", "readline", "readlines", "read1", "readinto", "tell", "seek",
                               "getvalue", "locked"})
 _NOT_OUTSIDE = frozenset({"sleep"})
+
+
+# the standard library's Python helpers that read such values for the user's code (os.path.exists,
+# pathlib, random.Random's Python methods); elsewhere (importlib importing a module, linecache
+# showing a warning) the standard library's own reads are not f's
+_READING_HELPERS = frozenset({"genericpath", "posixpath", "random", "pathlib", "os", "glob", "shutil"})
+
+
+def _stdlib_module(code):
+    """The module name of standard-library code by its file ("<frozen genericpath>" too)."""
+    name = os.path.basename(code.co_filename)
+    return name[8:-1] if name.startswith("<frozen ") else name.removesuffix(".py")
+
+
+def _outside_caller(frame):
+    """Whether `frame`, which called an outside-value C function, is user code, or one of the
+    standard library's reading helpers called from user code."""
+    if _is_user(frame.f_code):
+        return True
+    while frame is not None and _stdlib_module(frame.f_code) in _READING_HELPERS:
+        frame = frame.f_back
+    return frame is not None and _is_user(frame.f_code)
 
 
 def _outside_value(fun):
@@ -632,7 +654,7 @@ class _Reach:
                             f"program would keep this call's values. Compute it with np.where(...) or "
                             f"tinytensor operations, or call the function uncompiled")
             elif event == "c_call" and tracer.laundered is None and not tracer.depth_inside \
-                    and (what := _outside_value(arg)) is not None and _for_user(frame):
+                    and (what := _outside_value(arg)) is not None and _outside_caller(frame):
                 tracer.laundered = (
                     f"called {what} at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
                     f"while being recorded: a value from outside the program (a clock, a file, the "
@@ -807,6 +829,11 @@ class _Reach:
             if "geterr" in _names(code):
                 readers.append(("tuple(sorted({}.geterr().items()))", np,
                                 "NumPy's error handling (np.geterr())"))
+                break
+        for code in self.codes:                         # NumPy's print options, read by the text
+            if not _TEXT_NAMES.isdisjoint(_names(code)) or _formats(code):   # of arrays f formats
+                readers.append(("tuple(sorted({}.get_printoptions().items(), key=str))", np,
+                                "NumPy's print options (np.set_printoptions)"))
                 break
         for code in self.codes:                         # os.environ read by the code that ran
             if not {"environ", "getenv"}.isdisjoint(_names(code)):
@@ -1048,6 +1075,18 @@ def _items_by_identity(value):
     identity (Tensors, arrays, functions)."""
     return (type(value) in (list, tuple) and len(value) <= _MAX_ITEMS
             and all(_fingerprint(x, 1) == (type(x), id(x)) for x in value))
+
+
+_TEXT_NAMES = frozenset({"str", "repr", "format", "print", "array2string", "array_str", "array_repr",
+                         "get_printoptions", "printoptions", "format_float_positional",
+                         "format_float_scientific"})
+
+
+@functools.lru_cache(maxsize=4096)
+def _formats(code):
+    """Whether code (or code inside it) formats a value (an f-string, `%`)."""
+    return any(i.opname in ("FORMAT_VALUE", "BUILD_STRING") for k in _codes(code)
+               for i in dis.get_instructions(k))
 
 
 def _codes(code):
