@@ -1,4 +1,4 @@
-"""The fresh-user rounds (4 to 19) overlap each other and the later ones: by default
+"""The fresh-user rounds (4 to 21) overlap each other and the later ones: by default
 half of each of their files runs (a fixed half, chosen by the hash of each case's name; every
 strict xfail, which says when a gap closes, runs always), to keep the suite within CI's time.
 TT_COMPILE_ALL_ROUNDS=1 runs every case."""

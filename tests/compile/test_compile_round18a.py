@@ -5766,8 +5766,6 @@ XFAIL = {
         "type(x) is np.ndarray on an array argument is False when compiled: other branch",
     "match_class_pattern_ndarray":
         "`case np.ndarray():` on an array argument does not match when compiled: other branch",
-    "np_printoptions_read_via_repr":
-        "NumPy's print options read inside f (np.array2string) are not guarded",
     "decimal_context_precision":
         "decimal's context precision read inside f is not guarded: the first result is frozen",
 }

@@ -76,6 +76,10 @@ def _fingerprint(x, depth=0):
     if t is float or isinstance(x, float):
         return (t, float(x))
     if t in _CONTAINERS or isinstance(x, (list, tuple, dict)):
+        if len(x) > _MAX_ITEMS and t in (list, tuple, dict):
+            flat = _flat_values(x)          # a long table of numbers or strings: by its values
+            if flat is not None:            # (compared in C: a 20,000-item list in ~0.3 ms)
+                return (t, id(x), len(x), flat)
         if depth >= _DEPTH or len(x) > _MAX_ITEMS:
             return (t, id(x), len(x))
         if isinstance(x, dict):
@@ -118,6 +122,20 @@ def _fingerprint(x, depth=0):
                       if not k.startswith("__"))
         return (t, id(x), _class_state(t), items)
     return (t, id(x))
+
+
+_FLAT = frozenset({int, float, str, bool, type(None)})
+
+
+def _flat_values(x):
+    """A long list, tuple or dict of plain numbers and strings as one tuple of its items (its
+    keys and values), or None where it holds anything else."""
+    items = tuple(x.items()) if type(x) is dict else tuple(x)
+    if type(x) is dict:
+        kinds = set(map(type, x)) | set(map(type, x.values()))
+    else:
+        kinds = set(map(type, items))
+    return items if kinds <= _FLAT else None
 
 
 def _state_of(obj):
