@@ -3245,6 +3245,7 @@ simple(
 # array, pullbacks handing back their cotangent, grad of namedtuple/OrderedDict parameters,
 # NumPy scalars against 0-d arrays of number arguments' results.
 FIXED = {
+    "array_arg_data_attribute_returned",
     "caller_mutates_const_jacobian_reshape",
     "pullback_identity_then_caller_edits",
     "pullback_plus0_then_caller_edits",

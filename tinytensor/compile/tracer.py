@@ -1328,6 +1328,12 @@ def _data_get(self):
     rec = STATE.recorder
     if rec is not None and type(data) is np.ndarray and _is_user(sys._getframe(1).f_code):
         var = rec.var_of(self)
+        if var is not None and var in rec.array_arguments and not rec.depth_inside and not STATE.depth:
+            raise RuntimeError(
+                "tt.compile: .data of a value f has as a NumPy array eagerly (an array argument, or "
+                "computed from such alone) is NumPy's raw buffer there (a memoryview), which C code "
+                "reads where the recording cannot see it; inside f it is a Tensor. Use the array "
+                "itself (x, x.tolist(), x.tobytes()), pass a Tensor, or call the function uncompiled")
         if var is not None:
             return rec.tainted(data, var)
     return data
