@@ -4032,24 +4032,12 @@ XFAIL = {
         ("bytearray(mask).count(1) of a traced comparison mask is frozen at the recording"),
     "td_detach_data_memoryview_cast":
         ("memoryview(x.detach().data).cast('B') is frozen at the recording"),
-    "dunder_call_replaced_on_class":
-        ("S.__call__ replaced on the class between calls: calling the instance (a type slot) still "
-         "runs the recorded __call__"),
     "numpy_randomstate_get_state_pos":
         ("a closed-over np.random.RandomState's get_state() read inside is frozen: draws between "
          "calls are not seen, no refusal"),
     "abc_register_changes_isinstance":
         ("isinstance() against an ABC is frozen: ABC.register() between calls (the C-level _abc "
          "registry) is not seen"),
-    "property_with_c_attrgetter":
-        ("a property whose getter is operator.attrgetter('_hidden') reads an attribute no user "
-         "code names: a change between calls is not seen"),
-    "slots_property_with_c_attrgetter":
-        ("the same with __slots__: the slot read by a C attrgetter property is not guarded"),
-    "str_format_attribute_field":
-        ("'{0.k}'.format(obj) reads obj.k in C: a change between calls is not seen"),
-    "str_format_attribute_field_slots":
-        ("'{0.k}'.format(obj) on a __slots__ object: the slot read in C is not guarded"),
     "object_reached_through_itertools_repeat":
         ("an object reached through a closed-over itertools.repeat: its attribute change between "
          "calls is not seen"),

@@ -29,6 +29,8 @@ import math
 import operator
 import os
 import random
+import re
+import string
 import sys
 import sysconfig
 import threading
@@ -366,8 +368,8 @@ def _class_state(cls):
     state = []
     for c in _user_classes(cls):
         state += [(c.__name__, k, v if type(v) in _DESCRIPTORS else _fingerprint(v))
-                  for k, v in vars(c).items() if not k.startswith("__") and (
-                      type(v) in _SCALARS or type(v) in _DESCRIPTORS or isinstance(v, np.generic))]
+                  for k, v in vars(c).items() if type(v) in _DESCRIPTORS or not k.startswith("__") and (
+                      type(v) in _SCALARS or isinstance(v, np.generic))]    # (__call__ replaced too)
     return tuple(state)
 
 
@@ -605,9 +607,12 @@ class _Reach:
                         for hook in (TENSOR_HOOKS.get(p) or {}).values():
                             self._collect(hook, depth + 1)
                 for name in dir(type(value)):            # its methods f may call (a property's
-                    for attr in _functions_in(getattr(type(value), name, None)):   # getter too)
+                    held = getattr(type(value), name, None)   # getter too)
+                    for attr in _functions_in(held):
                         if _is_user(attr.__code__):
                             self._collect(attr, depth + 1)
+                    if isinstance(held, property) and type(held.fget) is operator.attrgetter:
+                        self._value(held.fget, depth)     # property(attrgetter("_h")): the names
                 for v in list(getattr(value, "__dict__", {}).values()):
                     if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                         self._collect(v, depth + 1)       # a function it holds (self.act = a
@@ -883,6 +888,9 @@ class _Reach:
                 # attributes made up by its own __getattr__: which names it reads cannot be told
                 add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
             classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
+            call = _class_attribute(type(obj), "__call__") if not isinstance(obj, types.ModuleType) else None
+            if type(call) is types.FunctionType and _is_user(call.__code__):   # obj(x): its class's
+                add("ca(type({}), '__call__')", obj, f"{label}.__call__", call)   # __call__
             for name in sorted(ran):
                 where = [c for c in classes if name in vars(c)]
                 if own is not None and (name in own or where or name in spelled):
@@ -1123,8 +1131,19 @@ def _names(code):
 
 
 def _all_strings(code):
-    """Every string a code object (and the code inside it) holds as a constant."""
-    return [c for k in _codes(code) for c in k.co_consts if type(c) is str]
+    """Every string a code object (and the code inside it) holds as a constant, and the
+    attribute names its format strings read ("{0.k}".format(o) reads o.k in C)."""
+    found = [c for k in _codes(code) for c in k.co_consts if type(c) is str]
+    return found + [n for c in found if "{" in c for n in _format_fields(c)]
+
+
+def _format_fields(text):
+    """The attribute and key names a format string's fields read ("{0.k}", "{cfg.lr[0]}")."""
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f]
+    except ValueError:
+        return []
+    return [p for f in fields for p in re.split(r"[.\[\]]", f)[1:] if p.isidentifier()]
 
 
 def _strings(code):
