@@ -901,9 +901,9 @@ class _Reach:
                     if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
                         add(f"getattr({{}}, {name!r}, None)", obj, f"{label}.{name}",
                             getattr(obj, name, None))
-                    elif type(value) in _DESCRIPTORS:   # as the class holds it (a property, a
-                        add(f"ca(type({{}}), {name!r})", obj, f"{label}.{name} (its class's)",   # not
-                            value)                            # the new function a partialmethod makes)
+                    elif type(value) in (classmethod, functools.partialmethod):   # as the class
+                        add(f"ca(type({{}}), {name!r})", obj, f"{label}.{name} (its class's)",   # holds
+                            value)        # it, not the new method or function its __get__ makes
                     else:                                     # a value, or what a descriptor of
                         add(f"getattr(type({{}}), {name!r}, None)", obj,   # the user's gives
                             f"{label}.{name} (its class's)", value)
