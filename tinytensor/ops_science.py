@@ -386,7 +386,7 @@ _convolve_valid = defprim(_valid_forward, "convolve_valid",
 def _as_operand(x):
     if isinstance(x, Tensor):
         return x
-    x = np.asarray(x)
+    x = np.asanyarray(x)    # (a traced array stays one: tt.compile records what is computed from it)
     return x if x.dtype.kind == "f" else x.astype(np.float64)
 
 

@@ -363,3 +363,16 @@ def test_sets_are_compared_in_iteration_order():
         s = {1, 9} if i % 2 else {9, 1, 17} - {17}
     _follows(lambda x: x * next(iter(s)), change, calls=4)
     assert f(np.ones(3)) is not None
+
+
+def test_arrays_made_from_numbers_or_data_reach_tt_scipy_every_call():
+    """A kernel or an ODE's parameters computed inside f from a number argument (or read off a
+    Tensor's .data) are traced arrays: tt.scipy keeps them traced (they were frozen)."""
+    conv = lambda x, s: tt.scipy.signal.convolve(x, np.exp(-np.arange(-2.0, 3.0) ** 2 / (2 * s * s)),  # noqa: E731
+                                                 mode="same")
+    ode = lambda y0, k: tt.scipy.integrate.odeint(lambda y, t, a: -a * y, y0,    # noqa: E731
+                                                  np.linspace(0.0, 1.0, 4), args=(np.array([1.0]) * k,))
+    for f, args in ((conv, lambda s: (np.arange(6.0), s)), (ode, lambda k: (np.ones(1), k))):
+        g = tt.compile(f)
+        for s in (1.0, 2.0, 0.5, 2.0):
+            np.testing.assert_array_equal(np.asarray(g(*args(s))), np.asarray(f(*args(s))))

@@ -158,6 +158,9 @@ def _state_of(obj):
     return _fingerprint(obj)
 
 
+_LIBRARY_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_LIBRARY_CODE = tuple(os.path.join(_LIBRARY_ROOT, "tinytensor", d) for d in
+                      ("ops", "scipy", "nn", "optim", "ops_science.py", "transforms.py", "data"))
 _LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortranarray, np.frombuffer,
                          memoryview})
 
@@ -684,6 +687,17 @@ class _Reach:
                     f"process, a random state), which changes between calls, so the program would "
                     f"keep this call's. Read it outside and pass it in as an argument, draw with "
                     f"tinytensor (tt.randn(..., rng=rng)), or call the function uncompiled")
+            elif event == "c_call" and arg in _LAUNDERING and tracer.laundered is None \
+                    and frame.f_code.co_filename.startswith(_LIBRARY_CODE) and not tracer.depth_inside \
+                    and any(type(v) is _Tainted for v in frame.f_locals.values()):
+                # tinytensor's own code converting a traced array to a plain one (np.asarray drops
+                # what makes it traced): what it computes from it would be frozen
+                tracer.laundered = (
+                    f"handed a NumPy array computed from traced data (t.data, a mask, an array made "
+                    f"from a number argument) to tinytensor's {frame.f_code.co_name}() "
+                    f"({os.path.relpath(frame.f_code.co_filename, _LIBRARY_ROOT)}:{frame.f_lineno}), "
+                    f"which converts it to a plain array the recording cannot follow; pass a Tensor "
+                    f"(tt.tensor(...)), or call the function uncompiled")
             elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
                     and id(frame) in tracer.tainted_frames \
                     and tracer.laundered is None:

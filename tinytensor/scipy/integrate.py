@@ -749,7 +749,7 @@ def _as_input(x, what):
         if x.data.dtype.kind != "f":
             raise TypeError(f"odeint: {what} must be a float array, got dtype {x.dtype}")
         return x
-    x = np.asarray(x)
+    x = np.asanyarray(x)      # (a traced array stays one: tt.compile records what is computed from it)
     if x.dtype.kind == "c":
         raise TypeError(f"odeint: {what} is complex ({x.dtype}); SciPy's odeint is real only")
     return x.astype(np.float64) if x.dtype.kind != "f" else x
