@@ -431,9 +431,9 @@ class _RHS:
 
     def _traced(self, y, t, args, check=True):
         """func on fresh Tensors: (inputs, output), with the closure checked against the first call."""
-        inputs = [_make(np.asarray(y, dtype=np.float64), requires_grad=True),
-                  _make(np.asarray(t, dtype=np.float64), requires_grad=True),
-                  *[_make(np.asarray(a), requires_grad=True) for a in args]]
+        inputs = [_make(_fresh(y, np.float64), requires_grad=True),
+                  _make(_fresh(t, np.float64), requires_grad=True),
+                  *[_make(_fresh(a), requires_grad=True) for a in args]]
         with enable_grad():
             out = self.call(inputs[0], inputs[1], inputs[2:])
         if check and isinstance(out, Tensor) and out.requires_grad:
@@ -742,6 +742,14 @@ _odeint = Primitive(_forward, "odeint", nargs=None)
 _odeint.defvjp(_vjp)
 _odeint.defjvp_joint(_first_order_jvp(_sensitivity_jvp))
 REGISTRY.pop("odeint")
+
+
+def _fresh(x, dtype=None):
+    """x's value now as a plain array: the fresh leaves func is traced on (a traced array's view
+    taken first, so tt.compile's check for tinytensor code dropping a traced array lets it be)."""
+    if isinstance(x, np.ndarray):
+        x = np.ndarray.view(x, np.ndarray)
+    return np.asarray(x, dtype=dtype)
 
 
 def _as_input(x, what):
