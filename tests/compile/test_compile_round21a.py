@@ -4543,8 +4543,15 @@ _SHOW = __import__("os").environ.get("R21A_SHOW") == "1"
 
 # Found by this round and fixed in the library since (the reasons above stay as the record):
 # arrays made from number arguments or read off .data handed to tt.scipy.signal and odeint, and
-# .data of an ndarray argument (refused now).
+# .data of an ndarray argument (refused now), refusals that left Python state changed.
 FIXED = {
+    "float_lr_set_into_param_groups",
+    "rand_mode_set_inside_from_bool_arg",
+    "rand_generator_arg_own_method_inside",
+    "refuse_append_after_step",
+    "refuse_counter_after_step",
+    "refuse_mode_eval_after_step",
+    "refuse_log_before_step",
     "layer_dot_data_of_array_argument",
     "num_convolve_kernel_times_float_arg",
     "num_convolve_signal_times_float_arg",

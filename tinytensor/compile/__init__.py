@@ -328,6 +328,17 @@ class Compiled:
         return self.fun(*args, **kwargs)
 
     def _record(self, args, kwargs, arrays, plain_numbers=False):
+        """Record f on this call (see _recorded); a refusal puts back the Python state f changed
+        in place while recorded (a list it appended to, a Module's mode, a generator drawn from)."""
+        reach = []
+        try:
+            return self._recorded(args, kwargs, arrays, plain_numbers, reach)
+        except RuntimeError as err:
+            if reach and str(err).startswith("tt.compile"):
+                reach[0].put_back()
+            raise
+
+    def _recorded(self, args, kwargs, arrays, plain_numbers, found):
         """Record f once on these arguments: the program. With `plain_numbers`, f gets its number
         arguments as they are, and their values are keys."""
         start = time.perf_counter()
@@ -355,6 +366,7 @@ class Compiled:
         given = _contents((traced_args, traced_kwargs))     # f's writes into them: refused
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
+        found.append(reach)
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
@@ -416,6 +428,7 @@ class Compiled:
             err = sys.exc_info()[1]       # f's optimizer steps &c. put back: the program's first
             if returned or isinstance(err, RuntimeError) and str(err).startswith("tt.compile"):
                 tracer.undo_effects()     # run does them (a refusal leaves no trace of the call)
+
         if numbers and builtins.any("type" in code.co_names for code in reach.codes):
             # `type(lr) is float` would see the tracked number's class, not eager's: numbers as keys
             err = TypeError("the code that ran calls type(), which a tracked number cannot answer as "

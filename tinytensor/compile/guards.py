@@ -631,6 +631,7 @@ class _Reach:
     # ----- the functions that ran -----
     def enter(self):
         self.before = self._state()
+        self.saved = self._python_state()
         self.cache_calls = {k: c.cache_info()[:2] for k, c in self.caches.items()}
         for t in self._tensors():          # Tensors f can reach: live inputs from the start, so
             self.tracer.live(t)            # that reads of their values or flags are noted
@@ -934,6 +935,65 @@ class _Reach:
         if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
             readers.append(("{}[0]", LEAF_HOOKS, "the gradient hooks registered on parameters"))
         return readers
+
+    def _python_state(self):
+        """What f may change in place that a refusal puts back (put_back): the lists, dicts and
+        sets its functions hold (closures, globals, defaults) and the objects it reaches hold as
+        attributes, the optimizers' parameter groups, the modes of the Modules it reaches, and the
+        random generators it can draw from, as they were before the call."""
+        containers, seen = [], set()
+
+        def keep(v, depth=0):
+            if type(v) in (list, dict, set) and id(v) not in seen and len(v) <= _MAX_ITEMS:
+                seen.add(id(v))
+                containers.append((v, v.copy()))
+                if depth < 2 and type(v) is not set:        # (a log list inside a config dict)
+                    for item in list(v.values() if type(v) is dict else v):
+                        keep(item, depth + 1)
+
+        for f in list(self.functions.values()):    # (all found: none has run yet)
+            for cell in f.__closure__ or ():
+                try:
+                    keep(cell.cell_contents)
+                except ValueError:
+                    pass
+            for n in _global_names(f.__code__):
+                keep(f.__globals__.get(n))
+            for v in f.__defaults__ or ():
+                keep(v)
+        modules = []
+        for obj in self.objects.values():
+            for v in list(getattr(obj, "__dict__", {}).values()):
+                keep(v)
+            if type(obj).__module__.startswith("tinytensor.optim"):
+                for group in getattr(obj, "param_groups", ()):
+                    keep(group)
+            if isinstance(obj, _module_class()):
+                modules += [(m, m.training) for m in obj.modules()]
+        from .. import draws
+        roots = [*self.functions.values(), *self.objects.values()]
+        generators = [(g, g.get_state() if isinstance(g, np.random.RandomState) else g.bit_generator.state)
+                      for g in draws.generators_in(*roots)]
+        return containers, modules, generators
+
+    def put_back(self):
+        """A refusal: the Python state f changed while recorded, as it was (see _python_state)."""
+        containers, modules, generators = getattr(self, "saved", ((), (), ()))
+        for v, copy in containers:
+            if v != copy:
+                if type(v) is list:
+                    v[:] = copy
+                else:
+                    v.clear()
+                    v.update(copy)
+        for m, training in modules:
+            if m.training != training:
+                vars(m)["training"] = training
+        for g, state in [*generators, *self.tracer.initial_states.items()]:
+            if isinstance(g, np.random.RandomState):
+                g.set_state(state)
+            elif g.bit_generator.state != state:
+                g.bit_generator.state = state
 
     def _state(self):
         """The fingerprint of everything found without running (compared after the recording)."""

@@ -109,6 +109,7 @@ class _Tracer:
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
         self.legacy_states = {}      # np.random.RandomState -> its state when f was called
+        self.initial_states = {}     # every generator f reaches -> its state when f was called
         self.laundered = None        # where such a frame called np.asarray & co (refused)
         self.read_only = False       # np.asarray(t) handed f a read-only view (see _array)
         self.made_generators = []    # those np.random.default_rng made while f ran (guards.enter)
@@ -748,8 +749,10 @@ class _Tracer:
         for g in draws.generators_in(*objects):
             if isinstance(g, np.random.RandomState):     # NumPy's legacy one: drawn from, refused
                 self.legacy_states.setdefault(g, _legacy_state(g))
+                self.initial_states.setdefault(g, g.get_state())
             else:
                 self.generator_states.setdefault(g, g.bit_generator.state)
+                self.initial_states.setdefault(g, g.bit_generator.state)   # (put back on a refusal)
 
     def check_generators(self, name):
         """After recording: every generator f reached must be where its noted draws left it;
