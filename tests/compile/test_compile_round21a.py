@@ -4543,8 +4543,22 @@ _SHOW = __import__("os").environ.get("R21A_SHOW") == "1"
 
 # Found by this round and fixed in the library since (the reasons above stay as the record):
 # arrays made from number arguments or read off .data handed to tt.scipy.signal and odeint, and
-# .data of an ndarray argument (refused now), refusals that left Python state changed.
+# .data of an ndarray argument (refused now), refusals that left Python state changed, one
+# result returned twice (or with its .detach()) as two.
 FIXED = {
+    "layer_clip_grad_value_changed",
+    "res_step_dict_same_tensor_twice",
+    "stepres_loss_twice",
+    "stepres_out_twice",
+    "stepres_loss_in_list_and_tuple",
+    "stepres_loss_and_detach",
+    "fwdres_loss_and_detach",
+    "nogradres_loss_and_detach",
+    "scalar_sum_tensor_and_detach",
+    "scalar_index_of_tensor_and_detach",
+    "scalar_sum_tensor_and_data",
+    "scalar_sum_tensor_and_numpy",
+    "scalar_sum_tensor_detach_twice",
     "float_lr_set_into_param_groups",
     "rand_mode_set_inside_from_bool_arg",
     "rand_generator_arg_own_method_inside",

@@ -4,6 +4,7 @@
 
 import ast
 import builtins
+import collections
 import contextlib
 import dis
 import functools
@@ -934,6 +935,9 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
     names = n.names
     producer_kind = {e.out: e.kind for e in live}
     results, again = [], {j for kind in kinds or () if type(kind) is tuple for j in kind[1:]}
+    repeated = collections.Counter(r.var for r, kind in zip(out_refs, kinds or [None] * len(out_refs))
+                                   if type(r) is _Ref and not (type(kind) is str and kind.endswith("copy")))
+    made = set()
     for k, (ref, kind) in enumerate(zip(out_refs, kinds or [None] * len(out_refs))):
         if isinstance(kind, Tensor):            # a parameter, a closed-over Tensor: itself
             results.append(n.constant(kind))
@@ -951,6 +955,9 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
                       or ref.var in n.scalars)
             text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
+            if scalar and not copied and repeated[ref.var] > 1:   # one 0-d array for all of them (s
+                text = f"(_array{ref.var} := {text})" if ref.var not in made else f"_array{ref.var}"
+                made.add(ref.var)                                  # and s.detach(): eagerly one)
         elif isinstance(ref, np.ndarray):     # an array f holds (or a view of it): itself, as
             held = _held(ref, getattr(tracer, "held_arrays", ()))      # eagerly; else a fresh
             text = n.constant(ref) if held else f"{n.constant(ref)}.copy()"   # copy each call

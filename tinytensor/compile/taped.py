@@ -309,8 +309,14 @@ def _spent_call(function, roots, structure, inputs, entry, single, consumed):
         def call(*arrays):
             leaves, _ = transforms.tree_flatten(function(*arrays))
             data = [t.data for t in inputs]
-            for k in roots:
-                leaves[k] = _make(np.asarray(leaves[k]), entry, inputs, data, {}, True)
+            made = {}                     # one array returned twice ((loss, loss)): one Tensor, as
+            for k in roots:               # eagerly
+                made_before = made.get(id(leaves[k]))
+                if made_before is not None:
+                    leaves[k] = made_before
+                    continue
+                array = leaves[k]
+                leaves[k] = made[id(array)] = _make(np.asarray(array), entry, inputs, data, {}, True)
                 if k in consumed:
                     _mark_consumed(leaves[k])
             return transforms.tree_unflatten(structure, leaves)
