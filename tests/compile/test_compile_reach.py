@@ -376,3 +376,50 @@ def test_arrays_made_from_numbers_or_data_reach_tt_scipy_every_call():
         g = tt.compile(f)
         for s in (1.0, 2.0, 0.5, 2.0):
             np.testing.assert_array_equal(np.asarray(g(*args(s))), np.asarray(f(*args(s))))
+
+
+def test_copies_of_traced_arrays_are_recorded():
+    import copy
+    f = lambda x: x * 2 + copy.copy(tt.tensor(x).data) + copy.deepcopy(tt.tensor(x).data)  # noqa: E731
+    _follows(f, lambda i: None)
+
+
+def test_a_library_cache_filled_while_recording_is_not_changed_state():
+    import functools
+
+    @functools.singledispatch
+    def act(v):
+        return v * 2
+
+    @act.register(float)
+    def _(v):
+        return v * 3
+    g = _follows(lambda x: act(tt.tensor(x)) + act(1.5), lambda i: None, calls=6)
+    assert len(g.recompiles) <= 2      # (the eager calls add the class Tensor to its cache once)
+
+
+class _Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        return x * self.k
+
+
+@pytest.mark.parametrize("holder", ["dict", "list", "nested", "attribute", "module"])
+def test_callable_objects_held_anywhere_are_guarded_by_what_they_read(holder):
+    s = _Scale(2.0)
+    box = types.SimpleNamespace(s=s)
+    module = tt.nn.Module()
+    module.s = s
+    table, items, nested = {"f": s}, [s], [{"f": (s,)}]
+    read = {"dict": lambda: table["f"], "list": lambda: items[0], "nested": lambda: nested[0]["f"][0],
+            "attribute": lambda: box.s, "module": lambda: module.s}[holder]
+    _follows(lambda x: read()(x), lambda i: setattr(s, "k", 2.0 + (i >= 2)))
+
+
+def test_attributes_of_submodules_read_without_calling_them_are_guarded():
+    outer = tt.nn.Module()
+    outer.block = tt.nn.Module()
+    outer.block.scale = 2.0
+    _follows(lambda x: x * outer.block.scale, lambda i: setattr(outer.block, "scale", 2.0 + (i >= 2)))

@@ -54,6 +54,7 @@ _NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "funct
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
+_WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
            np.random.Generator, np.random.RandomState, np.dtype)
 _ABSTRACT = (collections.deque, collections.abc.Mapping, collections.abc.Sequence, collections.abc.Set)
@@ -379,6 +380,19 @@ def _class_state(cls):
 _USER_CLASSES = {}
 
 
+def _callable_object(v):
+    """An instance of a user's class with its own __call__ (not a function, a class or a
+    Module): called, it reads its attributes, which are guarded like any object's."""
+    t = type(v)
+    if t in _PLAIN_TYPES or isinstance(v, (type, Tensor, np.ndarray)) or not hasattr(v, "__dict__"):
+        return False
+    call = _class_attribute(t, "__call__")
+    return type(call) is types.FunctionType and _is_user(call.__code__)
+
+
+_PLAIN_TYPES = {int, float, str, bool, type(None), list, tuple, dict, set, types.FunctionType}
+
+
 def _class_attribute(cls, name):
     """cls's attribute `name` as its class dictionaries hold it (the descriptor, not what its
     __get__ makes: a partialmethod makes a new function on every read)."""
@@ -573,6 +587,8 @@ class _Reach:
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
+                elif _callable_object(v) or isinstance(v, (list, tuple, dict)) and depth < _DEPTH:
+                    self._value(v, depth + 1)     # {"act": Scale(2.0)}: what its __call__ reads
         elif isinstance(value, Tensor):                   # a closed-over Tensor's gradient hooks
             for hook in (TENSOR_HOOKS.get(value) or {}).values():   # (a sweep inside runs them)
                 self._collect(hook, depth + 1)
@@ -599,6 +615,7 @@ class _Reach:
                 self.objects[id(value)] = value
                 if isinstance(value, _module_class()):   # the hooks of it and its submodules,
                     for m in value.modules():             # and of its parameters (a sweep inside
+                        self.objects.setdefault(id(m), m)   # (their attributes: model.block.scale)
                         for name in ("_forward_hooks", "_forward_pre_hooks"):     # runs them);
                             for hook, _ in vars(m).get(name, {}).values():
                                 self._collect(hook, depth + 1)
@@ -620,6 +637,9 @@ class _Reach:
                     if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                         self._collect(v, depth + 1)       # a function it holds (self.act = a
                         continue                          # closure): what that reads
+                    if _callable_object(v) and depth < _DEPTH:
+                        self._value(v, depth + 1)         # self.act = Scale(2.0): its attributes
+                        continue
                     if type(v).__module__.startswith("tinytensor.optim") and depth < _DEPTH:
                         # an optimizer or a scheduler it holds (self.opt): read by identity, its
                         # attributes the code names one by one (its steps are program lines)
@@ -1010,7 +1030,8 @@ class _Reach:
             values.append(_fingerprint(f.__defaults__))          # a mutable default f appends to
             values.append(_fingerprint(f.__kwdefaults__))
         for obj in self.objects.values():
-            values.append(_state_of(obj))
+            if not isinstance(obj, _WEAK_CACHES):     # a cache f may fill (singledispatch's): a
+                values.append(_state_of(obj))         # guard, not state f changes
         for p in self.partials.values():
             values.append(_fingerprint(p))
         values.append(tuple(os.environ.items()))       # os.environ["K"] = ... inside f

@@ -1681,6 +1681,12 @@ class _Tainted(np.ndarray):
     def __array_finalize__(self, obj):
         pass
 
+    def __copy__(self):      # copy.copy(t.data), copy.deepcopy: a recorded .copy()
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
     def __bytes__(self):     # bytes(mask): its bytes, a guard (as str() is)
         return _guarded_text(self, _raw(self).tobytes(), "bytes()", _internal())
 
