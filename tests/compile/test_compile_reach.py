@@ -423,3 +423,15 @@ def test_attributes_of_submodules_read_without_calling_them_are_guarded():
     outer.block = tt.nn.Module()
     outer.block.scale = 2.0
     _follows(lambda x: x * outer.block.scale, lambda i: setattr(outer.block, "scale", 2.0 + (i >= 2)))
+
+
+def test_an_array_made_from_constants_returned_twice_is_one_array():
+    def f(x):
+        k = np.ones(3) * 2
+        return x * k, k, k
+    g = tt.compile(f)
+    for _ in range(3):
+        _, a, b = g(np.arange(3.0))
+        assert a is b
+        a[0] = 7.0                      # the caller's write does not reach the next call
+    np.testing.assert_array_equal(g(np.arange(3.0))[1], np.full(3, 2.0))

@@ -358,8 +358,9 @@ def _generate(tracer, out, fname, plain=(), fuse=False):
     kinds = [_result_kind(tracer, x, k in plain, tensors) for k, x in enumerate(leaves)]
     first = {}
     for k, x in enumerate(leaves):     # a Tensor returned twice ((h, h)): one object, as eagerly
-        if isinstance(x, Tensor) and type(kinds[k]) is str and kinds[k] in ("tensor", "leaf"):
-            j = first.setdefault(id(x), k)
+        if isinstance(x, Tensor) and type(kinds[k]) is str and kinds[k] in ("tensor", "leaf") \
+                or type(x) is np.ndarray and type(out_refs[k]) is np.ndarray and kinds[k] is None:
+            j = first.setdefault(id(x), k)        # (an array made from constants: its copy, once)
             if j != k:
                 kinds[k] = ("again", j)
     for k in _fresh_results(tracer, leaves, out_refs, kinds):
