@@ -435,3 +435,83 @@ def test_an_array_made_from_constants_returned_twice_is_one_array():
         assert a is b
         a[0] = 7.0                      # the caller's write does not reach the next call
     np.testing.assert_array_equal(g(np.arange(3.0))[1], np.full(3, 2.0))
+
+
+def test_a_cache_filled_inside_is_recorded_again_and_the_first_call_is_eagers():
+    masks = {}
+
+    def f(x):       # nanoGPT's causal mask, memoised by length
+        m = masks.setdefault(x.shape[0], np.tril(np.ones((x.shape[0],) * 2)))
+        return tt.tensor(x) @ m
+    g = _follows(f, lambda i: None)
+    assert len(masks) == 1 and len(g.recompiles) == 1 and "recorded again" in g.recompiles[0]
+    seen = []
+
+    def once(x):    # a first call that differs from the later ones
+        if not seen:
+            seen.append(1)
+            return x * 0
+        return x * 2
+    g = tt.compile(once)
+    np.testing.assert_array_equal(g(np.arange(3.0)), np.zeros(3))
+    np.testing.assert_array_equal(g(np.arange(3.0)), np.arange(3.0) * 2)
+    log = []
+
+    def appends(x):  # changed again on the second recording: refused, and nothing left behind
+        log.append(1)
+        return x * 3
+    with pytest.raises(RuntimeError, match="and again when recorded"):
+        tt.compile(appends)(np.arange(3.0))
+    assert log == []
+
+
+@pytest.mark.parametrize("make", ["sgd-momentum", "adam"])
+@pytest.mark.parametrize("number", [float, np.float64])
+def test_a_learning_rate_argument_written_into_param_groups_is_an_input(make, number):
+    """`opt.param_groups[0]["lr"] = lr` of a scheduled number argument before the step: one
+    recording in 40 calls, eager's parameters and param groups bit for bit."""
+    import math
+
+    def build():
+        m = tt.nn.Linear(3, 2, rng=1)
+        opt = tt.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) if make == "sgd-momentum" else \
+            tt.optim.Adam(m.parameters(), lr=0.1)
+
+        def step(x, y, lr):
+            opt.param_groups[0]["lr"] = lr
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return m, opt, step
+    (m1, o1, f), (m2, o2, g) = build(), build()
+    g = tt.compile(g)
+    rng = np.random.default_rng(5)
+    for i in range(40):
+        x, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+        lr = number(0.05 * (1 + math.cos(math.pi * i / 40)))
+        np.testing.assert_array_equal(f(x, y, lr).data, g(x, y, lr).data)
+        np.testing.assert_array_equal(m1.weight.data, m2.weight.data)
+        assert type(o2.param_groups[0]["lr"]) is number and o2.param_groups[0]["lr"] == lr
+    assert len(g.recompiles) == 1
+    o2.param_groups[0]["momentum" if make == "sgd-momentum" else "eps"] = 0.5   # what f does not
+    o1.param_groups[0]["momentum" if make == "sgd-momentum" else "eps"] = 0.5   # write: guarded
+    np.testing.assert_array_equal(f(x, y, 0.01).data, g(x, y, 0.01).data)
+    np.testing.assert_array_equal(m1.weight.data, m2.weight.data)
+    assert len(g.recompiles) == 2
+
+
+LR = 0.1
+
+
+def test_a_string_key_is_not_a_global_read():
+    """group["lr"] in f reads no global `lr` (a training script's loop variable of that name
+    changing on every call re-recorded f every call)."""
+    global LR
+    table = {"LR": 2.0}
+    g = tt.compile(lambda x: x * table["LR"])
+    for i in range(5):
+        LR = 0.1 * i
+        np.testing.assert_array_equal(g(np.arange(3.0)), np.arange(3.0) * 2.0)
+    assert len(g.recompiles) == 1

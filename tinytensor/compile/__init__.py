@@ -46,7 +46,7 @@ from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
 from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change, entered_arrays
-from .tracer import _WRAPPED, _refs, _Tracer
+from .tracer import _WRAPPED, _refs, _SetGroup, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
 
@@ -309,9 +309,11 @@ class Compiled:
         self.programs.move_to_end(key)
         while len(self.programs) > self.cache_size:
             self.programs.popitem(last=False)
+        runner = program.first or program      # (the program of a call that filled a cache)
+        program.first = None
         try:
-            out = program.run(arrays)
-            return out if program.returns is None else _given_back(program, out, args, kwargs)
+            out = runner.run(arrays)
+            return out if runner.returns is None else _given_back(runner, out, args, kwargs)
         except Retrace:            # not the numbers it was recorded on (a value that varies by itself)
             return self._eager(args, kwargs)
 
@@ -330,12 +332,24 @@ class Compiled:
     def _record(self, args, kwargs, arrays, plain_numbers=False):
         """Record f on this call (see _recorded); a refusal puts back the Python state f changed
         in place while recorded (a list it appended to, a Module's mode, a generator drawn from)."""
-        reach = []
+        reaches = []
         try:
-            return self._recorded(args, kwargs, arrays, plain_numbers, reach)
+            program = self._recorded(args, kwargs, arrays, plain_numbers, reaches)
+            if program.changed_state:
+                # f filled a cache it reads (`masks.setdefault(T, ...)`, `if self.w is None:
+                # self.w = ...`): this call's program gives this call's result, and f is recorded
+                # again on the state it left, for the calls after; changing it again is a refusal
+                second = self._recorded(args, kwargs, arrays, plain_numbers, reaches)
+                if second.changed_state:
+                    raise RuntimeError(reaches[-1].changed_message(self.__name__))
+                second.first = program
+                self.recompiles[-1] += " (recorded again: it changed Python state it reads, a cache)"
+                return second
+            return program
         except RuntimeError as err:
-            if reach and str(err).startswith("tt.compile"):
-                reach[0].put_back()
+            if reaches and str(err).startswith("tt.compile"):
+                for reach in reversed(reaches):
+                    reach.put_back()
             raise
 
     def _recorded(self, args, kwargs, arrays, plain_numbers, found):
@@ -484,7 +498,7 @@ class Compiled:
                 f"on this call, and the program, which repeats the steps, cannot read it again on the "
                 f"next. Read it before sched.step(), or outside the compiled function, or call it "
                 f"uncompiled")
-        reach.check_unchanged(self.__name__)
+        changed = reach.changed()
         tracer.held_arrays = reach.held_arrays()
         if STATE.memory_write != stamp:
             self._refuse_writes(tracer, stamp)
@@ -524,6 +538,7 @@ class Compiled:
                          and not issubclass(w.category, RuntimeWarning)] or None   # (__file__: f's
         # warnings.warn(..., stacklevel=2), which names the line that called f)
         program.trace_seconds = time.perf_counter() - start
+        program.changed_state = changed
         return program
 
     def _refuse_writes(self, tracer, stamp):
@@ -1078,6 +1093,9 @@ def _put_back_numbers(tracer):
     become keys (the program does not repeat the store; whether f may store at all is the
     guards' question)."""
     numbers, tracer.numbers = tracer.numbers, []
+    copies = {id(d) for u in tracer.undo for d in getattr(u, "copies", ())}    # the recording's
+    copies |= {id(d) for _, settings in tracer.owner_states.values() if type(settings) is list  # own
+               for _, d in settings}
     for n in numbers:        # held by `numbers`, tracer.alive, n and getrefcount's argument only:
         if sys.getrefcount(n) <= 4:         # not stored (the usual case: no scan of the heap)
             continue
@@ -1091,7 +1109,9 @@ def _put_back_numbers(tracer):
                 for k, v in list(holder.items()):
                     if v is n:
                         holder[k] = n.value
-                        tracer.number_read(n, "stored (an attribute, a dict, a list)")
+                        if id(holder) not in copies and not (
+                                _param_group(tracer, holder) and _SetGroup(holder, k).store(tracer, n)):
+                            tracer.number_read(n, "stored (an attribute, a dict, a list)")
             elif type(holder) is list:
                 for i, v in enumerate(holder):
                     if v is n:
@@ -1099,6 +1119,12 @@ def _put_back_numbers(tracer):
                         if id(holder) not in tracer.node_values:
                             tracer.number_read(n, "stored (an attribute, a dict, a list)")
     numbers.clear()
+
+
+def _param_group(tracer, d):
+    """Whether dict d is a parameter group of an optimizer stepped inside f."""
+    return builtins.any(d is g for o, _ in tracer.owner_states.values()
+                        for g in vars(o).get("param_groups", ()) if type(g) is dict)
 
 
 def _argument_names(f, args, kwargs):

@@ -52,6 +52,8 @@ class _Program:
         self.guard = None           # () -> what else the program depends on (guards.py) ...
         self.modes = None           # ... and its value when recorded: another one re-records
         self.undo = None            # (generators, buffer Tensors) to put back when a guard fails
+        self.first = None           # the program of the call that recorded this one (a cache filled)
+        self.changed_state = False  # f changed Python state it reads while recorded
         self.alternatives = []      # programs of the same key with other guard outcomes
         self.side_effects = False   # whether it draws or writes buffers (an error then stays one)
         self.warns = None           # the user's warnings f gave while recorded, shown on every call

@@ -13,7 +13,7 @@ recorded one needs another program.
 
 Python state the function itself changes while it is recorded (a list it appends to, a
 `nonlocal` it rebinds, an attribute it sets on an object it closes over) cannot be replayed:
-compared before and after the recording, and refused (`check_unchanged`).
+compared before and after the recording (`changed`): recorded again, and refused if it changes again.
 """
 
 import array
@@ -343,7 +343,9 @@ def _iterator_state(it):
     """Where an iterator or generator stands (so that a draw from it while recording shows)."""
     frame = getattr(it, "gi_frame", None)
     if frame is not None or hasattr(it, "gi_code"):
-        return ("generator", None if frame is None else frame.f_lasti)
+        if frame is None:
+            return ("generator", None)
+        return ("generator", frame.f_lasti, tuple((k, _fingerprint(v, 2)) for k, v in frame.f_locals.items()))
     try:
         return repr(it.__reduce__())
     except Exception:
@@ -378,6 +380,20 @@ def _class_state(cls):
 
 
 _USER_CLASSES = {}
+
+
+class _Unwritten:
+    """An optimizer's param_groups as a guard reads them when the program itself writes some
+    of their items (`group["lr"] = lr` of a number argument, before the step): the others."""
+    __slots__ = ("optimizer", "skip")
+
+    def __init__(self, optimizer, written):
+        self.optimizer, self.skip = optimizer, {(id(g), k) for g, k in written}
+
+    def __call__(self):
+        skip = self.skip
+        return [{k: v for k, v in g.items() if (id(g), k) not in skip} if type(g) is dict else g
+                for g in self.optimizer.param_groups]
 
 
 def _callable_object(v):
@@ -928,7 +944,13 @@ class _Reach:
                 add("ca(type({}), '__call__')", obj, f"{label}.__call__", call)   # __call__
             for name in sorted(ran):
                 where = [c for c in classes if name in vars(c)]
-                if own is not None and (name in own or where or name in spelled):
+                written = [(g, k) for g, k in self.tracer.group_stores
+                           if name == "param_groups" and any(g is h for h in own.get(name, ()))] \
+                    if own is not None else []
+                if written:                           # what the program writes itself (the
+                    view = _Unwritten(obj, written)   # learning rate of a number argument): not
+                    add("{}()", view, f"{label}.param_groups (but what f writes into them)", view())
+                elif own is not None and (name in own or where or name in spelled):
                     what = f"{label}.{name}"          # an instance attribute (one may shadow the
                     add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))    # class's later)
                 if where:
@@ -999,8 +1021,9 @@ class _Reach:
     def put_back(self):
         """A refusal: the Python state f changed while recorded, as it was (see _python_state)."""
         containers, modules, generators = getattr(self, "saved", ((), (), ()))
-        for v, copy in containers:
-            if v != copy:
+        for v, copy in containers:      # (item by item: `!=` of Tensors is elementwise)
+            if len(v) != len(copy) or any(a is not b for a, b in zip(v, copy)) or type(v) is dict \
+                    and any(v.get(k, _UNSET) is not copy[k] for k in copy):
                 if type(v) is list:
                     v[:] = copy
                 else:
@@ -1037,16 +1060,18 @@ class _Reach:
         values.append(tuple(os.environ.items()))       # os.environ["K"] = ... inside f
         return values
 
-    def check_unchanged(self, name):
-        """Refuse a function that changed Python state it reads while being recorded: the
-        program would not repeat the change."""
-        if self._state() != self.before:
-            raise RuntimeError(
-                f"tt.compile: {name} changed Python state while being recorded (appended to a list "
+    def changed(self):
+        """Whether f changed Python state it reads while being recorded (the program would not
+        repeat the change; a cache it fills is recorded again, see Compiled._record)."""
+        return self._state() != self.before
+
+    @staticmethod
+    def changed_message(name):
+        return (f"tt.compile: {name} changed Python state while being recorded (appended to a list "
                 f"it closes over, rebound a nonlocal or global, set an attribute of an object it "
-                f"reads, stepped an optimizer); the compiled program would not repeat that. Keep "
-                f"such updates outside the compiled function (return the values instead), or "
-                f"call it uncompiled")
+                f"reads, stepped an optimizer), and again when recorded on the state it left; the "
+                f"compiled program would not repeat that. Keep such updates outside the compiled "
+                f"function (return the values instead), or call it uncompiled")
 
     def guard(self):
         """One generated function returning the tuple of every source's fingerprint (None when
@@ -1131,6 +1156,8 @@ def _alive(x, out, depth=0):
 
 
 _GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL", "STORE_NAME"})
+_BY_NAME = frozenset({"globals", "vars", "getattr", "hasattr", "eval", "exec", "__dict__", "modules",
+                      "import_module", "__import__", "attrgetter", "itemgetter", "__getattribute__"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1139,7 +1166,9 @@ def _global_names(code):
     LOAD_GLOBAL/LOAD_NAME names and identifier strings (globals()["G"]), not its attribute
     names (`opt.step` reads the attribute step, not a global of that name)."""
     names = [ins.argval for k in _codes(code) for ins in dis.get_instructions(k) if ins.opname in _GLOBAL_OPS]
-    return tuple(dict.fromkeys(names + _strings(code)))     # + vars(obj)["scale"], globals()["G"]
+    if any(not _BY_NAME.isdisjoint(k.co_names) for k in _codes(code)):   # + globals()["G"],
+        names += _strings(code)           # vars(module)["G"], getattr(module, "G"): not a plain
+    return tuple(dict.fromkeys(names))    # string (group["lr"] does not read a global lr)
 
 
 def _tensors_of(v, found, itself=True, depth=0):

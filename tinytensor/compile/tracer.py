@@ -121,6 +121,7 @@ class _Tracer:
         self.read_after_step = None  # where f read an optimizer's settings after a scheduler step
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
+        self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
         self.recording = False       # while f runs: a _Number's uses are noted only then
         self.numbers = []            # the _Numbers handed to f or computed from them
         self.valued = set()          # positions (among the inputs) of number arguments whose use in
@@ -521,7 +522,7 @@ class _Tracer:
         """Refuse f's own changes to an optimizer's or a scheduler's settings after one of its
         steps while recording (`opt.param_groups[0]["lr"] = lr`): the program repeats the steps,
         not f's Python writes. (Changes before the first step are Python state f changed:
-        guards.check_unchanged refuses them.)"""
+        a change made again on the next recording is refused: _Reach.changed.)"""
         for o, recorded in list(self.owner_states.values()) if owners is None else \
                 [self.owner_states[id(o)] for o in owners if id(o) in self.owner_states]:
             if _hyperparameters(o) != recorded:
@@ -2003,6 +2004,36 @@ class _Call:
         return out if out is None else out.data if isinstance(out, Tensor) else out
 
 
+class _SetGroup:
+    """The program line for `opt.param_groups[i][key] = lr` of a number argument (or a number
+    computed from them) before the optimizer's step: the new value written on every call, as
+    eagerly, so a scheduled learning rate passed as a number is an input, not a cache key."""
+    __slots__ = ("group", "key")
+
+    def __init__(self, group, key):
+        self.group, self.key = group, key
+
+    def __call__(self, value):
+        self.group[self.key] = value
+
+    def store(self, tracer, number):
+        """Record this write of `number` before the first optimizer step of the recording (after
+        the line that computes it): whether it could be placed."""
+        var = tracer.index.get(id(number))
+        entries = tracer.entries
+        first = next((i for i, e in enumerate(entries) if e.kind == "effect"
+                      and not e.name.endswith("zero_grad")), None)
+        made = next((i for i, e in enumerate(entries) if e.out == var), -1)
+        if var is None or first is None or made > first:
+            return False
+        out = tracer._new(None, f"set_{self.key}")
+        entries.insert(first, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
+                                     f"param_groups[...][{self.key!r}] = a number argument, on every call",
+                                     "effect"))
+        tracer.group_stores.append((self.group, self.key))
+        return True
+
+
 class _Accumulate:
     """The program line for backward()'s last step: each leaf's `.grad` from this call's
     gradients (tape.accumulate, as eagerly)."""
@@ -2151,6 +2182,7 @@ def _optimizer_put_back(opt):
         for g, items in groups:
             g.clear()
             g.update(items)
+    put_back.copies = [items for _, items in groups]     # (the recording's own: not f's state)
     return put_back
 
 
