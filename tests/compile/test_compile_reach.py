@@ -515,3 +515,34 @@ def test_a_string_key_is_not_a_global_read():
         LR = 0.1 * i
         np.testing.assert_array_equal(g(np.arange(3.0)), np.arange(3.0) * 2.0)
     assert len(g.recompiles) == 1
+
+
+@pytest.mark.parametrize("where", ["after_zero_grad", "after_backward", "every_group_halved"])
+def test_learning_rates_set_from_an_argument_between_the_steps(where):
+    def build():
+        m = tt.nn.Linear(3, 2, rng=1)
+        opt = tt.optim.SGD([{"params": [m.weight]}, {"params": [m.bias], "lr": 0.2}], lr=0.1, momentum=0.9)
+
+        def step(x, y, lr):
+            opt.zero_grad()
+            if where == "after_zero_grad":
+                opt.param_groups[0]["lr"] = lr
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            if where == "after_backward":
+                opt.param_groups[1]["lr"] = lr
+            if where == "every_group_halved":
+                for group in opt.param_groups:
+                    group["lr"] = lr * 0.5
+            opt.step()
+            return loss
+        return m, opt, step
+    (m1, o1, f), (m2, o2, g) = build(), build()
+    g = tt.compile(g)
+    rng = np.random.default_rng(6)
+    for i in range(12):
+        x, y, lr = rng.standard_normal((4, 3)), rng.standard_normal((4, 2)), 0.01 * (i + 1)
+        np.testing.assert_array_equal(f(x, y, lr).data, g(x, y, lr).data)
+        np.testing.assert_array_equal(m1.bias.data, m2.bias.data)
+        assert [d["lr"] for d in o1.param_groups] == [d["lr"] for d in o2.param_groups]
+    assert len(g.recompiles) == 1

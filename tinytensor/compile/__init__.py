@@ -1109,9 +1109,16 @@ def _put_back_numbers(tracer):
                 for k, v in list(holder.items()):
                     if v is n:
                         holder[k] = n.value
-                        if id(holder) not in copies and not (
-                                _param_group(tracer, holder) and _SetGroup(holder, k).store(tracer, n)):
+                        if id(holder) in copies:
+                            continue
+                        if not _param_group(tracer, holder):
                             tracer.number_read(n, "stored (an attribute, a dict, a list)")
+                        elif not _SetGroup(holder, k).store(tracer, n) and tracer.laundered is None:
+                            tracer.laundered = (   # (a number computed after the step: refused)
+                                f"set param_groups[...][{k!r}] to a number computed from its number "
+                                f"arguments where the program cannot write it before the optimizer's "
+                                f"step; compute it before the step, or set it outside the compiled "
+                                f"function")
             elif type(holder) is list:
                 for i, v in enumerate(holder):
                     if v is n:

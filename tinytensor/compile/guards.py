@@ -603,7 +603,8 @@ class _Reach:
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
-                elif _callable_object(v) or isinstance(v, (list, tuple, dict)) and depth < _DEPTH:
+                elif _callable_object(v) or type(v) is operator.attrgetter \
+                        or isinstance(v, (list, tuple, dict)) and depth < _DEPTH:
                     self._value(v, depth + 1)     # {"act": Scale(2.0)}: what its __call__ reads
         elif isinstance(value, Tensor):                   # a closed-over Tensor's gradient hooks
             for hook in (TENSOR_HOOKS.get(value) or {}).values():   # (a sweep inside runs them)
@@ -635,10 +636,12 @@ class _Reach:
                         for name in ("_forward_hooks", "_forward_pre_hooks"):     # runs them);
                             for hook, _ in vars(m).get(name, {}).values():
                                 self._collect(hook, depth + 1)
-                        if m is not value:                # the functions its submodules hold
-                            for v in list(vars(m).values()):
+                        if m is not value:                # the functions and callable objects
+                            for v in list(vars(m).values()):      # its submodules hold
                                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                                     self._collect(v, depth + 1)
+                                elif _callable_object(v) and depth < _DEPTH:
+                                    self._value(v, depth + 1)
                     for p in value.parameters():
                         for hook in (TENSOR_HOOKS.get(p) or {}).values():
                             self._collect(hook, depth + 1)
@@ -653,9 +656,9 @@ class _Reach:
                     if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                         self._collect(v, depth + 1)       # a function it holds (self.act = a
                         continue                          # closure): what that reads
-                    if _callable_object(v) and depth < _DEPTH:
-                        self._value(v, depth + 1)         # self.act = Scale(2.0): its attributes
-                        continue
+                    if (_callable_object(v) or isinstance(v, _module_class())) and depth < _DEPTH:
+                        self._value(v, depth + 1)         # self.act = Scale(2.0), ns.model: their
+                        continue                          # attributes (and submodules')
                     if type(v).__module__.startswith("tinytensor.optim") and depth < _DEPTH:
                         # an optimizer or a scheduler it holds (self.opt): read by identity, its
                         # attributes the code names one by one (its steps are program lines)
@@ -919,6 +922,7 @@ class _Reach:
                 if isinstance(module, types.ModuleType) and _user_module(module):
                     add(f"{{}}.get({name!r})", sys.modules, f"sys.modules[{name!r}]", module)
                     self.objects.setdefault(id(module), module)
+        named = {n for n in spelled if n.isidentifier()} if "attrgetter" in ran else set()
         whole = not {"vars", "__dict__", "getattr"}.isdisjoint(ran)   # f reads whole __dict__s
         # (vars(ns)), or attributes by names it computes (getattr(o, names[0]))
         for obj in self.objects.values():
@@ -942,8 +946,10 @@ class _Reach:
             call = _class_attribute(type(obj), "__call__") if not isinstance(obj, types.ModuleType) else None
             if type(call) is types.FunctionType and _is_user(call.__code__):   # obj(x): its class's
                 add("ca(type({}), '__call__')", obj, f"{label}.__call__", call)   # __call__
-            for name in sorted(ran):
+            for name in sorted(ran | named):        # (named: attrgetter("k")(obj) made inside)
                 where = [c for c in classes if name in vars(c)]
+                if name not in ran and not where and (own is None or name not in own):
+                    continue
                 written = [(g, k) for g, k in self.tracer.group_stores
                            if name == "param_groups" and any(g is h for h in own.get(name, ()))] \
                     if own is not None else []

@@ -525,7 +525,7 @@ class _Tracer:
         a change made again on the next recording is refused: _Reach.changed.)"""
         for o, recorded in list(self.owner_states.values()) if owners is None else \
                 [self.owner_states[id(o)] for o in owners if id(o) in self.owner_states]:
-            if _hyperparameters(o) != recorded:
+            if not _same_settings(_hyperparameters(o), recorded):
                 raise RuntimeError(
                     f"tt.compile: the compiled function changed the settings of {type(o).__name__} "
                     f"(a learning rate in param_groups, a scheduler's attribute) after its step, "
@@ -2021,17 +2021,29 @@ class _SetGroup:
         the line that computes it): whether it could be placed."""
         var = tracer.index.get(id(number))
         entries = tracer.entries
-        first = next((i for i, e in enumerate(entries) if e.kind == "effect"
-                      and not e.name.endswith("zero_grad")), None)
+        first = next((i for i, e in enumerate(entries) if e.kind == "effect"       # its step
+                      and _steps_group(e.fun, self.group)), None)
         made = next((i for i, e in enumerate(entries) if e.out == var), -1)
         if var is None or first is None or made > first:
             return False
+        if made < 0:      # an argument: before the first effect (backward), as f sets it first
+            made = next(i for i, e in enumerate(entries) if e.kind == "effect"
+                        and not e.name.endswith("zero_grad")) - 1
         out = tracer._new(None, f"set_{self.key}")
-        entries.insert(first, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
+        entries.insert(made + 1, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
                                      f"param_groups[...][{self.key!r}] = a number argument, on every call",
                                      "effect"))
         tracer.group_stores.append((self.group, self.key))
         return True
+
+
+def _steps_group(fun, group):
+    """Whether program line `fun` is the step of an optimizer holding param group `group`."""
+    call = getattr(fun, "call", None)
+    method = getattr(call, "func", None)
+    owner = getattr(method, "__self__", None)
+    return getattr(method, "__name__", None) == "step" and builtins.any(
+        g is group for g in vars(owner).get("param_groups", ()) if owner is not None)
 
 
 class _Accumulate:
@@ -2092,6 +2104,21 @@ def _hyperparameters(obj):
     if _is_scheduler(obj):
         return {k: _settings(v) for k, v in vars(obj).items() if k != "optimizer"}
     return None
+
+
+def _same_settings(now, then):
+    """Whether an optimizer's settings (_hyperparameters) are still those recorded after its
+    last step, but for those f set to a number argument since (`g["lr"] = lr` between zero_grad()
+    and step()), which the program writes on every call (_SetGroup) or which make that argument
+    a key."""
+    if type(now) is not list or type(then) is not list or len(now) != len(then):
+        return now == then
+    for (ids, a), (ids_then, b) in zip(now, then):
+        tracked = {k for k, v in a.items() if isinstance(v, (_Number, _NumberNP))}
+        if ids != ids_then or {k: v for k, v in a.items() if k not in tracked} != \
+                {k: v for k, v in b.items() if k not in tracked}:
+            return False
+    return True
 
 
 def _is_scheduler(obj):
