@@ -681,10 +681,16 @@ class _Reach:
         reads = self.optim_reads
 
         def profile(frame, event, arg):
+            if event == "c_call" and not tracer.depth_inside and _is_user(frame.f_code):
+                _numpy_reads(frame, arg)       # NumPy in f on a large array it holds: see _NUMPY_READ
             if event == "call":
                 code = frame.f_code
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
+                elif code.co_filename.startswith(_NUMPY_DIR) and frame.f_back is not None \
+                        and _is_user(frame.f_back.f_code) and not tracer.depth_inside:
+                    for v in frame.f_locals.values():      # np.mean(X), np.linalg.norm(self.P)
+                        _numpy_read(v)
                 elif code.co_filename.startswith(_OPTIM) and code.co_name not in _STEPS \
                         and frame.f_back is not None and _is_user(frame.f_back.f_code):
                     owner = frame.f_locals.get("self")      # sched.get_last_lr(), opt.state_dict()
@@ -1337,7 +1343,8 @@ def _reader(form, value):
         return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
     if _container_method(value):
         return f"id({form}), fp({form}.__self__)"     # table.get: what table holds
-    if type(value) is np.ndarray and (value.size <= _SMALL_ARRAY or value not in _ENTERED):
+    if type(value) is np.ndarray and (value.size <= _SMALL_ARRAY or value not in _ENTERED
+                                      or value in _NUMPY_READ):
         return f"av({form})"                          # by its values (see _array_key)
     if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
                           Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
@@ -1374,12 +1381,40 @@ def _array_key(a):
     entered_arrays) by identity only: its changes reach the program."""
     if type(a) is not np.ndarray:
         return _fingerprint(a)
-    if a.size > _SMALL_ARRAY and a in _ENTERED:
+    if a.size > _SMALL_ARRAY and a in _ENTERED and a not in _NUMPY_READ:
         return (id(a), a.shape, a.dtype)
     return (id(a), a.shape, a.dtype, a.tobytes())
 
 
 _ENTERED = IdentityWeakMap()     # the large arrays a program reads itself (see entered_arrays)
+_NUMPY_READ = IdentityWeakMap()  # large arrays NumPy code in a recorded f computed on: by value
+_NUMPY_DIR = os.path.dirname(np.__file__)
+
+
+def _numpy_read(v):
+    """Note plain array v (or the array it is a view of) as one NumPy code in f read while
+    recording (`X.mean(0)`, `np.linalg.norm(P)`, `counts[:4].sum()`): what that computed is a
+    constant of the program, so a change in place must record again, even where a program line
+    also reads the array (see _array_key)."""
+    if type(v) is np.ndarray:
+        while type(v.base) is np.ndarray:
+            v = v.base
+        if v.size > _SMALL_ARRAY:
+            _NUMPY_READ[v] = True
+
+
+def _numpy_reads(frame, fun):
+    """A C function user code called while recording: a method of a plain array or a NumPy
+    function, whose operands (and what they were computed from) cannot be seen: every large
+    plain array the calling code names, its locals, closure cells and globals."""
+    owner = getattr(fun, "__self__", None)
+    if type(owner) is np.ndarray or owner is np or getattr(fun, "__module__", None) == "numpy":
+        _numpy_read(owner)        # (a ufunc's call is no C call the profiler sees: np.abs(X).max())
+        for v in frame.f_locals.values():
+            _numpy_read(v)
+        glob = frame.f_globals
+        for name in _global_names(frame.f_code):
+            _numpy_read(glob.get(name))
 
 
 def entered_arrays(tracer):
