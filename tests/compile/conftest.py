@@ -1,14 +1,16 @@
 """The fresh-user rounds (4 to 22) overlap each other and the later ones: by default a fixed
-part of each of their files runs (chosen by the hash of each case's name: a third of rounds 4
-to 19, half of the newer ones; every strict xfail, which says when a gap closes, runs always),
-to keep the suite within CI's time. TT_COMPILE_ALL_ROUNDS=1 runs every case."""
+part of each of their files runs (chosen by the hash of each case's name: a quarter of rounds
+4 to 19, a third of round 20, half of rounds 21 and 22; every strict xfail, which says when a
+gap closes, runs always), to keep the suite within CI's time. TT_COMPILE_ALL_ROUNDS=1 runs
+every case."""
 import os
 import re
 import zlib
 
 _OLDER = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|13b|14|15|15b|16a|16b"
                     r"|17a|17b|18a|18b|19a|19b)\.py$")
-_NEWER = re.compile(r"test_compile_round(20a|20b|20c|21a|22a|22b)\.py$")
+_ROUND20 = re.compile(r"test_compile_round20[abc]\.py$")
+_NEWER = re.compile(r"test_compile_round(21a|22a|22b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -17,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
         path = str(item.path)
-        part = 3 if _OLDER.search(path) else 2 if _NEWER.search(path) else 1
+        part = 4 if _OLDER.search(path) else 3 if _ROUND20.search(path) else 2 if _NEWER.search(path) else 1
         keep = part == 1 or item.get_closest_marker("xfail") is not None \
             or zlib.crc32(item.nodeid.encode()) % part == 0
         (kept if keep else dropped).append(item)
