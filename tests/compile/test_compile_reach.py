@@ -546,3 +546,62 @@ def test_learning_rates_set_from_an_argument_between_the_steps(where):
         np.testing.assert_array_equal(m1.bias.data, m2.bias.data)
         assert [d["lr"] for d in o1.param_groups] == [d["lr"] for d in o2.param_groups]
     assert len(g.recompiles) == 1
+
+
+@pytest.mark.parametrize("kind", ["isub", "sub_", "data", "norm", "scaled", "unscale", "returned"])
+def test_gradients_read_and_parameters_written_after_backward_inside(kind):
+    """The lecture's SGD inside a compiled step (`p.data -= lr * p.grad`, `p -= lr * p.grad`),
+    a gradient norm, `p.grad[...] = ...`, `p.grad /= s` and `.grad` returned: program lines
+    reading and writing them on every call, eager's parameters and gradients bit for bit."""
+    def build():
+        m = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0), tt.nn.Tanh(), tt.nn.Linear(4, 2, rng=1))
+        opt = tt.optim.SGD(m.parameters(), lr=0.1)
+
+        def step(x, y, lr):
+            m.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            params = list(m.parameters())
+            if kind == "isub":
+                with tt.no_grad():
+                    for p in params:
+                        p -= lr * p.grad
+            elif kind == "sub_":
+                with tt.no_grad():
+                    for p in params:
+                        p.sub_(lr * p.grad)
+            elif kind == "data":
+                for p in params:
+                    p.data -= lr * p.grad
+            elif kind == "norm":
+                norm = tt.sqrt(sum((tt.tensor(p.grad) ** 2).sum() for p in params))
+                opt.step()
+                return loss, norm
+            elif kind == "scaled":
+                for p in params:
+                    if p.grad is not None:
+                        p.grad[...] = p.grad / 2
+                opt.step()
+            elif kind == "unscale":
+                for p in params:
+                    p.grad /= 4.0
+                opt.step()
+            else:
+                opt.step()
+                return loss, [p.grad for p in params]
+            return loss
+        return m, step
+    (m1, f), (m2, g) = build(), build()
+    g = tt.compile(g)
+    rng = np.random.default_rng(0)
+    for i in range(12):
+        x, y, lr = rng.standard_normal((5, 3)), rng.standard_normal((5, 2)), 0.1 + 0.01 * i
+        a, b = tt.transforms.tree_flatten(f(x, y, lr))[0], tt.transforms.tree_flatten(g(x, y, lr))[0]
+        for u, v in zip(a, b):
+            assert type(u) is type(v)
+            np.testing.assert_array_equal(getattr(u, "data", u) if isinstance(u, tt.Tensor) else u,
+                                          getattr(v, "data", v) if isinstance(v, tt.Tensor) else v)
+        for p, q in zip(m1.parameters(), m2.parameters()):
+            np.testing.assert_array_equal(p.data, q.data)
+            np.testing.assert_array_equal(p.grad, q.grad)
+    assert len(g.recompiles) == 1

@@ -3245,6 +3245,8 @@ simple(
 # array, pullbacks handing back their cotangent, grad of namedtuple/OrderedDict parameters,
 # NumPy scalars against 0-d arrays of number arguments' results.
 FIXED = {
+    "hessian_of_0d_array",
+    "jacobian_of_float_scalar_out",
     "array_arg_data_attribute_returned",
     "caller_mutates_const_jacobian_reshape",
     "pullback_identity_then_caller_edits",

@@ -122,6 +122,10 @@ class _Tracer:
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
         self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
+        self.grad_leaves = set()     # id of the leaves a backward() inside filled the .grad of
+        self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
+        self.grad_owner = {}         # id(p.grad's traced array) -> p (see read_grad)
+        self.grad_reads = {}         # id(leaf) -> (effects so far, the traced .grad f read)
         self.recording = False       # while f runs: a _Number's uses are noted only then
         self.numbers = []            # the _Numbers handed to f or computed from them
         self.valued = set()          # positions (among the inputs) of number arguments whose use in
@@ -475,6 +479,7 @@ class _Tracer:
         pinned += [e.args[0] for e in self.entries if e.kind == "seed" and isinstance(e.args[0], np.ndarray)]
         self.remember_tensors(leaves)
         tape.accumulate(grads, handed)
+        self.grad_leaves.update(id(t) for t in leaves)
         self._effect_entry(_Accumulate(leaves, pinned), "backward", refs, None,
                            "backward(): each leaf's .grad, on every call")
 
@@ -517,6 +522,23 @@ class _Tracer:
             if var is not None:             # eagerly a Tensor (clip_grad_norm_'s norm)
                 self.tensor_vars.add(var)
         return result
+
+    def read_grad(self, t):
+        """`p.grad` read by f after a backward() inside filled it (the lecture's `p -= lr *
+        p.grad`, a gradient norm to log): a line of the program reading it on every call, after
+        the effects before it; the same array until the next effect, as eagerly."""
+        effects = builtins.sum(1 for e in self.entries if e.kind == "effect")
+        seen = self.grad_reads.get(id(t))
+        if seen is not None and seen[0] == effects:
+            return seen[1]
+        grad = _SLOT_GRAD.__get__(t)
+        if grad is None:
+            return None
+        var = self._effect_entry(_GradOf(t), "grad", (), grad, "p.grad, on every call")
+        traced = self.tainted(grad, var)          # (eagerly the NumPy array .grad holds)
+        self.grad_owner[id(traced)] = t
+        self.grad_reads[id(t)] = (effects + 1, traced)
+        return traced
 
     def check_owners(self, what, owners=None):
         """Refuse f's own changes to an optimizer's or a scheduler's settings after one of its
@@ -639,7 +661,8 @@ class _Tracer:
                 self.saved[id(array)] = (array, None)
                 self.undo.append(lambda: _store(array, copy))
         before = STATE.memory_write
-        _store(array, value.data if isinstance(value, Tensor) else value)
+        _store(array, value.data if isinstance(value, Tensor) else _raw(value) if type(value) is _Tainted
+               else value)
         tensor_module.mark_modified(t)
         STATE.memory_write = before          # a write the program repeats: not refused
         hint = self.hints[self.var_of(t)]
@@ -1339,13 +1362,18 @@ def _data_get(self):
                 "reads where the recording cannot see it; inside f it is a Tensor. Use the array "
                 "itself (x, x.tolist(), x.tobytes()), pass a Tensor, or call the function uncompiled")
         if var is not None:
-            return rec.tainted(data, var)
+            view = rec.tainted(data, var)
+            if rec._reached(self):           # `p.data -= lr * g`: a write into p (_written_into)
+                rec.data_owner[id(view)] = self
+            return view
     return data
 
 
 def _data_set(self, value):
     rec = STATE.recorder
     if rec is not None and _is_user(sys._getframe(1).f_code) and rec.var_of(self) is not None:
+        if rec.data_owner.get(id(value)) is self:
+            return                           # `p.data -= v` assigns back the array it wrote into
         raise RuntimeError(
             "tt.compile: t.data = ... on a Tensor the compiled function reads (a parameter, a "
             "buffer, an argument) rebinds it as a side effect the program would not repeat; do "
@@ -1507,13 +1535,19 @@ def _refuse_state(what):
 
 
 def _grad_get(self):
-    if STATE.recorder is not None and _is_user(sys._getframe(1).f_code):
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code):
+        if id(self) in rec.grad_leaves and not rec.depth_inside:   # after a backward() inside
+            return rec.read_grad(self)
         _refuse_state("t.grad")
     return _SLOT_GRAD.__get__(self)
 
 
 def _grad_set(self, value):
-    if STATE.recorder is not None and _is_user(sys._getframe(1).f_code):
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code):
+        if rec.grad_owner.get(id(value)) is self:
+            return                  # `p.grad /= s` assigns back the array it wrote into
         _refuse_state("t.grad = ...")
     _SLOT_GRAD.__set__(self, value)
 
@@ -1624,6 +1658,9 @@ class _Tainted(np.ndarray):
         if "out" in kwargs or method == "at":   # an in-place write (a += traced, np.add.at): into a
             if _internal():                # traced value or an array f reaches; tinytensor's own (a rule
                 return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
+            written = _written_into(ufunc, method, inputs, kwargs)
+            if written is not None:
+                return written
             raise _written()
         fun = getattr(ufunc, method)
         result = _raising_noted(fun, _plain(inputs), _plain(kwargs))
@@ -1656,6 +1693,9 @@ class _Tainted(np.ndarray):
         if _internal() or _plain_here():
             return np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
         var = rec.var_of(self)
+        if (index is Ellipsis or type(index) is slice and index == slice(None)) \
+                and _write_whole(rec, self, value) is not None:
+            return               # p.data[...] = v, p.grad[:] = v: a Tensor's own memory, rewritten
         if var is None or not _made_by_numpy(rec, var) or _shared(rec, self, var):
             raise _written()     # (x.data[0] = 0: memory a Tensor or another traced value holds)
         # a traced array f made and holds alone (d = x.data.copy(); d[0] = 0, np.roll's result):
@@ -1698,6 +1738,45 @@ class _Tainted(np.ndarray):
 
     def __dlpack__(self, *args, **kwargs):
         return _buffer_read(self, "__dlpack__")(*args, **kwargs)
+
+
+def _written_into(ufunc, method, inputs, kwargs):
+    """`p.data -= lr * g` (an in-place operator on the .data of a Tensor f reaches, a
+    parameter): the new value computed as a line of the program and written into p on every
+    call, as a buffer's update (Tracer._store); None for any other write."""
+    rec = STATE.recorder
+    out = kwargs.get("out")
+    out = out[0] if type(out) is tuple and len(out) == 1 else out
+    if type(out) is not _Tainted or method != "__call__" or ufunc.nout != 1 or not builtins.any(
+            i is out for i in inputs):
+        return None
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    value = out.__array_ufunc__(ufunc, method, *inputs, **rest)   # recorded (a new array)
+    if value is NotImplemented:
+        return None
+    return _write_whole(rec, out, value)
+
+
+def _write_whole(rec, out, value):
+    """`out[...] = value` where out is what `p.data` (a Tensor f reaches) or `p.grad` (filled
+    by a backward() inside) handed f: written there now and by the program on every call."""
+    data_of, grad_of = rec.data_owner.get(id(out)), rec.grad_owner.get(id(out))
+    if data_of is None and grad_of is None or np.shape(value) != out.shape \
+            or np.result_type(value) != out.dtype and not np.can_cast(np.result_type(value), out.dtype,
+                                                                      "same_kind"):
+        return None
+    if data_of is not None:
+        rec._store(data_of, value)
+        rec.index[id(out)] = rec.var_of(data_of)     # (what it holds now)
+    else:
+        np.copyto(_SLOT_GRAD.__get__(grad_of), _raw(value) if type(value) is _Tainted else value,
+                  casting="same_kind")
+        rec._effect_entry(_WriteGrad(grad_of), "grad_write", (rec.template(value),), None,
+                          "p.grad updated in place, on every call")
+        var = rec.var_of(value)
+        if var is not None:
+            rec.index[id(out)] = var
+    return out
 
 
 def _buffer_read(x, name):
@@ -2044,6 +2123,28 @@ def _steps_group(fun, group):
     owner = getattr(method, "__self__", None)
     return getattr(method, "__name__", None) == "step" and builtins.any(
         g is group for g in vars(owner).get("param_groups", ()) if owner is not None)
+
+
+class _WriteGrad:
+    """The program line writing into a leaf's `.grad` array in place (`p.grad /= scale`)."""
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf):
+        self.leaf = leaf
+
+    def __call__(self, value):
+        np.copyto(_SLOT_GRAD.__get__(self.leaf), value, casting="same_kind")
+
+
+class _GradOf:
+    """The program line reading a leaf's `.grad` (filled by a backward() before it)."""
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf):
+        self.leaf = leaf
+
+    def __call__(self):
+        return _SLOT_GRAD.__get__(self.leaf)
 
 
 class _Accumulate:
