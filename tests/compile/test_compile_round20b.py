@@ -3245,8 +3245,6 @@ simple(
 # array, pullbacks handing back their cotangent, grad of namedtuple/OrderedDict parameters,
 # NumPy scalars against 0-d arrays of number arguments' results.
 FIXED = {
-    "hessian_of_0d_array",
-    "jacobian_of_float_scalar_out",
     "array_arg_data_attribute_returned",
     "caller_mutates_const_jacobian_reshape",
     "pullback_identity_then_caller_edits",
@@ -3264,10 +3262,6 @@ FIXED = {
     "pullback_clone_then_caller_edits",
     "float_arg_plus_exp_of_it",
     "np_float32_arg_plus_sin_of_it",
-    "hessian_of_float",
-    "hessian_of_np_float32",
-    "hessian_of_sum_0d",
-    "jacobian_of_grad_float",
     "caller_mutates_const_jacobian_argnums_tuple",
     "caller_mutates_const_jacobian_identity",
     "caller_mutates_const_jacobian_of_itself",

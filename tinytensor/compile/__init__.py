@@ -45,7 +45,7 @@ from ..tensor import Tensor
 from ..weakid import IdentityWeakMap
 from . import taped
 from .codegen import Retrace, _generate, _Program
-from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change, entered_arrays
+from .guards import _NOT_USER_MODULES, _class_state, _fingerprint, _Reach, describe_change
 from .tracer import _WRAPPED, _refs, _SetGroup, _Tracer
 
 __all__ = ["compile", "Compiled", "CACHE_SIZE", "RECOMPILE_LIMIT"]
@@ -257,6 +257,8 @@ class Compiled:
         recorded for the same key with other outcomes are tried, newest first, then f is
         recorded again."""
         for i, other in enumerate(program.alternatives):
+            if other.guard is not None and not other.guard.ok() and other.guard() != other.modes:
+                continue           # recorded on other Python state (a flag f set since)
             try:
                 out = other.run(arrays)
             except Retrace:
@@ -380,6 +382,7 @@ class Compiled:
         given = _contents((traced_args, traced_kwargs))     # f's writes into them: refused
         tracer.watch_generators(self.fun, args, kwargs)
         reach = _Reach(self.fun, tracer)
+        tracer.codes_ran = reach.codes          # (the user code that runs: see _SetGroup.store)
         found.append(reach)
         stamp = STATE.memory_write           # this thread's writes only
         python_random = random.getstate()
@@ -529,7 +532,6 @@ class Compiled:
             self.recompiles[-1] += (f" (a number argument is part of the cache key: {tracer.number_reads[0]}"
                                     f"{' and more' if len(tracer.number_reads) > 1 else ''})")
         program.reads = bool(tracer.guards)
-        entered_arrays(tracer)
         program.guard = reach.guard()
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
@@ -1111,9 +1113,11 @@ def _put_back_numbers(tracer):
                         holder[k] = n.value
                         if id(holder) in copies:
                             continue
-                        if not _param_group(tracer, holder):
+                        placed = _SetGroup(holder, k).store(tracer, n) if _param_group(tracer, holder) \
+                            else None
+                        if placed is None:          # (not a param group, or one f reads it from)
                             tracer.number_read(n, "stored (an attribute, a dict, a list)")
-                        elif not _SetGroup(holder, k).store(tracer, n) and tracer.laundered is None:
+                        elif not placed and tracer.laundered is None:
                             tracer.laundered = (   # (a number computed after the step: refused)
                                 f"set param_groups[...][{k!r}] to a number computed from its number "
                                 f"arguments where the program cannot write it before the optimizer's "
@@ -1125,6 +1129,18 @@ def _put_back_numbers(tracer):
                         holder[i] = n.value
                         if id(holder) not in tracer.node_values:
                             tracer.number_read(n, "stored (an attribute, a dict, a list)")
+            elif type(holder) is tuple and holder is not tracer.alive:   # group["betas"] = (b1, .999)
+                plain = list(holder)     # (no comprehension: a closure cell would hold n)
+                for i, v in enumerate(plain):
+                    if v is n:
+                        plain[i] = n.value
+                plain = tuple(plain)
+                for owner in gc.get_referrers(holder):
+                    if type(owner) is dict and (id(owner) in copies or _param_group(tracer, owner)):
+                        for k, v in list(owner.items()):
+                            if v is holder:
+                                owner[k] = plain
+                                tracer.number_read(n, "stored (in a tuple)")
     numbers.clear()
 
 

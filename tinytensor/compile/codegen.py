@@ -955,9 +955,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             copied = False
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            value = tracer.values[ref.var]      # (a 0-d array recorded: NumPy on the program's
-            scalar = (type(value) is not np.ndarray or value.ndim == 0    # scalars may give a scalar)
-                      or producer_kind.get(ref.var) == "prim0" or ref.var in n.scalars)
+            scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
+                      or ref.var in n.scalars)
             text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
             if scalar and not copied and repeated[ref.var] > 1:   # one 0-d array for all of them (s
                 text = f"(_array{ref.var} := {text})" if ref.var not in made else f"_array{ref.var}"

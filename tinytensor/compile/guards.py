@@ -24,7 +24,6 @@ import collections.abc
 import contextvars
 import dis
 import functools
-import itertools
 import math
 import operator
 import os
@@ -43,7 +42,6 @@ from ..draws import _attribute as _attr
 from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..state import STATE
 from ..tensor import Tensor
-from ..weakid import IdentityWeakMap
 from . import subscripts
 from .tracer import _is_user, _Tainted
 
@@ -681,16 +679,10 @@ class _Reach:
         reads = self.optim_reads
 
         def profile(frame, event, arg):
-            if event == "c_call" and not tracer.depth_inside and _is_user(frame.f_code):
-                _numpy_reads(frame, arg)       # NumPy in f on a large array it holds: see _NUMPY_READ
             if event == "call":
                 code = frame.f_code
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
-                elif code.co_filename.startswith(_NUMPY_DIR) and frame.f_back is not None \
-                        and _is_user(frame.f_back.f_code) and not tracer.depth_inside:
-                    for v in frame.f_locals.values():      # np.mean(X), np.linalg.norm(self.P)
-                        _numpy_read(v)
                 elif code.co_filename.startswith(_OPTIM) and code.co_name not in _STEPS \
                         and frame.f_back is not None and _is_user(frame.f_back.f_code):
                     owner = frame.f_locals.get("self")      # sched.get_last_lr(), opt.state_dict()
@@ -1028,11 +1020,20 @@ class _Reach:
         roots = [*self.functions.values(), *self.objects.values()]
         generators = [(g, g.get_state() if isinstance(g, np.random.RandomState) else g.bit_generator.state)
                       for g in draws.generators_in(*roots)]
-        return containers, modules, generators
+        attributes = [(own, dict(own)) for obj in self.objects.values()      # (`self.calls += 1`)
+                      if not isinstance(obj, types.ModuleType)
+                      and type(own := getattr(obj, "__dict__", None)) is dict]
+        return containers, modules, generators, attributes
 
     def put_back(self):
         """A refusal: the Python state f changed while recorded, as it was (see _python_state)."""
-        containers, modules, generators = getattr(self, "saved", ((), (), ()))
+        containers, modules, generators, attributes = getattr(self, "saved", ((), (), (), ()))
+        for own, saved in attributes:       # the objects' attributes f set (first: a Module's mode
+            for k in [k for k in own if k not in saved]:     # below is put back after them)
+                del own[k]
+            for k, v in saved.items():
+                if own.get(k, _UNSET) is not v:
+                    own[k] = v
         for v, copy in containers:      # (item by item: `!=` of Tensors is elementwise)
             if len(v) != len(copy) or any(a is not b for a, b in zip(v, copy)) or type(v) is dict \
                     and any(v.get(k, _UNSET) is not copy[k] for k in copy):
@@ -1259,6 +1260,28 @@ def _codes(code):
             yield from _codes(c)
 
 
+def reads_item(codes, key):
+    """Whether the code that ran reads item `key` of a mapping (`g["lr"]`, `g.get("lr")`,
+    `g["lr"] *= 0.5`): a value the program writes on every call (a learning rate from a number
+    argument) that f also reads is a key instead (see _SetGroup)."""
+    for code in codes:
+        for k in _codes(code):
+            if key not in k.co_consts:
+                continue
+            ins = list(dis.get_instructions(k))
+            for i, x in enumerate(ins):
+                if x.opname != "LOAD_CONST" or x.argval != key:
+                    continue
+                after = ins[i + 1] if i + 1 < len(ins) else None
+                before = ins[i - 1] if i else None
+                if after is not None and (after.opname in ("BINARY_SUBSCR", "COPY")
+                                          or after.opname == "BINARY_OP" and "[" in after.argrepr) \
+                        or before is not None and before.opname in ("LOAD_METHOD", "LOAD_ATTR") \
+                        and before.argval in ("get", "setdefault", "pop", "__getitem__"):
+                    return True
+    return False
+
+
 def _names(code):
     """The names a code object (and the code inside it) can read: the globals and attributes it
     names, and the identifiers it spells as strings (vars(obj)["scale"], getattr(o, "t"))."""
@@ -1343,8 +1366,7 @@ def _reader(form, value):
         return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
     if _container_method(value):
         return f"id({form}), fp({form}.__self__)"     # table.get: what table holds
-    if type(value) is np.ndarray and (value.size <= _SMALL_ARRAY or value not in _ENTERED
-                                      or value in _NUMPY_READ):
+    if type(value) is np.ndarray:
         return f"av({form})"                          # by its values (see _array_key)
     if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, np.ndarray,
                           Tensor, np.ufunc, np.random.Generator, np.random.RandomState)):
@@ -1370,65 +1392,16 @@ def _dereference(reference):
     return _DEAD if value is None else value
 
 
-_SMALL_ARRAY = 4096
-
-
 def _array_key(a):
-    """A NumPy array a function reads directly (closed over, a global, a Module's attribute):
-    by identity, and by its values, since NumPy code on it (`float(v)`, `v * 2` before a
-    tinytensor op) runs once, while recording, and a change in place must record again. A large
-    one (more than _SMALL_ARRAY elements: a data set) that a program reads itself (see
-    entered_arrays) by identity only: its changes reach the program."""
+    """A NumPy array a function reads directly (closed over, a global, a Module's attribute,
+    in a container): by identity and by its values, whatever its size, since NumPy code on it
+    (`float(X[0, 0])`, `X.mean(0)`, `X[:10] * 2`, `v * 2` before a tinytensor op) runs once, while
+    recording, and a change in place must record again. (Comparing a large one costs a pass
+    over its bytes on every call: a data set the program reads is better held as a Tensor, or
+    passed as an argument, which are inputs read anew on every call.)"""
     if type(a) is not np.ndarray:
         return _fingerprint(a)
-    if a.size > _SMALL_ARRAY and a in _ENTERED and a not in _NUMPY_READ:
-        return (id(a), a.shape, a.dtype)
     return (id(a), a.shape, a.dtype, a.tobytes())
-
-
-_ENTERED = IdentityWeakMap()     # the large arrays a program reads itself (see entered_arrays)
-_NUMPY_READ = IdentityWeakMap()  # large arrays NumPy code in a recorded f computed on: by value
-_NUMPY_DIR = os.path.dirname(np.__file__)
-
-
-def _numpy_read(v):
-    """Note plain array v (or the array it is a view of) as one NumPy code in f read while
-    recording (`X.mean(0)`, `np.linalg.norm(P)`, `counts[:4].sum()`): what that computed is a
-    constant of the program, so a change in place must record again, even where a program line
-    also reads the array (see _array_key)."""
-    if type(v) is np.ndarray:
-        while type(v.base) is np.ndarray:
-            v = v.base
-        if v.size > _SMALL_ARRAY:
-            _NUMPY_READ[v] = True
-
-
-def _numpy_reads(frame, fun):
-    """A C function user code called while recording: a method of a plain array or a NumPy
-    function, whose operands (and what they were computed from) cannot be seen: every large
-    plain array the calling code names, its locals, closure cells and globals."""
-    owner = getattr(fun, "__self__", None)
-    if type(owner) is np.ndarray or owner is np or getattr(fun, "__module__", None) == "numpy":
-        _numpy_read(owner)        # (a ufunc's call is no C call the profiler sees: np.abs(X).max())
-        for v in frame.f_locals.values():
-            _numpy_read(v)
-        glob = frame.f_globals
-        for name in _global_names(frame.f_code):
-            _numpy_read(glob.get(name))
-
-
-def entered_arrays(tracer):
-    """Note the large NumPy arrays that a recorded program reads on every call (an operand of a
-    recorded operation: the array or a view of it): a change in place reaches the program, so a
-    guard reads them by identity. Any other large array f reaches (one NumPy code inside f
-    computed on, which ran once while recording: `w / w.sum()`, `~mask`, `np.sin(pe[:T])`) is
-    guarded by its values (its bytes compared on every call, so a change records again)."""
-    for e in tracer.entries:
-        for a in itertools.chain(e.args, e.kwargs.values()):
-            if type(a) is np.ndarray and a.size:
-                owner = a if a.base is None else a.base
-                if type(owner) is np.ndarray and owner.size > _SMALL_ARRAY:
-                    _ENTERED[owner] = True
 
 
 def describe_change(guard, recorded, now):

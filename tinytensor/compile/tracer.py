@@ -122,6 +122,7 @@ class _Tracer:
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
         self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
+        self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
         self.grad_leaves = set()     # id of the leaves a backward() inside filled the .grad of
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
         self.grad_owner = {}         # id(p.grad's traced array) -> p (see read_grad)
@@ -512,6 +513,8 @@ class _Tracer:
             STATE.memory_write = stamp      # a write the program repeats: not refused
         for o in owners:                    # what f itself may not change until the next step
             self.owner_states[id(o)] = (o, _hyperparameters(o))
+            if getattr(method, "__name__", None) == "step":   # (after it, not even to a number
+                self.stepped_owners.add(id(o))              # argument: its step has read them)
         value = result.data if isinstance(result, Tensor) else result
         self._effect_entry(_Call(method, args, kwargs), what.split("(")[0].replace(".", "_"), (),
                                  value, f"{what}, on every call",
@@ -547,7 +550,8 @@ class _Tracer:
         a change made again on the next recording is refused: _Reach.changed.)"""
         for o, recorded in list(self.owner_states.values()) if owners is None else \
                 [self.owner_states[id(o)] for o in owners if id(o) in self.owner_states]:
-            if not _same_settings(_hyperparameters(o), recorded):
+            now = _hyperparameters(o)
+            if now != recorded if id(o) in self.stepped_owners else not _same_settings(now, recorded):
                 raise RuntimeError(
                     f"tt.compile: the compiled function changed the settings of {type(o).__name__} "
                     f"(a learning rate in param_groups, a scheduler's attribute) after its step, "
@@ -2097,12 +2101,15 @@ class _SetGroup:
 
     def store(self, tracer, number):
         """Record this write of `number` before the first optimizer step of the recording (after
-        the line that computes it): whether it could be placed."""
+        the line that computes it): whether it could be placed (None: placed, but f reads that
+        item too, so the number is a key and the item stays guarded)."""
         var = tracer.index.get(id(number))
         entries = tracer.entries
         first = next((i for i, e in enumerate(entries) if e.kind == "effect"       # its step
                       and _steps_group(e.fun, self.group)), None)
         made = next((i for i, e in enumerate(entries) if e.out == var), -1)
+        from .guards import reads_item
+        read = reads_item(getattr(tracer, "codes_ran", ()), self.key)
         if var is None or first is None or made > first:
             return False
         if made < 0:      # an argument: before the first effect (backward), as f sets it first
@@ -2112,6 +2119,8 @@ class _SetGroup:
         entries.insert(made + 1, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
                                      f"param_groups[...][{self.key!r}] = a number argument, on every call",
                                      "effect"))
+        if read:              # f reads it too (the previous call's value): written by the
+            return None       # program, and guarded, and the number a key
         tracer.group_stores.append((self.group, self.key))
         return True
 
