@@ -4214,6 +4214,7 @@ _res("slot_local_attention_radius_mask", lambda q, r: F.scaled_dot_product_atten
 
 # fixed since the round was written (its xfail markers dropped): each now equal to eager
 FIXED = {
+    'batchnorm_momentum_none_cumulative',
     "lecture_sgd_zero_grad_sub_inside",
     "mixed_precision_scaled_loss_unscale",
     "grad_norm_logged_before_step",

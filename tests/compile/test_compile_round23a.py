@@ -2616,6 +2616,7 @@ XFAIL = {
 # fixed since the round was written (its xfail markers dropped): each now equal to eager or a
 # clean refusal
 FIXED = {
+    'bn_momentum_changed_outside_to_none',
     'hp_sgd_read_lr_before_write',
     'hp_read_previous_lr_scaled_loss',
     'big_elem_at_int_arguments',

@@ -600,18 +600,18 @@ class _BatchNorm(Module):
         with no_grad():      # Tensor operators in place: tt.compile repeats them on every call
             self.num_batches_tracked += 1
             m = self.momentum
-            if m is None:                       # a cumulative moving average, as PyTorch
-                if STATE.recorder is not None:
-                    raise RuntimeError(f"tt.compile: {type(self).__name__}(momentum=None) weighs "
-                                       f"batches by 1 / num_batches_tracked, a Python number read "
-                                       f"while recording that the program would keep; give a "
-                                       f"momentum, or call the model uncompiled in training mode")
-                m = 1.0 / int(self.num_batches_tracked.data)
             mean = ops.mean(x, axis=axes)
             unbiased = ops.reshape(var, (-1,)) * (n / (n - 1))
             for buffer, batch in ((self.running_mean, mean), (self.running_var, unbiased)):
-                buffer *= 1 - m
-                buffer += m * ops.astype(batch, buffer.dtype)
+                if m is None:      # a cumulative moving average, as PyTorch: 1 / batches seen, a
+                    # Tensor (tt.compile reads the count on every call), rounded to the buffer's
+                    # dtype as a Python float would be
+                    weight = 1.0 / ops.astype(self.num_batches_tracked, np.float64)
+                    buffer *= ops.astype(1.0 - weight, buffer.dtype)
+                    buffer += ops.astype(weight, buffer.dtype) * ops.astype(batch, buffer.dtype)
+                else:
+                    buffer *= 1 - m
+                    buffer += m * ops.astype(batch, buffer.dtype)
 
     def extra_repr(self):
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
