@@ -117,7 +117,9 @@ def _fingerprint(x, depth=0):
                 _fingerprint(x.step, depth + 1))
     if hasattr(t, "__next__"):                        # an iterator, a generator: where it is
         return (t, id(x), _iterator_state(x))
-    attributes = getattr(x, "__dict__", None)
+    if t.__module__.startswith("tinytensor.optim"):  # an optimizer or a scheduler in a container
+        return (t, id(x))                             # (opts["d"]): by identity, its steps change
+    attributes = getattr(x, "__dict__", None)         # it (its settings: see _Reach._value)
     if attributes is not None and depth < _DEPTH - 1:
         items = tuple((k, _fingerprint(v, depth + 1)) for k, v in attributes.items()
                       if not k.startswith("__"))
@@ -602,6 +604,7 @@ class _Reach:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
                 elif _callable_object(v) or type(v) is operator.attrgetter \
+                        or type(v).__module__.startswith("tinytensor.optim") \
                         or isinstance(v, (list, tuple, dict)) and depth < _DEPTH:
                     self._value(v, depth + 1)     # {"act": Scale(2.0)}: what its __call__ reads
         elif isinstance(value, Tensor):                   # a closed-over Tensor's gradient hooks

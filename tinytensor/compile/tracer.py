@@ -122,6 +122,7 @@ class _Tracer:
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
         self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
+        self.number_vars = set()     # the number arguments and Python arithmetic on them
         self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
         self.grad_leaves = set()     # id of the leaves a backward() inside filled the .grad of
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
@@ -185,6 +186,7 @@ class _Tracer:
         n = (_NumberNP if isinstance(value, np.generic) else _Number)(value, frozenset((position,)), self)
         var = self._new(value, name, n)
         self.arguments.append(var)
+        self.number_vars.add(var)
         self.numbers.append(n)
         self.generic_prims.add(var)    # eagerly, tinytensor's 0-d results on it are NumPy scalars
         return n
@@ -193,7 +195,9 @@ class _Tracer:
         """`value = fun(*args)`, Python's arithmetic on _Numbers: a line of the program."""
         n = (_NumberNP if isinstance(value, np.generic) else _Number)(value, sources, self)
         self.numbers.append(n)
-        self.record(fun, name, args, {}, value, f"{name} of number arguments", "number", objects=(n,))
+        var = self.record(fun, name, args, {}, value, f"{name} of number arguments", "number", objects=(n,))
+        if var is not None:
+            self.number_vars.add(var)
         return n
 
     def number_read(self, n, how):
@@ -430,7 +434,8 @@ class _Tracer:
         if var is not None and self.array_arguments and not STATE.depth:   # from arrays the caller
             e = self.entries[-1]                           # passed alone: eagerly an array too
             refs = _refs(e.args, []) + _refs(e.kwargs, [])
-            if refs and builtins.all(r in self.array_arguments for r in refs) and not builtins.any(
+            if refs and builtins.all(r in self.array_arguments or r in self.number_vars for r in refs) \
+                    and not builtins.all(r in self.number_vars for r in refs) and not builtins.any(
                     id(a) in self.tensor_constants for a in e.args):
                 self.array_arguments.add(var)
         if var is not None:
@@ -527,21 +532,34 @@ class _Tracer:
         return result
 
     def read_grad(self, t):
-        """`p.grad` read by f after a backward() inside filled it (the lecture's `p -= lr *
-        p.grad`, a gradient norm to log): a line of the program reading it on every call, after
-        the effects before it; the same array until the next effect, as eagerly."""
+        """`p.grad` of a Tensor f reaches, read by f (after a backward() inside: the lecture's
+        `p -= lr * p.grad`, a gradient norm to log; or a compiled optimizer step): a line of the
+        program reading it on every call, after the effects before it; the same array until the
+        next effect, as eagerly. None is checked to stay None (another program otherwise)."""
         effects = builtins.sum(1 for e in self.entries if e.kind == "effect")
         seen = self.grad_reads.get(id(t))
         if seen is not None and seen[0] == effects:
             return seen[1]
         grad = _SLOT_GRAD.__get__(t)
-        if grad is None:
+        if grad is None:          # (a later call finding one records again)
+            self._effect_entry(_GradNone(t), "grad_none", (), None, "p.grad is None, on every call")
+            self.grad_reads[id(t)] = (effects + 1, None)
             return None
         var = self._effect_entry(_GradOf(t), "grad", (), grad, "p.grad, on every call")
         traced = self.tainted(grad, var)          # (eagerly the NumPy array .grad holds)
         self.grad_owner[id(traced)] = t
         self.grad_reads[id(t)] = (effects + 1, traced)
         return traced
+
+    def set_grad(self, t, value):
+        """`t.grad = value` (an array, or None) on a Tensor f reaches: done now, and a line of
+        the program setting it (to a copy: eagerly an array of its own) on every call."""
+        self.remember_tensors([t])
+        plain = _raw(value) if type(value) is _Tainted else value
+        _SLOT_GRAD.__set__(t, None if plain is None else np.array(plain, copy=True))
+        args = () if value is None else (self.template(value),)
+        self._effect_entry(_SetGrad(t), "set_grad", args, None, "p.grad = ..., on every call")
+        self.grad_reads.pop(id(t), None)
 
     def check_owners(self, what, owners=None):
         """Refuse f's own changes to an optimizer's or a scheduler's settings after one of its
@@ -679,7 +697,8 @@ class _Tracer:
     def _reached(self, t):
         """t is a Tensor made before the recording that f reached (a parameter, a closed-over
         Tensor): a write into it is state the program writes on every call, as a buffer's."""
-        return isinstance(t, Tensor) and self.var_of(t) in self.live_vars
+        return isinstance(t, Tensor) and (self.var_of(t) in self.live_vars or builtins.any(
+            t is x for _, x in self.lives))            # (after a write into it: another variable)
 
     def _traced(self, x):
         return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
@@ -1541,7 +1560,7 @@ def _refuse_state(what):
 def _grad_get(self):
     rec = STATE.recorder
     if rec is not None and _is_user(sys._getframe(1).f_code):
-        if id(self) in rec.grad_leaves and not rec.depth_inside:   # after a backward() inside
+        if not rec.depth_inside and rec._reached(self):   # a parameter's: read on every call
             return rec.read_grad(self)
         _refuse_state("t.grad")
     return _SLOT_GRAD.__get__(self)
@@ -1552,6 +1571,8 @@ def _grad_set(self, value):
     if rec is not None and _is_user(sys._getframe(1).f_code):
         if rec.grad_owner.get(id(value)) is self:
             return                  # `p.grad /= s` assigns back the array it wrote into
+        if not rec.depth_inside and rec._reached(self) and (value is None or isinstance(value, np.ndarray)):
+            return rec.set_grad(self, value)      # `master.grad = p.grad / scale`: every call
         _refuse_state("t.grad = ...")
     _SLOT_GRAD.__set__(self, value)
 
@@ -2153,7 +2174,35 @@ class _GradOf:
         self.leaf = leaf
 
     def __call__(self):
-        return _SLOT_GRAD.__get__(self.leaf)
+        grad = _SLOT_GRAD.__get__(self.leaf)
+        if grad is None:
+            from .codegen import Retrace
+            raise Retrace("a .grad f read is None now")
+        return grad
+
+
+class _SetGrad:
+    """The program line `leaf.grad = value` (a copy), or `leaf.grad = None`."""
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf):
+        self.leaf = leaf
+
+    def __call__(self, value=None):
+        _SLOT_GRAD.__set__(self.leaf, None if value is None else np.array(value, copy=True))
+
+
+class _GradNone:
+    """The program line checking that a leaf's `.grad`, None when f read it, is None still."""
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf):
+        self.leaf = leaf
+
+    def __call__(self):
+        if _SLOT_GRAD.__get__(self.leaf) is not None:
+            from .codegen import Retrace
+            raise Retrace("a .grad f read as None is set now")
 
 
 class _Accumulate:
