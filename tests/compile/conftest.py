@@ -1,6 +1,6 @@
 """The fresh-user rounds (4 to 23) overlap each other and the later ones: by default a fixed
-part of each of their files runs (chosen by the hash of each case's name: a quarter of rounds
-4 to 19, a third of round 20, half of rounds 21 to 23; every strict xfail, which says when a
+part of each of their files runs (chosen by the hash of each case's name: a sixth of rounds 4
+to 19, a quarter of round 20, a third of rounds 21 to 23; every strict xfail, which says when a
 gap closes, runs always), to keep the suite within CI's time. TT_COMPILE_ALL_ROUNDS=1 runs
 every case."""
 import os
@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
         path = str(item.path)
-        part = 4 if _OLDER.search(path) else 3 if _ROUND20.search(path) else 2 if _NEWER.search(path) else 1
+        part = 6 if _OLDER.search(path) else 4 if _ROUND20.search(path) else 3 if _NEWER.search(path) else 1
         keep = part == 1 or item.get_closest_marker("xfail") is not None \
             or zlib.crc32(item.nodeid.encode()) % part == 0
         (kept if keep else dropped).append(item)
