@@ -52,6 +52,7 @@ _NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "funct
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
+_SINGLEDISPATCH = functools.singledispatch(lambda x: x).__code__   # its wrapper's code
 _WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
            np.random.Generator, np.random.RandomState, np.dtype)
@@ -686,6 +687,14 @@ class _Reach:
                 code = frame.f_code
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
+                elif code is _SINGLEDISPATCH and tracer.laundered is None and not tracer.depth_inside:
+                    args = frame.f_locals.get("args") or ()     # functools.singledispatch's wrapper
+                    if args and isinstance(args[0], Tensor) and tracer.passed_as_array(args[0]):
+                        tracer.laundered = (
+                            "dispatched a functools.singledispatch function on an array argument, "
+                            "which is a Tensor inside the compiled function (eagerly an np.ndarray): "
+                            "it would take the Tensor's implementation. Pass a Tensor, or call the "
+                            "function uncompiled")
                 elif code.co_filename.startswith(_OPTIM) and code.co_name not in _STEPS \
                         and frame.f_back is not None and _is_user(frame.f_back.f_code):
                     owner = frame.f_locals.get("self")      # sched.get_last_lr(), opt.state_dict()

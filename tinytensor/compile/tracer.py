@@ -409,6 +409,7 @@ class _Tracer:
     # ----- recording, this thread only -----
     def __enter__(self):
         self.recording = True
+        _RECORDING.add(self)
         self._previous = STATE.recorder
         STATE.recorder = self
         update_hook(tape.ANOMALY_CHECK)
@@ -416,6 +417,7 @@ class _Tracer:
 
     def __exit__(self, *exc):
         self.recording = False
+        _RECORDING.discard(self)
         STATE.recorder = self._previous
         update_hook(tape.ANOMALY_CHECK)
 
@@ -1825,9 +1827,22 @@ def _internal():
 
 
 def _plain_here():
-    """Inside an entry (a primitive's forward, a rule), which is replayed whole: plain NumPy."""
+    """Inside an entry (a primitive's forward, a rule), which is replayed whole: plain NumPy.
+    (A traced array used by another thread while one records, `pool.submit(np.sum, x.data)`,
+    whose work nobody notes: that recording is refused.)"""
     rec = STATE.recorder
-    return rec is None or rec.depth_inside > 0
+    if rec is None:
+        for other in list(_RECORDING):
+            if other.laundered is None:
+                other.laundered = ("handed a NumPy array computed from traced data (t.data, a mask) "
+                                   "to another thread, whose NumPy work on it the recording cannot "
+                                   "see; compute it in the compiled function's thread, or call the "
+                                   "function uncompiled")
+        return True
+    return rec.depth_inside > 0
+
+
+_RECORDING = set()      # the tracers recording now, in any thread
 
 
 def _element(a, i):
