@@ -15,6 +15,7 @@ import operator
 import os
 import sys
 import sysconfig
+import threading
 import types
 import warnings
 
@@ -409,6 +410,7 @@ class _Tracer:
     # ----- recording, this thread only -----
     def __enter__(self):
         self.recording = True
+        self.thread = threading.get_ident()
         _RECORDING.add(self)
         self._previous = STATE.recorder
         STATE.recorder = self
@@ -1832,8 +1834,9 @@ def _plain_here():
     whose work nobody notes: that recording is refused.)"""
     rec = STATE.recorder
     if rec is None:
+        here = threading.get_ident()
         for other in list(_RECORDING):
-            if other.laundered is None:
+            if other.laundered is None and other.thread != here:
                 other.laundered = ("handed a NumPy array computed from traced data (t.data, a mask) "
                                    "to another thread, whose NumPy work on it the recording cannot "
                                    "see; compute it in the compiled function's thread, or call the "
