@@ -92,6 +92,7 @@ class _Tracer:
         self.legacy_state = np.random.get_state()
         self.buffers = set()         # variables that are module buffers (written in place by f)
         self.live_vars = set()       # the variables of self.lives
+        self.live_ids = set()        # and the id of their Tensors (its variable changes when written)
         self.saved = {}              # id(buffer array) -> (array, its value before recording)
         self.lives = []              # (variable, Tensor): Tensors made before the recording that f
         #                              reached (parameters, buffers, closed-over Tensors), inputs
@@ -125,7 +126,6 @@ class _Tracer:
         self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
         self.number_vars = set()     # the number arguments and Python arithmetic on them
         self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
-        self.grad_leaves = set()     # id of the leaves a backward() inside filled the .grad of
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
         self.grad_owner = {}         # id(p.grad's traced array) -> p (see read_grad)
         self.grad_reads = {}         # id(leaf) -> (effects so far, the traced .grad f read)
@@ -292,6 +292,7 @@ class _Tracer:
         var = self._new(data, hint or _live_hint(t), t, data)
         self.lives.append((var, t))
         self.live_vars.add(var)
+        self.live_ids.add(id(t))
         cls = type(t)
         if cls is not _Traced and not issubclass(cls, _Traced):
             self.swapped.append((t, cls))
@@ -489,7 +490,6 @@ class _Tracer:
         pinned += [e.args[0] for e in self.entries if e.kind == "seed" and isinstance(e.args[0], np.ndarray)]
         self.remember_tensors(leaves)
         tape.accumulate(grads, handed)
-        self.grad_leaves.update(id(t) for t in leaves)
         self._effect_entry(_Accumulate(leaves, pinned), "backward", refs, None,
                            "backward(): each leaf's .grad, on every call")
 
@@ -701,8 +701,7 @@ class _Tracer:
     def _reached(self, t):
         """t is a Tensor made before the recording that f reached (a parameter, a closed-over
         Tensor): a write into it is state the program writes on every call, as a buffer's."""
-        return isinstance(t, Tensor) and (self.var_of(t) in self.live_vars or builtins.any(
-            t is x for _, x in self.lives))            # (after a write into it: another variable)
+        return isinstance(t, Tensor) and (id(t) in self.live_ids or self.var_of(t) in self.live_vars)
 
     def _traced(self, x):
         return isinstance(x, (Tensor, np.ndarray)) and self.var_of(x) is not None
@@ -2147,8 +2146,6 @@ class _SetGroup:
         first = next((i for i, e in enumerate(entries) if e.kind == "effect"       # its step
                       and _steps_group(e.fun, self.group)), None)
         made = next((i for i, e in enumerate(entries) if e.out == var), -1)
-        from .guards import reads_item
-        read = reads_item(getattr(tracer, "codes_ran", ()), self.key)
         if var is None or first is None or made > first:
             return False
         if made < 0:      # an argument: before the first effect (backward), as f sets it first
@@ -2158,8 +2155,9 @@ class _SetGroup:
         entries.insert(made + 1, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
                                      f"param_groups[...][{self.key!r}] = a number argument, on every call",
                                      "effect"))
-        if read:              # f reads it too (the previous call's value): written by the
-            return None       # program, and guarded, and the number a key
+        from .guards import reads_item
+        if reads_item(getattr(tracer, "codes_ran", ()), self.key):   # f reads it too (the previous
+            return None       # call's value): written by the program, guarded, the number a key
         tracer.group_stores.append((self.group, self.key))
         return True
 
@@ -2173,23 +2171,25 @@ def _steps_group(fun, group):
         g is group for g in vars(owner).get("param_groups", ()) if owner is not None)
 
 
-class _WriteGrad:
-    """The program line writing into a leaf's `.grad` array in place (`p.grad /= scale`)."""
+class _OnLeaf:
+    """A program line on a leaf's `.grad` (the leaf fixed, its array read when the line runs)."""
     __slots__ = ("leaf",)
 
     def __init__(self, leaf):
         self.leaf = leaf
+
+
+class _WriteGrad(_OnLeaf):
+    """Writes into a leaf's `.grad` array in place (`p.grad /= scale`)."""
+    __slots__ = ()
 
     def __call__(self, value):
         np.copyto(_SLOT_GRAD.__get__(self.leaf), value, casting="same_kind")
 
 
-class _GradOf:
-    """The program line reading a leaf's `.grad` (filled by a backward() before it)."""
-    __slots__ = ("leaf",)
-
-    def __init__(self, leaf):
-        self.leaf = leaf
+class _GradOf(_OnLeaf):
+    """Reads a leaf's `.grad` (None now: another program)."""
+    __slots__ = ()
 
     def __call__(self):
         grad = _SLOT_GRAD.__get__(self.leaf)
@@ -2199,23 +2199,17 @@ class _GradOf:
         return grad
 
 
-class _SetGrad:
-    """The program line `leaf.grad = value` (a copy), or `leaf.grad = None`."""
-    __slots__ = ("leaf",)
-
-    def __init__(self, leaf):
-        self.leaf = leaf
+class _SetGrad(_OnLeaf):
+    """`leaf.grad = value` (a copy: eagerly an array of its own), or `leaf.grad = None`."""
+    __slots__ = ()
 
     def __call__(self, value=None):
         _SLOT_GRAD.__set__(self.leaf, None if value is None else np.array(value, copy=True))
 
 
-class _GradNone:
-    """The program line checking that a leaf's `.grad`, None when f read it, is None still."""
-    __slots__ = ("leaf",)
-
-    def __init__(self, leaf):
-        self.leaf = leaf
+class _GradNone(_OnLeaf):
+    """Checks that a leaf's `.grad`, None when f read it, is None still (else another program)."""
+    __slots__ = ()
 
     def __call__(self):
         if _SLOT_GRAD.__get__(self.leaf) is not None:
