@@ -4214,12 +4214,7 @@ _res("slot_local_attention_radius_mask", lambda q, r: F.scaled_dot_product_atten
 
 # fixed since the round was written (its xfail markers dropped): each now equal to eager
 FIXED = {
-    'lecture_sgd_p_minus_lr_grad_inside',
-    'grad_is_none_check_frozen',
     'batchnorm_momentum_none_cumulative',
-    "lecture_sgd_zero_grad_sub_inside",
-    "mixed_precision_scaled_loss_unscale",
-    "grad_norm_logged_before_step",
     'big_class_prior_and_program_read',
     'big_dataset_column_max_scaling',
     'big_dataset_first_rows_mean_sliced_view',
@@ -4232,6 +4227,15 @@ FIXED = {
     'big_held_matrix_dot_minus_numpy_sum',
     'big_memory_bank_contrastive_negatives',
     'big_module_attr_projection_resampled_in_place',
+    'grad_is_none_check_frozen',
+    'grad_norm_logged_before_step',
+    'lecture_sgd_p_minus_lr_grad_inside',
+    'lecture_sgd_zero_grad_sub_inside',
+    'mixed_precision_scaled_loss_unscale',
+    'ode_closure_param_data_rebound',
+    'ode_fit_decay_rate_param_step',
+    'ode_param_tensor_grad_sin_forcing',
+    'ode_value_and_grad_y0_functional',
 }
 
 

@@ -347,3 +347,53 @@ def test_under_tt_compile_odeint_is_solved_on_every_call_and_solve_ivp_refused()
     ivp = tt.compile(lambda k: integrate.solve_ivp(lambda t, y: -k * y, (0.0, 1.0), np.array([1.0])).y)
     with pytest.raises(RuntimeError, match="solve_ivp inside a compiled function.*odeint"):
         ivp(np.array([0.5]))
+
+
+def test_under_tt_compile_odeint_gradients_are_program_lines_and_second_derivatives_refused():
+    """odeint's VJP (sensitivities or adjoint) runs whole as one line of the compiled program, as
+    its forward solve: a whole training step fitting a rate (closed over, and through args=),
+    tt.grad of it, and the compiled loss's own gradient match eager bit for bit as the rate and
+    data change. A second derivative of the solve inside (a Hessian) is refused, naming the fix."""
+    times = np.linspace(0.0, 1.0, 6)
+
+    def setup():
+        m = tt.nn.Module()
+        m.k = tt.nn.Parameter(np.array([0.7, 1.3]))
+        return m, tt.optim.SGD(m.parameters(), lr=0.1)
+
+    def step_of(m, opt, by_args):
+        def step(data):
+            opt.zero_grad()
+            if by_args:
+                ys = integrate.odeint(lambda y, t, k: -k * y, np.array([1.0, 2.0]), times, args=(m.k,))
+            else:
+                ys = integrate.odeint(lambda y, t: -m.k * y, np.array([1.0, 2.0]), times)
+            loss = ((ys - data) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    for by_args in (False, True):
+        (m1, o1), (m2, o2) = setup(), setup()
+        eager, compiled = step_of(m1, o1, by_args), tt.compile(step_of(m2, o2, by_args))
+        for i in range(5):
+            data = np.exp(-np.outer(times, [0.5, 1.0 + 0.1 * i]))
+            if i == 3:                     # the rate reset outside, in place
+                m1.k.data[:] = m2.k.data[:] = 0.9
+            a, b = eager(data), compiled(data)
+            assert a.data.tobytes() == b.data.tobytes()
+            assert m1.k.data.tobytes() == m2.k.data.tobytes()
+            assert m1.k.grad.tobytes() == m2.k.grad.tobytes()
+
+    def loss(k):
+        ys = integrate.odeint(lambda y, t, k: -k * y, np.array([1.0, 2.0]), times, args=(k,))
+        return (ys ** 2).sum()
+    by_grad, of_compiled = tt.compile(tt.grad(loss)), tt.grad(tt.compile(loss))
+    for i in range(3):
+        k = np.array([0.5 + i, 1.0])
+        want = np.asarray(tt.grad(loss)(k))
+        assert np.asarray(by_grad(k)).tobytes() == want.tobytes()
+        assert np.asarray(of_compiled(k)).tobytes() == want.tobytes()
+    with pytest.raises(RuntimeError, match="second derivative of tt.scipy.integrate.odeint.*uncompiled"):
+        tt.compile(tt.hessian(loss))(np.array([0.5, 1.0]))

@@ -33,6 +33,7 @@ def sweep(tracer, out):
         return None
     cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in roots]
     tracer.hookless = set(wrt)        # their hooks run when backward() reaches them, not in here
+    tracer.deferred = True
     try:
         results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
     except RuntimeError as err:
@@ -48,6 +49,7 @@ def sweep(tracer, out):
         return None
     finally:
         tracer.hookless = ()
+        tracer.deferred = False
     grads = [results.get(t) for t in wrt]
     return roots, [tracer.var_of(c) for c in cotangents], wrt, grads
 

@@ -110,6 +110,8 @@ class _Tracer:
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
         #                              outer backward (a compiled call's tape entry reaches them)
+        self.deferred = False        # recording the sweep of a compiled call's tape entry: its
+        #                              rules run again (checks included) when backward() runs
         self.legacy_states = {}      # np.random.RandomState -> its state when f was called
         self.initial_states = {}     # every generator f reaches -> its state when f was called
         self.laundered = None        # where such a frame called np.asarray & co (refused)

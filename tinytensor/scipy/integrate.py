@@ -659,20 +659,33 @@ def _is_tensor(x):
 
 
 def _refuse_in_recording(name):
+    """A first derivative runs whole as one line of a compiled program (as the forward solve);
+    a second one is the adjoint system written as recorded odeint calls on the tape, whose
+    adaptive steps no straight-line program replays."""
     from ..state import STATE
     if STATE.recorder is not None:
         raise RuntimeError(
-            f"tt.compile: the gradient of tt.scipy.integrate.{name} is not recorded in a compiled "
-            f"function (the solver's adaptive steps depend on the values, so no straight-line program "
-            f"replays them); compute the gradient uncompiled, or compile only the code around the solve")
+            f"tt.compile: the second derivative of tt.scipy.integrate.{name} (a Hessian, "
+            f"create_graph=True, tt.grad of tt.grad) is not recorded in a compiled function: the "
+            f"adjoint solve it differentiates takes value-dependent adaptive steps; compute it "
+            f"uncompiled, or compile only the first derivative (tt.hessian(tt.compile(loss)))")
+
+
+def _deferred():
+    from ..state import STATE
+    return STATE.recorder is not None and STATE.recorder.deferred
 
 
 def _vjp(g, ys, y0, t, *inputs, rhs, options):
     """Given arrays, the adjoint on the kept trajectory; given Tensors (a second derivative), the
     same adjoint system written as a recorded odeint call, so it can be differentiated again."""
-    _refuse_in_recording("odeint")
     if any(_is_tensor(x) for x in (g, ys, y0, t, *inputs)):
+        _refuse_in_recording("odeint")
         return _recorded_adjoint_vjp(g, ys, y0, t, *inputs, rhs=rhs, options=options)
+    if rhs.failure is not None and _deferred():
+        # tt.compile records a compiled call's backward while the call runs: a failed forward
+        # solve raises when backward() runs this rule again (as eagerly), not in the call
+        return tuple(np.zeros(np.shape(x), np.result_type(x, np.float32)) for x in (ys[0], t, *inputs))
     D = ys.shape[1]
     unknowns = D * (1 + D + sum(np.size(a) for a in inputs[:rhs.n_args]) + sum(c.size for c in rhs.captures))
     if unknowns <= SENSITIVITY_LIMIT:
