@@ -29,7 +29,11 @@ from .tensor import Tensor
 
 
 def _value(x):
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    """x's values for a shape, a dtype or a check; an array stays itself (tt.compile's traced
+    arrays keep what is computed from them recorded: a check on them is a guard)."""
+    if isinstance(x, Tensor):
+        return x.data
+    return x if isinstance(x, np.ndarray) else np.asarray(x)
 
 
 def _arg(x):
@@ -52,7 +56,7 @@ def _constant(name, what, value):
         if value.requires_grad:
             raise TypeError(f"np.{name}: not differentiable in {what}; pass {what}.detach()")
         return constant_read(value, f"{name}'s {what}")
-    return np.asarray(value)
+    return value if isinstance(value, np.ndarray) else np.asarray(value)   # (a traced one stays one)
 
 
 nondifferentiable(np.searchsorted)   # indices: computed on the values, as np.argsort

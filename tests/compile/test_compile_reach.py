@@ -548,11 +548,17 @@ def test_learning_rates_set_from_an_argument_between_the_steps(where):
     assert len(g.recompiles) == 1
 
 
-@pytest.mark.parametrize("kind", ["isub", "sub_", "data", "norm", "scaled", "unscale", "returned"])
+@pytest.mark.parametrize("kind", ["isub", "sub_", "data", "norm", "scaled", "unscale", "returned",
+                                  "unscale_arg", "decay_arg", "data_whole_arg", "row_zero", "row_times_arg",
+                                  "column_zero", "mask_zero", "data_row", "data_clip", "view_written",
+                                  "view_rescaled"])
 def test_gradients_read_and_parameters_written_after_backward_inside(kind):
     """The lecture's SGD inside a compiled step (`p.data -= lr * p.grad`, `p -= lr * p.grad`),
     a gradient norm, `p.grad[...] = ...`, `p.grad /= s` and `.grad` returned: program lines
-    reading and writing them on every call, eager's parameters and gradients bit for bit."""
+    reading and writing them on every call, eager's parameters and gradients bit for bit. So are
+    in-place operators with a number argument (`p.grad /= s`, `p.data *= 1 - lr * wd`: round
+    24a, the first replayed the recording's gradient) and writes into part of a parameter or a
+    gradient (`p.grad[0] = 0`, a mask, `p.data[0] = ...`, a row taken and written: refused)."""
     def build():
         m = tt.nn.Sequential(tt.nn.Linear(3, 4, rng=0), tt.nn.Tanh(), tt.nn.Linear(4, 2, rng=1))
         opt = tt.optim.SGD(m.parameters(), lr=0.1)
@@ -586,6 +592,41 @@ def test_gradients_read_and_parameters_written_after_backward_inside(kind):
                 for p in params:
                     p.grad /= 4.0
                 opt.step()
+            elif kind in ("unscale_arg", "decay_arg", "data_whole_arg"):
+                for p in params:
+                    if kind == "unscale_arg":
+                        p.grad /= lr
+                    elif kind == "decay_arg":
+                        p.data *= 1 - lr * 0.1
+                    else:
+                        p.data[...] = p.data * (1 - lr * 0.1)
+                opt.step()
+            elif kind in ("row_zero", "row_times_arg", "column_zero", "mask_zero", "view_written",
+                          "view_rescaled"):
+                for p in params:
+                    if kind == "row_zero":
+                        p.grad[0] = 0.0
+                    elif kind == "row_times_arg":
+                        p.grad[1] *= lr
+                    elif kind == "column_zero" and p.ndim == 2:
+                        p.grad[:, 1] = 0
+                    elif kind == "mask_zero":
+                        p.grad[np.abs(p.grad) > 0.05] = 0.0
+                    elif kind == "view_written" and p.ndim == 2:
+                        row = p.grad[0]
+                        row[...] = 0.5 * row
+                    elif kind == "view_rescaled":
+                        row = p.grad[:1]
+                        row += lr
+                        p.grad[1:] -= row.sum()
+                opt.step()
+            elif kind in ("data_row", "data_clip"):
+                opt.step()
+                for p in params:
+                    if kind == "data_row":
+                        p.data[0] = p.data[0] * lr
+                    else:
+                        p.data[...] = np.clip(p.data, -0.3, 0.3)
             else:
                 opt.step()
                 return loss, [p.grad for p in params]
@@ -605,3 +646,32 @@ def test_gradients_read_and_parameters_written_after_backward_inside(kind):
             np.testing.assert_array_equal(p.data, q.data)
             np.testing.assert_array_equal(p.grad, q.grad)
     assert len(g.recompiles) == 1
+
+
+def test_literal_arrays_beside_traced_ones_are_constants_and_a_traced_one_is_refused():
+    """np.array / np.asarray of literals (constants, nested lists, negated numbers, NumPy or
+    builtin dtypes) in a function holding arrays computed from traced data are constants (round
+    22b: refused, as if the traced array were converted); of a traced array, still refused."""
+    from numpy import array
+
+    def f(x, a):
+        w = np.ones(4) * a                              # traced: computed from a number argument
+        keep = np.array([0, 2])
+        offsets = np.asarray([[-1.0, 0.5, 2.0, 0.0]], np.float32)
+        scale = np.array([1.0, -2.0, 3.0, 0.5], dtype=float)
+        rows = array((1, 0))
+        return x[keep] * w + offsets * scale + x[rows].sum()
+
+    g = tt.compile(f)
+    for i in range(4):
+        x, a = np.arange(12.0).reshape(3, 4) * (i + 1), 0.5 * (i + 1)
+        want, got = f(x, a), g(x, a)
+        assert type(got) is type(want) and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    assert len(g.recompiles) == 1
+
+    def h(x):
+        mask = x > 1
+        return x * np.array(mask)
+    with pytest.raises(RuntimeError, match="tt.compile"):
+        tt.compile(h)(np.arange(3.0))

@@ -4231,11 +4231,21 @@ FIXED = {
     'grad_norm_logged_before_step',
     'lecture_sgd_p_minus_lr_grad_inside',
     'lecture_sgd_zero_grad_sub_inside',
+    'literal_class_weights_with_smoothing_from_eps_arg',
+    'literal_index_rows_with_scale_from_arg',
+    'literal_offsets_after_mask_from_output_data',
     'mixed_precision_scaled_loss_unscale',
     'ode_closure_param_data_rebound',
     'ode_fit_decay_rate_param_step',
     'ode_param_tensor_grad_sin_forcing',
     'ode_value_and_grad_y0_functional',
+    'slot_attn_mask_from_float_arg',
+    'slot_average_weights_from_float_arg',
+    'slot_cov_aweights_from_float_arg',
+    'slot_local_attention_radius_mask',
+    'slot_polyval_coeffs_from_float_arg',
+    'slot_tt_convolve_kernel_from_float',
+    'slot_warmup_curve_interp_fp_from_peak_lr',
 }
 
 

@@ -167,6 +167,67 @@ _LAUNDERING = frozenset({np.asarray, np.array, np.ascontiguousarray, np.asfortra
                          memoryview})
 
 
+_LITERAL_OPS = frozenset({"LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "BUILD_MAP",
+                          "BUILD_CONST_KEY_MAP", "LIST_EXTEND", "SET_UPDATE", "UNARY_NEGATIVE",
+                          "KW_NAMES", "PRECALL", "CACHE", "NOP"})
+_CALLS = frozenset({"CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW", "CALL_KW"})
+_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF"})
+_INSTRUCTIONS = {}       # code -> (its instructions, offset -> position among them)
+
+
+def _literal_call(frame, fun):
+    """Whether the call of `fun` (np.array, np.asarray) about to run in frame has only literal
+    arguments (`np.array([0, 2])`, `np.asarray([1.0, 2.0], np.float32)`): constants, containers
+    of constants, negated constants and NumPy or builtin types; read from the bytecode back from
+    the call to the load of `fun`. False where unsure."""
+    code = frame.f_code
+    found = _INSTRUCTIONS.get(code)
+    if found is None:
+        listed = list(dis.get_instructions(code))
+        found = _INSTRUCTIONS[code] = (listed, {ins.offset: k for k, ins in enumerate(listed)})
+    listed, at = found
+    k = at.get(frame.f_lasti)
+    if k is None:
+        return False
+    while k < len(listed) and listed[k].opname not in _CALLS:   # (f_lasti: the call, or the
+        if listed[k].opname not in ("PRECALL", "CACHE", "KW_NAMES"):   # step just before it)
+            return False
+        k += 1
+
+    def resolve(ins):
+        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            value = frame.f_globals.get(ins.argval, vars(builtins).get(ins.argval))
+        elif ins.opname in ("LOAD_FAST", "LOAD_DEREF"):
+            value = frame.f_locals.get(ins.argval)
+        else:
+            return None
+        return value
+
+    k -= 1
+    while k >= 0:
+        ins = listed[k]
+        if ins.opname in _LITERAL_OPS:
+            k -= 1
+            continue
+        if ins.opname in _LOADS:
+            value = resolve(ins)
+            if value is fun:
+                return True                   # `array(...)` imported by name
+            if isinstance(value, type) and value.__module__ in ("builtins", "numpy"):
+                k -= 1                        # dtype=float, np.float32 given by name
+                continue
+            return False
+        if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and k > 0 and resolve(listed[k - 1]) is np:
+            value = getattr(np, ins.argval, None)
+            if value is fun:
+                return True                   # np.array(...): every argument was a literal
+            if isinstance(value, type):
+                k -= 2                        # np.float32
+                continue
+        return False
+    return False
+
+
 # C modules whose functions read an argument's raw buffer (hashes, checksums, struct, pickle)
 _BUFFER_MODULES = frozenset({"zlib", "_hashlib", "_md5", "_sha1", "_sha2", "_sha256", "_sha512", "_sha3",
                              "_blake2", "binascii", "_struct", "_pickle", "array", "_codecs"})
@@ -750,7 +811,7 @@ class _Reach:
                     f"(tt.tensor(...)), or call the function uncompiled")
             elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
                     and id(frame) in tracer.tainted_frames \
-                    and tracer.laundered is None:
+                    and tracer.laundered is None and not _literal_call(frame, arg):
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused
                 tracer.laundered = (
@@ -934,6 +995,8 @@ class _Reach:
                     self.objects.setdefault(id(module), module)
         named = {n for n in spelled if n.isidentifier()} if "attrgetter" in ran else set()
         whole = not {"vars", "__dict__", "getattr"}.isdisjoint(ran)   # f reads whole __dict__s
+        looked_up = {n for n in spelled if n.isidentifier()} if not {"getattr", "hasattr"}.isdisjoint(ran) \
+            else set()                                 # attributes f may look up by a string
         # (vars(ns)), or attributes by names it computes (getattr(o, names[0]))
         for obj in self.objects.values():
             if isinstance(obj, _module_class()):
@@ -956,8 +1019,11 @@ class _Reach:
             call = _class_attribute(type(obj), "__call__") if not isinstance(obj, types.ModuleType) else None
             if type(call) is types.FunctionType and _is_user(call.__code__):   # obj(x): its class's
                 add("ca(type({}), '__call__')", obj, f"{label}.__call__", call)   # __call__
-            for name in sorted(ran | named):        # (named: attrgetter("k")(obj) made inside)
+            for name in sorted(ran | named | looked_up):   # (named: attrgetter("k")(obj) made inside)
                 where = [c for c in classes if name in vars(c)]
+                if not where and name in looked_up and classes:   # getattr(obj, "scale", 1.0),
+                    add(f"getattr(type({{}}), {name!r}, None)", obj,     # hasattr: that its class
+                        f"{label}.{name} (absent from its class)", None)  # (or one given it) lacks it
                 if name not in ran and not where and (own is None or name not in own):
                     continue
                 written = [(g, k) for g, k in self.tracer.group_stores

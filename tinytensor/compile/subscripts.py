@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..state import STATE
 from ..tensor import Tensor
 
 _SUBSCRIPTS = {"BINARY_SUBSCR": "reads", "STORE_SUBSCR": "writes into", "DELETE_SUBSCR": "deletes from"}
@@ -168,6 +169,11 @@ def check(frame, site, traced):
     """The refusal message for subscript `site` about to run in `frame`, or None. `traced(v)`
     says whether v is a traced value."""
     kind, container_node, operands, line = site
+    if isinstance(container_node, ast.Attribute) and container_node.attr == "data":
+        owner = _evaluate(container_node.value, frame)
+        rec = STATE.recorder
+        if isinstance(owner, Tensor) and rec is not None and rec._reached(owner):
+            return None        # p.data[...] = v of a parameter: its traced p.data records the write
     container = _evaluate(container_node, frame, container=True)
     if container is _UNKNOWN:
         held = list(_held(container_node, frame))

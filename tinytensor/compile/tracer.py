@@ -130,6 +130,7 @@ class _Tracer:
         self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
         self.grad_owner = {}         # id(p.grad's traced array) -> p (see read_grad)
+        self.views = {}              # id(a view f took of p.data or p.grad) -> (that array, index)
         self.grad_reads = {}         # id(leaf) -> (effects so far, the traced .grad f read)
         self.recording = False       # while f runs: a _Number's uses are noted only then
         self.numbers = []            # the _Numbers handed to f or computed from them
@@ -144,6 +145,7 @@ class _Tracer:
         self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
         #                              where no operand is a Tensor)
         self.array_arguments = set()  # arguments the caller passed as NumPy arrays
+        self.tainted_vars = set()     # values f has as NumPy arrays (_Tainted): t.data, tt.grad's
         self.tensor_arguments = set()  # ... as Tensors
         self.tensor_vars = set()     # variables held as Tensors made off the primitives (the
         #                              Tensor tt.randn makes on its draw): eagerly Tensors
@@ -358,6 +360,7 @@ class _Tracer:
             array = np.asarray(array)
         view = np.ndarray.view(array, _Tainted)
         self.index[id(view)] = var
+        self.tainted_vars.add(var)
         self.alive.append(view)
         frame = sys._getframe(2)           # the user frame it is handed to (a comparison, t.data, an
         for _ in range(4):                 # argmax a user calls), if within a few frames of here:
@@ -441,8 +444,9 @@ class _Tracer:
         if var is not None and self.array_arguments and not STATE.depth:   # from arrays the caller
             e = self.entries[-1]                           # passed alone: eagerly an array too
             refs = _refs(e.args, []) + _refs(e.kwargs, [])
-            if refs and builtins.all(r in self.array_arguments or r in self.number_vars for r in refs) \
-                    and not builtins.all(r in self.number_vars for r in refs) and not builtins.any(
+            if refs and builtins.all(r in self.array_arguments or r in self.number_vars
+                                     or r in self.tainted_vars for r in refs) \
+                    and builtins.any(r in self.array_arguments for r in refs) and not builtins.any(
                     id(a) in self.tensor_constants for a in e.args):
                 self.array_arguments.add(var)
         if var is not None:
@@ -1681,7 +1685,8 @@ class _Tainted(np.ndarray):
     refused where it is used."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if builtins.any(isinstance(x, Tensor) or type(x) in _WRAPPED for x in inputs):
+        if builtins.any(isinstance(x, Tensor) for x in inputs) or "out" not in kwargs and method != "at" \
+                and builtins.any(type(x) in _WRAPPED for x in inputs):
             return NotImplemented          # Tensor's own dispatch records it (a number argument's too)
         if _plain_here():
             return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))
@@ -1716,7 +1721,12 @@ class _Tainted(np.ndarray):
             if builtins.any(getattr(i, "dtype", None) == np.bool_ for i in _leaves(index)):
                 raise _value_shape("boolean indexing")
         result = np.ndarray.__getitem__(_raw(self), _plain(index))
-        return _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
+        noted = _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
+        rec = STATE.recorder
+        if type(noted) is _Tainted and (id(self) in rec.data_owner or id(self) in rec.grad_owner) \
+                and np.may_share_memory(result, _raw(self)):
+            rec.views[id(noted)] = (self, index)     # p.grad[0]: a write into it writes into p.grad
+        return noted
 
     def __setitem__(self, index, value):
         rec = STATE.recorder
@@ -1726,6 +1736,8 @@ class _Tainted(np.ndarray):
         if (index is Ellipsis or type(index) is slice and index == slice(None)) \
                 and _write_whole(rec, self, value) is not None:
             return               # p.data[...] = v, p.grad[:] = v: a Tensor's own memory, rewritten
+        if _write_part(rec, self, index, value):
+            return               # p.grad[0] = 0, p.data[mask] = v: that memory, partly rewritten
         if var is None or not _made_by_numpy(rec, var) or _shared(rec, self, var):
             raise _written()     # (x.data[0] = 0: memory a Tensor or another traced value holds)
         # a traced array f made and holds alone (d = x.data.copy(); d[0] = 0, np.roll's result):
@@ -1781,10 +1793,44 @@ def _written_into(ufunc, method, inputs, kwargs):
             i is out for i in inputs):
         return None
     rest = {k: v for k, v in kwargs.items() if k != "out"}
-    value = out.__array_ufunc__(ufunc, method, *inputs, **rest)   # recorded (a new array)
-    if value is NotImplemented:
+    value = ufunc(*inputs, **rest)     # recorded (a new array; a number argument's operation too)
+    if type(value) is not _Tainted:
         return None
-    return _write_whole(rec, out, value)
+    if out.ndim == 0 and rec.var_of(out) in rec.generic_vars:
+        return value                   # eagerly a NumPy scalar (p.grad[1] of a vector): `s *= lr`
+    held = rec.views.get(id(out))      # makes a new one
+    if held is None:
+        return _write_whole(rec, out, value)
+    if not _write_into(rec, held, value):      # `p.grad[1] *= 0.5`: the row, then p.grad whole
+        return None
+    rec.index[id(out)] = rec.var_of(value)
+    return out
+
+
+def _write_into(rec, held, part):
+    """Write `part` into the view (array, index) of a Tensor's own memory `held` names: the
+    array's new value (a copy with that index set) is a line of the program, written whole."""
+    array, index = held
+    value = _set_copy(_raw(array), _plain(index), _raw(part) if type(part) is _Tainted else part)
+    whole = _noted_numpy(_set_copy, "setitem", (array, index, part), {}, value)
+    return type(whole) is _Tainted and _write_whole(rec, array, whole) is not None
+
+
+def _write_part(rec, out, index, value):
+    """`out[index] = value` where out is p.data or p.grad handed to f (or a view f took of one,
+    `p.grad[0][1] = v`): written there now and by the program on every call (_write_whole). False
+    for any other array."""
+    if id(out) in rec.data_owner or id(out) in rec.grad_owner:
+        return _write_into(rec, (out, index), value)
+    held = rec.views.get(id(out))
+    if held is None:
+        return False
+    part = _set_copy(_raw(out), _plain(index), _plain(value))
+    part = _noted_numpy(_set_copy, "setitem", (out, index, value), {}, part)
+    if type(part) is not _Tainted or not _write_into(rec, held, part):
+        return False
+    rec.index[id(out)] = rec.var_of(part)
+    return True
 
 
 def _write_whole(rec, out, value):
@@ -2504,12 +2550,14 @@ class _Number:
             kinds = [1 if type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS else
                      2 if type(x) is np.ndarray or type(x) is _Tainted else 0 for x in inputs]
             if 0 not in kinds:
-                value = ufunc(*[_plain_number(x) for x in inputs])
+                value = ufunc(*[_raw(x) if type(x) is _Tainted else _plain_number(x) for x in inputs])
                 if 2 not in kinds:      # np.float64(2) * lr, np.cos(lr): a number, a line
                     sources = frozenset().union(*[x.sources for x in inputs if type(x) in _WRAPPED])
                     return tracer.number_op(ufunc, ufunc.__name__, inputs, value, sources)
                 if not tracer.depth_inside:   # A * lr, t.data > lr: a line, its result recorded
-                    return tracer.numpy(ufunc, ufunc.__name__, inputs, {}, value)
+                    generic = isinstance(value, np.generic)   # (of a 0-d value: eagerly a scalar)
+                    return tracer.numpy(ufunc, ufunc.__name__, inputs, {},
+                                        np.asarray(value) if generic else value, generic=generic)
         self._read(f"np.{ufunc.__name__}")
         inputs = [x._read(f"np.{ufunc.__name__}") if type(x) in _WRAPPED else x for x in inputs]
         return getattr(ufunc, method)(*inputs, **kwargs)

@@ -54,7 +54,7 @@ def _masked(scores, mask, allowed, name):
     """scores with `mask` applied: a boolean mask (True = `allowed` to attend) puts -inf where
     attending is not allowed; a float mask is added."""
     m = mask if isinstance(mask, Tensor) else _array(mask)    # a Tensor stays one: tt ops see it
-    inf = np.array(-np.inf, scores.dtype)
+    inf = scores.dtype.type(-np.inf)     # (no np.array call: a traced mask here stays traced)
     if m.dtype == np.bool_:
         where = ops.PUBLIC["where"]
         return where(m, scores, inf) if allowed else where(m, inf, scores)
