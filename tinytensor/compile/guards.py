@@ -22,7 +22,9 @@ import builtins
 import collections
 import collections.abc
 import contextvars
+import ctypes
 import dis
+import enum
 import functools
 import math
 import operator
@@ -56,7 +58,8 @@ _SINGLEDISPATCH = functools.singledispatch(lambda x: x).__code__   # its wrapper
 _WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
            np.random.Generator, np.random.RandomState, np.dtype)
-_ABSTRACT = (collections.deque, collections.abc.Mapping, collections.abc.Sequence, collections.abc.Set)
+_ABSTRACT = (collections.deque, collections.abc.Mapping, collections.abc.Sequence, collections.abc.Set,
+             collections.abc.MappingView)    # (d.values(): by its items, as d.keys(), d.items())
 _UNSET = object()          # a ContextVar with no value in the context
 
 
@@ -101,6 +104,8 @@ def _fingerprint(x, depth=0):
         return (t, id(x))
     if isinstance(x, (bytearray, array.array)):         # buffers of numbers: by their bytes
         return (t, id(x), getattr(x, "typecode", None), bytes(x))
+    if isinstance(x, ctypes._SimpleCData):               # c_double(1.0): by its value
+        return (t, id(x), _fingerprint(x.value, depth + 1))
     if isinstance(x, _ABSTRACT) and not isinstance(x, (str, bytes, Tensor, np.ndarray)) \
             and not isinstance(x, _module_class()):
         if depth >= _DEPTH or len(x) > _MAX_ITEMS:    # a deque, an OrderedDict, a Mapping, a
@@ -434,11 +439,19 @@ def _class_state(cls):
     """The number and string attributes of a user's class and its user-defined bases (a class
     attribute `scale = 2.0` a method reads as self.scale), and its methods by identity."""
     state = []
-    for c in _user_classes(cls):
-        state += [(c.__name__, k, v if type(v) in _DESCRIPTORS else _fingerprint(v))
+    meta = type(cls)                  # K.gain found on K's metaclass (Meta.gain = 2.0)
+    for c in _user_classes(cls) + (_user_classes(meta) if meta is not type else ()):
+        state += [(c.__name__, k, v if type(v) in _DESCRIPTORS else _enum_state(v) if isinstance(v, enum.Enum)
+                   else _fingerprint(v))
                   for k, v in vars(c).items() if type(v) in _DESCRIPTORS or not k.startswith("__") and (
-                      type(v) in _SCALARS or isinstance(v, np.generic))]    # (__call__ replaced too)
-    return tuple(state)
+                      type(v) in _SCALARS or isinstance(v, (np.generic, enum.Enum)))]   # (__call__
+    return tuple(state)               # replaced too; an enum member by its value and attributes)
+
+
+def _enum_state(member):
+    """An enum member's value (a list edited in place too) and the attributes set on it."""
+    return (_fingerprint(member._value_, 1),
+            tuple((k, _fingerprint(a, 1)) for k, a in vars(member).items() if not k.startswith("_")))
 
 
 _USER_CLASSES = {}
@@ -1037,7 +1050,9 @@ class _Reach:
                     add(f"{{}}.__dict__.get({name!r})", obj, what, own.get(name))    # class's later)
                 if where:
                     value = vars(where[0])[name]
-                    if isinstance(value, types.MemberDescriptorType):     # a __slots__ attribute
+                    if isinstance(value, types.MemberDescriptorType) or isinstance(
+                            value, types.GetSetDescriptorType) and not name.startswith("__"):
+                        # a __slots__ attribute, or one a C type computes (ctypes' c_double.value)
                         add(f"getattr({{}}, {name!r}, None)", obj, f"{label}.{name}",
                             getattr(obj, name, None))
                     elif type(value) in (classmethod, functools.partialmethod):   # as the class
@@ -1479,6 +1494,9 @@ def _array_key(a):
     passed as an argument, which are inputs read anew on every call.)"""
     if type(a) is not np.ndarray:
         return _fingerprint(a)
+    if a.dtype.hasobject:             # its bytes are pointers: by its items (a dict in one too)
+        return (id(a), a.shape, a.dtype, _fingerprint(a.ravel().tolist(), 1) if a.size <= _MAX_ITEMS
+                else a.tobytes())
     return (id(a), a.shape, a.dtype, a.tobytes())
 
 
