@@ -57,7 +57,7 @@ def _dim_keyword(name, kwargs):
 
 
 def _max_pair(name):
-    arg = np.argmax if name == "max" else np.argmin
+    arg = _RAW["argmax" if name == "max" else "argmin"]   # on the Tensor: tt.compile recomputes it
 
     def pair(raw, args, kwargs, dim, keepdim):
         if not isinstance(dim, numbers.Integral):
@@ -66,7 +66,7 @@ def _max_pair(name):
                             f"{name}(axis={dim!r}) (NumPy's, the values only)")
         values = raw(*args, **kwargs)
         a = args[0]
-        indices = arg(_value(a), axis=dim, keepdims=bool(keepdim))
+        indices = arg(a if isinstance(a, Tensor) else _value(a), axis=dim, keepdims=bool(keepdim))
         return values_indices(values, Tensor(indices.astype(np.int64, copy=False)))
     return pair
 
@@ -332,11 +332,13 @@ def contiguous(self):
 def masked_fill(self, mask, value):
     """`value` where `mask` (a bool array or Tensor, broadcast) is True, else self, in self's
     dtype (as PyTorch: `att.masked_fill(mask == 0, float("-inf"))`)."""
-    mask = _value(mask)
+    mask = mask if isinstance(mask, np.ndarray) else _value(mask)   # (a traced mask stays one)
     if mask.dtype != np.bool_:
         raise TypeError(f"masked_fill: the mask must be boolean, got dtype {mask.dtype} "
                         f"(compare first: mask == 0)")
-    if not isinstance(value, Tensor):
+    if isinstance(value, numbers.Number):
+        value = np.dtype(self.dtype).type(value)       # (no np.asarray beside a traced mask)
+    elif not isinstance(value, Tensor):
         value = np.asarray(value, dtype=self.dtype)
     elif value.dtype != self.dtype:
         value = _RAW["astype"](value, self.dtype)

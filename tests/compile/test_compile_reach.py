@@ -675,3 +675,21 @@ def test_literal_arrays_beside_traced_ones_are_constants_and_a_traced_one_is_ref
         return x * np.array(mask)
     with pytest.raises(RuntimeError, match="tt.compile"):
         tt.compile(h)(np.arange(3.0))
+
+
+def test_ndarray_methods_of_traced_arrays_are_recorded_or_refused():
+    """t.data.flat, t.data.__array__(), `v in t.data`, searchsorted and argpartition are lines of
+    the program (round 17a: frozen at the recording call); NumPy's own C method called unbound on
+    a traced array (np.ndarray.item(t.data, 1)) is refused, naming the method spelling."""
+    fs = [lambda x: x * x.data.flat[2] + len(x.data.flat) + list(x.data.flat)[1],
+          lambda x: x * np.fromiter(x.data.flat, dtype=np.float64)[:1],
+          lambda x: x * x.data.__array__()[1],
+          lambda x: x * (2.0 in x.data),
+          lambda x: x * x.data.searchsorted(0.5) + x.data.argpartition(1)[0]]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(4):
+            x = tt.tensor(np.arange(6.0) * (i + 1) / 5)
+            np.testing.assert_array_equal(g(x).data, f(x).data)
+    with pytest.raises(RuntimeError, match="ndarray.item.*as methods"):
+        tt.compile(lambda x: x * np.ndarray.item(x.data, 1))(tt.tensor(np.arange(3.0)))

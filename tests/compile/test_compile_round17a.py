@@ -3098,10 +3098,16 @@ XFAIL = {
 }
 
 
+# fixed since the round was written (their xfail markers dropped): each now equal to eager, or
+# refused naming the fix (np.ndarray.item(t.data, 1): NumPy's own method on a traced array)
+FIXED = {"g3_traced_flat_read", "e5_dunder_array", "e6_unbound_item", "e6_unbound_tolist",
+         "e6_flat_iteration_list", "e6_fromiter_flat"}
+
+
 def _params():
     out = []
     for name in CASES:
-        if name in XFAIL:
+        if name in XFAIL and name not in FIXED:
             out.append(pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=XFAIL[name])))
         else:
             out.append(name)

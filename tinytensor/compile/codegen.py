@@ -341,7 +341,7 @@ def _unit_seed(tracer, producer, g, w):
     return False
 
 
-def _generate(tracer, out, fname, plain=(), fuse=False):
+def _generate(tracer, out, fname, plain=(), fuse=False, raw=()):
     """The recorded program of `tracer` (its Wengert list, with the rule applications of any
     gradient taken inside) as one straight-line NumPy function returning `out`'s structure.
 
@@ -352,12 +352,15 @@ def _generate(tracer, out, fname, plain=(), fuse=False):
     (`_release_and_reuse`), writes the function and compiles it into a `_Program`.
     Results come back as f gave them eagerly: a Tensor as a Tensor (a parameter f returns: that
     Tensor itself), an array as an array, a NumPy scalar as a NumPy scalar; except the positions
-    in `plain`, returned as arrays for the caller to make Tensors on the tape (taped.py).
+    in `plain`, returned as arrays for the caller to make Tensors on the tape (taped.py), and
+    those in `raw`, returned as they are (a number argument a backward program reads, as the
+    eager rule reads the number itself).
     """
     leaves, out_structure = transforms.tree_flatten(out)
     out_refs = [tracer.template(x) for x in leaves]
     tensors = _eagerly_tensors(tracer)
-    kinds = [_result_kind(tracer, x, k in plain, tensors) for k, x in enumerate(leaves)]
+    kinds = [_result_kind(tracer, x, k in plain, tensors) if k not in raw else "raw"
+             for k, x in enumerate(leaves)]
     first = {}
     for k, x in enumerate(leaves):     # a Tensor returned twice ((h, h)): one object, as eagerly
         if isinstance(x, Tensor) and type(kinds[k]) is str and kinds[k] in ("tensor", "leaf") \
@@ -955,8 +958,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             copied = False
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            scalar = (type(tracer.values[ref.var]) is not np.ndarray or producer_kind.get(ref.var) == "prim0"
-                      or ref.var in n.scalars)
+            scalar = kind != "raw" and (type(tracer.values[ref.var]) is not np.ndarray
+                                        or producer_kind.get(ref.var) == "prim0" or ref.var in n.scalars)
             text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
             if scalar and not copied and repeated[ref.var] > 1:   # one 0-d array for all of them (s
                 text = f"(_array{ref.var} := {text})" if ref.var not in made else f"_array{ref.var}"

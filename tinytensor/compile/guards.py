@@ -233,6 +233,17 @@ def _literal_call(frame, fun):
     return False
 
 
+# ndarray's C methods that are safe on a traced array called directly: they dispatch through its
+# ufunc and function overrides, compare nothing, or read no value
+_SAFE_C_METHODS = frozenset({"__sizeof__", "__array_namespace__", "__eq__", "__ne__", "__lt__", "__le__",
+                             "__gt__", "__ge__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+                             "__rmul__", "__truediv__", "__rtruediv__", "__neg__", "__pos__", "__abs__",
+                             "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__floordiv__",
+                             "__rfloordiv__", "__mod__", "__rmod__", "__invert__", "__and__", "__or__",
+                             "__xor__", "__class_getitem__", "__init_subclass__", "__subclasshook__",
+                             "__reduce__", "__reduce_ex__", "__getattribute__", "__setattr__", "__dir__"})
+
+
 # C modules whose functions read an argument's raw buffer (hashes, checksums, struct, pickle)
 _BUFFER_MODULES = frozenset({"zlib", "_hashlib", "_md5", "_sha1", "_sha2", "_sha256", "_sha512", "_sha3",
                              "_blake2", "binascii", "_struct", "_pickle", "array", "_codecs"})
@@ -803,6 +814,19 @@ class _Reach:
                             f"argument NumPy reads directly, where the recording cannot see it, so the "
                             f"program would keep this call's values. Compute it with np.where(...) or "
                             f"tinytensor operations, or call the function uncompiled")
+            elif event == "c_call" and type(getattr(arg, "__self__", None)) is _Tainted \
+                    and tracer.laundered is None and not tracer.depth_inside and _is_user(frame.f_code) \
+                    and getattr(arg, "__name__", "") not in _SAFE_C_METHODS:
+                # NumPy's own C method run on a traced array (np.ndarray.item(t.data, 1), an
+                # ndarray method the recording does not wrap): it reads the buffer unseen
+                name = getattr(arg, "__name__", "?")
+                tracer.laundered = (
+                    f"called NumPy's own ndarray.{name} on an array computed from traced data at "
+                    f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}; it reads the "
+                    f"buffer in C, where the recording cannot see it, so the program would keep this "
+                    f"call's values. Call the array's methods as methods (t.data.item(1), "
+                    f"t.data[0, 0], t.data.tolist()), use NumPy functions or tinytensor operations, "
+                    f"or call the function uncompiled")
             elif event == "c_call" and tracer.laundered is None and not tracer.depth_inside \
                     and (what := _outside_value(arg)) is not None and _outside_caller(frame):
                 tracer.laundered = (

@@ -115,7 +115,9 @@ def split(tracer, out, swept, fname):
     fwd.entries = forward_entries
     fwd.arguments = [a for a in tracer.arguments if a not in set(ct_vars)]
     leaves, structure = transforms.tree_flatten(out)
-    forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward", plain=set(roots))
+    numbers = {len(leaves) + i for i, v in enumerate(residuals) if v in tracer.number_vars}
+    forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward", plain=set(roots),
+                        raw=numbers)      # (a number a rule reads: as it is, as eagerly)
 
     bwd = copy.copy(tracer)
     bwd.entries = backward_entries

@@ -1693,6 +1693,11 @@ class _Tainted(np.ndarray):
         if "out" in kwargs or method == "at":   # an in-place write (a += traced, np.add.at): into a
             if _internal():                # traced value or an array f reaches; tinytensor's own (a rule
                 return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
+            if method == "at":             # np.add.at(p.grad, idx, v): on a copy, written back
+                written = _in_place_on_copy(_ufunc_at, (ufunc, inputs[0], inputs[1:], kwargs), inputs[0])
+                if written is not None:
+                    return None
+                raise _written()
             written = _written_into(ufunc, method, inputs, kwargs)
             if written is not None:
                 return written
@@ -1709,9 +1714,24 @@ class _Tainted(np.ndarray):
             return func(*_plain(args), **_plain(kwargs))
         if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
             raise _value_shape(func.__name__)
-        if kwargs.get("out") is not None and not _internal():    # np.clip(w.data, .., out=w.data)
-            raise _written()
-        result = _raising_noted(func, _plain(args), _plain(kwargs))
+        if not _internal():
+            if kwargs.get("out") is not None:      # np.clip(p.grad, -c, c, out=p.grad): computed,
+                out = kwargs["out"]                # then written as an in-place write is
+                out = out[0] if type(out) is tuple and len(out) == 1 else out
+                value = func(*args, **{k: v for k, v in kwargs.items() if k != "out"})
+                if type(out) is _Tainted and _rewrite(STATE.recorder, out, value) is not None:
+                    return out
+                raise _written()
+            if func in _IN_PLACE_FUNCTIONS and args and type(args[0]) is _Tainted:
+                # np.copyto(p.data, v), np.put(p.grad, i, v), np.fill_diagonal(p.grad, 0)
+                if _in_place_on_copy(_function_on_copy, (func, args[0], args[1:], kwargs), args[0]) is None:
+                    raise _written()
+                return None
+        if func in _NUMBER_OPERANDS:       # np.clip(x, -c, c) with c a number argument: an input
+            args_, kwargs_ = _plain_numbers(args, []), _plain_numbers(kwargs, [])
+        else:
+            args_, kwargs_ = args, kwargs
+        result = _raising_noted(func, _plain(args_), _plain(kwargs_))
         return _noted_numpy(func, func.__name__, args, kwargs, result)
 
     def __getitem__(self, index):
@@ -1722,10 +1742,7 @@ class _Tainted(np.ndarray):
                 raise _value_shape("boolean indexing")
         result = np.ndarray.__getitem__(_raw(self), _plain(index))
         noted = _noted_numpy(operator.getitem, "getitem", (self, index), {}, result)
-        rec = STATE.recorder
-        if type(noted) is _Tainted and (id(self) in rec.data_owner or id(self) in rec.grad_owner) \
-                and np.may_share_memory(result, _raw(self)):
-            rec.views[id(noted)] = (self, index)     # p.grad[0]: a write into it writes into p.grad
+        _view_of(STATE.recorder, self, noted, ("getitem", index, {}))   # p.grad[0]
         return noted
 
     def __setitem__(self, index, value):
@@ -1736,7 +1753,7 @@ class _Tainted(np.ndarray):
         if (index is Ellipsis or type(index) is slice and index == slice(None)) \
                 and _write_whole(rec, self, value) is not None:
             return               # p.data[...] = v, p.grad[:] = v: a Tensor's own memory, rewritten
-        if _write_part(rec, self, index, value):
+        if _write_at(rec, self, index, value):
             return               # p.grad[0] = 0, p.data[mask] = v: that memory, partly rewritten
         if var is None or not _made_by_numpy(rec, var) or _shared(rec, self, var):
             raise _written()     # (x.data[0] = 0: memory a Tensor or another traced value holds)
@@ -1793,44 +1810,122 @@ def _written_into(ufunc, method, inputs, kwargs):
             i is out for i in inputs):
         return None
     rest = {k: v for k, v in kwargs.items() if k != "out"}
+    where = rest.pop("where", True)
     value = ufunc(*inputs, **rest)     # recorded (a new array; a number argument's operation too)
     if type(value) is not _Tainted:
         return None
+    if where is not True:              # np.negative(g, out=g, where=g > 0): elsewhere out's own
+        value = np.where(where, value, out)
     if out.ndim == 0 and rec.var_of(out) in rec.generic_vars:
         return value                   # eagerly a NumPy scalar (p.grad[1] of a vector): `s *= lr`
-    held = rec.views.get(id(out))      # makes a new one
-    if held is None:
-        return _write_whole(rec, out, value)
-    if not _write_into(rec, held, value):      # `p.grad[1] *= 0.5`: the row, then p.grad whole
+    return _rewrite(rec, out, value)   # makes a new one
+
+
+# ----- writes into p.data, p.grad (a Tensor's own memory), views of them, and arrays f made ------
+_VIEWS = frozenset({"reshape", "ravel", "transpose", "swapaxes", "squeeze"})
+_IN_PLACE_FUNCTIONS = frozenset({np.copyto, np.put, np.fill_diagonal, np.putmask, np.place})
+_NUMBER_OPERANDS = frozenset({np.clip, np.where, np.nan_to_num})   # numbers there set no shape
+
+
+def _view_of(rec, source, result, how):
+    """Note `result`, a view f took of p.data or p.grad (or of a view of one): `how` ("getitem",
+    index, {}) or (method, args, kwargs). A write into it is a write into that Tensor's memory."""
+    if type(result) is not _Tainted or rec is None:
+        return
+    if id(source) in rec.data_owner or id(source) in rec.grad_owner:
+        owner, chain = source, (how,)
+    elif id(source) in rec.views:
+        owner, chain = rec.views[id(source)]
+        chain += (how,)
+    else:
+        return
+    if np.may_share_memory(_raw(result), _raw(source)):
+        rec.views[id(result)] = (owner, chain)
+
+
+def _through(a, chain):
+    """The view `chain` names of array a (p.grad[0].T: getitem, then transpose)."""
+    for name, args, kwargs in chain:
+        a = a[args] if name == "getitem" else getattr(a, name)(*args, **kwargs)
+    return a
+
+
+def _set_view(a, chain, index, value):
+    """a with its view `chain` set at `index` to value, as a new array: the program's form of a
+    write into p.grad, p.data or a view of one."""
+    b = a.copy()
+    _through(b, chain)[index] = value
+    return b
+
+
+def _write_at(rec, out, index, value):
+    """`out[index] = value` where out is p.data or p.grad handed to f, or a view f took of one
+    (`p.grad[0][1] = v`, `p.grad.T[0] = 0`): the Tensor's new value is a line of the program,
+    written there now and on every call (_write_whole). False for any other array."""
+    if id(out) in rec.data_owner or id(out) in rec.grad_owner:
+        owner, chain = out, ()
+    elif id(out) in rec.views:
+        owner, chain = rec.views[id(out)]
+    else:
+        return False
+    new = _set_view(_raw(owner), _plain(chain), _plain(index),
+                    _raw(value) if type(value) is _Tainted else _plain(value))
+    whole = _noted_numpy(_set_view, "setitem", (owner, chain, index, value), {}, new)
+    if type(whole) is not _Tainted or _write_whole(rec, owner, whole) is None:
+        return False
+    if out is not owner:               # the view's values now: read from the owner's new value
+        seen = _noted_numpy(_through, "view", (whole, chain), {}, _through(_raw(whole), _plain(chain)))
+        rec.index[id(out)] = rec.var_of(seen)
+    return True
+
+
+def _rewrite(rec, out, value):
+    """Replace traced array out's whole value by `value` (recorded) in place: p.data or p.grad
+    (or a view of one) as _write_at writes them; an array f made and holds alone, now and as
+    its variable from here on. `out` itself, or None where it is any other array (refused)."""
+    if type(value) is not _Tainted or np.shape(value) != out.shape \
+            or not np.can_cast(value.dtype, out.dtype, "same_kind"):
         return None
+    if id(out) in rec.data_owner or id(out) in rec.grad_owner or id(out) in rec.views:
+        return out if _write_at(rec, out, Ellipsis, value) else None
+    var = rec.var_of(out)
+    if var is None or not _made_by_numpy(rec, var) or _shared(rec, out, var):
+        return None
+    np.copyto(_raw(out), _raw(value), casting="same_kind")
+    if value.dtype != out.dtype:
+        value = value.astype(out.dtype)
     rec.index[id(out)] = rec.var_of(value)
     return out
 
 
-def _write_into(rec, held, part):
-    """Write `part` into the view (array, index) of a Tensor's own memory `held` names: the
-    array's new value (a copy with that index set) is a line of the program, written whole."""
-    array, index = held
-    value = _set_copy(_raw(array), _plain(index), _raw(part) if type(part) is _Tainted else part)
-    whole = _noted_numpy(_set_copy, "setitem", (array, index, part), {}, value)
-    return type(whole) is _Tainted and _write_whole(rec, array, whole) is not None
+def _in_place_on_copy(fun, args, target):
+    """An in-place NumPy operation on traced array `target` (p.grad.fill(0), np.put(p.grad, i,
+    v), np.add.at(...), np.copyto(p.data, v)): run on a copy as a line of the program, the copy
+    written back (_rewrite). None where target cannot be written so."""
+    rec = STATE.recorder
+    if rec is None or type(target) is not _Tainted:
+        return None
+    value = fun(*_plain(args))
+    whole = _noted_numpy(fun, getattr(args[0], "__name__", "write"), args, {}, value)
+    return _rewrite(rec, target, whole)
 
 
-def _write_part(rec, out, index, value):
-    """`out[index] = value` where out is p.data or p.grad handed to f (or a view f took of one,
-    `p.grad[0][1] = v`): written there now and by the program on every call (_write_whole). False
-    for any other array."""
-    if id(out) in rec.data_owner or id(out) in rec.grad_owner:
-        return _write_into(rec, (out, index), value)
-    held = rec.views.get(id(out))
-    if held is None:
-        return False
-    part = _set_copy(_raw(out), _plain(index), _plain(value))
-    part = _noted_numpy(_set_copy, "setitem", (out, index, value), {}, part)
-    if type(part) is not _Tainted or not _write_into(rec, held, part):
-        return False
-    rec.index[id(out)] = rec.var_of(part)
-    return True
+def _method_on_copy(name, a, args, kwargs):
+    b = a.copy()
+    getattr(b, name)(*args, **kwargs)
+    return b
+
+
+def _function_on_copy(fun, a, args, kwargs):
+    b = a.copy()
+    fun(b, *args, **kwargs)
+    return b
+
+
+def _ufunc_at(ufunc, a, args, kwargs):
+    b = a.copy()
+    ufunc.at(b, *args, **kwargs)
+    return b
 
 
 def _write_whole(rec, out, value):
@@ -1985,12 +2080,55 @@ def _tainted_method(name):
     method = getattr(np.ndarray, name)
 
     def call(self, *args, **kwargs):
+        if kwargs.get("out") is not None and not _plain_here() and not _internal():
+            out = kwargs["out"]        # p.grad.clip(-c, c, out=p.grad): computed, then written
+            out = out[0] if type(out) is tuple and len(out) == 1 else out
+            value = call(self, *args, **{k: v for k, v in kwargs.items() if k != "out"})
+            if type(out) is _Tainted and _rewrite(STATE.recorder, out, value) is not None:
+                return out
+            raise _written()
         result = method(_raw(self), *_plain(args), **_plain(kwargs))
         if _plain_here():
             return result
-        return _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
+        noted = _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
+        if name in _VIEWS:
+            _view_of(STATE.recorder, self, noted, (name, args, kwargs))   # p.grad.T, .reshape(-1)
+        return noted
     call.__name__ = name
     return call
+
+
+class _Flat:
+    """`t.data.flat` of a traced array: its elements read as the raveled array's (recorded);
+    a write through it is refused, as other writes into traced values."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, index):
+        return self.array.ravel()[index]
+
+    def __setitem__(self, index, value):
+        if _internal():
+            np.ndarray.__getattribute__(_raw(self.array), "flat")[_plain(index)] = _plain(value)
+            return
+        line = self.array.reshape(-1)      # p.grad.flat[3] = 0: through its raveled view
+        if not np.may_share_memory(_raw(line), _raw(self.array)) \
+                or not _write_at(STATE.recorder, line, index, value):
+            raise _written()
+
+    def __iter__(self):
+        return iter(self.array.ravel())
+
+    def __len__(self):
+        return self.array.size
+
+    def __array__(self, dtype=None, copy=None):
+        return self.array.ravel() if dtype is None else self.array.ravel().astype(dtype)
+
+    def copy(self):
+        return self.array.ravel().copy()
 
 
 def _refused_method(name):
@@ -2000,7 +2138,10 @@ def _refused_method(name):
 
     def call(self, *args, **kwargs):
         if not _internal():
-            raise _value_shape(name) if name == "nonzero" else _written()
+            if name in ("fill", "sort", "put", "partition") and not _plain_here() \
+                    and _in_place_on_copy(_method_on_copy, (name, self, args, kwargs), self) is not None:
+                return None            # p.grad.fill(0), p.grad.sort(axis=1): on a copy, written back
+            raise _value_shape(name) if name in ("nonzero", "compress") else _written()
         return method(_raw(self), *_plain(args), **_plain(kwargs))
     call.__name__ = name
     return call
@@ -2033,11 +2174,16 @@ _READ_METHODS = {"item": _item, "tolist": _tolist}
 for _name in ("astype", "copy", "reshape", "ravel", "flatten", "transpose", "squeeze", "swapaxes",
               "argmax", "argmin", "argsort", "cumsum", "cumprod", "dot", "round", "clip", "repeat",
               "take", "diagonal", "trace", "view", "item", "tolist", "tobytes", "all", "any", "sum", "mean",
-              "max", "min", "prod", "std", "var", "conj", "nonzero", "sort", "fill", "put"):
-    if _name in ("nonzero", "sort", "fill", "put"):
+              "max", "min", "prod", "std", "var", "conj", "nonzero", "sort", "fill", "put",
+              "searchsorted", "argpartition", "choose", "byteswap", "getfield", "conjugate",
+              "partition", "resize", "setfield", "compress"):
+    if _name in ("nonzero", "sort", "fill", "put", "partition", "resize", "setfield", "compress"):
         setattr(_Tainted, _name, _refused_method(_name))
     else:
         setattr(_Tainted, _name, _tainted_method(_name))
+_Tainted.flat = property(lambda self: _Flat(self))
+_Tainted.__array__ = lambda self, dtype=None, copy=None: self if dtype is None else self.astype(dtype)
+_Tainted.__contains__ = lambda self, value: bool((self == value).any())   # (a guard, as bool())
 _Tainted.T = property(lambda self: self.transpose())
 _Tainted.mT = property(lambda self: self.swapaxes(-1, -2))
 for _name, _conv in (("__bool__", bool), ("__float__", float), ("__int__", int),
@@ -2148,8 +2294,10 @@ def _made_by_numpy(rec, var):
 
 def _shared(rec, a, var):
     """Whether traced array a's memory is also another variable's (a Tensor's data, a view)."""
+    a = _raw(a) if type(a) is _Tainted else a         # (NumPy's own: no recorded read)
     for v, value in enumerate(rec.values):
-        if v != var and isinstance(value, np.ndarray) and value.size and np.may_share_memory(value, a):
+        if v != var and isinstance(value, np.ndarray) and value.size \
+                and np.may_share_memory(_raw(value) if type(value) is _Tainted else value, a):
             return True
     return False
 
@@ -2549,6 +2697,10 @@ class _Number:
         if method == "__call__" and not kwargs and ufunc.nout == 1 and tracer.recording:
             kinds = [1 if type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS else
                      2 if type(x) is np.ndarray or type(x) is _Tainted else 0 for x in inputs]
+            if 0 not in kinds and builtins.any(type(x) is np.ndarray and tracer.var_of(x) is None
+                                               for x in inputs) and not _is_user(sys._getframe(1).f_code):
+                kinds.append(0)   # tinytensor's own code on a Tensor's raw values (softplus's mask
+                #                   `x.data * beta > threshold`): a key, its caller notes the result
             if 0 not in kinds:
                 value = ufunc(*[_raw(x) if type(x) is _Tainted else _plain_number(x) for x in inputs])
                 if 2 not in kinds:      # np.float64(2) * lr, np.cos(lr): a number, a line

@@ -120,9 +120,16 @@ def vector_to_parameters(vec, parameters):
     if values.size != total:
         raise ValueError(f"vector_to_parameters: the vector has {values.size} entries but the "
                          f"parameters hold {total} together")
+    from ...state import SHARED, STATE
+    recorder = None if SHARED.quiet else STATE.recorder
     start = 0
     for p in params:
         n = p.data.size
+        if recorder is not None and recorder._reached(p):   # tt.compile: a line of the program
+            piece = vec[start:start + n] if isinstance(vec, Tensor) else values[start:start + n]
+            recorder._store(p, piece.reshape(p.data.shape))  # writing it on every call
+            start += n
+            continue
         piece = values[start:start + n].reshape(p.data.shape)
         np.copyto(p.data, backend.to_device(piece, backend.device_of(p.data)), casting="same_kind")
         mark_modified(p)
