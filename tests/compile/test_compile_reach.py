@@ -693,3 +693,78 @@ def test_ndarray_methods_of_traced_arrays_are_recorded_or_refused():
             np.testing.assert_array_equal(g(x).data, f(x).data)
     with pytest.raises(RuntimeError, match="ndarray.item.*as methods"):
         tt.compile(lambda x: x * np.ndarray.item(x.data, 1))(tt.tensor(np.arange(3.0)))
+
+
+_WRITES = {
+    "T_row": lambda p, s: p.grad.T.__setitem__(0, 0.0),
+    "reshape_k": lambda p, s: p.grad.reshape(-1).__setitem__(2, 7.0),
+    "flat_k": lambda p, s: p.grad.flat.__setitem__(3, 0.0),
+    "clip_method_out": lambda p, s: p.grad.clip(-0.05, 0.05, out=p.grad),
+    "clip_out": lambda p, s: np.clip(p.grad, -s * 0.1, s * 0.1, out=p.grad),
+    "fill": lambda p, s: p.grad.fill(0.5),
+    "sort": lambda p, s: p.grad.sort(axis=-1),
+    "copyto": lambda p, s: np.copyto(p.grad, p.grad * s),
+    "put": lambda p, s: np.put(p.grad, [0, 2], 0.25),
+    "add_at": lambda p, s: np.add.at(p.grad, [0, 0, 1], 1.0),
+    "negative_where": lambda p, s: np.negative(p.grad, out=p.grad, where=p.grad > 0),
+    "fancy_imul": lambda p, s: p.grad.__setitem__([-1, 0], p.grad[[-1, 0]] * s),
+    "data_T": lambda p, s: np.multiply(p.data.T, 1 - 0.01 * s, out=p.data.T),
+    "data_copyto": lambda p, s: np.copyto(p.data, np.clip(p.data, -s, s)),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_WRITES))
+def test_writes_into_gradients_and_parameters_through_views_methods_and_functions(kind):
+    """Round 25a: a write into p.grad or p.data through a view (.T, reshape, flat), a method
+    with out= (clip, fill, sort) or a NumPy function (np.clip(out=), copyto, put, add.at, a ufunc
+    with where=) inside a compiled step is a line of the program (refused or, for .clip(out=),
+    skipped before), the number argument an input: eager's parameters and gradients bit for bit
+    over calls with changing data and numbers, one program."""
+    def build():
+        m = tt.nn.Linear(3, 4, rng=0)
+        opt = tt.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, s):
+            opt.zero_grad()
+            loss = ((m(x) - 1.0) ** 2).mean()
+            loss.backward()
+            for p in m.parameters():
+                _WRITES[kind](p, s)
+            opt.step()
+            return loss
+        return m, step
+    (m1, f), (m2, g) = build(), build()
+    g = tt.compile(g)
+    for i in range(8):
+        x, s = np.random.default_rng(i).standard_normal((5, 3)), 0.5 + 0.25 * i
+        np.testing.assert_array_equal(f(x, s).data, g(x, s).data)
+        for p, q in zip(m1.parameters(), m2.parameters()):
+            np.testing.assert_array_equal(p.data, q.data)
+            np.testing.assert_array_equal(p.grad, q.grad)
+    assert len(g.recompiles) == 1
+
+
+def test_max_dim_indices_masked_fill_masks_and_numbers_a_rule_reads_follow_the_call():
+    """Round 25b: x.max(dim=1).indices were the recording call's; a mask NumPy computed from an
+    array argument handed to masked_fill was refused; a number argument a backward rule reads
+    (leaky_relu's slope) reached it as a 0-d array, one float32 ulp off eager's gradient."""
+    F = tt.nn.functional
+    lin1, lin2 = tt.nn.Linear(3, 3, rng=0), tt.nn.Linear(3, 3, rng=0)
+
+    def make(lin):
+        def f(x, ids, slope):
+            h = lin(x)
+            values, indices = h.max(dim=-1)
+            h = h.masked_fill((ids == 0)[..., None], 0.0)
+            return (F.leaky_relu(h, slope) ** 2).mean() + values.sum(), indices
+        return f
+    f, g = make(lin1), tt.compile(make(lin2))
+    for i in range(6):
+        rng = np.random.default_rng(i)
+        x, ids, slope = rng.standard_normal((2, 4, 3)), rng.integers(0, 3, (2, 4)), 0.01 * (i + 1)
+        (a, ia), (b, ib) = f(x, ids, slope), g(x, ids, slope)
+        np.testing.assert_array_equal(ia.data, ib.data)
+        a.backward()
+        b.backward()
+        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(lin1.weight.grad, lin2.weight.grad)

@@ -1806,9 +1806,8 @@ def _written_into(ufunc, method, inputs, kwargs):
     rec = STATE.recorder
     out = kwargs.get("out")
     out = out[0] if type(out) is tuple and len(out) == 1 else out
-    if type(out) is not _Tainted or method != "__call__" or ufunc.nout != 1 or not builtins.any(
-            i is out for i in inputs):
-        return None
+    if type(out) is not _Tainted or method != "__call__" or ufunc.nout != 1:
+        return None                    # (out need not be an operand: np.add(a, b, out=p.data.T))
     rest = {k: v for k, v in kwargs.items() if k != "out"}
     where = rest.pop("where", True)
     value = ufunc(*inputs, **rest)     # recorded (a new array; a number argument's operation too)
@@ -2697,10 +2696,6 @@ class _Number:
         if method == "__call__" and not kwargs and ufunc.nout == 1 and tracer.recording:
             kinds = [1 if type(x) in _WRAPPED or type(x) in _PLAIN_NUMBERS else
                      2 if type(x) is np.ndarray or type(x) is _Tainted else 0 for x in inputs]
-            if 0 not in kinds and builtins.any(type(x) is np.ndarray and tracer.var_of(x) is None
-                                               for x in inputs) and not _is_user(sys._getframe(1).f_code):
-                kinds.append(0)   # tinytensor's own code on a Tensor's raw values (softplus's mask
-                #                   `x.data * beta > threshold`): a key, its caller notes the result
             if 0 not in kinds:
                 value = ufunc(*[_raw(x) if type(x) is _Tainted else _plain_number(x) for x in inputs])
                 if 2 not in kinds:      # np.float64(2) * lr, np.cos(lr): a number, a line

@@ -1576,7 +1576,8 @@ def _bicubic_along(y, ax, n_in, n_out, scale, align_corners, dtype):
     data = y.data if isinstance(y, Tensor) else y
     out = None
     for k, w in zip(range(-1, 3), weights):
-        w = backend.like(np.asarray(w, dtype).reshape(bshape), data, dtype)
+        w = w.astype(dtype, copy=False) if isinstance(w, np.ndarray) else np.asarray(w, dtype)
+        w = backend.like(w.reshape(bshape), data, dtype)   # (weights from a size argument: traced)
         term = _along(y, ax, np.clip(i + k, 0, n_in - 1)) * w
         out = term if out is None else out + term
     return out

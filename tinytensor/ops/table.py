@@ -188,8 +188,10 @@ def on_values(fun, args, kwargs, result, name=None, always_tensor=False):
     name = name or getattr(fun, "__name__", "numpy_function")
     if isinstance(result, np.generic):
         result = np.asarray(result)      # argmax's index, a 0-d test: a 0-d array, to be noted
-    if type(result) is np.ndarray:
-        result = recorder.numpy(fun, name, args, kwargs, result)   # user code gets a recorded array
+    if isinstance(result, np.ndarray):   # (one a number argument's operation already noted,
+        # softplus's `x.data * beta > threshold`, is noted again from the Tensors: its line read x's
+        # values of this call, and the program must read them anew)
+        result = recorder.numpy(fun, name, args, kwargs, np.ndarray.view(result, np.ndarray))
     elif type(result) is tuple and name in _DATA_DEPENDENT_SHAPES:
         recorder.refuse_shape(name, args, kwargs)
     elif isinstance(result, tuple) and result and all(isinstance(r, (np.ndarray, np.generic))
