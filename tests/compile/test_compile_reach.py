@@ -768,3 +768,25 @@ def test_max_dim_indices_masked_fill_masks_and_numbers_a_rule_reads_follow_the_c
         b.backward()
         np.testing.assert_array_equal(a.data, b.data)
         np.testing.assert_array_equal(lin1.weight.grad, lin2.weight.grad)
+
+
+def test_plain_arrays_reading_traced_ones_in_c_are_refused_and_the_rest_compile():
+    """Round 26a: a plain array's C method given a traced NumPy array (H.dot(x.data.T),
+    np.ones(...).dot(d)), NumPy's new array indexed by traced indices (np.eye(5)[labels]) and
+    np.full with a traced fill value read it where the recording cannot see: refused, naming the
+    fix (they were frozen at the recording call). The same with a Tensor, a plain array, or
+    NumPy's function form compile and follow the values."""
+    H, W = np.arange(12.0).reshape(3, 4), np.ones((4, 2))
+    refused = [lambda x: H.dot(x.data.T), lambda x: np.ones((3, 4)).dot(x.data.T),
+               lambda x: np.eye(5)[np.argmax(x.data, 1)], lambda x: np.full(3, x.data.max())]
+    for f in refused:
+        with pytest.raises(RuntimeError, match="tt.compile"):
+            tt.compile(f)(tt.tensor(np.ones((2, 4))))
+    followed = [lambda x: x * H.dot(W).sum(), lambda x: np.dot(H, x.data.T),
+                lambda x: H.dot(x.T) if isinstance(x, np.ndarray) else x.sum()]
+    for f in followed:
+        g = tt.compile(f)
+        for i in range(3):
+            x = tt.tensor(np.random.default_rng(i).standard_normal((2, 4)))
+            np.testing.assert_array_equal(np.asarray(getattr(g(x), "data", g(x))),
+                                          np.asarray(getattr(f(x), "data", f(x))))

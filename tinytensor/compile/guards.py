@@ -50,7 +50,7 @@ from .tracer import _is_user, _Tainted
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
 _IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
                        np.ufunc, type, types.BuiltinMethodType, types.MethodWrapperType})
-_NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "functools", "typing"})
+_NOT_USER_MODULES = frozenset({"builtins", "abc", "types", "collections", "functools", "typing", "enum"})
 _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
@@ -233,6 +233,43 @@ def _literal_call(frame, fun):
     return False
 
 
+def _plain_method_call(frame, method, traced):
+    """Whether the call of `method` (a plain array's bound C method: H.dot) about to run in
+    frame is given no traced NumPy array: no name the statement loads before the call holds one
+    (`traced(v)`), read from the bytecode back to the statement's start. (A Tensor argument is
+    converted through its __array__, which the recording sees.)"""
+    code = frame.f_code
+    found = _INSTRUCTIONS.get(code)
+    if found is None:
+        listed = list(dis.get_instructions(code))
+        found = _INSTRUCTIONS[code] = (listed, {ins.offset: k for k, ins in enumerate(listed)})
+    listed, at = found
+    k = at.get(frame.f_lasti)
+    if k is None:
+        return False
+    after = None                       # the instruction after this one (x.data: LOAD x, then .data)
+    for ins in reversed(listed[:k + 1]):
+        if ins.opname.startswith(("STORE_", "POP_", "RETURN", "JUMP", "RESUME")):
+            break
+        if ins.opname in _LOADS:
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                value = frame.f_globals.get(ins.argval, vars(builtins).get(ins.argval))
+            else:
+                value = frame.f_locals.get(ins.argval)
+            if traced(value) or isinstance(value, Tensor) and after is not None \
+                    and after.opname in ("LOAD_ATTR", "LOAD_METHOD") and after.argval in ("data", "numpy"):
+                return False
+        if ins.is_jump_target:
+            break
+        after = ins
+    return True
+
+
+# ndarray's C methods that read an array argument's buffer directly (a traced one unseen)
+_ARRAY_ARGUMENT_METHODS = frozenset({"dot", "searchsorted", "choose", "take", "put", "compress", "repeat",
+                                     "argpartition", "partition", "__matmul__"})
+
+
 # ndarray's C methods that are safe on a traced array called directly: they dispatch through its
 # ufunc and function overrides, compare nothing, or read no value
 _SAFE_C_METHODS = frozenset({"__sizeof__", "__array_namespace__", "__eq__", "__ne__", "__lt__", "__le__",
@@ -273,10 +310,14 @@ def _numpy_implementations():
                 code = getattr(implementation, "__code__", None)
                 if code is not None:
                     codes.add(code)
+        codes |= _UNDISPATCHED
         _IMPLEMENTATIONS.append(frozenset(codes))
     return _IMPLEMENTATIONS[0]
 
 
+# NumPy's functions with no dispatcher at all, np.full(3, t.data.max()): a traced NumPy array
+# among their arguments is read where nobody sees it (a Tensor converts through __array__)
+_UNDISPATCHED = frozenset({np.full.__code__})
 _SITE = tuple(os.path.abspath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib"))
 _NUMPY_HOME = os.path.dirname(os.path.abspath(np.__file__))
 
@@ -455,8 +496,10 @@ def _class_state(cls):
         state += [(c.__name__, k, v if type(v) in _DESCRIPTORS else _enum_state(v) if isinstance(v, enum.Enum)
                    else _fingerprint(v))
                   for k, v in vars(c).items() if type(v) in _DESCRIPTORS or not k.startswith("__") and (
-                      type(v) in _SCALARS or isinstance(v, (np.generic, enum.Enum)))]   # (__call__
-    return tuple(state)               # replaced too; an enum member by its value and attributes)
+                      type(v) in _SCALARS or isinstance(v, (np.generic, enum.Enum))
+                      or type(v) in _HELD and not k.startswith("_"))]
+    return tuple(state)   # (__call__ replaced too; an enum member by its value and attributes;
+    #                       a container or array held as a class attribute by its items)
 
 
 def _enum_state(member):
@@ -466,6 +509,7 @@ def _enum_state(member):
 
 
 _USER_CLASSES = {}
+_HELD = frozenset({list, tuple, dict, set, np.ndarray, types.SimpleNamespace})
 
 
 class _Unwritten:
@@ -806,7 +850,7 @@ class _Reach:
                     # NumPy's function ran without handing a traced argument to tinytensor (its
                     # dispatcher does not name that argument: np.fill_diagonal's val): its
                     # buffer would be read where nobody sees it
-                    name = _untaken_argument(frame, self._traced)
+                    name = _untaken_argument(frame, _tainted if code in _UNDISPATCHED else self._traced)
                     if name is not None:
                         tracer.laundered = (
                             f"called np.{code.co_name}(...) at {os.path.basename(caller.f_code.co_filename)}:"
@@ -827,6 +871,17 @@ class _Reach:
                     f"call's values. Call the array's methods as methods (t.data.item(1), "
                     f"t.data[0, 0], t.data.tolist()), use NumPy functions or tinytensor operations, "
                     f"or call the function uncompiled")
+            elif event == "c_call" and type(getattr(arg, "__self__", None)) is np.ndarray \
+                    and getattr(arg, "__name__", "") in _ARRAY_ARGUMENT_METHODS and tracer.laundered is None \
+                    and not tracer.depth_inside and _is_user(frame.f_code) \
+                    and not _plain_method_call(frame, arg, _tainted):
+                # H.dot(x.data): a plain array's C method given a traced array reads its buffer
+                tracer.laundered = (
+                    f"called ndarray.{arg.__name__} of a plain NumPy array at "
+                    f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} with a value "
+                    f"computed from traced data; the method reads it in C, where the recording "
+                    f"cannot see it, so the program would keep this call's values. Use NumPy's "
+                    f"function (np.{arg.__name__}(array, ...): recorded), or call the function uncompiled")
             elif event == "c_call" and tracer.laundered is None and not tracer.depth_inside \
                     and (what := _outside_value(arg)) is not None and _outside_caller(frame):
                 tracer.laundered = (
@@ -997,10 +1052,16 @@ class _Reach:
                 add("{}.__defaults__", f, f"the defaults of {f.__qualname__}", f.__defaults__)
             readers.append(("id({}.__code__)", f, f"the code of {f.__qualname__}"))
             for name in sorted(set(f.__dict__) & ran):   # helper.scale = 2.0, read inside
-                if not name.startswith("__"):
+                if not name.startswith("__") or name == "__wrapped__":
                     add(f"{{}}.__dict__.get({name!r})", f, f"{f.__qualname__}.{name}", f.__dict__[name])
             if f.__kwdefaults__:
                 add("{}.__kwdefaults__", f, f"the keyword defaults of {f.__qualname__}", f.__kwdefaults__)
+        ran_functions = {id(f) for f in self._functions()}
+        for f in self.functions.values():             # a function f reaches but never calls:
+            if id(f) not in ran_functions:            # the attributes it holds that f reads
+                for name in sorted(set(f.__dict__) & ran):     # (h.act = np.exp; h.act(x))
+                    if not name.startswith("__") or name == "__wrapped__":
+                        add(f"{{}}.__dict__.get({name!r})", f, f"{f.__qualname__}.{name}", f.__dict__[name])
         for code, glob in self.codes.items():         # code that ran without a function found
             for name in _global_names(code):
                 if name in glob:

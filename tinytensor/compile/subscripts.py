@@ -177,9 +177,11 @@ def check(frame, site, traced):
     container = _evaluate(container_node, frame, container=True)
     if container is _UNKNOWN:
         held = list(_held(container_node, frame))
-        if builtins_any(traced(v) for v in held) or not builtins_any(
+        made = isinstance(container_node, ast.Call) and (getattr(
+            _evaluate(container_node.func, frame), "__module__", None) or "").startswith("numpy")
+        if builtins_any(traced(v) for v in held) or not made and not builtins_any(
                 type(v) is np.ndarray for v in held):
-            return None
+            return None             # (np.eye(5)[labels]: NumPy's new array, plain, is checked)
     elif type(container) is not np.ndarray:
         return None                 # a Tensor, a traced array, a list or dict: seen or not NumPy's
     for operand in operands:
