@@ -790,3 +790,25 @@ def test_plain_arrays_reading_traced_ones_in_c_are_refused_and_the_rest_compile(
             x = tt.tensor(np.random.default_rng(i).standard_normal((2, 4)))
             np.testing.assert_array_equal(np.asarray(getattr(g(x), "data", g(x))),
                                           np.asarray(getattr(f(x), "data", f(x))))
+
+
+def test_splits_rounding_complex_parts_and_scalar_methods_of_traced_values():
+    """Round 26a: np.split's list of views, round(s, 2), s.is_integer() and .real/.imag of traced
+    values are lines of the program or guards (they crashed or were refused); np.asarray of a
+    traced array passed in from elsewhere is refused (it was frozen)."""
+    fs = [lambda x: np.split(x.data, 2)[1] * 1 + np.vsplit(x.data, 2)[0],
+          lambda x: round(x.data.sum(), 2) + round(x.data[0, 0]),
+          lambda x: x.data.sum().is_integer(),
+          lambda x: (x.data * (1 + 2j)).imag + x.data.real]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(3):
+            x = tt.tensor(np.random.default_rng(i).standard_normal((4, 4)))
+            a, b = f(x), g(x)
+            assert type(a) is type(b)
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+    def passed_on(d):
+        return np.asarray(d) * 2
+    with pytest.raises(RuntimeError, match="tt.compile"):
+        tt.compile(lambda x: passed_on(x.data))(tt.tensor(np.ones(3)))

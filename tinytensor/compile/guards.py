@@ -902,7 +902,8 @@ class _Reach:
                     f"which converts it to a plain array the recording cannot follow; pass a Tensor "
                     f"(tt.tensor(...)), or call the function uncompiled")
             elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
-                    and id(frame) in tracer.tainted_frames \
+                    and (id(frame) in tracer.tainted_frames or _is_user(frame.f_code)
+                         and not _plain_method_call(frame, arg, _tainted)) \
                     and tracer.laundered is None and not _literal_call(frame, arg):
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused

@@ -2039,9 +2039,10 @@ def _noted_numpy(fun, name, args, kwargs, result):
     if generic:
         result = np.asarray(result)
     if type(result) is not np.ndarray:
-        if isinstance(result, tuple) and fun not in _SHAPE_FROM_VALUES and result and builtins.all(
+        if isinstance(result, (tuple, list)) and fun not in _SHAPE_FROM_VALUES and result and builtins.all(
                 isinstance(r, (np.ndarray, np.generic)) for r in result):
-            return _noted_parts(rec, fun, name, args, kwargs, result)
+            parts = _noted_parts(rec, fun, name, args, kwargs, result)    # (np.split's list too)
+            return list(parts) if type(result) is list else parts
         if result is None or isinstance(result, tuple):
             raise _value_shape(name) if isinstance(result, tuple) else _written()
         var = rec.record(fun, name, args, kwargs, result, name, "numpy")   # a Python value (a
@@ -2069,6 +2070,22 @@ def _noted_parts(rec, fun, name, args, kwargs, result):
             rec.generic_vars.add(v)
         parts.append(rec.tainted(value, v))
     return type(result)(*parts) if hasattr(result, "_fields") else tuple(parts)
+
+
+def _round(self, ndigits=None):
+    """round(x.data.sum(), 2) of a traced value (eagerly a NumPy scalar): np.round, recorded; an
+    int for round(x) (a read into Python, a guard)."""
+    if ndigits is None:
+        return round(float(self))
+    return np.round(self, ndigits)
+
+
+def _scalar_attribute(self, name):
+    """A NumPy scalar's own attribute on a traced 0-d value (x.data.sum().is_integer()): read
+    from its value (a guard), as eagerly from the scalar."""
+    if name.startswith("__") or self.ndim != 0 or not hasattr(self.dtype.type, name):
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    return getattr(self.dtype.type(self.item()), name)
 
 
 def _shapes(parts):
@@ -2181,6 +2198,10 @@ for _name in ("astype", "copy", "reshape", "ravel", "flatten", "transpose", "squ
     else:
         setattr(_Tainted, _name, _tainted_method(_name))
 _Tainted.flat = property(lambda self: _Flat(self))
+_Tainted.__round__ = _round
+_Tainted.__getattr__ = _scalar_attribute
+_Tainted.real = property(lambda self: np.real(self))
+_Tainted.imag = property(lambda self: np.imag(self))
 _Tainted.__array__ = lambda self, dtype=None, copy=None: self if dtype is None else self.astype(dtype)
 _Tainted.__contains__ = lambda self, value: bool((self == value).any())   # (a guard, as bool())
 _Tainted.T = property(lambda self: self.transpose())
