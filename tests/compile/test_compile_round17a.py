@@ -3101,7 +3101,7 @@ XFAIL = {
 # fixed since the round was written (their xfail markers dropped): each now equal to eager, or
 # refused naming the fix (np.ndarray.item(t.data, 1): NumPy's own method on a traced array)
 FIXED = {"g3_traced_flat_read", "e5_dunder_array", "e6_unbound_item", "e6_unbound_tolist",
-         "e6_flat_iteration_list", "e6_fromiter_flat"}
+         "e6_flat_iteration_list", "e6_fromiter_flat", "miss_put_method", "miss2_ndarray_put_unbound"}
 
 
 def _params():
