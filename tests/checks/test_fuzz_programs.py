@@ -17,8 +17,8 @@ def test_every_kind_names_a_spec_row():
 
 
 def test_fixed_seed_programs_pass_every_check():
-    programs, checks, failures, messages = fuzz.fuzz(300, seed=0)
-    assert programs >= 280 and checks > 7 * programs
+    programs, checks, failures, messages = fuzz.fuzz(200, seed=0)   # (the fuzzer's own runs go to
+    assert programs >= 185 and checks > 7 * programs                  # 20,000: tests/checks/fuzz.py)
     assert failures == 0, "\n\n".join(f"{fuzz.describe(p)}\n  {m}" for p, m in messages[:3])
 
 
