@@ -185,13 +185,7 @@ def _literal_call(frame, fun):
     arguments (`np.array([0, 2])`, `np.asarray([1.0, 2.0], np.float32)`): constants, containers
     of constants, negated constants and NumPy or builtin types; read from the bytecode back from
     the call to the load of `fun`. False where unsure."""
-    code = frame.f_code
-    found = _INSTRUCTIONS.get(code)
-    if found is None:
-        listed = list(dis.get_instructions(code))
-        found = _INSTRUCTIONS[code] = (listed, {ins.offset: k for k, ins in enumerate(listed)})
-    listed, at = found
-    k = at.get(frame.f_lasti)
+    listed, k = _instructions(frame)
     if k is None:
         return False
     while k < len(listed) and listed[k].opname not in _CALLS:   # (f_lasti: the call, or the
@@ -200,13 +194,7 @@ def _literal_call(frame, fun):
         k += 1
 
     def resolve(ins):
-        if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-            value = frame.f_globals.get(ins.argval, vars(builtins).get(ins.argval))
-        elif ins.opname in ("LOAD_FAST", "LOAD_DEREF"):
-            value = frame.f_locals.get(ins.argval)
-        else:
-            return None
-        return value
+        return _loaded(frame, ins) if ins.opname in _LOADS else None
 
     k -= 1
     while k >= 0:
@@ -233,36 +221,45 @@ def _literal_call(frame, fun):
     return False
 
 
-def _plain_method_call(frame, method, traced):
-    """Whether the call of `method` (a plain array's bound C method: H.dot) about to run in
-    frame is given no traced NumPy array: no name the statement loads before the call holds one
-    (`traced(v)`), read from the bytecode back to the statement's start. (A Tensor argument is
-    converted through its __array__, which the recording sees.)"""
+def _instructions(frame):
+    """(the instructions of frame's code, the position of the one running), cached per code;
+    the position is None where the frame's offset is not an instruction's."""
     code = frame.f_code
     found = _INSTRUCTIONS.get(code)
     if found is None:
         listed = list(dis.get_instructions(code))
         found = _INSTRUCTIONS[code] = (listed, {ins.offset: k for k, ins in enumerate(listed)})
-    listed, at = found
-    k = at.get(frame.f_lasti)
+    return found[0], found[1].get(frame.f_lasti)
+
+
+def _loaded(frame, ins):
+    """The value load instruction `ins` of frame pushes (a global, a builtin, a local, a cell)."""
+    if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+        return frame.f_globals.get(ins.argval, vars(builtins).get(ins.argval))
+    return frame.f_locals.get(ins.argval)
+
+
+def _loads_traced(frame, traced):
+    """Whether the statement running in frame loaded, before the call about to run, a name that
+    holds a traced NumPy array (`traced(v)`) or a Tensor's `.data` (`H.dot(x.data)`), read from
+    the bytecode back to the statement's start; True where unsure. (A Tensor itself converts
+    through its __array__, which the recording sees.)"""
+    listed, k = _instructions(frame)
     if k is None:
-        return False
+        return True
     after = None                       # the instruction after this one (x.data: LOAD x, then .data)
     for ins in reversed(listed[:k + 1]):
         if ins.opname.startswith(("STORE_", "POP_", "RETURN", "JUMP", "RESUME")):
             break
         if ins.opname in _LOADS:
-            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
-                value = frame.f_globals.get(ins.argval, vars(builtins).get(ins.argval))
-            else:
-                value = frame.f_locals.get(ins.argval)
+            value = _loaded(frame, ins)
             if traced(value) or isinstance(value, Tensor) and after is not None \
                     and after.opname in ("LOAD_ATTR", "LOAD_METHOD") and after.argval in ("data", "numpy"):
-                return False
+                return True
         if ins.is_jump_target:
             break
         after = ins
-    return True
+    return False
 
 
 # ndarray's C methods that read an array argument's buffer directly (a traced one unseen)
@@ -874,7 +871,7 @@ class _Reach:
             elif event == "c_call" and type(getattr(arg, "__self__", None)) is np.ndarray \
                     and getattr(arg, "__name__", "") in _ARRAY_ARGUMENT_METHODS and tracer.laundered is None \
                     and not tracer.depth_inside and _is_user(frame.f_code) \
-                    and not _plain_method_call(frame, arg, _tainted):
+                    and _loads_traced(frame, _tainted):
                 # H.dot(x.data): a plain array's C method given a traced array reads its buffer
                 tracer.laundered = (
                     f"called ndarray.{arg.__name__} of a plain NumPy array at "
@@ -903,7 +900,7 @@ class _Reach:
                     f"(tt.tensor(...)), or call the function uncompiled")
             elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
                     and (id(frame) in tracer.tainted_frames or _is_user(frame.f_code)
-                         and not _plain_method_call(frame, arg, _tainted)) \
+                         and _loads_traced(frame, _tainted)) \
                     and tracer.laundered is None and not _literal_call(frame, arg):
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused

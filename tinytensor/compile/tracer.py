@@ -1694,7 +1694,7 @@ class _Tainted(np.ndarray):
             if _internal():                # traced value or an array f reaches; tinytensor's own (a rule
                 return getattr(ufunc, method)(*_plain(inputs), **_plain(kwargs))  # the entry records)
             if method == "at":             # np.add.at(p.grad, idx, v): on a copy, written back
-                written = _in_place_on_copy(_ufunc_at, (ufunc, inputs[0], inputs[1:], kwargs), inputs[0])
+                written = _in_place_on_copy(ufunc.at, inputs[0], inputs[1:], kwargs)
                 if written is not None:
                     return None
                 raise _written()
@@ -1724,7 +1724,7 @@ class _Tainted(np.ndarray):
                 raise _written()
             if func in _IN_PLACE_FUNCTIONS and args and type(args[0]) is _Tainted:
                 # np.copyto(p.data, v), np.put(p.grad, i, v), np.fill_diagonal(p.grad, 0)
-                if _in_place_on_copy(_function_on_copy, (func, args[0], args[1:], kwargs), args[0]) is None:
+                if _in_place_on_copy(func, args[0], args[1:], kwargs) is None:
                     raise _written()
                 return None
         if func in _NUMBER_OPERANDS:       # np.clip(x, -c, c) with c a number argument: an input
@@ -1760,7 +1760,7 @@ class _Tainted(np.ndarray):
         # a traced array f made and holds alone (d = x.data.copy(); d[0] = 0, np.roll's result):
         # written as eagerly, and a line of the program giving its new value
         np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
-        new = rec.record(_set_copy, "setitem", (self, index, value), {}, _raw(self), "setitem", "numpy")
+        new = rec.record(_set_view, "setitem", (self, (), index, value), {}, _raw(self), "setitem", "numpy")
         if new is not None:
             rec.index[id(self)] = new
 
@@ -1867,6 +1867,8 @@ def _write_at(rec, out, index, value):
         owner, chain = rec.views[id(out)]
     else:
         return False
+    if not chain and index is Ellipsis and type(value) is _Tainted and value.shape == owner.shape:
+        return _write_whole(rec, owner, value) is not None    # `p.grad /= s`: no copy to set
     new = _set_view(_raw(owner), _plain(chain), _plain(index),
                     _raw(value) if type(value) is _Tainted else _plain(value))
     whole = _noted_numpy(_set_view, "setitem", (owner, chain, index, value), {}, new)
@@ -1897,33 +1899,23 @@ def _rewrite(rec, out, value):
     return out
 
 
-def _in_place_on_copy(fun, args, target):
-    """An in-place NumPy operation on traced array `target` (p.grad.fill(0), np.put(p.grad, i,
-    v), np.add.at(...), np.copyto(p.data, v)): run on a copy as a line of the program, the copy
-    written back (_rewrite). None where target cannot be written so."""
+def _in_place_on_copy(fun, target, args, kwargs):
+    """fun(target, *args, **kwargs), an in-place NumPy operation on traced array `target`
+    (p.grad.fill(0), np.put(p.grad, i, v), np.add.at(...), np.copyto(p.data, v)): run on a copy
+    as a line of the program, the copy written back (_rewrite). None where target cannot be
+    written so."""
     rec = STATE.recorder
     if rec is None or type(target) is not _Tainted:
         return None
-    value = fun(*_plain(args))
-    whole = _noted_numpy(fun, getattr(args[0], "__name__", "write"), args, {}, value)
+    value = _on_copy(fun, _raw(target), _plain(args), _plain(kwargs))
+    whole = _noted_numpy(_on_copy, getattr(fun, "__name__", "write"), (fun, target, args, kwargs), {}, value)
     return _rewrite(rec, target, whole)
 
 
-def _method_on_copy(name, a, args, kwargs):
-    b = a.copy()
-    getattr(b, name)(*args, **kwargs)
-    return b
-
-
-def _function_on_copy(fun, a, args, kwargs):
+def _on_copy(fun, a, args, kwargs):
+    """fun(copy of a, *args, **kwargs), which writes into its first argument, giving the copy."""
     b = a.copy()
     fun(b, *args, **kwargs)
-    return b
-
-
-def _ufunc_at(ufunc, a, args, kwargs):
-    b = a.copy()
-    ufunc.at(b, *args, **kwargs)
     return b
 
 
@@ -2155,7 +2147,7 @@ def _refused_method(name):
     def call(self, *args, **kwargs):
         if not _internal():
             if name in ("fill", "sort", "put", "partition") and not _plain_here() \
-                    and _in_place_on_copy(_method_on_copy, (name, self, args, kwargs), self) is not None:
+                    and _in_place_on_copy(method, self, args, kwargs) is not None:
                 return None            # p.grad.fill(0), p.grad.sort(axis=1): on a copy, written back
             raise _value_shape(name) if name in ("nonzero", "compress") else _written()
         return method(_raw(self), *_plain(args), **_plain(kwargs))
@@ -2294,14 +2286,6 @@ def _undrawn(generator, name="the function"):
         f"compiled program would repeat those numbers on every call. Draw with tinytensor "
         f"(tt.randn(..., rng=rng), tt.rand(..., rng=rng), nn.Dropout(p, rng=rng)), which the "
         f"program repeats from the same generator, or pass the numbers in as an argument")
-
-
-def _set_copy(a, index, value):
-    """a with a[index] = value, as a new array (the program's form of a write into a traced
-    array f made)."""
-    b = a.copy()
-    b[index] = value
-    return b
 
 
 def _made_by_numpy(rec, var):
