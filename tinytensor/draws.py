@@ -11,6 +11,7 @@ inside a compiled function) is found at trace time and refused by tt.compile.
 import functools
 import inspect
 import types
+import weakref
 
 import numpy as np
 
@@ -68,7 +69,7 @@ def generators_in(*objects):
     found, seen = [], set()
 
     def visit(obj, depth):
-        if id(obj) in seen:
+        if id(obj) in seen or type(obj) in weakref.ProxyTypes:     # (a proxy: maybe dead)
             return
         seen.add(id(obj))
         if isinstance(obj, (np.random.Generator, np.random.RandomState)):

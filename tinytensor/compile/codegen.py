@@ -418,9 +418,20 @@ def _fresh_results(tracer, leaves, out_refs, kinds):
     (eager's own arrays: the caller's write into one is not seen in the other or in its input)."""
     seen, fresh = {}, []
     arguments = set(tracer.arguments)
+    made = None       # the arrays f made from constants, which the program holds as its own
 
     def memory(x):
         return _SLOT_DATA.__get__(x) if isinstance(x, Tensor) else x
+
+    def of_a_constant(value):
+        """A line gave back (part of) an array f made from constants, np.histogram's edges
+        from np.linspace bins: eagerly a new array each call, in the program that one array."""
+        nonlocal made
+        if made is None:
+            held = getattr(tracer, "held_arrays", ())
+            made = [a for e in tracer.entries for a in _leaves_of((e.args, e.kwargs))
+                    if type(a) is np.ndarray and a.size and not _held(a, held)]
+        return builtins.any(np.may_share_memory(value, a) for a in made)
 
     for k, (x, ref) in enumerate(zip(leaves, out_refs)):
         if type(ref) is not _Ref or not (kinds[k] is None or type(kinds[k]) is str and kinds[k] == "tensor") \
@@ -430,7 +441,21 @@ def _fresh_results(tracer, leaves, out_refs, kinds):
         other = memory(leaves[j]) if j != k else (tracer.values[ref.var] if ref.var in arguments else None)
         if other is not None and memory(x) is not other and not np.may_share_memory(memory(x), other):
             fresh.append(k)     # (sharing memory while recording: the same array eagerly too)
+        elif other is None and j == k and type(memory(x)) is np.ndarray and of_a_constant(memory(x)):
+            fresh.append(k)
     return fresh
+
+
+def _leaves_of(x):
+    """The values in nested tuples, lists and dicts x (a line's operands)."""
+    if type(x) in (tuple, list):
+        for v in x:
+            yield from _leaves_of(v)
+    elif type(x) is dict:
+        for v in x.values():
+            yield from _leaves_of(v)
+    else:
+        yield x
 
 
 def _result_kind(tracer, x, plain, tensors):

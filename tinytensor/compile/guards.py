@@ -56,6 +56,7 @@ _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
 _SINGLEDISPATCH = functools.singledispatch(lambda x: x).__code__   # its wrapper's code
 _WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
+_WEAK_HOLDERS = (weakref.WeakSet, weakref.WeakValueDictionary)
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
            np.random.Generator, np.random.RandomState, np.dtype)
 _ABSTRACT = (collections.deque, collections.abc.Mapping, collections.abc.Sequence, collections.abc.Set,
@@ -76,6 +77,8 @@ def _fingerprint(x, depth=0):
         return (t, _array_key(x))                     # code on it ran once, while recording
     if t in _IDENTITY:
         return (t, id(x))
+    if t in weakref.ProxyTypes and not _weak_alive(x):
+        return (t, id(x), "dead")
     if isinstance(x, np.generic):
         return (t, _fingerprint(x.item(), depth + 1) if x.size == 1 else repr(x))
     if t is float or isinstance(x, float):
@@ -121,7 +124,7 @@ def _fingerprint(x, depth=0):
     if t is slice:
         return (t, _fingerprint(x.start, depth + 1), _fingerprint(x.stop, depth + 1),
                 _fingerprint(x.step, depth + 1))
-    if hasattr(t, "__next__"):                        # an iterator, a generator: where it is
+    if _is_iterator(x):                               # an iterator, a generator: where it is
         return (t, id(x), _iterator_state(x))
     if t.__module__.startswith("tinytensor.optim"):  # an optimizer or a scheduler in a container
         return (t, id(x))                             # (opts["d"]): by identity, its steps change
@@ -151,6 +154,8 @@ def _state_of(obj):
     """What check_unchanged compares for an object f reaches: a Module's mode and number
     attributes (its own caches, a Dropout's last mask, are not the user's state); a helper
     module's number and container attributes (a counter it bumps); anything else's fingerprint."""
+    if type(obj) in weakref.ProxyTypes:
+        return (id(obj), _weak_alive(obj))
     if isinstance(obj, _module_class()):
         return tuple((id(m), m.training, _attributes_state(m)) for m in obj.modules())
     if type(obj) is np.ndarray:                      # compared once, after the recording: whole
@@ -648,6 +653,8 @@ class _Reach:
         self.caches = {}          # id -> functools.lru_cache wrapper f calls
         self.always = set()       # ids of functions guarded whether or not their code ran
         self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
+        self.weak_refs = {}       # id -> a weakref.ref, WeakMethod or proxy f reaches (whether
+        #                           its object is alive is a guard)
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
         self.names = set()        # attribute names read by name through C (operator.attrgetter)
         self.before = None
@@ -710,6 +717,10 @@ class _Reach:
             self._value(value, depth)
 
     def _value(self, value, depth):
+        if type(value) in weakref.ProxyTypes or isinstance(value, weakref.ref):
+            self.weak_refs[id(value)] = value
+            if not _weak_alive(value):
+                return                  # (a dead proxy: nothing more to read through it)
         if isinstance(value, weakref.ref) and not isinstance(value, weakref.WeakMethod):
             referent = value()                  # what it refers to now: its attributes are read
             if referent is None:                # through the reference (see _sources), which
@@ -752,7 +763,7 @@ class _Reach:
                         attr = getattr(attr, "fget", getattr(attr, "__func__", attr))
                         if isinstance(attr, types.FunctionType) and _is_user(attr.__code__):
                             self._collect(attr, depth + 1)
-        elif hasattr(type(value), "__next__") and not isinstance(value, (Tensor, np.ndarray)):
+        elif _is_iterator(value) and not isinstance(value, (Tensor, np.ndarray)):
             self.objects[id(value)] = value               # an iterator f may draw from
         elif (hasattr(value, "__dict__") or hasattr(type(value), "__slots__")) \
                 and not isinstance(value, _OPAQUE + (Tensor, np.ndarray)) and not _internal(value):
@@ -1024,6 +1035,8 @@ class _Reach:
             if reference is not None:             # an object reached through a weakref.ref: read
                 expression = expression.replace("{}", "dr({})")   # through it (dead: _DEAD)
                 holder = reference
+            elif type(holder) in weakref.ProxyTypes:
+                expression = expression.replace("{}", "dp({})")   # a proxy: dead, _DEAD
             key = (expression, id(holder))
             if key not in seen:
                 seen.add(key)
@@ -1098,10 +1111,12 @@ class _Reach:
             if isinstance(obj, _module_class()):
                 add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
                 continue
-            if hasattr(type(obj), "__next__"):
+            if _is_iterator(obj):
                 add("{}", obj, f"the iterator {type(obj).__name__}", obj)
                 continue
-            if isinstance(obj, _ABSTRACT) and not isinstance(obj, (str, bytes)):
+            if isinstance(obj, _WEAK_HOLDERS):    # its members by identity, kept alive by none
+                readers.append(("wm({})", obj, f"the members of {type(obj).__name__}"))
+            elif isinstance(obj, _ABSTRACT) and not isinstance(obj, (str, bytes)):
                 # a mapping or sequence of its own class (a ChainMap, a UserDict, a
                 # WeakValueDictionary): its items, as a dict's, besides its attributes below
                 add("{}", obj, f"the items of {type(obj).__name__}", obj)
@@ -1154,6 +1169,8 @@ class _Reach:
         for obj in self.optim_reads.values():   # f called a method that reads its state
             readers.append(("{}.fingerprint()", _Whole(obj), f"the state of {type(obj).__name__} (f reads it "
                                                    f"through its methods)"))
+        for r in self.weak_refs.values():     # a weak reference's object gone (`r() is None`,
+            readers.append(("wa({})", r, "whether the object of a weak reference is alive"))  # a proxy)
         if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
             readers.append(("{}[0]", LEAF_HOOKS, "the gradient hooks registered on parameters"))
         return readers
@@ -1269,7 +1286,8 @@ class _Reach:
         if not readers:
             return None
         namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state, "av": _array_key,
-                     "dr": _dereference, "ca": _class_attribute}
+                     "dr": _dereference, "ca": _class_attribute, "dp": _through_proxy,
+                     "wa": _weak_alive, "wm": _weak_members}
         parts = []
         for i, (form, obj, _) in enumerate(readers):
             namespace[f"o{i}"] = obj
@@ -1365,6 +1383,8 @@ def _tensors_of(v, found, itself=True, depth=0):
     parameter of the optimizer v, or the Tensors in the list, tuple or dict v (two levels):
     Tensors f can reach through them (model[0].bias.detach(), opt.param_groups[0]["params"],
     box["w"]) are inputs from the start, their value reads and writes noted."""
+    if type(v) in weakref.ProxyTypes and not _weak_alive(v):
+        return
     if isinstance(v, Tensor):
         if itself:
             found[id(v)] = v
@@ -1534,6 +1554,8 @@ def _reader(form, value):
     t = type(value)
     if t is float:
         return f"fp({form})"                          # the sign of a zero too
+    if t in weakref.ProxyTypes:
+        return f"id({form})"                          # (its object's attributes: through dp)
     if t in (int, bool, str, type(None), complex, bytes):
         return f"{form}.__class__, {form}"
     if isinstance(value, type):
@@ -1550,7 +1572,7 @@ def _reader(form, value):
     if isinstance(value, _module_class()):
         return f"id({form}), ms({form})"
     if callable(value) and not isinstance(value, (functools.partial, types.MethodType)) \
-            and not hasattr(type(value), "__next__"):
+            and not _is_iterator(value):
         return f"id({form})"                          # fp's own answer for a callable object
     return f"fp({form})"
 
@@ -1563,9 +1585,39 @@ class _Dead:
 _DEAD = _Dead()
 
 
+def _is_iterator(x):
+    """Whether x is an iterator (a weakref.proxy's type has __next__ whatever it refers to:
+    its object's class is asked)."""
+    return hasattr(x.__class__ if type(x) in weakref.ProxyTypes else type(x), "__next__")
+
+
 def _dereference(reference):
     value = reference()
     return _DEAD if value is None else value
+
+
+def _weak_alive(reference):
+    """Whether a weakref.ref's, a WeakMethod's or a proxy's object is alive."""
+    if type(reference) in weakref.ProxyTypes:
+        try:
+            reference.__class__
+        except ReferenceError:
+            return False
+        return True
+    return reference() is not None
+
+
+def _through_proxy(proxy):
+    """A weakref.proxy, or _DEAD where its object is gone (its attributes read through it)."""
+    return proxy if _weak_alive(proxy) else _DEAD
+
+
+def _weak_members(c):
+    """A WeakSet's or WeakValueDictionary's members by identity and attributes (fingerprints,
+    which keep none of them alive)."""
+    if isinstance(c, weakref.WeakSet):
+        return tuple((id(v), _fingerprint(v)) for v in c)
+    return tuple((k, id(v), _fingerprint(v)) for k, v in c.items())
 
 
 def _array_key(a):

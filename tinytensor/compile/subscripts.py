@@ -260,7 +260,8 @@ def tracer(is_user, on_site):
             site = _SITES[frame.f_code].get(frame.f_lasti)
             if site is not None:
                 on_site(frame, site)
-        return local
+        return frame.f_trace     # (local itself: not named here, which would make local a cycle
+        #                          that keeps on_site's object, and what it holds, alive)
 
     def start(frame, event, arg):
         code = frame.f_code

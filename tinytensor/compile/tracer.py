@@ -130,7 +130,10 @@ class _Tracer:
         self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
         self.grad_owner = {}         # id(p.grad's traced array) -> p (see read_grad)
-        self.views = {}              # id(a view f took of p.data or p.grad) -> (that array, index)
+        self.views = {}              # id(a view f took of p.data, p.grad or an array f made) ->
+        #                              (that array, the chain of indexes and view methods)
+        self.view_objects = {}       # id(such an array) -> the views f took of it
+        self.superseded = set()      # variables of arrays whose memory f has written over since
         self.grad_reads = {}         # id(leaf) -> (effects so far, the traced .grad f read)
         self.recording = False       # while f runs: a _Number's uses are noted only then
         self.numbers = []            # the _Numbers handed to f or computed from them
@@ -1749,20 +1752,15 @@ class _Tainted(np.ndarray):
         rec = STATE.recorder
         if _internal() or _plain_here():
             return np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
-        var = rec.var_of(self)
         if (index is Ellipsis or type(index) is slice and index == slice(None)) \
                 and _write_whole(rec, self, value) is not None:
+            _rederive(rec, self)
             return               # p.data[...] = v, p.grad[:] = v: a Tensor's own memory, rewritten
-        if _write_at(rec, self, index, value):
-            return               # p.grad[0] = 0, p.data[mask] = v: that memory, partly rewritten
-        if var is None or not _made_by_numpy(rec, var) or _shared(rec, self, var):
+        # p.grad[0] = 0, p.data[mask] = v, a view of one, or an array f made (c = d.copy(),
+        # np.roll's result) or a view of one (c[0] += 1, c.T[0] = 1): the owner's new value
+        # is a line of the program, written as eagerly, and each view f holds read again
+        if not _write_at(rec, self, index, value):
             raise _written()     # (x.data[0] = 0: memory a Tensor or another traced value holds)
-        # a traced array f made and holds alone (d = x.data.copy(); d[0] = 0, np.roll's result):
-        # written as eagerly, and a line of the program giving its new value
-        np.ndarray.__setitem__(_raw(self), _plain(index), _plain(value))
-        new = rec.record(_set_view, "setitem", (self, (), index, value), {}, _raw(self), "setitem", "numpy")
-        if new is not None:
-            rec.index[id(self)] = new
 
     def __iter__(self):
         if self.ndim == 0:
@@ -1779,7 +1777,8 @@ class _Tainted(np.ndarray):
         return _guarded_text(self, str(_raw(self)), "str()", _internal())
 
     def __array_finalize__(self, obj):
-        pass
+        if type(obj) is _Tainted and _is_user(sys._getframe(1).f_code) and not _plain_here():
+            _cast_in_c(self, obj)      # np.float32(d.sum()), np.int64(d.argmax()), np.float32(d)
 
     def __copy__(self):      # copy.copy(t.data), copy.deepcopy: a recorded .copy()
         return self.copy()
@@ -1797,6 +1796,35 @@ class _Tainted(np.ndarray):
 
     def __dlpack__(self, *args, **kwargs):
         return _buffer_read(self, "__dlpack__")(*args, **kwargs)
+
+
+def _cast_in_c(new, source):
+    """NumPy's C code made `new`, a cast of traced `source`, straight from user code, with no
+    method or protocol of ours on the way: a NumPy scalar type called on it (np.float32(s),
+    np.int64(d.argmax()), np.bool_(m), np.float32(d)). The cast is a line of the program; a 0-d
+    one, which NumPy turns into a NumPy scalar the recording cannot follow, is also a guard on
+    its value (as float(s) is). Any other array NumPy makes from a traced one in C stays
+    unnoted, refused where it is used."""
+    rec = STATE.recorder
+    var = rec.var_of(source)
+    if var is None or new.shape != source.shape:
+        return
+    dtype = new.dtype
+    plain = np.ndarray.view(new, np.ndarray)     # filled by NumPy once this returns
+    v = rec.record(_cast_to(dtype), "astype", (source,), {}, plain, "a NumPy scalar type's cast", "numpy")
+    rec.index[id(new)] = v
+    rec.tainted_vars.add(v)
+    rec.alive.append(new)
+    if new.ndim == 0:
+        rec.guard(dtype.type, source, dtype.type(_raw(source)), f"np.{dtype.type.__name__}() of a traced value")
+
+
+@functools.lru_cache(maxsize=None)
+def _cast_to(dtype):
+    def cast(a):
+        return a.astype(dtype)
+    cast.__name__ = f"astype_{dtype.name}"
+    return cast
 
 
 def _written_into(ufunc, method, inputs, kwargs):
@@ -1831,7 +1859,7 @@ def _view_of(rec, source, result, how):
     index, {}) or (method, args, kwargs). A write into it is a write into that Tensor's memory."""
     if type(result) is not _Tainted or rec is None:
         return
-    if id(source) in rec.data_owner or id(source) in rec.grad_owner:
+    if id(source) in rec.data_owner or id(source) in rec.grad_owner or _made_owner(rec, source):
         owner, chain = source, (how,)
     elif id(source) in rec.views:
         owner, chain = rec.views[id(source)]
@@ -1840,6 +1868,36 @@ def _view_of(rec, source, result, how):
         return
     if np.may_share_memory(_raw(result), _raw(source)):
         rec.views[id(result)] = (owner, chain)
+        rec.view_objects.setdefault(id(owner), []).append(result)
+
+
+def _made_owner(rec, a):
+    """Whether traced array a is one f made with NumPy (d.copy(), d * 2, np.roll's result) and
+    is the whole of its memory (not a view of another array)."""
+    var = rec.var_of(a)
+    if var is None or not _made_by_numpy(rec, var):
+        return False
+    r = _raw(a)
+    own = r if r.base is None else r.base
+    return type(own) is np.ndarray and own.flags.owndata and own.shape == r.shape \
+        and own.strides == r.strides and own.ctypes.data == r.ctypes.data
+
+
+def _rederive(rec, owner):
+    """After a write into owner (p.grad, p.data or an array f made), each view of it f still
+    holds (row = c[0] taken before c[0] = 0) read again from owner's new value: eagerly it
+    sees the write."""
+    views = rec.view_objects.get(id(owner), ())
+    for view in views:
+        if sys.getrefcount(view) <= 4:       # (held by alive, views and this loop only: f's gone)
+            continue
+        chain = rec.views[id(view)][1]
+        seen = _noted_numpy(_through, "view", (owner, chain), {}, _through(_raw(owner), _plain(chain)))
+        old = rec.var_of(view)
+        new = rec.var_of(seen)
+        if new is not None and old != new:
+            rec.superseded.add(old)
+            rec.index[id(view)] = new
 
 
 def _through(a, chain):
@@ -1865,19 +1923,42 @@ def _write_at(rec, out, index, value):
         owner, chain = out, ()
     elif id(out) in rec.views:
         owner, chain = rec.views[id(out)]
+    elif _made_owner(rec, out):
+        owner, chain = out, ()
     else:
         return False
+    made = id(owner) not in rec.data_owner and id(owner) not in rec.grad_owner
+    if made and _shared(rec, owner, rec.var_of(owner), _group_vars(rec, owner)):
+        return False                   # (its memory is another value's too: np.transpose(c))
     if not chain and index is Ellipsis and type(value) is _Tainted and value.shape == owner.shape:
-        return _write_whole(rec, owner, value) is not None    # `p.grad /= s`: no copy to set
-    new = _set_view(_raw(owner), _plain(chain), _plain(index),
-                    _raw(value) if type(value) is _Tainted else _plain(value))
-    whole = _noted_numpy(_set_view, "setitem", (owner, chain, index, value), {}, new)
-    if type(whole) is not _Tainted or _write_whole(rec, owner, whole) is None:
+        whole = value                  # `p.grad /= s`, `c -= 1`: no copy to set
+    else:
+        new = _set_view(_raw(owner), _plain(chain), _plain(index),
+                        _raw(value) if type(value) is _Tainted else _plain(value))
+        whole = _noted_numpy(_set_view, "setitem", (owner, chain, index, value), {}, new)
+    if type(whole) is not _Tainted:
         return False
-    if out is not owner:               # the view's values now: read from the owner's new value
-        seen = _noted_numpy(_through, "view", (whole, chain), {}, _through(_raw(whole), _plain(chain)))
-        rec.index[id(out)] = rec.var_of(seen)
+    if made:
+        _write_made(rec, owner, whole)
+    elif _write_whole(rec, owner, whole) is None:
+        return False
+    _rederive(rec, owner)              # every view f holds (out among them): read again
     return True
+
+
+def _write_made(rec, owner, value):
+    """Array f made, written over by traced `value` in place: its memory now (as eagerly) and
+    its variable from here on."""
+    np.copyto(_raw(owner), _raw(value), casting="same_kind")
+    if value.dtype != owner.dtype:
+        value = value.astype(owner.dtype)
+    rec.superseded.add(rec.var_of(owner))
+    rec.index[id(owner)] = rec.var_of(value)
+
+
+def _group_vars(rec, owner):
+    """The variables of owner and of the views f took of it."""
+    return {rec.var_of(owner)} | {rec.var_of(v) for v in rec.view_objects.get(id(owner), ())}
 
 
 def _rewrite(rec, out, value):
@@ -1887,16 +1968,7 @@ def _rewrite(rec, out, value):
     if type(value) is not _Tainted or np.shape(value) != out.shape \
             or not np.can_cast(value.dtype, out.dtype, "same_kind"):
         return None
-    if id(out) in rec.data_owner or id(out) in rec.grad_owner or id(out) in rec.views:
-        return out if _write_at(rec, out, Ellipsis, value) else None
-    var = rec.var_of(out)
-    if var is None or not _made_by_numpy(rec, var) or _shared(rec, out, var):
-        return None
-    np.copyto(_raw(out), _raw(value), casting="same_kind")
-    if value.dtype != out.dtype:
-        value = value.astype(out.dtype)
-    rec.index[id(out)] = rec.var_of(value)
-    return out
+    return out if _write_at(rec, out, Ellipsis, value) else None
 
 
 def _in_place_on_copy(fun, target, args, kwargs):
@@ -2115,7 +2187,8 @@ class _Flat:
         self.array = array
 
     def __getitem__(self, index):
-        return self.array.ravel()[index]
+        element = self.array.ravel()[index]      # an element; any other index gives a copy
+        return element if isinstance(index, (int, np.integer)) else element.copy()
 
     def __setitem__(self, index, value):
         if _internal():
@@ -2296,11 +2369,13 @@ def _made_by_numpy(rec, var):
     return False
 
 
-def _shared(rec, a, var):
-    """Whether traced array a's memory is also another variable's (a Tensor's data, a view)."""
+def _shared(rec, a, var, mine=()):
+    """Whether traced array a's memory is also another variable's (a Tensor's data, a view);
+    not one f has written over since, nor one of `mine` (its views f took)."""
     a = _raw(a) if type(a) is _Tainted else a         # (NumPy's own: no recorded read)
     for v, value in enumerate(rec.values):
-        if v != var and isinstance(value, np.ndarray) and value.size \
+        if v != var and v not in mine and v not in rec.superseded and isinstance(value, np.ndarray) \
+                and value.size \
                 and np.may_share_memory(_raw(value) if type(value) is _Tainted else value, a):
             return True
     return False
