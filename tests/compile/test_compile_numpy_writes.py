@@ -532,7 +532,8 @@ def test_writes_into_arrays_f_made_through_views_follow_the_values(f):
     for _ in range(4):
         x = tt.tensor(rng.normal(size=(3, 4)))
         want, got = f(x.data.copy()), g(x)
-        for w, c in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
+        for w, c in zip(want, got):
             assert type(w) is type(c) and w.dtype == c.dtype and np.array_equal(w, c)
 
 

@@ -1600,10 +1600,9 @@ def _weak_alive(reference):
     """Whether a weakref.ref's, a WeakMethod's or a proxy's object is alive."""
     if type(reference) in weakref.ProxyTypes:
         try:
-            reference.__class__
+            return reference.__class__ is not None
         except ReferenceError:
             return False
-        return True
     return reference() is not None
 
 

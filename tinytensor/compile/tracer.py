@@ -1816,10 +1816,11 @@ def _cast_in_c(new, source):
     rec.tainted_vars.add(v)
     rec.alive.append(new)
     if new.ndim == 0:
-        rec.guard(dtype.type, source, dtype.type(_raw(source)), f"np.{dtype.type.__name__}() of a traced value")
+        rec.guard(dtype.type, source, dtype.type(_raw(source)),
+                  f"np.{dtype.type.__name__}() of a traced value")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cast_to(dtype):
     def cast(a):
         return a.astype(dtype)
