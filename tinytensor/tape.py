@@ -28,6 +28,7 @@ only on entries older than the last in-place write, so a normal training loop ne
 
 import functools
 import inspect
+import operator
 import os
 import sys
 import traceback
@@ -571,6 +572,10 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
     keep = wanted if wrt is not None else retained   # recorded nodes whose cotangent is returned
     oldest = min((w._id for w in wrt), default=-1) if wrt else -1   # older nodes cannot matter
     rec = None if create_graph else STATE.recorder   # tt.compile notes each rule it applies
+    # (with create_graph the rules run on Tensors and tt.compile records their operations; a
+    # rule giving a plain array, NumPy on a plain cotangent and a node's raw operand such as
+    # tt.where's condition, is noted whole: `noted`)
+    noted = STATE.recorder.plain_rule if create_graph and STATE.recorder is not None else None
     cotangent = {}
     frontier = []
     for r, c in zip(roots, cotangents):
@@ -623,6 +628,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     raise _missing_rule(prim.name, "VJP", "defvjp")
                 parts = (prim.joint_vjp(g, ans, *args, **params) if rec is None
                          else rec.rule(prim.joint_vjp, (g, ans, *args), params, node, "VJP", parts=True))
+                if noted is not None:
+                    parts = noted(prim.joint_vjp, (g, ans, *args), params, parts, node, -1)
                 if not isinstance(parts, (tuple, list)):
                     parts = (parts,)
             # A real input of a complex result gets the real part of its cotangent (JAX's
@@ -636,6 +643,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     ga = parts[i]
                 elif rec is None:
                     ga = rules[i](g, ans, *args, **params)
+                    if noted is not None:
+                        ga = noted(rules[i], (g, ans, *args), params, ga, node, i)
                 else:
                     ga = rec.rule(rules[i], (g, ans, *args), params, node, "VJP", i)
                 if ga is None:
@@ -643,8 +652,11 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                 if complex_out and a.data.dtype.kind != "c" and ga.dtype.kind == "c":
                     ga = np.real(ga) if rec is None else rec.apply(np.real, (ga,), {}, a, "VJP")
                 if ga.shape != a.data.shape:
+                    before = ga
                     ga = (unbroadcast(ga, a.data.shape) if rec is None
                           else rec.apply(unbroadcast, (ga, a.data.shape), {}, a, "VJP"))
+                    if noted is not None:
+                        ga = noted(unbroadcast, (before, a.data.shape), {}, ga, a, None)
                 if anomaly:
                     _anomaly_check_gradient(ga, node, a)
                 prev = cotangent.get(a)
@@ -653,6 +665,8 @@ def reverse_sweep(roots, cotangents, wrt=None, create_graph=False, retained=None
                     heappush(frontier, (-a._id, a))
                 else:
                     cotangent[a] = prev + ga if rec is None else rec.add(prev, ga, a, "VJP")
+                    if noted is not None:
+                        cotangent[a] = noted(operator.add, (prev, ga), {}, cotangent[a], a, None)
         except Exception as err:
             raise _rule_error(err, node, "VJP", i) from err
         if ready is not None and node in ready.consumers:

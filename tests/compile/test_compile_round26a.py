@@ -369,7 +369,26 @@ FIXED = {
     'imag_f8-t-f8', 'imag_of_complex-t-f8', 'real_imag-t-c16', 'real_imag-t-f8',
     'real_of_exp-t-f8', 's_conj_real-t-f8', 's_is_integer-t-f8', 's_ratio-t-f8', 's_round0-t-f8',
     's_round2-t-f8', 's_round_elem-t-f8', 's_round_elem_nd-t-f8', 'split-t-f8',
-    'split_sections-t-f8', 'view_split-t-f8'
+    'split_sections-t-f8', 'view_split-t-f8',
+    # NumPy scalar types on traced values, writes through views of arrays f made, .flat slices,
+    # np.histogram's edges from bins f made
+    'histogram_held_edges_short-t-f8', 'histogram_const_array_bins-t-f8', 'a_hist_edges_shared-a-f8',
+    'histogram_edges_held-t-f8_long',
+    'flat_slice-t-f8',
+    'np_float_of-t-f8',
+    'view_iadd-t-f8',
+    'np_int32_sum-t-f8',
+    'np_uint8_of-t-i8',
+    'np_float16_of-t-f8',
+    'np_complex_of-t-f8',
+    'np_float32_arr-t-f8',
+    'ip_row_iadd-t-f8',
+    'ip_sort_inplace_ret-t-f8',
+    'ip_view_setitem-t-f8',
+    'ip_T_setitem-t-f8',
+    'ip_chain_inplace-t-f8',
+    'ip_int_inplace-t-i8',
+    'np_float32_of-t-f8_long',
 }
 
 # ---- ndarray attributes and methods on t.data

@@ -4742,7 +4742,11 @@ XFAIL = {
 
 
 # fixed since the round was written (their xfail markers dropped): each now equal to eager
-FIXED = {"ds_init_subclass_class_attr", "cn_class_body_comprehension_scope", "cf_wrapped_attribute_swapped",
+FIXED = {"wr_weakvaluedict", "wr_ref_dies_only_reference", "wr_proxy_dies_reference_error",
+         "wk_ref_call_nogc", "wk_ref_alive_check", "wk_ref_alive_check_nogc", "wk_proxy_try",
+         "wk_weakmethod", "wk_weakmethod_nogc", "wk_proxy_try_nogc", "wk_weakvalue_get",
+         "wk_weakvalue_get_nogc", "wk_weakset_len", "wk_weakset_len_nogc",   # weak references
+         "ds_init_subclass_class_attr", "cn_class_body_comprehension_scope", "cf_wrapped_attribute_swapped",
          "fh_func_attr", "fh_func_attr_long", "fh_wrapped_attr", "fh_wrapped_attr_long"} \
     | {n for n in XFAIL if n.startswith("cc_")}
 

@@ -325,8 +325,7 @@ def c1_tolist(w):
     return S(f, lambda i: (X(i, scale=1.0 + (i >= w - 1)),), n=N(w))
 
 
-@case("1 control flow", xfail="false refusal: np.array([k]) of k = int(tt.argmax(t)), a plain int "
-      "read off a traced value, is refused as 'array(...) of traced values' where eager runs")
+@case("1 control flow")     # (a false refusal when written: fixed since)
 def c1_argmax_as_index(w):
     m = mlp()
     emb = nn.Embedding(3, 5, rng=3)

@@ -441,7 +441,8 @@ def _fresh_results(tracer, leaves, out_refs, kinds):
         other = memory(leaves[j]) if j != k else (tracer.values[ref.var] if ref.var in arguments else None)
         if other is not None and memory(x) is not other and not np.may_share_memory(memory(x), other):
             fresh.append(k)     # (sharing memory while recording: the same array eagerly too)
-        elif other is None and j == k and type(memory(x)) is np.ndarray and of_a_constant(memory(x)):
+        elif other is None and j == k and isinstance(tracer.values[ref.var], np.ndarray) \
+                and of_a_constant(tracer.values[ref.var]):
             fresh.append(k)
     return fresh
 

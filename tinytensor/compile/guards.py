@@ -185,11 +185,27 @@ _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF"})
 _INSTRUCTIONS = {}       # code -> (its instructions, offset -> position among them)
 
 
+_META = frozenset({"dtype", "shape", "ndim", "size"})     # what an array's values never change
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), np.generic, np.dtype)
+
+
+def _plain_value(x, depth=0):
+    """Whether x holds no traced value: a Python number, string or None, a NumPy scalar or
+    dtype, a plain ndarray (traced ones are _Tainted), or a short list or tuple of those. (A
+    number read off a traced value, int(t.argmax()), is a guard already.)"""
+    if isinstance(x, _PLAIN) or type(x) is np.ndarray:
+        return True
+    return type(x) in (list, tuple) and depth < 3 and len(x) <= 64 and all(
+        _plain_value(v, depth + 1) for v in x)
+
+
 def _literal_call(frame, fun):
     """Whether the call of `fun` (np.array, np.asarray) about to run in frame has only literal
-    arguments (`np.array([0, 2])`, `np.asarray([1.0, 2.0], np.float32)`): constants, containers
-    of constants, negated constants and NumPy or builtin types; read from the bytecode back from
-    the call to the load of `fun`. False where unsure."""
+    or plain arguments (`np.array([0, 2])`, `np.asarray([1.0, 2.0], np.float32)`,
+    `np.array([k])` of an int k, `np.asarray(1.5, dtype=x.dtype)`): constants, containers of
+    constants, negated constants, NumPy or builtin types, names holding plain values
+    (_plain_value) and an array's dtype or shape; read from the bytecode back from the call to
+    the load of `fun`. False where unsure."""
     listed, k = _instructions(frame)
     if k is None:
         return False
@@ -211,10 +227,14 @@ def _literal_call(frame, fun):
             value = resolve(ins)
             if value is fun:
                 return True                   # `array(...)` imported by name
-            if isinstance(value, type) and value.__module__ in ("builtins", "numpy"):
-                k -= 1                        # dtype=float, np.float32 given by name
+            if isinstance(value, type) and value.__module__ in ("builtins", "numpy") \
+                    or _plain_value(value):
+                k -= 1                        # dtype=float, np.float32 given by name, [k]
                 continue
             return False
+        if ins.opname == "LOAD_ATTR" and ins.argval in _META and k > 0 and listed[k - 1].opname in _LOADS:
+            k -= 2                            # x.dtype, x.shape
+            continue
         if ins.opname in ("LOAD_ATTR", "LOAD_METHOD") and k > 0 and resolve(listed[k - 1]) is np:
             value = getattr(np, ins.argval, None)
             if value is fun:

@@ -264,7 +264,8 @@ class _Tracer:
                constants_too=False):
         """Note `value = fun(*args, **kwargs)` if any argument is recorded (or `constants_too`);
         returns its variable (or None, for a computation on constants only, a constant)."""
-        arrays = [i for i, a in enumerate(args) if type(a) is _Tainted]   # t.data, a mask: arrays
+        arrays = [i for i, a in enumerate(itertools.chain(args, kwargs.values()))   # t.data, a mask:
+                  if type(a) is _Tainted]                                         # arrays
         args = self.template(tuple(args))
         kwargs = self.template(dict(kwargs))
         if not (constants_too or _has_ref(args) or _has_ref(kwargs)):
@@ -461,9 +462,20 @@ class _Tracer:
                     self.aliased.add(self.var_of(a))
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
+                refs = _refs(self.entries[-1].args, [])
                 if not STATE.depth and (generic or builtins.any(   # (inside a transform, values
-                        r in self.generic_prims for r in _refs(self.entries[-1].args, []))):   # are
-                    self.generic_prims.add(var)   # Tensors) NumPy's: an op on a NumPy scalar gives one
+                        r in self.generic_prims for r in refs)):   # are Tensors) NumPy's: an op on a
+                    self.generic_prims.add(var)   # NumPy scalar gives one
+                elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
+                    self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
+
+    def _eagerly_numpy(self, var):
+        """Whether variable var is, eagerly, a NumPy array even inside a transform (a
+        comparison's mask: its entry is NumPy's, not a primitive's)."""
+        if var in self.numpy_tensors or var in self.tensor_vars:
+            return False
+        entry = next((e for e in reversed(self.entries) if e.out == var), None)
+        return entry is not None and entry.kind == "numpy"
 
     # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
     def backward(self, output):
@@ -976,6 +988,32 @@ class _Tracer:
         if parts and var is not None and isinstance(value, (tuple, list)):
             for k, part in enumerate(value):
                 if part is not None:
+                    v = self._new(part, f"g_{self._hint(node._inputs[k])}", part)
+                    self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
+                                               f"{label} to {self._label(node._inputs[k], k)}", "part"))
+        return value
+
+    def plain_rule(self, fun, args, params, value, node, i):
+        """A create_graph sweep (a gradient to be differentiated again: tt.hvp, jvp of grad)
+        runs the rules on Tensors, whose operations are recorded; a rule (or its unbroadcast, a
+        sum of two contributions) that gave a plain array instead, NumPy on a plain cotangent and
+        a node's raw operand (tt.where's condition, a mask), is noted whole here, so that the
+        program computes it on every call. Returns value."""
+        if self.depth_inside or isinstance(value, Tensor):
+            return value
+        parts = isinstance(value, (tuple, list))
+        if parts and not builtins.any(type(p) is np.ndarray for p in value) \
+                or not parts and not isinstance(value, np.ndarray):
+            return value
+        prim = node._prim.name if node._prim is not None else "leaf"
+        name = getattr(fun, "__name__", "rule")
+        label = f"{prim} VJP: adjoint of {self._label(node)}" if i is not None else \
+            f"{name} of the gradient of {self._label(node)}"
+        var = self.record(fun, f"{prim}_vjp" if i is not None else name, args, params, value, label,
+                          "rule", f"g_{self._hint(node)}")
+        if parts and var is not None:
+            for k, part in enumerate(value):
+                if type(part) is np.ndarray:
                     v = self._new(part, f"g_{self._hint(node._inputs[k])}", part)
                     self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
                                                f"{label} to {self._label(node._inputs[k], k)}", "part"))

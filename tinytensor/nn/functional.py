@@ -324,11 +324,20 @@ _unpool = defprim(_unpool_forward, "max_unpool2d", nargs=1,
                   jvp=[lambda t, ans, g, hits, shape, kernel, stride:
                        _unpool(t, hits=hits, shape=shape, kernel=kernel, stride=stride)])
 
+def _hits(x, ans, kernel, stride):
+    """_first_maxima in a rule: on Tensors (a rule applied at a higher order, tt.hessian, hvp),
+    computed on their values through on_values, so that tt.compile computes it on every call."""
+    hits = _first_maxima(x, ans, kernel, stride)
+    if isinstance(x, Tensor) or isinstance(ans, Tensor):
+        hits = on_values(_first_maxima, (x, ans, kernel, stride), {}, hits, "max_pool2d_hits")
+    return hits
+
+
 max_pool2d_prim = defprim(
     _max_pool_forward, "max_pool2d", nargs=1,
     vjp=[lambda g, ans, x, kernel, stride: _unpool(
-        g, hits=_first_maxima(x, ans, kernel, stride), shape=x.shape, kernel=kernel, stride=stride)],
-    jvp=[lambda t, ans, x, kernel, stride: _gather(t, _first_maxima(x, ans, kernel, stride), kernel, stride)])
+        g, hits=_hits(x, ans, kernel, stride), shape=x.shape, kernel=kernel, stride=stride)],
+    jvp=[lambda t, ans, x, kernel, stride: _gather(t, _hits(x, ans, kernel, stride), kernel, stride)])
 
 
 def _avg_pool_forward(x, kernel, stride):

@@ -774,7 +774,6 @@ def _arg_reduce(fun):
             axis, keep = 1, False
         else:
             axis, keep = _axes(axis, a.ndim), keepdims
-        v = v.data if isinstance(v, Tensor) else v
         return BatchArray(fun(v, axis=axis, keepdims=keep), 0, a.frame)
     return batched
 
@@ -784,8 +783,7 @@ def _arg_along(fun):
     def batched(a, axis=-1, **kwargs):
         if type(a) is not BatchArray:
             return fun(a, axis=axis, **kwargs)
-        v = moved(a.val, a.bdim)
-        v = v.data if isinstance(v, Tensor) else v
+        v = moved(a.val, a.bdim)       # (a Tensor as it is: tt.compile sees the order computed)
         if axis is None:
             return BatchArray(fun(v.reshape(v.shape[0], -1), axis=1, **kwargs), 0, a.frame)
         return BatchArray(fun(v, axis=_axes(axis, a.ndim), **kwargs), 0, a.frame)
@@ -797,7 +795,6 @@ def _bool_reduce(fun):
         if type(a) is not BatchArray:
             return fun(a, axis=axis, keepdims=keepdims, **kwargs)
         v = moved(a.val, a.bdim)
-        v = v.data if isinstance(v, Tensor) else v
         return BatchArray(fun(v, axis=_axes(axis, a.ndim), keepdims=keepdims, **kwargs), 0, a.frame)
     return batched
 

@@ -423,9 +423,14 @@ def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
 def _lse_weights(ans, a, b, axis, keepdims):
     """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
     ans = _keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
-    a_, b_ = _data(a), _data(b)                 # the sign of the sum: a constant
-    sign = np.sign(np.sum(b_ * np.exp(a_ - _data(ans)), axis=axis, keepdims=True))
+    sign = _lse_sign(a, b, ans, axis)           # the sign of the sum: a constant
+    if isinstance(a, Tensor) or isinstance(b, Tensor):   # (a rule at a higher order: tt.compile
+        sign = on_values(_lse_sign, (a, b, ans, axis), {}, sign, "logsumexp_sign")  # sees it)
     return sign * np.exp(a - ans)
+
+
+def _lse_sign(a, b, ans, axis):
+    return np.sign(np.sum(_data(b) * np.exp(_data(a) - _data(ans)), axis=axis, keepdims=True))
 
 
 def _lse_rule(which, reduce):

@@ -186,12 +186,16 @@ def on_values(fun, args, kwargs, result, name=None, always_tensor=False):
     if recorder is None:
         return result
     name = name or getattr(fun, "__name__", "numpy_function")
-    if isinstance(result, np.generic):
+    generic = isinstance(result, np.generic)
+    if generic:
         result = np.asarray(result)      # argmax's index, a 0-d test: a 0-d array, to be noted
     if isinstance(result, np.ndarray):   # (one a number argument's operation already noted,
         # softplus's `x.data * beta > threshold`, is noted again from the Tensors: its line read x's
         # values of this call, and the program must read them anew)
         result = recorder.numpy(fun, name, args, kwargs, np.ndarray.view(result, np.ndarray))
+        var = recorder.var_of(result) if generic else None
+        if var is not None:              # eagerly a NumPy scalar (tt.sum of a mask): returned as one
+            recorder.generic_vars.add(var)
     elif type(result) is tuple and name in _DATA_DEPENDENT_SHAPES:
         recorder.refuse_shape(name, args, kwargs)
     elif isinstance(result, tuple) and result and all(isinstance(r, (np.ndarray, np.generic))
