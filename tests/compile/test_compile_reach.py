@@ -812,3 +812,132 @@ def test_splits_rounding_complex_parts_and_scalar_methods_of_traced_values():
         return np.asarray(d) * 2
     with pytest.raises(RuntimeError, match="tt.compile"):
         tt.compile(lambda x: passed_on(x.data))(tt.tensor(np.ones(3)))
+
+
+def _same(a, b):
+    """a and b equal bit for bit, with their types (nested tuples, lists and dicts too)."""
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            _same(u, v)
+    elif isinstance(a, tt.Tensor):
+        _same(a.data, b.data)
+    elif isinstance(a, (np.ndarray, np.generic)):
+        assert a.dtype == b.dtype and np.shape(a) == np.shape(b)
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    else:
+        assert a == b or a != a and b != b
+
+
+def _against_eager(f, make, calls=5):
+    g = tt.compile(f)
+    for i in range(calls):
+        args = make(np.random.default_rng(100 + i))
+        _same(f(*args), g(*args))
+    return g
+
+
+def test_numpy_scalar_types_called_on_traced_values_follow_them():
+    """Round 26a: np.float32(d.sum()), np.int64(d.argmax()), np.bool_(...), np.float32(d) were
+    frozen (NumPy casts in C); the cast is a program line, a 0-d one also a guard."""
+    def f(x):
+        d = x.data
+        return (np.float32(d.sum()), np.int64(d.argmax()), np.bool_(d[0, 0] > 0), np.float32(d) * 2,
+                np.complex128(d[1, 1]), np.uint8(abs(d[0, 1]) * 10))
+    _against_eager(f, lambda r: (tt.tensor(r.standard_normal((2, 3))),))
+
+
+def test_kinked_ops_under_vmap_and_second_order_transforms_inside_compile():
+    """Rounds 27b and 28b: tt.sort's order under tt.vmap (the batching rules read .data), tt.where
+    under hvp / jvp of grad (a create_graph rule on the raw condition), max_pool2d's winners
+    at second order and a mask's tt.sum in has_aux were frozen or of another type."""
+    ones = np.ones((3, 4))
+    cases = [
+        lambda x: tt.vmap(lambda r: tt.sum(tt.sort(r)[:2] ** 3))(x),
+        lambda x: tt.vmap(tt.grad(lambda r: tt.sum(tt.sort(r)[:2] ** 3)))(x),
+        lambda x: tt.hvp(lambda u: tt.sum(tt.where(u > 0, u ** 3, u ** 2)), (x,), (ones,)),
+        lambda x: tt.jvp(tt.grad(lambda u: tt.sum(tt.where(u > 0, u ** 3, u ** 2))), (x,), (ones,))[1],
+        lambda x: tt.hessian(lambda u: tt.sum(tt.nn.functional.max_pool2d(u.reshape(1, 1, 3, 4) ** 3, 2)))(x),
+        lambda x: tt.value_and_grad(lambda u: (tt.sum(u ** 2), {"n": tt.sum(u > 0)}), has_aux=True)(x),
+    ]
+    for f in cases:
+        _against_eager(f, lambda r: (r.standard_normal((3, 4)),))
+
+
+def test_a_number_argument_written_into_param_groups_is_one_program_with_adamw():
+    """Rounds 27a and 28a: AdamW's decoupled decay read the lr (a number argument the step wrote
+    into param_groups) and made it a cache key: one program per lr. The optimizer's step is a
+    program line that reads the group each call; a number handed to such a line
+    (clip_grad_norm_'s max_norm) is still a key."""
+    def make():
+        m = tt.nn.Linear(4, 3, rng=0)
+        opt = tt.optim.AdamW(m.parameters(), lr=0.01)
+
+        def step(x, y, lr, max_norm):
+            opt.param_groups[0]["lr"] = lr * 0.5
+            opt.zero_grad()
+            loss = tt.nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            norm = tt.nn.utils.clip_grad_norm_(m.parameters(), max_norm)
+            opt.step()
+            return loss, norm
+        return m, step
+
+    (me, eager), (mc, step) = make(), make()
+    g = tt.compile(step)
+    for i in range(6):
+        r = np.random.default_rng(i)
+        args = (r.standard_normal((8, 4)), r.integers(0, 3, 8), 0.1 / (i + 1), 0.5 if i < 3 else 0.05)
+        _same(eager(*args), g(*args))
+        _same(me.weight.data, mc.weight.data)
+    assert len(g.recompiles) == 2           # one program per max_norm, not per lr
+
+
+def test_weak_references_die_as_eagerly():
+    """Round 26b: the compiled function kept a weakref's object alive (a reference cycle through
+    the recording's opcode tracer) and did not see it die; proxies raised from the guard."""
+    import gc
+    import weakref
+
+    class Obj:
+        def __init__(self, s):
+            self.s = s
+
+    holder = [Obj(2.0), Obj(3.0)]
+    r = weakref.ref(holder[0])
+    px = weakref.proxy(holder[1])
+    ws = weakref.WeakSet([holder[0]])
+
+    def read():
+        try:
+            p = px.s
+        except ReferenceError:
+            p = -1.0
+        return (r().s if r() is not None else -2.0) + p + len(ws)
+
+    f = tt.compile(lambda x: x * read())
+    x = tt.tensor(np.ones(2))
+    _same(f(x), x * read())
+    holder[1].s = 5.0
+    _same(f(x), x * read())
+    was = gc.isenabled()
+    gc.disable()                            # refcounting alone frees them, as eagerly
+    try:
+        holder.clear()
+        assert r() is None
+        _same(f(x), x * read())
+    finally:
+        if was:
+            gc.enable()
+
+
+def test_histogram_edges_of_bins_made_inside_are_new_each_call():
+    g = tt.compile(lambda x: np.histogram(x.data, bins=np.linspace(-2, 2, 5)))
+    first = g(tt.tensor(np.zeros(4)))[1]
+    second = g(tt.tensor(np.ones(4)))[1]
+    assert first is not second and not np.shares_memory(first, second)

@@ -2066,9 +2066,7 @@ def c7_lr_written_into_param_groups(w):
              max_recompiles=1)
 
 
-@case("7 changing floats", whens=(3, 10), xfail="AdamW's lr written into param_groups from a float argument "
-      "becomes a cache key (np.multiply in AdamW's decay): one program per call up to the limit, "
-      "not one program (values equal)")
+@case("7 changing floats", whens=(3, 10))     # (re-recorded per lr when written: fixed since)
 def c7_adamw_lr_arg(w):
     m = mlp()
     opt = tt.optim.AdamW(m.parameters(), lr=0.01)

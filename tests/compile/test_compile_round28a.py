@@ -776,9 +776,7 @@ for _o in ("sgd", "adam", "adamw", "rmsprop"):
         if _c == "sched":
             xf = ("re-recording: StepLR.step() inside with weight-decay/no-decay param groups records "
                   "again at every decay ('param_groups changed'); values equal")
-        if _c == "lr_arg" and _o == "adamw":
-            xf = ("re-recording: AdamW lr written into param_groups from a number argument is a cache key "
-                  "(np.multiply in the decoupled decay), one program per lr value")
+        # (fixed since: "lr_arg" with AdamW, whose lr from a number argument was a cache key)
         case(f"groups-{_o}-{_c}", make_groups(_o, _c), one=_c in ("none", "sched", "lr_arg"), xfail=xf)
 
 
@@ -1078,8 +1076,7 @@ for _k in ("module_inside", "obj_inside", "arg_min", "arg_np", "attr_outside", "
             continue
         case(f"warm-{_k}-{_o}", make_warm(_k, _o),
              refuse=_k in ("module_inside", "obj_inside", "attr_outside"), one=_k == "arg_np")
-case("warm-long-arg_np-adamw", make_warm("arg_np", "adamw"), n=42, one=True,
-     xfail="re-recording: AdamW warmup lr from a number argument records every call to the limit, then eager")
+case("warm-long-arg_np-adamw", make_warm("arg_np", "adamw"), n=42, one=True)   # (re-recorded: fixed)
 
 
 # ----------------------------------------------------------------------------- Q: NumPy around steps

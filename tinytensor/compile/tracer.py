@@ -521,6 +521,10 @@ class _Tracer:
         recording ends (`undo_effects`): the program's first run does it again."""
         if self.depth_inside:
             raise RuntimeError(f"tt.compile: {what} inside a primitive's rule is not recorded")
+        found = []
+        _plain_numbers((args, kwargs), found)
+        for n in found:                     # clip_grad_norm_(ps, max_norm) of a number argument:
+            self.number_read(n, f"an argument of {what}")   # the line is called with it: a key
         for x in _leaves((args, kwargs)):
             made_here = isinstance(x, Tensor) and (x._id >= self.start or self.live(x) is None)
             if made_here or isinstance(x, (np.ndarray, np.generic)) and self.var_of(x) is not None:
@@ -534,11 +538,13 @@ class _Tracer:
         self.remember_owner(owner, method, args)
         previous, stamp = STATE.recorder, STATE.memory_write
         STATE.recorder = None
-        update_hook(tape.ANOMALY_CHECK)
+        self.recording = False              # (a number argument written into a param group and
+        update_hook(tape.ANOMALY_CHECK)     # read by the step: the line reads it on each call)
         try:
             result = method(*args, **kwargs)
         finally:
             STATE.recorder = previous
+            self.recording = True
             update_hook(tape.ANOMALY_CHECK)
             STATE.memory_write = stamp      # a write the program repeats: not refused
         for o in owners:                    # what f itself may not change until the next step
