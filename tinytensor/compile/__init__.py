@@ -295,6 +295,7 @@ class Compiled:
             program = self._record(args, kwargs, arrays, plain_numbers=self._plain_numbers)
         except Exception as err:
             if not getattr(err, "tt_compile_numbers", False):
+                self.recompiles.pop()      # no program recorded (f raised, or a refusal): none listed
                 raise
             program = self._record(args, kwargs, arrays, plain_numbers=True)   # or f's own error
             self._plain_numbers = True          # from now on: this function's numbers are keys

@@ -423,13 +423,14 @@ def _weighted_logsumexp(a, b, axis=None, keepdims=False, signed=False):
 def _lse_weights(ans, a, b, axis, keepdims):
     """d ans / d(b_i e^a_i) = sign(sum) e^-ans, times e^a_i: sign * exp(a - ans), broadcast."""
     ans = _keepdims(ans, np.broadcast_shapes(np.shape(a), np.shape(b)), axis, keepdims)
-    sign = _lse_sign(a, b, ans, axis)           # the sign of the sum: a constant
+    sign = _rule_sign(a, b, ans, axis)          # the sign of the sum: a constant
     if isinstance(a, Tensor) or isinstance(b, Tensor):   # (a rule at a higher order: tt.compile
-        sign = on_values(_lse_sign, (a, b, ans, axis), {}, sign, "logsumexp_sign")  # sees it)
+        sign = on_values(_rule_sign, (a, b, ans, axis), {}, sign, "logsumexp_sign")  # sees it)
     return sign * np.exp(a - ans)
 
 
-def _lse_sign(a, b, ans, axis):
+def _rule_sign(a, b, ans, axis):
+    """The sign of sum(b * exp(a)) in logsumexp_b's rules (ans kept dims there)."""
     return np.sign(np.sum(_data(b) * np.exp(_data(a) - _data(ans)), axis=axis, keepdims=True))
 
 
