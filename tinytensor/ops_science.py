@@ -23,7 +23,7 @@ from .ops import concatenate
 from .ops import shape as ops_shape
 from .ops.elementwise import isnan, where
 from .ops.reductions import cumsum
-from .ops.table import _reduced_axes, defprim, nondifferentiable, public
+from .ops.table import _reduced_axes, defprim, nondifferentiable, on_values, public
 from .state import constant_read
 from .tensor import Tensor
 
@@ -187,15 +187,30 @@ def _back(x, axis):
     return np.moveaxis(x, -1, axis)
 
 
+def _no_zero(x):
+    """Whether x has no zero: which of the rules' forms applies. On a Tensor (a rule applied at
+    a higher order) through on_values, so that under tt.compile it is a guard, not a choice
+    frozen at the recorded call."""
+    value = _value(x)
+    free = not np.any(value == 0)
+    if isinstance(x, Tensor):
+        free = bool(on_values(_all_nonzero, (x,), {}, np.asarray(free), "cumprod_zero_check"))
+    return free
+
+
+def _all_nonzero(x):
+    return np.asarray(not np.any(_value(x) == 0))
+
+
 def _cumprod_vjp(g, ans, x, axis):
-    if not np.any(_value(x) == 0):     # the common case: O(n), dy_k/dx_i = y_k / x_i
+    if _no_zero(x):                    # the common case: O(n), dy_k/dx_i = y_k / x_i
         return np.flip(cumsum(np.flip(g * ans, axis), axis), axis) / x
     L, R = _cumprod_jacobian_parts(_last(x, axis), _last(ans, axis))
     return _back(L * np.sum(R * np.expand_dims(_last(g, axis), -2), axis=-1), axis)
 
 
 def _cumprod_jvp(t, ans, x, axis):
-    if not np.any(_value(x) == 0):
+    if _no_zero(x):
         return ans * cumsum(t / x, axis)
     L, R = _cumprod_jacobian_parts(_last(x, axis), _last(ans, axis))
     return _back(np.sum(np.expand_dims(_last(t, axis) * L, -1) * R, axis=-2), axis)

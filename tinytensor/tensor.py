@@ -534,6 +534,12 @@ def _in_place(t, other, op, ufunc, symbol):
     under no_grad; refused on a leaf that requires grad; otherwise the operation is recorded
     and the name rebound to the new Tensor (so `c += c + 1` keeps exact gradients)."""
     if not (tape.STATE.grad_enabled and (t.requires_grad or _needs_grad(other))):
+        if STATE.batch and hasattr(other, "bdim") and hasattr(other, "frame"):   # tt.vmap's BatchArray
+            err = TypeError(f"t {symbol} v with v batched by tt.vmap and t not (a running statistic "
+                            f"updated in place): t cannot hold one value per example; compute it "
+                            f"outside vmap, or from the batched values (t {symbol[0]} v)")
+            err._not_batchable = True     # tt.jacobian then takes its basis one vector at a time
+            raise err
         recorder = STATE.recorder          # tt.compile: recorded, the name rebound to the result
         if recorder is not None:
             out = recorder.in_place(t, other, op)

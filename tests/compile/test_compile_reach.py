@@ -941,3 +941,30 @@ def test_histogram_edges_of_bins_made_inside_are_new_each_call():
     first = g(tt.tensor(np.zeros(4)))[1]
     second = g(tt.tensor(np.ones(4)))[1]
     assert first is not second and not np.shares_memory(first, second)
+
+
+def test_rules_choosing_by_value_at_second_order_and_vmapped_layers_inside_compile():
+    """Rounds 29a and 29b: cumprod's rules chose their form (zeros or none) from the recorded
+    values at higher orders; an L1 loss at second order was refused (_select on a traced mask);
+    a key_padding_mask batched by vmap and a running statistic updated by a batched value (under
+    tt.jacobian, which then loops, as eagerly) crashed."""
+    F = tt.nn.functional
+    mha = tt.nn.MultiheadAttention(4, 2, batch_first=True, rng=0)
+    norm = tt.nn.InstanceNorm1d(3, track_running_stats=True)
+
+    def attention_loss(x, mask):
+        o, _ = mha(x[None], x[None], x[None], key_padding_mask=mask[None])
+        return tt.sum(o ** 2)
+
+    cases = [
+        (lambda x: tt.hessian(lambda u: tt.sum(tt.cumprod(u) ** 2))(x),
+         lambda r: (np.where(r.random(4) < 0.3, 0.0, r.standard_normal(4)),)),
+        (lambda x, y: tt.hvp(lambda u: F.l1_loss(tt.relu(u), y), (x,), (np.ones(4),)),
+         lambda r: (r.standard_normal(4), r.standard_normal(4))),
+        (lambda x, m: tt.vmap(tt.grad(attention_loss))(x, m),
+         lambda r: (r.standard_normal((3, 5, 4)), np.c_[np.zeros((3, 1), bool), r.random((3, 4)) < 0.4])),
+        (lambda x: tt.jacobian(lambda u: tt.sum(norm(u) ** 3, axis=-1))(x),
+         lambda r: (r.standard_normal((2, 3, 4)),)),
+    ]
+    for f, make in cases:
+        _against_eager(f, make)

@@ -621,6 +621,12 @@ XFAIL = {
 }
 
 
+# All ten are equal to eager since the round was written: a key_padding_mask batched by tt.vmap is
+# left to vmap's rules, an in-place update of a running statistic by a batched value says it is not
+# batchable (tt.jacobian loops, as eagerly), and _select takes np.where on Tensors and traced arrays.
+XFAIL_WRITTEN, XFAIL = XFAIL, {}
+
+
 def _param(c):
     cid = (
         "-".join(str(v) for v in c[:3]) + (f"-n{c[3]}" if c[3] != 12 else "") + (f"-sw{c[4]}" if c[4] else "")

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from .. import backend, ops
+from ..ops.batching import BatchArray
 from ..rng import generator
 from ..state import SHARED, STATE
 from ..tensor import Tensor
@@ -32,8 +33,8 @@ def _array(x):
 def _recorded(mask):
     """A mask given as an array, as a Tensor while tt.compile records (a recorded copy: a mask
     kept and refilled in place is read anew on every call); as it is otherwise."""
-    if mask is None or isinstance(mask, Tensor) or SHARED.quiet or STATE.recorder is None:
-        return mask
+    if mask is None or isinstance(mask, (Tensor, BatchArray)) or SHARED.quiet or STATE.recorder is None:
+        return mask              # (a mask batched by tt.vmap: its rules batch it, as eagerly)
     return Tensor(_array(mask))
 
 

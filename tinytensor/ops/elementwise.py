@@ -532,7 +532,8 @@ def where(condition, x=None, y=None):
     tensor([1., 0.])
     """
     given = condition
-    condition = condition.data if isinstance(condition, Tensor) else backend.asarray(condition)
+    condition = condition.data if isinstance(condition, Tensor) else condition \
+        if isinstance(condition, np.ndarray) else backend.asarray(condition)   # (a traced mask stays one)
     if x is None and y is None:
         return on_values(np.nonzero, (given,), {}, np.nonzero(condition))
     if x is None or y is None:

@@ -241,10 +241,11 @@ def _select(mask, g):
     The check is g . g, BLAS's dot over g's memory (a view for any contiguous layout): 3x faster
     than a sum on a (128, 16, 8, 8) float32 cotangent (6 vs 21 us); a huge finite g whose squares
     overflow only sends it to np.where, which is exact too."""
-    if isinstance(g, (np.ndarray, np.generic)) and math.isfinite(_square_sum(g)):
+    if (type(g) is np.ndarray or isinstance(g, np.generic)) and (
+            type(mask) is np.ndarray or isinstance(mask, np.generic)) and math.isfinite(_square_sum(g)):
         out = g * mask
         return out if type(out) is np.ndarray else np.asarray(out)   # an array, as np.where's
-    return np.where(mask, g, 0)
+    return np.where(mask, g, 0)  # (a Tensor or tt.compile's traced array: recorded, no value read)
 
 
 def _square_sum(g):
