@@ -968,3 +968,34 @@ def test_rules_choosing_by_value_at_second_order_and_vmapped_layers_inside_compi
     ]
     for f, make in cases:
         _against_eager(f, make)
+
+
+def test_a_classmethods_class_and_a_dict_subclasss_class_and_factory_are_guarded():
+    """Round 26b: B.f (a classmethod found on A) read cls.s, and B.s set later was not seen; a
+    dict subclass's __missing__ reading its class, a defaultdict's factory replaced: replayed."""
+    import collections
+
+    class A:
+        s = 2.0
+
+        @classmethod
+        def f(cls, x):
+            return x * cls.s
+
+    class B(A):
+        pass
+
+    class D(dict):
+        default = 2.0
+
+        def __missing__(self, key):
+            return type(self).default
+
+    d, dd = D(), collections.defaultdict(lambda: 3.0)
+    g1, g2 = tt.compile(B.f), tt.compile(lambda x: x * d["s"] + x * dd.default_factory())
+    x = tt.tensor(np.ones(2))
+    for change in (lambda: None, lambda: setattr(B, "s", 5.0), lambda: setattr(D, "default", 7.0),
+                   lambda: setattr(dd, "default_factory", lambda: -1.0)):
+        change()
+        _same(g1(x), B.f(x))
+        _same(g2(x), x * d["s"] + x * dd.default_factory())

@@ -4746,6 +4746,10 @@ FIXED = {"wr_weakvaluedict", "wr_ref_dies_only_reference", "wr_proxy_dies_refere
          "wk_ref_call_nogc", "wk_ref_alive_check", "wk_ref_alive_check_nogc", "wk_proxy_try",
          "wk_weakmethod", "wk_weakmethod_nogc", "wk_proxy_try_nogc", "wk_weakvalue_get",
          "wk_weakvalue_get_nogc", "wk_weakset_len", "wk_weakset_len_nogc",   # weak references
+         "cf_classmethod_via_subclass", "ca_classmethod", "cf_classmethod_subclass_attr_set_directly",
+         "mp_dict_missing_default", "mp_defaultdict_factory_replaced", "fh_default_factory",
+         "mp_defaultdict_factory_replaced_other_code", "mp_dict_subclass_class_attr_read_in_missing",
+         "fh_default_factory_long",   # a classmethod's class, a dict subclass's class and factory
          "ds_init_subclass_class_attr", "cn_class_body_comprehension_scope", "cf_wrapped_attribute_swapped",
          "fh_func_attr", "fh_func_attr_long", "fh_wrapped_attr", "fh_wrapped_attr_long"} \
     | {n for n in XFAIL if n.startswith("cc_")}

@@ -90,6 +90,9 @@ def _fingerprint(x, depth=0):
                 return (t, id(x), len(x), flat)
         if depth >= _DEPTH or len(x) > _MAX_ITEMS:
             return (t, id(x), len(x))
+        if t not in _CONTAINERS:         # a subclass: its own attributes and its class's (a dict
+            base = next(b for b in t.__mro__ if b in _CONTAINERS)     # subclass's __missing__
+            return (_fingerprint(base(x), depth), _subclass_state(x, t, depth))   # reads them)
         if isinstance(x, dict):
             return (t, tuple((_fingerprint(k, depth + 1), _fingerprint(v, depth + 1)) for k, v in x.items()))
         if t in (set, frozenset):        # in iteration order: {1, 9} and {9, 1} iterate apart
@@ -507,6 +510,15 @@ def _module_class():
 # staticmethod(...)) is another program (the state holds the object itself, whose id a
 # replacement made later could not reuse)
 _DESCRIPTORS = frozenset({types.FunctionType, staticmethod, classmethod, property, functools.partialmethod})
+
+
+def _subclass_state(x, t, depth):
+    """What a list, tuple, dict or set of a subclass holds besides its items: its class (its
+    attributes, its methods such as __missing__), a defaultdict's factory, its own attributes."""
+    own = getattr(x, "__dict__", None)
+    return (t, _class_state(t) if t.__module__ not in _NOT_USER_MODULES else (),
+            _fingerprint(x.default_factory, depth + 1) if isinstance(x, collections.defaultdict) else None,
+            tuple((k, _fingerprint(v, depth + 1)) for k, v in own.items()) if own else ())
 
 
 def _class_state(cls):
@@ -1134,6 +1146,10 @@ class _Reach:
             if _is_iterator(obj):
                 add("{}", obj, f"the iterator {type(obj).__name__}", obj)
                 continue
+            if isinstance(obj, type) and obj.__module__ not in _NOT_USER_MODULES:
+                # a classmethod's class (B.f with f found on A): its attributes and its bases',
+                # so that one set on B later (shadowing A's) is seen
+                add("{}", obj, f"the class {obj.__name__}", obj)
             if isinstance(obj, _WEAK_HOLDERS):    # its members by identity, kept alive by none
                 readers.append(("wm({})", obj, f"the members of {type(obj).__name__}"))
             elif isinstance(obj, _ABSTRACT) and not isinstance(obj, (str, bytes)):
