@@ -999,3 +999,19 @@ def test_a_classmethods_class_and_a_dict_subclasss_class_and_factory_are_guarded
         change()
         _same(g1(x), B.f(x))
         _same(g2(x), x * d["s"] + x * dd.default_factory())
+
+
+def test_a_global_function_replaced_by_a_ufunc_and_a_pep562_module():
+    """Round 26b: a guard read the replaced function's __code__ (a ufunc has none: the compiled
+    call raised AttributeError); a module's PEP 562 __getattr__ raising KeyError for __file__."""
+    import types
+    mod = types.ModuleType("_tt_reach_562")
+    table = {"K": 2.0}
+    mod.__getattr__ = lambda name: table[name]
+    box = {"act": lambda y: y + 1.0}
+    f = tt.compile(lambda x: box["act"](x) * mod.K)
+    x = tt.tensor(np.ones(3))
+    for change in (lambda: None, lambda: box.__setitem__("act", np.tanh),
+                   lambda: table.__setitem__("K", 3.5), lambda: box.__setitem__("act", tt.relu)):
+        change()
+        _same(f(x), box["act"](x) * mod.K)

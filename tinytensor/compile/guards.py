@@ -1205,6 +1205,8 @@ class _Reach:
         for obj in self.optim_reads.values():   # f called a method that reads its state
             readers.append(("{}.fingerprint()", _Whole(obj), f"the state of {type(obj).__name__} (f reads it "
                                                    f"through its methods)"))
+        readers.append(("{}.getrecursionlimit()", sys, "the recursion limit"))   # (lowered: eagerly
+        #                                         a deep recursion f ran raises RecursionError)
         for r in self.weak_refs.values():     # a weak reference's object gone (`r() is None`,
             readers.append(("wa({})", r, "whether the object of a weak reference is alive"))  # a proxy)
         if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
@@ -1548,9 +1550,10 @@ def _user_module(m):
     """A Python module of the user's: one with a file outside the standard library, the
     installed packages and tinytensor, or one made at run time (types.ModuleType, a module
     exec'd from a string) that is not built into the interpreter."""
-    path = getattr(m, "__file__", None)
+    own = vars(m)                      # (not getattr: a PEP 562 __getattr__ may raise anything)
+    path = own.get("__file__")
     if path is None:
-        return m.__name__ not in sys.builtin_module_names and getattr(m, "__spec__", None) is None
+        return own.get("__name__") not in sys.builtin_module_names and own.get("__spec__") is None
     from .tracer import _NOT_USER
     return not os.path.abspath(path).startswith(_NOT_USER)
 
@@ -1597,7 +1600,8 @@ def _reader(form, value):
     if isinstance(value, type):
         return f"id({form}), cs({form})" if _class_state(value) else f"id({form})"
     if isinstance(value, types.FunctionType):
-        return f"id({form}), id({form}.__code__)"     # a function whose code was swapped too
+        return f"id({form}), id(getattr({form}, '__code__', None))"   # its code swapped too (or
+        #                                               it replaced by a ufunc, a class: no code)
     if _container_method(value):
         return f"id({form}), fp({form}.__self__)"     # table.get: what table holds
     if type(value) is np.ndarray:
