@@ -1015,3 +1015,23 @@ def test_a_global_function_replaced_by_a_ufunc_and_a_pep562_module():
                    lambda: table.__setitem__("K", 3.5), lambda: box.__setitem__("act", tt.relu)):
         change()
         _same(f(x), box["act"](x) * mod.K)
+
+
+def test_a_tensor_written_in_place_is_put_back_when_a_later_guard_fails():
+    """Round 30b: cnt.add_(1) then int(cnt.item()) inside a step: the program wrote cnt, the
+    .item() guard failed, and the recording that followed added again (1, 3, 6, 10)."""
+    def make():
+        cnt = tt.tensor(np.array(0.0))
+
+        def step(x):
+            with tt.no_grad():
+                cnt.add_(1.0)
+            return x * 2 if int(cnt.item()) % 2 == 0 else x * 3
+        return cnt, step
+
+    (ce, eager), (cc, step) = make(), make()
+    g = tt.compile(step)
+    for i in range(6):
+        x = tt.tensor(np.full(2, float(i)))
+        _same(eager(x), g(x))
+        _same(ce.data, cc.data)

@@ -759,9 +759,13 @@ def _undo(tracer):
             if g is not None and g not in generators:
                 generators.append(g)
     lives = dict(tracer.lives)
-    for var in tracer.buffers:
+    written = set(tracer.buffers)
+    for e in tracer.entries:         # a Tensor made outside written in place (cnt.add_(1), an
+        if e.kind == "store":        # EMA): its store line names the live array it writes
+            written.update(_refs(e.args[:1], []))
+    for var in written:
         t = lives.get(var)
-        if t is not None:
+        if t is not None and not builtins.any(t is b for b in buffers):
             buffers.append(t)
     if not generators and not buffers:
         return None

@@ -45,7 +45,7 @@ from ..hooks import LEAF_HOOKS, TENSOR_HOOKS
 from ..state import STATE
 from ..tensor import Tensor
 from . import subscripts
-from .tracer import _is_user, _Tainted
+from .tracer import _is_user, _item, _Tainted
 
 _SCALARS = (int, float, bool, str, type(None), complex, bytes)
 _IDENTITY = frozenset({types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ndarray, Tensor,
@@ -685,6 +685,7 @@ class _Reach:
         self.caches = {}          # id -> functools.lru_cache wrapper f calls
         self.always = set()       # ids of functions guarded whether or not their code ran
         self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
+        self.marks = {}           # id(frame) -> tracer.made before a scalar call's argument
         self.weak_refs = {}       # id -> a weakref.ref, WeakMethod or proxy f reaches (whether
         #                           its object is alive is a guard)
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
@@ -962,12 +963,39 @@ class _Reach:
 
     def _subscript(self, frame, site):
         """A subscript user code is about to run: refused where NumPy would read or write a plain
-        array through traced values in C (see subscripts)."""
+        array through traced values in C (see subscripts). Or a NumPy scalar type's call, or the
+        instruction pushing its argument (subscripts._scalar_calls)."""
         tracer = self.tracer
+        kind = site[0]
+        if kind == "mark" or kind == "mark+":
+            self.marks[id(frame)] = tracer.made
+            if kind == "mark":
+                return
+            site = site[1]
+        elif kind == "scalar":
+            return self._scalar_call(frame, site)
         if tracer.laundered is None and not tracer.depth_inside:
             refusal = subscripts.check(frame, site, self._traced)
             if refusal is not None:
                 tracer.laundered = refusal
+
+    def _scalar_call(self, frame, site):
+        """np.int64(...) (a NumPy scalar type) about to be called on one argument: a traced 0-d
+        array (a name's value, or the one the argument's instruction made) is read by NumPy in C
+        into a NumPy scalar; its value is a guard of the program, as float(t) is."""
+        tracer = self.tracer
+        if tracer.depth_inside:
+            return
+        producer, name = site[1], site[2]
+        if producer.opname in _LOADS:
+            value = _loaded(frame, producer)
+        elif tracer.made > self.marks.get(id(frame), tracer.made):
+            value = tracer.last_made
+        else:
+            return
+        if type(value) is _Tainted and value.ndim == 0 and tracer.var_of(value) is not None:
+            tracer.guard(_item, value, np.ndarray.view(value, np.ndarray).item(),
+                         f"np.{name}() of a traced value")
 
     def _traced(self, value):
         if type(value) is _Tainted or isinstance(value, Tensor) and self.tracer.var_of(value) is not None:

@@ -38,11 +38,12 @@ def sites(code):
 
 def _find(code):
     import dis
-    subscripts = [i for i in dis.get_instructions(code) if i.opname in _SUBSCRIPTS]
+    listed = list(dis.get_instructions(code))
+    subscripts = [i for i in listed if i.opname in _SUBSCRIPTS]
+    found = _scalar_calls(listed)
     if not subscripts:
-        return None
+        return found or None
     nodes = _nodes(code.co_filename)
-    found = {}
     for ins in subscripts:
         p = ins.positions
         hit = None if p is None or p.lineno is None else nodes.get(
@@ -50,8 +51,57 @@ def _find(code):
         if hit is not None:
             node, assigned = hit
             operands = [node.slice] + ([assigned] if ins.opname == "STORE_SUBSCR" and assigned else [])
-            found[ins.offset] = (_SUBSCRIPTS[ins.opname], node.value, operands, p.lineno)
+            site = (_SUBSCRIPTS[ins.opname], node.value, operands, p.lineno)
+            found[ins.offset] = ("mark+", site) if ins.offset in found else site   # (np.int64(d[0]))
     return found or None
+
+
+# ----- NumPy's scalar types called on one value: np.int64(t.data.argmax()), np.float32(s) --------
+# Of a traced 0-d array of the type's own dtype NumPy makes the scalar in C with no method or
+# protocol of ours on the way (of another dtype, the cast shows: tracer._cast_in_c). The call is
+# found in the bytecode: a "mark" site at the instruction that pushes the argument notes how many
+# traced arrays exist then, and the "scalar" site at the call takes the argument (a name's value,
+# or the traced array that instruction made) and makes its value a guard (tracer.scalar_call).
+_SCALAR_NAMES = frozenset(n for n, t in vars(np).items() if isinstance(t, type) and issubclass(t, np.generic))
+_SKIPPED = frozenset({"PRECALL", "CACHE", "NOP", "EXTENDED_ARG"})
+
+
+def _scalar_calls(listed):
+    """{offset: site} for the calls of a NumPy scalar type on one argument in `listed`."""
+    import dis
+    found = {}
+    for k, ins in enumerate(listed):
+        if ins.opname != "CALL" or ins.arg != 1:
+            continue
+        j = k - 1
+        while j >= 0 and listed[j].opname in _SKIPPED:
+            j -= 1
+        if j < 0 or listed[j].opname == "KW_NAMES":
+            continue
+        producer, depth, i = listed[j], 0, j      # the argument's instructions: net one value
+        while i >= 0:
+            ins_i = listed[i]
+            if ins_i.is_jump_target and i != j or ins_i.opname.startswith(("JUMP", "POP_JUMP", "RETURN")):
+                i = -1
+                break
+            if ins_i.opname not in ("CACHE", "NOP", "EXTENDED_ARG"):
+                try:
+                    depth += dis.stack_effect(ins_i.opcode, ins_i.arg)
+                except ValueError:
+                    i = -1
+                    break
+                if depth == 1:
+                    break
+            i -= 1
+        i -= 1
+        while i >= 0 and listed[i].opname in _SKIPPED:
+            i -= 1
+        if i < 0 or listed[i].argval not in _SCALAR_NAMES or listed[i].opname not in (
+                "LOAD_ATTR", "LOAD_METHOD", "LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST"):
+            continue
+        found[producer.offset] = ("mark",)
+        found[ins.offset] = ("scalar", producer, listed[i].argval)
+    return found
 
 
 def _nodes(filename):

@@ -134,6 +134,7 @@ class _Tracer:
         #                              (that array, the chain of indexes and view methods)
         self.view_objects = {}       # id(such an array) -> the views f took of it
         self.superseded = set()      # variables of arrays whose memory f has written over since
+        self.made, self.last_made = 0, None   # how many _Tainted f was handed, and the newest
         self.grad_reads = {}         # id(leaf) -> (effects so far, the traced .grad f read)
         self.recording = False       # while f runs: a _Number's uses are noted only then
         self.numbers = []            # the _Numbers handed to f or computed from them
@@ -366,6 +367,8 @@ class _Tracer:
         self.index[id(view)] = var
         self.tainted_vars.add(var)
         self.alive.append(view)
+        self.made += 1                     # (the newest, for a NumPy scalar type's call on it:
+        self.last_made = view              # guards._Reach._scalar_call)
         frame = sys._getframe(2)           # the user frame it is handed to (a comparison, t.data, an
         for _ in range(4):                 # argmax a user calls), if within a few frames of here:
             if frame is None or _is_user(frame.f_code):   # one made deep inside a layer stays there
