@@ -1,8 +1,8 @@
-"""The fresh-user rounds (4 to 29) overlap each other and the later ones: by default a fixed
-part of each of their files runs (chosen by the hash of each case's name: a twelfth of rounds
-4 to 19, a tenth of round 20, an eighth of rounds 21 to 29; of the strict xfails, which say when
-a gap closes, all of rounds 21 to 29 and half of the older ones), to keep the suite within CI's
-time. TT_COMPILE_ALL_ROUNDS=1 runs every case."""
+"""The fresh-user rounds (4 to 30) overlap each other and the later ones: by default a fixed
+part of each of their files runs (chosen by the hash of each case's name: a 24th of rounds 4 to
+20, a sixteenth of rounds 21 to 30; of the strict xfails, which say when a gap closes, half of
+rounds 21 to 30 and a quarter of the older ones), to keep the suite within CI's time.
+TT_COMPILE_ALL_ROUNDS=1 runs every case."""
 import os
 import re
 import zlib
@@ -11,7 +11,7 @@ _OLDER = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|
                     r"|17a|17b|18a|18b|19a|19b)\.py$")
 _ROUND20 = re.compile(r"test_compile_round20[abc]\.py$")
 _NEWER = re.compile(r"test_compile_round(21a|22a|22b|23a|23b|24a|24b|25a|25b|26a|26b|27a|27b|28a|28b"
-                    r"|29a|29b)\.py$")
+                    r"|29a|29b|30a|30b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,10 +20,10 @@ def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
         path = str(item.path)
-        part = 12 if _OLDER.search(path) else 10 if _ROUND20.search(path) else 8 if _NEWER.search(path) else 1
+        part = 24 if _OLDER.search(path) or _ROUND20.search(path) else 16 if _NEWER.search(path) else 1
         crc = zlib.crc32(item.nodeid.encode())
-        if item.get_closest_marker("xfail") is not None:   # a known gap: always in the newer rounds,
-            keep = part == 1 or part == 8 or crc % 2 == 0  # half of them in rounds 4 to 20
+        if item.get_closest_marker("xfail") is not None:   # a known gap: half of them in the newer
+            keep = part == 1 or crc % (2 if part == 16 else 4) == 0   # rounds, a quarter in 4 to 20
         else:
             keep = part == 1 or crc % part == 0
         (kept if keep else dropped).append(item)
