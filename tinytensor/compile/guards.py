@@ -75,9 +75,9 @@ def _fingerprint(x, depth=0):
         return (t, x)
     if t is np.ndarray:                               # by its values too (see _array_key): NumPy
         return (t, _array_key(x))                     # code on it ran once, while recording
-    if t in _IDENTITY:
-        return (t, id(x))
-    if t in weakref.ProxyTypes and not _weak_alive(x):
+    if t in _IDENTITY:                                # (the object itself where == is identity:
+        return (t, id(x) if t is Tensor else x)       # kept alive, so a new one at the same
+    if t in weakref.ProxyTypes and not _weak_alive(x):    # address is not taken for it)
         return (t, id(x), "dead")
     if isinstance(x, np.generic):
         return (t, _fingerprint(x.item(), depth + 1) if x.size == 1 else repr(x))
