@@ -1,7 +1,7 @@
-"""The fresh-user rounds (4 to 30) overlap each other and the later ones: by default a fixed
+"""The fresh-user rounds (4 to 31) overlap each other and the later ones: by default a fixed
 part of each of their files runs (chosen by the hash of each case's name: a 24th of rounds 4 to
-20, a sixteenth of rounds 21 to 30; of the strict xfails, which say when a gap closes, half of
-rounds 21 to 30 and a quarter of the older ones), to keep the suite within CI's time.
+20, a sixteenth of rounds 21 to 31; of the strict xfails, which say when a gap closes, half of
+rounds 21 to 31 and a quarter of the older ones), to keep the suite within CI's time.
 TT_COMPILE_ALL_ROUNDS=1 runs every case."""
 import os
 import re
@@ -11,7 +11,7 @@ _OLDER = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|
                     r"|17a|17b|18a|18b|19a|19b)\.py$")
 _ROUND20 = re.compile(r"test_compile_round20[abc]\.py$")
 _NEWER = re.compile(r"test_compile_round(21a|22a|22b|23a|23b|24a|24b|25a|25b|26a|26b|27a|27b|28a|28b"
-                    r"|29a|29b|30a|30b)\.py$")
+                    r"|29a|29b|30a|30b|31a|31b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):

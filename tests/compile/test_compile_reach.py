@@ -1035,3 +1035,28 @@ def test_a_tensor_written_in_place_is_put_back_when_a_later_guard_fails():
         x = tt.tensor(np.full(2, float(i)))
         _same(eager(x), g(x))
         _same(ce.data, cc.data)
+
+
+def test_a_container_subclasss_methods_a_factorys_closure_and_library_module_numbers_are_guarded():
+    """Round 31b: what a list subclass's __getitem__ or a defaultdict's factory reads from their
+    closures, and a number set on a library module (np.x = 2, sys.flag), were replayed."""
+    import collections
+    off, box = [0], [2.0]
+
+    class L(list):
+        def __getitem__(self, i):
+            return list.__getitem__(self, i) + off[0]
+
+    lst, dd = L([1.0]), collections.defaultdict(lambda: box[0])
+    np._tt_reach_v = 2.0
+    try:
+        def f(x):
+            return x * lst[0] + x * dd.default_factory() + x * np._tt_reach_v
+        g = tt.compile(f)
+        x = tt.tensor(np.ones(2))
+        for change in (lambda: None, lambda: off.__setitem__(0, 3.0), lambda: box.__setitem__(0, 5.0),
+                       lambda: setattr(np, "_tt_reach_v", 7.0)):
+            change()
+            _same(g(x), f(x))
+    finally:
+        del np._tt_reach_v

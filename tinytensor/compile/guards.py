@@ -686,6 +686,7 @@ class _Reach:
         self.always = set()       # ids of functions guarded whether or not their code ran
         self.weak = {}            # id -> the weakref.ref f reaches an object of self.objects by
         self.marks = {}           # id(frame) -> tracer.made before a scalar call's argument
+        self.library_modules = {}  # id -> a library's module f reads as a global (np, sys, math)
         self.weak_refs = {}       # id -> a weakref.ref, WeakMethod or proxy f reaches (whether
         #                           its object is alive is a guard)
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
@@ -771,6 +772,12 @@ class _Reach:
         elif type(value) is operator.attrgetter:          # attrgetter("a.b")(obj): the names it
             self.names.update(n for name in value.__reduce__()[1] for n in name.split("."))  # reads
         elif isinstance(value, (list, tuple, dict)) and len(value) <= _MAX_ITEMS:
+            t = type(value)
+            if t not in _CONTAINERS and t.__module__ not in _NOT_USER_MODULES and depth < _DEPTH:
+                self._value(t, depth + 1)         # a subclass's __getitem__, __missing__: walked
+            factory = getattr(value, "default_factory", None) if isinstance(value, dict) else None
+            if isinstance(factory, (types.FunctionType, functools.partial)):
+                self._collect(factory, depth + 1)     # a defaultdict's factory and what it reads
             for v in value.values() if isinstance(value, dict) else value:
                 if isinstance(v, (types.FunctionType, functools.partial, types.MethodType)):
                     self._collect(v, depth + 1)
@@ -782,7 +789,9 @@ class _Reach:
             for hook in (TENSOR_HOOKS.get(value) or {}).values():   # (a sweep inside runs them)
                 self._collect(hook, depth + 1)
         elif isinstance(value, types.ModuleType):
-            if _user_module(value) and id(value) not in self.objects:
+            if not _user_module(value):
+                self.library_modules[id(value)] = value   # (its number and string attributes)
+            elif id(value) not in self.objects:
                 self.objects[id(value)] = value           # a helper module: its attributes, and
                 hook = vars(value).get("__getattr__")     # what its __getattr__ (PEP 562) reads
                 if isinstance(hook, types.FunctionType):
@@ -1233,6 +1242,11 @@ class _Reach:
         for obj in self.optim_reads.values():   # f called a method that reads its state
             readers.append(("{}.fingerprint()", _Whole(obj), f"the state of {type(obj).__name__} (f reads it "
                                                    f"through its methods)"))
+        for m in self.library_modules.values():   # np.pi, sys.dont_write_bytecode: a library
+            own = vars(m)                         # module's numbers, strings and flags the code
+            for name in sorted(ran & own.keys()):  # names (set outside: np.x = 2)
+                if type(own[name]) in (int, float, bool, str, type(None)):
+                    add(f"{{}}.__dict__.get({name!r})", m, f"{m.__name__}.{name}", own[name])
         readers.append(("{}.getrecursionlimit()", sys, "the recursion limit"))   # (lowered: eagerly
         #                                         a deep recursion f ran raises RecursionError)
         for r in self.weak_refs.values():     # a weak reference's object gone (`r() is None`,
