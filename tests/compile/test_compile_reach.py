@@ -1060,3 +1060,32 @@ def test_a_container_subclasss_methods_a_factorys_closure_and_library_module_num
             _same(g(x), f(x))
     finally:
         del np._tt_reach_v
+
+
+def test_records_read_whole_and_a_float_subclasss_attributes_are_guarded():
+    """Round 31a: ns == SimpleNamespace(...), repr(ns) and dataclasses.astuple(cfg) read every
+    field in C or library code; an attribute of a float subclass held in a list: replayed."""
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass
+    class Cfg:
+        a: float = 1.0
+
+    class F(float):
+        pass
+
+    ns, cfg, v = types.SimpleNamespace(k=2.0), Cfg(), F(1.5)
+    v.bonus = 1.0
+    held = [v]
+
+    def f(x):
+        w = held[0]
+        return (x * 2 if ns == types.SimpleNamespace(k=2.0) else x * 3) + x * dataclasses.astuple(cfg)[0] \
+            + x * w + w.bonus
+    g = tt.compile(f)
+    x = tt.tensor(np.ones(2))
+    for change in (lambda: None, lambda: setattr(ns, "k", 4.0), lambda: setattr(cfg, "a", 5.0),
+                   lambda: setattr(v, "bonus", 9.0)):
+        change()
+        _same(g(x), f(x))

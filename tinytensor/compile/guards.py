@@ -82,7 +82,9 @@ def _fingerprint(x, depth=0):
     if isinstance(x, np.generic):
         return (t, _fingerprint(x.item(), depth + 1) if x.size == 1 else repr(x))
     if t is float or isinstance(x, float):
-        return (t, float(x))
+        own = getattr(x, "__dict__", None)           # a float subclass's own attributes too
+        return (t, float(x)) if not own else (t, float(x), tuple((k, _fingerprint(v, depth + 1))
+                                                                   for k, v in own.items()))
     if t in _CONTAINERS or isinstance(x, (list, tuple, dict)):
         if len(x) > _MAX_ITEMS and t in (list, tuple, dict):
             flat = _flat_values(x)          # a long table of numbers or strings: by its values
@@ -510,6 +512,18 @@ def _module_class():
 # staticmethod(...)) is another program (the state holds the object itself, whose id a
 # replacement made later could not reuse)
 _DESCRIPTORS = frozenset({types.FunctionType, staticmethod, classmethod, property, functools.partialmethod})
+
+
+_WHOLE_READS = frozenset({"repr", "str", "format", "print", "astuple", "asdict", "vars", "replace",
+                          "SimpleNamespace", "Namespace", "__dict__", "__eq__", "__repr__"})
+
+
+def _data_holder(obj):
+    """A SimpleNamespace, an argparse Namespace or a dataclass instance: a record whose fields C
+    code and library code read all at once (==, repr, astuple)."""
+    t = type(obj)
+    return t is types.SimpleNamespace or t.__name__ == "Namespace" and t.__module__ == "argparse" \
+        or hasattr(t, "__dataclass_fields__")
 
 
 def _subclass_state(x, t, depth):
@@ -1176,6 +1190,7 @@ class _Reach:
         looked_up = {n for n in spelled if n.isidentifier()} if not {"getattr", "hasattr"}.isdisjoint(ran) \
             else set()                                 # attributes f may look up by a string
         # (vars(ns)), or attributes by names it computes (getattr(o, names[0]))
+        records = bool(ran & _WHOLE_READS)      # code reading a record's fields all at once
         for obj in self.objects.values():
             if isinstance(obj, _module_class()):
                 add("{}", obj, f"the mode and attributes of {type(obj).__name__}", obj)
@@ -1195,8 +1210,11 @@ class _Reach:
                 add("{}", obj, f"the items of {type(obj).__name__}", obj)
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-            if own is not None and (whole or any(isinstance(vars(c).get(n), types.FunctionType)
-                                                 for c in type(obj).__mro__ for n in _DYNAMIC)):
+            if own is not None and (whole or records and _data_holder(obj) or any(
+                    isinstance(vars(c).get(n), types.FunctionType)
+                    for c in type(obj).__mro__ for n in _DYNAMIC)):
+                # (a SimpleNamespace or a dataclass: C code reads every field, ns == other, repr(),
+                # dataclasses.astuple, without naming them)
                 # attributes made up by its own __getattr__: which names it reads cannot be told
                 add("{}.__dict__", obj, f"the attributes of {label} (it defines __getattr__)", own)
             classes = () if isinstance(obj, types.ModuleType) else type(obj).__mro__
