@@ -1,7 +1,7 @@
-"""The fresh-user rounds (4 to 31) overlap each other and the later ones: by default a fixed
-part of each of their files runs (chosen by the hash of each case's name: a 24th of rounds 4 to
-20, a sixteenth of rounds 21 to 31; of the strict xfails, which say when a gap closes, half of
-rounds 21 to 31 and a quarter of the older ones), to keep the suite within CI's time.
+"""The fresh-user rounds (4 to 32) overlap each other and the later ones: by default a fixed
+part of each of their files runs (chosen by the hash of each case's name: a 24th of each; of
+the strict xfails, which say when a gap closes, a quarter), to keep the suite within CI's time;
+tests/compile/test_compile_reach.py holds the fixes of the last rounds, whole.
 TT_COMPILE_ALL_ROUNDS=1 runs every case."""
 import os
 import re
@@ -11,7 +11,7 @@ _OLDER = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|
                     r"|17a|17b|18a|18b|19a|19b)\.py$")
 _ROUND20 = re.compile(r"test_compile_round20[abc]\.py$")
 _NEWER = re.compile(r"test_compile_round(21a|22a|22b|23a|23b|24a|24b|25a|25b|26a|26b|27a|27b|28a|28b"
-                    r"|29a|29b|30a|30b|31a|31b)\.py$")
+                    r"|29a|29b|30a|30b|31a|31b|32a|32b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,10 +20,10 @@ def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
         path = str(item.path)
-        part = 24 if _OLDER.search(path) or _ROUND20.search(path) else 16 if _NEWER.search(path) else 1
+        part = 24 if _OLDER.search(path) or _ROUND20.search(path) or _NEWER.search(path) else 1
         crc = zlib.crc32(item.nodeid.encode())
-        if item.get_closest_marker("xfail") is not None:   # a known gap: half of them in the newer
-            keep = part == 1 or crc % (2 if part == 16 else 4) == 0   # rounds, a quarter in 4 to 20
+        if item.get_closest_marker("xfail") is not None:   # a known gap
+            keep = part == 1 or crc % 4 == 0                # a quarter of them
         else:
             keep = part == 1 or crc % part == 0
         (kept if keep else dropped).append(item)

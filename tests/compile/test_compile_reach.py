@@ -1089,3 +1089,25 @@ def test_records_read_whole_and_a_float_subclasss_attributes_are_guarded():
                    lambda: setattr(v, "bonus", 9.0)):
         change()
         _same(g(x), f(x))
+
+
+def test_a_guard_keeps_its_own_copy_and_compares_bits():
+    """Round 32b: f edited the list .tolist() gave it, and the guard compared the next call with
+    the edited list; -0.0 against 0.0 in a list, a NaN's sign: read as equal. And round 32a:
+    leaky_relu's slope as a 0-d array argument under value_and_grad."""
+    import math
+
+    def f(x):
+        v = x.data.tolist()
+        a = v[0]
+        v[0] = 0.0
+        return x * a + math.copysign(1.0, v[1]) + math.copysign(1.0, x.data[2].item())
+
+    g = tt.compile(f)
+    for row in ([5.0, 1.0, 2.0], [0.0, 1.0, 2.0], [0.0, -0.0, 2.0], [0.0, 0.0, float("nan")],
+                [0.0, 0.0, -float("nan")]):
+        x = tt.tensor(np.array(row))
+        _same(g(x), f(x))
+    F = tt.nn.functional
+    h = lambda x, s: tt.value_and_grad(lambda u: tt.sum(F.leaky_relu(u, negative_slope=s) ** 2))(x)  # noqa: E731
+    _against_eager(h, lambda r: (r.standard_normal(4), np.array(r.random() * 0.1)))

@@ -13,6 +13,7 @@ import itertools
 import keyword
 import math
 import operator
+import struct
 import types
 import warnings
 
@@ -1047,10 +1048,24 @@ def _retrace(why):
 
 
 def _same(a, b):
-    """A guard's comparison: equal (a zero of the same sign), or both NaN."""
-    if type(a) is float and type(b) is float:
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b) or a != a and b != b
+    """A guard's comparison: the same bits for floats and NumPy scalars (a zero's sign, a NaN's
+    sign and payload: what copysign or struct can read), item by item for lists and tuples
+    (t.tolist()), equal otherwise."""
+    t = type(a)
+    if t is not type(b):
+        return a == b or (a != a and b != b)
+    if t is float:
+        if a == b:
+            return a != 0.0 or _FLOAT.pack(a) == _FLOAT.pack(b)
+        return a != a and _FLOAT.pack(a) == _FLOAT.pack(b)
+    if t is list or t is tuple:
+        return len(a) == len(b) and builtins.all(_same(u, v) for u, v in zip(a, b))
+    if isinstance(a, np.generic):
+        return a.tobytes() == b.tobytes()
     return a == b or (a != a and b != b)
+
+
+_FLOAT = struct.Struct("<d")
 
 
 def _guard_line(n, e, x):

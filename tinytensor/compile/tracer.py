@@ -326,9 +326,10 @@ class _Tracer:
         frame = _user_frame()
         where = "" if frame is None else f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         out = self._new(value, "guard")
-        self.entries.append(_Entry(conversion, "guard", (_Ref(var),), {}, out,
-                                   f"{how}{where} was {_short(value)} when recorded", "guard",
-                                   context=value))
+        recorded = copy.deepcopy(value) if type(value) in (list, dict) else value   # (f may edit
+        self.entries.append(_Entry(conversion, "guard", (_Ref(var),), {}, out,     # the list
+                                   f"{how}{where} was {_short(value)} when recorded", "guard",   # it got)
+                                   context=recorded))
         return value
 
     def read(self, t, how):

@@ -365,6 +365,8 @@ def leaky_relu(x, negative_slope=0.01):
     >>> tt.leaky_relu(tt.tensor([-1.0, 2.0]), negative_slope=0.1)
     tensor([-0.1,  2. ])
     """
+    if isinstance(negative_slope, Tensor):   # a 0-d Tensor (an array argument inside tt.compile):
+        negative_slope = negative_slope.data  # its value, a parameter of the primitive
     return _leaky_relu(x, negative_slope=negative_slope)
 
 
