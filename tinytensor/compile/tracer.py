@@ -1560,7 +1560,8 @@ def _snapshot(a):
 
 
 class _Value:
-    """An array compared by value (NaN equal to NaN), for a guard on a whole array."""
+    """An array compared by its bits (a zero's sign, a NaN's sign and payload: what np.signbit,
+    str() or struct can read), for a guard on a whole array (np.asarray(t))."""
     __slots__ = ("a",)
 
     def __init__(self, a):
@@ -1568,7 +1569,8 @@ class _Value:
 
     def __eq__(self, other):
         return (type(other) is _Value and self.a.shape == other.a.shape and self.a.dtype == other.a.dtype
-                and np.array_equal(self.a, other.a, equal_nan=self.a.dtype.kind in "fc"))
+                and (self.a.dtype.kind == "O" and np.array_equal(self.a, other.a)
+                     or self.a.dtype.kind != "O" and self.a.tobytes() == other.a.tobytes()))
 
     def __repr__(self):
         return f"array {self.a.dtype}{self.a.shape}"
