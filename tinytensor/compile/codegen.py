@@ -430,7 +430,7 @@ def _fresh_results(tracer, leaves, out_refs, kinds):
         nonlocal made
         if made is None:
             held = getattr(tracer, "held_arrays", ())
-            made = [a for e in tracer.entries for a in _leaves_of((e.args, e.kwargs))
+            made = [a for e in tracer.entries for a in transforms.tree_flatten((e.args, e.kwargs))[0]
                     if type(a) is np.ndarray and a.size and not _held(a, held)]
         return builtins.any(np.may_share_memory(value, a) for a in made)
 
@@ -446,18 +446,6 @@ def _fresh_results(tracer, leaves, out_refs, kinds):
                 and of_a_constant(tracer.values[ref.var]):
             fresh.append(k)
     return fresh
-
-
-def _leaves_of(x):
-    """The values in nested tuples, lists and dicts x (a line's operands)."""
-    if type(x) in (tuple, list):
-        for v in x:
-            yield from _leaves_of(v)
-    elif type(x) is dict:
-        for v in x.values():
-            yield from _leaves_of(v)
-    else:
-        yield x
 
 
 def _result_kind(tracer, x, plain, tensors):
