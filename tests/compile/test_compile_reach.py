@@ -1111,3 +1111,85 @@ def test_a_guard_keeps_its_own_copy_and_compares_bits():
     F = tt.nn.functional
     h = lambda x, s: tt.value_and_grad(lambda u: tt.sum(F.leaky_relu(u, negative_slope=s) ** 2))(x)  # noqa: E731
     _against_eager(h, lambda r: (r.standard_normal(4), np.array(r.random() * 0.1)))
+
+
+def test_a_traced_axis_given_to_an_operation_is_a_guard():
+    """Round 32a: F.normalize(dim=d) with d a 0-d array or Tensor argument gave the right value
+    and the recorded dim's gradient (the rules' shapes come from the recorded axis)."""
+    F = tt.nn.functional
+    w = np.arange(12.0).reshape(3, 4)
+
+    def f(h, d):
+        return (F.normalize(h, dim=d) * w).sum()
+    vg = tt.value_and_grad(f)
+    g = tt.compile(vg)
+    h = np.random.default_rng(0).standard_normal((3, 4))
+    for d in (1, 0, -1, 0, 1):
+        for arg in (np.array(d), tt.tensor(d)):
+            _same(vg(h, arg), g(h, arg))
+    sums = tt.compile(lambda x, d: tt.sum(x * x, axis=d, keepdims=True))
+    for d in (0, 1, 1, 0):
+        eager = tt.sum(tt.tensor(h) * tt.tensor(h), axis=np.array(d), keepdims=True)
+        _same(sums(tt.tensor(h), np.array(d)), eager)
+
+
+def test_warnings_and_logging_inside_f():
+    """Round 33b: a user's RuntimeWarning was given while recording only; a warning formatting a
+    0-d Tensor was given twice per call (its text guard failed on every call: f ran eagerly
+    after each recording); a logger's level was not guarded; a record reaching a handler and an
+    operation inside f's own catch_warnings(record=True) ran silently different: now refused."""
+    import logging
+    import warnings
+
+    def given(fun, *args):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            fun(*args)
+        return [(x.category, str(x.message)) for x in w]
+
+    runtime = tt.compile(lambda x: (warnings.warn("careful", RuntimeWarning, stacklevel=1), x + 1.0)[1])
+    for _ in range(3):
+        assert given(runtime, np.ones(2)) == [(RuntimeWarning, "careful")]
+
+    def formats(x):
+        s = x.sum()
+        warnings.warn(f"sum={s}", stacklevel=1)
+        return s
+    g = tt.compile(formats)
+    for i in range(3):
+        x = tt.tensor(np.ones(2) * i)
+        assert given(g, x) == given(formats, x)
+    assert len(g.recompiles) == 3          # one recording per value of the text, f never run again
+
+    lg = logging.getLogger("tt_reach_level")
+    lg.setLevel(logging.WARNING)
+    lg.propagate = False
+
+    def branch(x):
+        return x * 3 if lg.isEnabledFor(logging.DEBUG) else x * 2
+    b = tt.compile(branch)
+    np.testing.assert_array_equal(b(np.ones(2)), [2.0, 2.0])
+    lg.setLevel(logging.DEBUG)
+    np.testing.assert_array_equal(b(np.ones(2)), [3.0, 3.0])
+    quiet = tt.compile(lambda x: (lg.debug("step"), x * 2)[1])
+    quiet(np.ones(2))                     # no handler: nothing given, nothing refused
+    records = []
+    handler = logging.Handler()
+    handler.emit = lambda r: records.append(r.getMessage())
+    lg.addHandler(handler)                # a handler added since: recorded again, and refused
+    try:
+        with pytest.raises(RuntimeError, match="reaches a handler"):
+            quiet(np.ones(2))
+    finally:
+        lg.removeHandler(handler)
+
+    def caught(x):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            y = tt.sqrt(x)
+        return y, len(w)
+    with pytest.raises(RuntimeError, match=r"catch_warnings\(record=True\)"):
+        tt.compile(caught)(np.ones(2))
+    outside = tt.compile(lambda x: tt.sqrt(x))   # around the compiled call: the program's warnings
+    outside(np.ones(2))
+    assert len(given(outside, np.array([-1.0, 1.0]))) == 1

@@ -396,6 +396,7 @@ class Compiled:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         tracer.filters = warnings.filters   # f's own catch_warnings: another list
+                        tracer.shown = getattr(warnings, "_showwarnmsg_impl", None)   # (and its record)
                         try:
                             out = self.fun(*traced_args, **traced_kwargs)
                         except Exception as err:
@@ -427,6 +428,7 @@ class Compiled:
                         tracer.module_outputs()
                         tracer.check_owners("the end of the call")
                 finally:
+                    tracer.shown = None       # (the sweeps below run outside the caught warnings)
                     reach.exit()
                 # results on the tape (enable_grad inside too); not after a whole training step,
                 # whose backward() ran inside and whose optimizer step changed what it saved
@@ -538,7 +540,7 @@ class Compiled:
         program.undo = _undo(tracer)
         program.side_effects = builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries)
         program.warns = [w for w in caught if (_is_user_file(w.filename) or w.filename == __file__)
-                         and not issubclass(w.category, RuntimeWarning)] or None   # (__file__: f's
+                         and not _numpy_float_warning(w)] or None   # (__file__: f's
         # warnings.warn(..., stacklevel=2), which names the line that called f)
         program.trace_seconds = time.perf_counter() - start
         program.changed_state = changed

@@ -26,6 +26,7 @@ import ctypes
 import dis
 import enum
 import functools
+import logging
 import math
 import operator
 import os
@@ -55,6 +56,7 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
 _SINGLEDISPATCH = functools.singledispatch(lambda x: x).__code__   # its wrapper's code
+_LOGGER_ENABLED = logging.Logger.isEnabledFor.__code__    # a logger's level read (debug(), info())
 _WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
 _WEAK_HOLDERS = (weakref.WeakSet, weakref.WeakValueDictionary)
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
@@ -167,6 +169,8 @@ def _state_of(obj):
         return (id(obj), obj.shape, obj.dtype, obj.tobytes())
     if isinstance(obj, type):
         return (id(obj), _class_state(obj))
+    if isinstance(obj, logging.Logger):              # (not its cache of levels, logging's own)
+        return (id(obj), _logger_level(obj))
     if isinstance(obj, types.ModuleType):
         if not _user_module(obj):
             return id(obj)
@@ -705,6 +709,7 @@ class _Reach:
         #                           its object is alive is a guard)
         self.classes = {}         # id -> a user's class f reaches (its methods are walked)
         self.names = set()        # attribute names read by name through C (operator.attrgetter)
+        self.loggers = {}         # id -> a logging.Logger whose level f's code asked (lg.info(...))
         self.before = None
         self._previous = None
         self._tracing = False
@@ -878,6 +883,17 @@ class _Reach:
         def profile(frame, event, arg):
             if event == "call":
                 code = frame.f_code
+                if code is _LOGGER_ENABLED:              # lg.info(...), lg.isEnabledFor(...): the
+                    logger = frame.f_locals.get("self")  # logger's level decides: a guard
+                    if logger is not None:
+                        self.loggers[id(logger)] = logger
+                elif code.co_name == "handle" and tracer.laundered is None \
+                        and isinstance(frame.f_locals.get("self"), logging.Handler):
+                    tracer.laundered = (
+                        "logged a record that reaches a handler (a logger's info(), warning(), ...); "
+                        "the handler's output is Python state the program would not repeat on later "
+                        "calls. Log outside the compiled function (return the values to log), or "
+                        "call it uncompiled")
                 if code not in codes and _is_user(code):
                     codes[code] = frame.f_globals
                 elif code is _SINGLEDISPATCH and tracer.laundered is None and not tracer.depth_inside:
@@ -1267,6 +1283,8 @@ class _Reach:
                     add(f"{{}}.__dict__.get({name!r})", m, f"{m.__name__}.{name}", own[name])
         readers.append(("{}.getrecursionlimit()", sys, "the recursion limit"))   # (lowered: eagerly
         #                                         a deep recursion f ran raises RecursionError)
+        for lg in self.loggers.values():      # lg.debug(...) runs or not by the logger's level
+            readers.append(("lv({})", lg, f"the level of the logger {lg.name!r}"))
         for r in self.weak_refs.values():     # a weak reference's object gone (`r() is None`,
             readers.append(("wa({})", r, "whether the object of a weak reference is alive"))  # a proxy)
         if self.tracer.lives:          # a sweep inside runs the hooks of the parameters it reaches
@@ -1385,7 +1403,7 @@ class _Reach:
             return None
         namespace = {"fp": _fingerprint, "ms": _module_state, "cs": _class_state, "av": _array_key,
                      "dr": _dereference, "ca": _class_attribute, "dp": _through_proxy,
-                     "wa": _weak_alive, "wm": _weak_members}
+                     "wa": _weak_alive, "wm": _weak_members, "lv": _logger_level}
         parts = []
         for i, (form, obj, _) in enumerate(readers):
             namespace[f"o{i}"] = obj
@@ -1396,6 +1414,17 @@ class _Reach:
         guard.names = [what for *_, what in readers]
         guard.ok = _fast_check(parts, namespace)
         return guard
+
+
+def _logger_level(logger):
+    """What decides what a logger's call does: whether isEnabledFor(level) holds (its effective
+    level, its own or an ancestor's, whether it is disabled, logging.disable(...)) and the
+    handlers a record would reach (one added since: a record the program would not give)."""
+    handlers, at = [], logger
+    while at is not None:
+        handlers.extend(at.handlers)
+        at = at.parent if at.propagate else None
+    return logger.getEffectiveLevel(), logger.disabled, logger.manager.disable, tuple(handlers)
 
 
 def _fast_check(parts, namespace):

@@ -106,6 +106,7 @@ class _Tracer:
         self.errstates = {}          # variable -> the settings f changed (np.errstate) for its entry
         self.raised = []             # errors a primitive's forward raised (f may have caught one)
         self.filters = None          # the warning filters f was called with (the recording's list)
+        self.shown = None            # and where its warnings go (the recording's list's append)
         self.warning_filters = {}    # variable -> the filters f added (catch_warnings) for its entry
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
@@ -279,6 +280,14 @@ class _Tracer:
         if state != self.errstate:    # inside f's `with np.errstate(...)`: its line runs so too
             self.errstates[var] = {k: v for k, v in state.items() if self.errstate[k] != v}
         filters = warnings.filters
+        if self.shown is not None and self.laundered is None \
+                and getattr(warnings, "_showwarnmsg_impl", None) is not self.shown:
+            self.laundered = (   # f's own `with warnings.catch_warnings(record=True) as w:`
+                "ran an operation inside `warnings.catch_warnings(record=True)`; a warning it gives on "
+                "a later call (a log of a negative) would reach the caller, not f's list, and what "
+                "f reads from the list (len(w)) would keep this call's. Put the catch_warnings around "
+                "the compiled call, use warnings.simplefilter(...) without record=True inside, or "
+                "call the function uncompiled")
         if filters is not self.filters and self.filters is not None and self.filters:
             ours = self.filters[0]    # inside f's `with warnings.catch_warnings(): simplefilter(...)`:
             added = next((filters[:k] for k, x in enumerate(filters) if x is ours), ())   # its filters
@@ -472,6 +481,8 @@ class _Tracer:
                     self.generic_prims.add(var)   # NumPy scalar gives one
                 elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
+        if var is not None and params:        # (last: the entries above are the primitive's)
+            self._guard_static_params(prim, params)
 
     def _eagerly_numpy(self, var):
         """Whether variable var is, eagerly, a NumPy array even inside a transform (a
@@ -934,6 +945,20 @@ class _Tracer:
                 f"no straight-line program can replay it (jax.jit refuses it too). Use a mask of "
                 f"fixed shape instead (tt.where(condition, x, 0), x * mask, sum over a mask), or "
                 f"compute it outside the compiled function and pass it in")
+
+    def _guard_static_params(self, prim, params):
+        """A traced 0-d integer or bool (an argument `d`, a Tensor) given to a primitive as a
+        parameter other than its index (an axis, keepdims, a size) sets the shapes its rules
+        are written with, as a number there does (_plain): a guard on its value. Index arrays
+        (getitem, embedding) and 0-d floats (a pad value, a slope) set no shape: data."""
+        for name, value in params.items():
+            if name == "index" or not isinstance(value, (np.ndarray, Tensor)):
+                continue
+            data = _SLOT_DATA.__get__(value) if isinstance(value, Tensor) else value
+            if type(data) in (np.ndarray, _Tainted) and data.ndim == 0 and data.dtype.kind in "iub":
+                var = self.var_of(value)
+                if var is not None:
+                    self.guard(_snapshot, _Ref(var), _snapshot(data), f"{prim.name}'s {name}=")
 
     def inside(self, fun, args, params, operands=-1):
         """fun(*args, **params) as one entry of the program (a primitive's forward, a rule): it
@@ -1591,7 +1616,8 @@ def _text_read(name):
 
 
 def _tensor_text(a, name, args):
-    return getattr(Tensor, name)(_make(a), *args)
+    # (a 0-d value may reach the program as a NumPy scalar; a Tensor holds it as a 0-d array)
+    return getattr(Tensor, name)(_make(a if type(a) is np.ndarray else np.asarray(a)), *args)
 
 
 def _detach(self):

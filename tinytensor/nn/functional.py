@@ -1514,6 +1514,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     if size is not None:
         if isinstance(size, Tensor):     # a size read from an array (n[0]): its ints
             size = constant_read(size, "interpolate's size").tolist()
+        elif isinstance(size, np.ndarray):    # np.array(8) or np.array([8, 8]), as a Tensor is
+            size = size.tolist()
         out = (size,) * d if isinstance(size, (int, np.integer)) else tuple(size)
         scales = (None,) * d
     else:
