@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from . import backend
+from . import backend, tape
+from .state import SHARED, STATE, update_hook
 from .tape import REGISTRY, forward_sweep, reverse_sweep
 from .tensor import Tensor
 
@@ -33,6 +34,29 @@ class GradcheckError(AssertionError):
     ...
     the VJP rule is wrong
     """
+
+
+def _recording():
+    return not SHARED.quiet and STATE.recorder is not None
+
+
+def _on_every_call(fun, args, name):
+    """fun(*args) (a check that runs f on values it makes) while tt.compile records: computed now
+    off the recording, and a line of the program that computes it again on every call (f runs
+    whole there, as eagerly: nothing it reads is frozen)."""
+    from .ops import on_values
+    recorder = STATE.recorder
+    STATE.recorder = None
+    update_hook(tape.ANOMALY_CHECK)
+    try:
+        result = fun(*args)
+    finally:
+        STATE.recorder = recorder
+        update_hook(tape.ANOMALY_CHECK)
+    if type(result) is tuple and any(r is None for r in result):   # (a non-float argument's None)
+        raise RuntimeError(f"tt.compile: tt.{name} inside a compiled function with a non-float "
+                           f"argument; call it outside the compiled function")
+    return on_values(fun, args, {}, result, name=name)
 
 
 def _as_array(x):   # arrays stay on their device (NumPy's, CuPy's)
@@ -81,6 +105,8 @@ def numerical_grad(f, *args, eps=1e-6):
     >>> tt.numerical_grad(lambda a, b: (a * b).sum(), a, b)
     (array([3., 4.]), array([1., 2.]))
     """
+    if _recording():
+        return _on_every_call(lambda *a: numerical_grad(f, *a, eps=eps), args, "numerical_grad")
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
     values = [v.astype(np.float64) if _is_float(v) else v for v in values]
@@ -187,6 +213,9 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     >>> tt.gradcheck(lambda W: (W ** 2).sum(), np.array([1.0, 2.0]))
     True
     """
+    if _recording():
+        return _on_every_call(lambda *a: gradcheck(f, *a, eps=eps, atol=atol, rtol=rtol, modes=modes),
+                              args, "gradcheck")
     _require_a_float(args, "gradcheck")
     numerical = [n for n in numerical_grad(f, *args, eps=eps) if n is not None]
     _, analytic = analytic_jacobians(f, *args, modes=modes)

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from . import backend, distributed
+from .state import SHARED, STATE
 from .tensor import Tensor
 
 _STRUCTURE = "__structure__"
@@ -56,6 +57,25 @@ def _encode(obj, arrays, path):
                     f"optimizer's state_dict(), not the object)")
 
 
+def _refuse_while_recording(what, does, fix):
+    """A file read or written while tt.compile records: refused (the program would keep this
+    call's contents, or not write again on later calls)."""
+    if not SHARED.quiet and STATE.recorder is not None:
+        raise RuntimeError(f"tt.compile: {what} inside a compiled function {does}. {fix}, or call "
+                           f"the function uncompiled")
+
+
+def _refuse_reading(what):
+    _refuse_while_recording(what, "reads a file, which may change between calls; the program "
+                            "would keep this call's contents", "Load it outside the compiled "
+                            "function and pass the values in (or close over what it gave)")
+
+
+def _refuse_writing(what):
+    _refuse_while_recording(what, "writes a file, which the program would not write again on later "
+                            "calls", "Save after the compiled call (return what to save)")
+
+
 def save(obj, path, metadata=None):
     """Write `obj` (see the module docstring) to `path`, one .npz file (NumPy adds the suffix
     when `path` has none). A path ending in ".safetensors" writes the safetensors format instead
@@ -77,6 +97,7 @@ def save(obj, path, metadata=None):
     >>> tt.load(path)
     {'epoch': 3, 'w': array([0., 1., 2.])}
     """
+    _refuse_writing("tt.save(...)")
     if not distributed._writes_files(path):
         return
     if _is_safetensors(path):
@@ -162,6 +183,7 @@ def load(path):
     >>> tt.load(path)
     {'w': array([0., 1., 2.])}
     """
+    _refuse_reading("tt.load(...)")
     if _is_safetensors(path):
         return load_safetensors(path)
     path = os.fspath(path)
@@ -214,6 +236,7 @@ def _is_safetensors(path):
 
 def save_safetensors(tensors, path, metadata=None):
     """Write a flat dict {name: array or Tensor} in the safetensors format (no pickle, no code)."""
+    _refuse_writing("tt.save_safetensors(...)")
     if not isinstance(tensors, dict):
         raise TypeError(f"tt.save(..., '*.safetensors'): safetensors holds a flat dict of arrays (a "
                         f"state_dict), got a {type(tensors).__name__}; save other objects as .npz")
@@ -282,6 +305,7 @@ def read_safetensors_metadata(path):
 
 
 def _read_safetensors(path):
+    _refuse_reading("reading a safetensors file")
     with open(os.fspath(path), "rb") as f:
         blob = f.read()
     if len(blob) < 8:

@@ -533,11 +533,13 @@ def run_tensor_hooks(node, g):
     for hook in list(hooks.values()):
         if recorded:
             arg = g
-        else:
-            arg = _make(g)
+        else:                 # (tt.compile: a traced Tensor, so that the hook's g.numpy() is too)
+            arg = _make(g) if STATE.recorder is None else STATE.recorder.hook_argument(g)
         new = hook(arg)
         if new is None:
-            continue
+            if not recorded and type(arg) is not Tensor and arg.data is not g:
+                g = arg.data        # (tt.compile: g.mul_(2) in the hook, eagerly a write into g,
+            continue                # is recorded as a new value of the traced Tensor)
         if recorded and isinstance(new, Tensor):
             value = new
         else:

@@ -1193,3 +1193,68 @@ def test_warnings_and_logging_inside_f():
     outside = tt.compile(lambda x: tt.sqrt(x))   # around the compiled call: the program's warnings
     outside(np.ones(2))
     assert len(given(outside, np.array([-1.0, 1.0]))) == 1
+
+
+def test_user_extensions_inside_f():
+    """Round 34a: a user primitive's rule replaced by defvjp/defjvp since the recording, a tensor
+    hook returning g.numpy() * s or scaling g in place (g.mul_ under no_grad), tt.numerical_grad
+    inside f and a held state dict loaded inside f were frozen (or refused); tt.load and tt.save
+    inside f are refused (a file read or written)."""
+    import os
+    import tempfile
+
+    cube = tt.primitive(lambda x: x ** 3, name="reach_cube")
+    cube.defvjp(lambda g, ans, x: 3 * x ** 2 * g)
+    cube.defjvp(lambda t, ans, x: 3 * x ** 2 * t)
+    grad = tt.compile(lambda x: tt.grad(lambda z: cube(z).sum())(x))
+    tangent = tt.compile(lambda x: tt.jvp(cube, (x,), (np.ones(3),))[1])
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(grad(x), [0, 3, 12])
+    np.testing.assert_array_equal(tangent(x), [0, 3, 12])
+    cube.defvjp(lambda g, ans, x: 7 * x * g)
+    cube.defjvp(lambda t, ans, x: 5 * x * t)
+    np.testing.assert_array_equal(grad(x), [0, 7, 14])
+    np.testing.assert_array_equal(tangent(x), [0, 5, 10])
+
+    w = tt.tensor(np.ones(3))
+
+    def checks(x):
+        return tt.numerical_grad(lambda z: (tt.tanh(z) * w).sum(), x)[0], tt.gradcheck(
+            lambda z: (tt.tanh(z) * z).sum(), x)
+    _against_eager(checks, lambda r: (r.standard_normal(3),), calls=3)
+
+    def hooked(how):
+        def f(x):
+            def loss(z):
+                h = tt.tanh(z * 2.0)
+                if how == "array":
+                    h.register_hook(lambda g: g.numpy() * 2.0)
+                else:
+                    def scale(g):
+                        with tt.no_grad():
+                            g.mul_(2.0)
+                    h.register_hook(scale)
+                return (h ** 2).sum()
+            return tt.value_and_grad(loss)(x)
+        return f
+    for how in ("array", "in place"):
+        _against_eager(hooked(how), lambda r: (r.standard_normal((4, 3)),))
+
+    def loaded():
+        model = tt.nn.Linear(3, 2, rng=0)
+        held = {"sd": {k: np.array(v) for k, v in model.state_dict().items()}}
+        return held, lambda x: (model.load_state_dict(held["sd"]), model(x))[1]
+    (he, fe), (hc, fc) = loaded(), loaded()
+    fc = tt.compile(fc)
+    for i in range(4):
+        x = np.random.default_rng(i).standard_normal((2, 3))
+        for held in (he, hc):
+            held["sd"]["weight"] = np.full((2, 3), float(i))
+        _same(fe(x), fc(x))
+
+    path = os.path.join(tempfile.mkdtemp(), "w.npz")
+    tt.save({"w": np.ones(2)}, path)
+    with pytest.raises(RuntimeError, match="reads a file"):
+        tt.compile(lambda x: x + tt.load(path)["w"])(np.ones(2))
+    with pytest.raises(RuntimeError, match="writes a file"):
+        tt.compile(lambda x: (tt.save({"x": x}, path), x * 2)[1])(np.ones(2))

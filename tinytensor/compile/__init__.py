@@ -396,7 +396,6 @@ class Compiled:
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         tracer.filters = warnings.filters   # f's own catch_warnings: another list
-                        tracer.shown = getattr(warnings, "_showwarnmsg_impl", None)   # (and its record)
                         try:
                             out = self.fun(*traced_args, **traced_kwargs)
                         except Exception as err:
@@ -428,7 +427,6 @@ class Compiled:
                         tracer.module_outputs()
                         tracer.check_owners("the end of the call")
                 finally:
-                    tracer.shown = None       # (the sweeps below run outside the caught warnings)
                     reach.exit()
                 # results on the tape (enable_grad inside too); not after a whole training step,
                 # whose backward() ran inside and whose optimizer step changed what it saved

@@ -37,6 +37,7 @@ import sys
 import sysconfig
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -56,7 +57,10 @@ _CONTAINERS = (list, tuple, dict, set, frozenset)
 _MAX_ITEMS = 64          # a larger container is guarded by identity and length
 _DEPTH = 4
 _SINGLEDISPATCH = functools.singledispatch(lambda x: x).__code__   # its wrapper's code
-_LOGGER_ENABLED = logging.Logger.isEnabledFor.__code__    # a logger's level read (debug(), info())
+_RECORDING_WARNINGS = (warnings.catch_warnings.__enter__.__code__,   # f's own `with warnings.
+                       warnings.catch_warnings.__exit__.__code__)    # catch_warnings(record=True):`
+_LOGGER_LEVEL = (logging.Logger.isEnabledFor.__code__,     # a logger's level read (debug(), info(),
+                 logging.Logger.getEffectiveLevel.__code__)  # isEnabledFor(), getEffectiveLevel())
 _WEAK_CACHES = (weakref.WeakKeyDictionary, weakref.WeakValueDictionary)   # a library's caches
 _WEAK_HOLDERS = (weakref.WeakSet, weakref.WeakValueDictionary)
 _OPAQUE = (types.ModuleType, type, types.BuiltinFunctionType, np.ufunc,
@@ -883,7 +887,10 @@ class _Reach:
         def profile(frame, event, arg):
             if event == "call":
                 code = frame.f_code
-                if code is _LOGGER_ENABLED:              # lg.info(...), lg.isEnabledFor(...): the
+                if code in _RECORDING_WARNINGS and getattr(frame.f_locals.get("self"), "_record", False) \
+                        and frame.f_back is not None and _is_user(frame.f_back.f_code):
+                    tracer.warnings_recorded += 1 if code is _RECORDING_WARNINGS[0] else -1
+                elif code in _LOGGER_LEVEL:              # lg.info(...), lg.isEnabledFor(...): the
                     logger = frame.f_locals.get("self")  # logger's level decides: a guard
                     if logger is not None:
                         self.loggers[id(logger)] = logger
@@ -1283,6 +1290,9 @@ class _Reach:
                     add(f"{{}}.__dict__.get({name!r})", m, f"{m.__name__}.{name}", own[name])
         readers.append(("{}.getrecursionlimit()", sys, "the recursion limit"))   # (lowered: eagerly
         #                                         a deep recursion f ran raises RecursionError)
+        for prim in self.tracer.user_primitives.values():   # prim.defvjp(...) since: its new rules
+            readers.append(("({}.fun, {}.vjps, {}.joint_vjp, {}.jvps, {}.joint_jvp)", prim,
+                            f"the rules of the primitive {prim.name}"))
         for lg in self.loggers.values():      # lg.debug(...) runs or not by the logger's level
             readers.append(("lv({})", lg, f"the level of the logger {lg.name!r}"))
         for r in self.weak_refs.values():     # a weak reference's object gone (`r() is None`,

@@ -106,7 +106,7 @@ class _Tracer:
         self.errstates = {}          # variable -> the settings f changed (np.errstate) for its entry
         self.raised = []             # errors a primitive's forward raised (f may have caught one)
         self.filters = None          # the warning filters f was called with (the recording's list)
-        self.shown = None            # and where its warnings go (the recording's list's append)
+        self.warnings_recorded = 0   # f's own `warnings.catch_warnings(record=True)` blocks open now
         self.warning_filters = {}    # variable -> the filters f added (catch_warnings) for its entry
         self.flags_read = set()      # live variables whose requires_grad f read
         self.hookless = ()           # leaves whose Tensor hooks the recorded sweep leaves to the
@@ -146,6 +146,7 @@ class _Tracer:
         self.node_values = set()     # id(a recorded tape node's values list): may hold _Numbers
         self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
         self.aliased = set()         # variables whose arrays share memory (views of each other)
+        self.user_primitives = {}    # id -> a tt.primitive f ran (its rules, replaceable, are guarded)
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
         self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
         #                              where no operand is a Tensor)
@@ -280,8 +281,7 @@ class _Tracer:
         if state != self.errstate:    # inside f's `with np.errstate(...)`: its line runs so too
             self.errstates[var] = {k: v for k, v in state.items() if self.errstate[k] != v}
         filters = warnings.filters
-        if self.shown is not None and self.laundered is None \
-                and getattr(warnings, "_showwarnmsg_impl", None) is not self.shown:
+        if self.warnings_recorded > 0 and self.laundered is None:
             self.laundered = (   # f's own `with warnings.catch_warnings(record=True) as w:`
                 "ran an operation inside `warnings.catch_warnings(record=True)`; a warning it gives on "
                 "a later call (a log of a negative) would reach the caller, not f's list, and what "
@@ -398,6 +398,12 @@ class _Tracer:
         self.alive.append(t)
         return t
 
+    def hook_argument(self, g):
+        """The gradient `g` a sweep hands a Tensor's hook: a Tensor whose reads (g.numpy(),
+        g.data) are traced arrays, as its operations are."""
+        var = self.index.get(id(g))
+        return _make(g) if var is None else self.wrap(g, var)
+
     def tensor(self, g):
         """A gradient or tangent from a sweep as a Tensor the rest of f can use (a constant
         array stays an array)."""
@@ -453,6 +459,8 @@ class _Tracer:
         if STATE.anomaly:
             tape._anomaly_check_forward(out, prim, args)
         context = (prim.name, _plain_numbers(args, []) if self.numbers else args)   # no _Number kept
+        if type(prim) is not tape.Primitive:     # a user's (tt.primitive): defvjp may replace a rule
+            self.user_primitives[id(prim)] = prim
         var = self.record(prim.fun, prim.name, args, params, out.data, prim.name, "prim",
                           objects=(out,), context=context)
         if self.numbers and out._values is not None:   # a tape node holding the call's numbers:

@@ -449,7 +449,12 @@ class Module:
         """Copy the arrays of `state` into the existing parameter and buffer arrays (in place, so
         an optimizer holding the parameters keeps working). Names and shapes must match exactly
         (with strict=False, names missing on either side are skipped). Returns the named pair
-        (missing_keys, unexpected_keys), as PyTorch."""
+        (missing_keys, unexpected_keys), as PyTorch. Inside tt.compile, a line of the program:
+        it copies the state dict's arrays of each call."""
+        replayed, keys = replayed_while_recording("module.load_state_dict(...)", self.load_state_dict,
+                                                  state, strict=strict)
+        if replayed:
+            return keys
         state = _upgraded(self, state)
         generators = dict(self._named_generators())   # optional: a PyTorch state dict has none
         states = {name: state[name] for name in generators if name in state}
