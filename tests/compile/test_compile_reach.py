@@ -1258,3 +1258,28 @@ def test_user_extensions_inside_f():
         tt.compile(lambda x: x + tt.load(path)["w"])(np.ones(2))
     with pytest.raises(RuntimeError, match="writes a file"):
         tt.compile(lambda x: (tt.save({"x": x}, path), x * 2)[1])(np.ones(2))
+
+
+def test_result_types_of_hessians_and_tensors_kept_from_a_transform():
+    """Rounds 29a and 35a: tt.hessian of a function of one number (a 0-d array eagerly) came back
+    a NumPy scalar (the program's arithmetic on 0-d arrays gives scalars); a Tensor kept from
+    inside a transform and returned (examples/train_mlp.py's logits) came back an array."""
+    h = tt.hessian(lambda t: tt.sin(t) * t ** 2)
+    _against_eager(h, lambda r: (np.array(r.random()),), calls=3)
+    _against_eager(h, lambda r: (r.random(),), calls=3)
+
+    def kept(x):
+        inner = []
+
+        def loss(z):
+            inner.append(tt.tanh(z))
+            return inner[0].sum()
+        return tt.grad(loss)(x), inner[0]
+    g = tt.compile(kept)
+    for i in range(3):
+        x = np.random.default_rng(i).standard_normal(3)
+        eager, compiled = kept(x), g(x)
+        _same(eager, compiled)
+        assert compiled[1].requires_grad and eager[1].requires_grad
+    with pytest.raises(RuntimeError, match="kept from inside a transform"):
+        compiled[1].sum().backward()

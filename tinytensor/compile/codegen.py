@@ -460,6 +460,8 @@ def _result_kind(tracer, x, plain, tensors):
         var = tracer.var_of(x)
         if x.requires_grad and x._prim is None and x._id >= tracer.start:
             return "leaf"                                 # tt.tensor(..., requires_grad=True)
+        if id(x) in tracer.inner_tensors:     # kept from inside a transform: on its graph eagerly
+            return "inner" if x.requires_grad else "tensor"
         if var is None or var in tensors:
             return "tensor"
         return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
@@ -973,7 +975,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             copied = False
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            scalar = kind != "raw" and (type(tracer.values[ref.var]) is not np.ndarray
+            value = tracer.values[ref.var]       # (a 0-d array eagerly: NumPy's arithmetic on the
+            scalar = kind != "raw" and (type(value) is not np.ndarray or value.ndim == 0   # program's
                                         or producer_kind.get(ref.var) == "prim0" or ref.var in n.scalars)
             text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
             if scalar and not copied and repeated[ref.var] > 1:   # one 0-d array for all of them (s
@@ -989,6 +992,10 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             text = f"{n.function(_make, 'make_tensor')}({text})"
         elif kind == "leaf":
             text = f"{n.function(_make, 'make_tensor')}({text}, requires_grad=True)"
+        elif kind == "inner":           # requires grad, on an entry whose backward() is refused
+            from . import taped  # (taped imports this module)
+            entry = n.constant(taped.kept_from_a_transform(fname))
+            text = f"{n.function(_make, 'make_tensor')}({text}, {entry}, (), [], {{}}, True)"
         elif kind == "scalar":
             text = f"{n.function(_numpy_scalar, 'numpy_scalar')}({text})"
         results.append(f"(_result{k} := {text})" if k in again else text)

@@ -339,6 +339,15 @@ class _Spent(_CallEntry):
             f"not taken. Compute the loss again (call the step), or compile the loss alone")
 
 
+def kept_from_a_transform(fname):
+    """The tape entry of a Tensor f kept from inside a transform (`tt.grad`'s function appended
+    it to a list) and returned: eagerly it requires grad, on the transform's own graph, which
+    the program does not keep; its backward() is refused."""
+    return _Stale(fname, "it is a Tensor f kept from inside a transform (tt.grad's function), on "
+                         "that transform's graph, which the program does not keep; call the "
+                         "function uncompiled to differentiate it")
+
+
 class _Stale(_CallEntry):
     def __init__(self, fname, message):
         super().__init__("tt.compile call", fname=fname, message=message)

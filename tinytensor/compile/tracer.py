@@ -147,6 +147,8 @@ class _Tracer:
         self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
         self.aliased = set()         # variables whose arrays share memory (views of each other)
         self.user_primitives = {}    # id -> a tt.primitive f ran (its rules, replaceable, are guarded)
+        self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
+        #                              a Tensor, even where its variable is an array argument's
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
         self.generic_prims = set()   # 0-d primitive results NumPy gave as a scalar (eagerly one
         #                              where no operand is a Tensor)
@@ -356,6 +358,7 @@ class _Tracer:
         reads of it (z.data, z.tolist()) are noted as the value's."""
         if type(t) is Tensor and self.index.get(id(t.data)) is not None:
             t.__class__ = _Traced
+            self.inner_tensors[id(t)] = t
         return t
 
     def data_of(self, t):
@@ -489,6 +492,9 @@ class _Tracer:
                     self.generic_prims.add(var)   # NumPy scalar gives one
                 elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
+        if var is not None and STATE.depth and self.inner_tensors and builtins.any(
+                id(a) in self.inner_tensors for a in args):   # kept and returned by f: a Tensor
+            self.inner_tensors[id(out)] = out
         if var is not None and params:        # (last: the entries above are the primitive's)
             self._guard_static_params(prim, params)
 
