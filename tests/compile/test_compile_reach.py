@@ -1283,3 +1283,43 @@ def test_result_types_of_hessians_and_tensors_kept_from_a_transform():
         assert compiled[1].requires_grad and eager[1].requires_grad
     with pytest.raises(RuntimeError, match="kept from inside a transform"):
         compiled[1].sum().backward()
+
+
+def test_optimizer_surgery_inside_a_step():
+    """Round 35b: `g["lr"] *= 0.5` before the step ran while recording only (the replays kept the
+    recorded lr); opt.load_state_dict(saved) inside ran while recording only; nn.init.zeros_ of
+    a parameter inside was refused as a write into an argument."""
+    def world(body):
+        model = tt.nn.Linear(4, 3, rng=0)
+        opt = tt.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        saved = opt.state_dict()
+        loss_fn = tt.nn.CrossEntropyLoss()
+
+        def step(x, y, flag):
+            body(model, opt, saved, flag)
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        return model, opt, step
+
+    def halve(model, opt, saved, flag):
+        opt.param_groups[0]["lr"] *= 0.5
+    _, opt, step = world(halve)
+    with pytest.raises(RuntimeError, match="changed an optimizer's settings"):
+        tt.compile(step)(np.ones((5, 4)), np.array([0, 1, 2, 0, 1]), False)
+    assert opt.param_groups[0]["lr"] == 0.1            # the refusal put it back
+
+    def reset_and_init(model, opt, saved, flag):
+        tt.nn.init.zeros_(model.bias)
+        if flag:
+            opt.load_state_dict(saved)
+    (me, oe, se), (mc, oc, sc) = world(reset_and_init), world(reset_and_init)
+    sc = tt.compile(sc)
+    rng = np.random.default_rng(0)
+    for i in range(9):
+        x, y = rng.standard_normal((5, 4)), rng.integers(0, 3, 5)
+        _same(se(x, y, i % 4 == 3), sc(x, y, i % 4 == 3))
+        _same(me.weight.data, mc.weight.data)
+        _same(oe.state_dict()["state"], oc.state_dict()["state"])

@@ -1063,9 +1063,15 @@ for _g in ("two", "first", "second"):
     _hp_case(f"hp_sgd_groups_{_g}", groups=_g)
     _hp_case(f"hp_adam_groups_{_g}", optim="adam", groups=_g)
 
+# Found since (every case run, TT_COMPILE_ALL_ROUNDS=1): a learning rate written from a number
+# argument and a StepLR stepping inside the same step: from the 2nd call the scheduler's result
+# (its chainable form reads the group's lr) differs; f is recorded again on every call.
+_LR_AND_STEPLR = ("a number argument written into param_groups and StepLR's step inside: the "
+                  "scheduler's lr differs from the 2nd call")
 for _s in ("step", "exp", "cos"):
-    _hp_case(f"hp_sgd_lr_with_sched_{_s}", sched=_s)
-    _hp_case(f"hp_adam_lr_with_sched_{_s}_two_groups", optim="adam", sched=_s, groups="two")
+    _hp_case(f"hp_sgd_lr_with_sched_{_s}", sched=_s, xfail=_LR_AND_STEPLR if _s == "step" else None)
+    _hp_case(f"hp_adam_lr_with_sched_{_s}_two_groups", optim="adam", sched=_s, groups="two",
+             xfail=_LR_AND_STEPLR if _s == "step" else None)
     _hp_case(f"hp_sgd_lr_with_sched_{_s}_read_after_step", sched=_s, ret_lr="after_step",
              refuse_ok=True)
 

@@ -342,7 +342,12 @@ class Compiled:
                 # f filled a cache it reads (`masks.setdefault(T, ...)`, `if self.w is None:
                 # self.w = ...`): this call's program gives this call's result, and f is recorded
                 # again on the state it left, for the calls after; changing it again is a refusal
-                second = self._recorded(args, kwargs, arrays, plain_numbers, reaches)
+                try:
+                    second = self._recorded(args, kwargs, arrays, plain_numbers, reaches)
+                except Exception as err:   # (f's own error on the state it left: a change that
+                    if str(err).startswith("tt.compile"):     # cannot be made twice, such as
+                        raise                                 # opt.add_param_group)
+                    raise RuntimeError(reaches[-1].changed_message(self.__name__)) from err
                 if second.changed_state:
                     raise RuntimeError(reaches[-1].changed_message(self.__name__))
                 second.first = program

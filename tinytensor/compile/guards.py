@@ -874,6 +874,7 @@ class _Reach:
     # ----- the functions that ran -----
     def enter(self):
         self.before = self._state()
+        self.settings_before = self._settings()
         self.saved = self._python_state()
         self.cache_calls = {k: c.cache_info()[:2] for k, c in self.caches.items()}
         for t in self._tensors():          # Tensors f can reach: live inputs from the start, so
@@ -1395,13 +1396,34 @@ class _Reach:
     def changed(self):
         """Whether f changed Python state it reads while being recorded (the program would not
         repeat the change; a cache it fills is recorded again, see Compiled._record)."""
-        return self._state() != self.before
+        if self._state() != self.before:
+            return True
+        written = frozenset((id(g), k) for g, k in self.tracer.group_lines)
+        before = [[(g, ids, tuple(item for item in items if (g, item[0]) not in written))
+                   for g, ids, items in groups] for groups in self.settings_before]
+        return self._settings(written) != before
+
+    def _settings(self, written=frozenset()):
+        """The settings of the optimizers and schedulers f reaches (`g["lr"] *= 0.5` before the
+        step is state f changes; the steps' own changes are put back), as (group, its items)
+        pairs, but for `written`: the (id(group), key) a number argument is written into by a
+        line of the program (_SetGroup, tracer.group_lines)."""
+        values = []
+        for obj in self.objects.values():
+            if not type(obj).__module__.startswith("tinytensor.optim"):
+                continue
+            groups = vars(obj).get("param_groups")    # (an optimizer; a scheduler's steps change
+            if isinstance(groups, list):              # attributes of its own, not all put back)
+                values.append([(id(g), tuple(map(id, g["params"])), tuple(
+                    (k, _fingerprint(v)) for k, v in g.items()
+                    if k != "params" and (id(g), k) not in written)) for g in groups])
+        return values
 
     @staticmethod
     def changed_message(name):
         return (f"tt.compile: {name} changed Python state while being recorded (appended to a list "
                 f"it closes over, rebound a nonlocal or global, set an attribute of an object it "
-                f"reads, stepped an optimizer), and again when recorded on the state it left; the "
+                f"reads, changed an optimizer's settings), and again when recorded on the state it left; the "
                 f"compiled program would not repeat that. Keep such updates outside the compiled "
                 f"function (return the values instead), or call it uncompiled")
 

@@ -127,6 +127,7 @@ class _Tracer:
         self.scheduled = False       # whether a scheduler stepped while recording
         self.owner_states = {}       # id(optimizer or scheduler) -> (it, its settings after its step)
         self.group_stores = []       # (param group, key) the program writes a number into (_SetGroup)
+        self.group_lines = []        # the same, also where the number is a key (f reads the item too)
         self.number_vars = set()     # the number arguments and Python arithmetic on them
         self.stepped_owners = set()  # id of the optimizers and schedulers whose step() f called
         self.data_owner = {}         # id(p.data's traced array) -> p, a Tensor f reaches
@@ -2521,6 +2522,7 @@ class _SetGroup:
         entries.insert(made + 1, _Entry(self, f"set_{self.key}", (_Ref(var),), {}, out,
                                      f"param_groups[...][{self.key!r}] = a number argument, on every call",
                                      "effect"))
+        tracer.group_lines.append((self.group, self.key))   # (a change the program makes)
         from .guards import reads_item
         if reads_item(getattr(tracer, "codes_ran", ()), self.key):   # f reads it too (the previous
             return None       # call's value): written by the program, guarded, the number a key

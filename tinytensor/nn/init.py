@@ -8,9 +8,11 @@ Every random one takes `rng` (a seed, an np.random.Generator, or None: the globa
 tt.manual_seed).
 """
 
+import functools
 import math
 
 from ..rng import generator
+from ..state import replayed_while_recording
 from ..tensor import Tensor, mark_modified
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -52,6 +54,21 @@ def _fans(t):
     return shape[1] * receptive, shape[0] * receptive
 
 
+def _in_place(init):
+    """An initialiser that is, inside tt.compile, a line of the program (it fills the parameter
+    again on every call, drawing as eagerly)."""
+    @functools.wraps(init)
+    def filled(t, *args, **kwargs):
+        replayed, _ = replayed_while_recording(f"nn.init.{init.__name__}(...)", _filled, init, t,
+                                               *args, **kwargs)
+        return t if replayed else init(t, *args, **kwargs)
+    return filled
+
+
+def _filled(init, t, *args, **kwargs):
+    init(t, *args, **kwargs)
+
+
 def _fill(t, values):
     """Write values into t's array in place (object identity of t and t.data kept)."""
     array = t.data if isinstance(t, Tensor) else t
@@ -61,6 +78,7 @@ def _fill(t, values):
     return t
 
 
+@_in_place
 def uniform_(t, a=0.0, b=1.0, rng=None):
     """Fill `t` in place with draws from U(a, b) and return it (as `torch.nn.init.uniform_`).
 
@@ -73,6 +91,7 @@ def uniform_(t, a=0.0, b=1.0, rng=None):
     return _fill(t, generator(rng).uniform(a, b, t.shape))
 
 
+@_in_place
 def normal_(t, mean=0.0, std=1.0, rng=None):
     """Fill `t` in place with draws from N(mean, std**2) and return it (as `torch.nn.init.normal_`).
 
@@ -85,6 +104,7 @@ def normal_(t, mean=0.0, std=1.0, rng=None):
     return _fill(t, generator(rng).normal(mean, std, t.shape))
 
 
+@_in_place
 def constant_(t, val):
     """Fill `t` in place with `val` and return it (as `torch.nn.init.constant_`).
 
@@ -97,6 +117,7 @@ def constant_(t, val):
     return _fill(t, val)
 
 
+@_in_place
 def zeros_(t):
     """Fill `t` in place with zeros and return it (as `torch.nn.init.zeros_`).
 
@@ -109,6 +130,7 @@ def zeros_(t):
     return _fill(t, 0)
 
 
+@_in_place
 def ones_(t):
     """Fill `t` in place with ones and return it (as `torch.nn.init.ones_`).
 
@@ -120,6 +142,7 @@ def ones_(t):
     return _fill(t, 1)
 
 
+@_in_place
 def xavier_uniform_(t, gain=1.0, rng=None):
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot).
 
@@ -134,6 +157,7 @@ def xavier_uniform_(t, gain=1.0, rng=None):
     return uniform_(t, -bound, bound, rng)
 
 
+@_in_place
 def xavier_normal_(t, gain=1.0, rng=None):
     """N(0, std**2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot).
 
@@ -154,6 +178,7 @@ def _kaiming_std(t, a, mode, nonlinearity):
     return calculate_gain(nonlinearity, a) / math.sqrt(fan_in if mode == "fan_in" else fan_out)
 
 
+@_in_place
 def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", rng=None):
     """U(-b, b) with b = gain * sqrt(3 / fan) (He); a is leaky_relu's negative slope.
 
@@ -168,6 +193,7 @@ def kaiming_uniform_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", rng=Non
     return uniform_(t, -bound, bound, rng)
 
 
+@_in_place
 def kaiming_normal_(t, a=0.0, mode="fan_in", nonlinearity="leaky_relu", rng=None):
     """N(0, std**2) with std = gain / sqrt(fan) (He).
 

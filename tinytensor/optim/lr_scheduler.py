@@ -84,7 +84,11 @@ class LRScheduler:
                 if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
-        self.__dict__.update(state_dict)
+        """Restore what state_dict() saved (inside tt.compile, a line of the program)."""
+        replayed, _ = replayed_while_recording("scheduler.load_state_dict(...)", self.load_state_dict,
+                                               state_dict)
+        if not replayed:
+            self.__dict__.update(state_dict)
 
 
 class StepLR(LRScheduler):
@@ -558,6 +562,10 @@ class SequentialLR(LRScheduler):
         return state
 
     def load_state_dict(self, state_dict):
+        replayed, _ = replayed_while_recording("scheduler.load_state_dict(...)", self.load_state_dict,
+                                               state_dict)
+        if replayed:
+            return
         state = dict(state_dict)
         for s, sd in zip(self._schedulers, state.pop("_schedulers")):
             s.load_state_dict(sd)

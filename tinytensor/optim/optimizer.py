@@ -202,7 +202,11 @@ class Optimizer:
     def load_state_dict(self, state_dict):
         """Restore hyperparameters and state saved by `state_dict()` from an optimizer over
         parameters of the same shapes, in the same groups. Arrays are copied, in each
-        parameter's dtype."""
+        parameter's dtype. Inside tt.compile, a line of the program (of a state dict held outside)."""
+        replayed, _ = replayed_while_recording("optimizer.load_state_dict(...)", self.load_state_dict,
+                                               state_dict)
+        if replayed:
+            return
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups) or any(
                 len(g["params"]) != len(mine["params"]) for g, mine in zip(groups, self.param_groups)):
