@@ -1234,9 +1234,12 @@ class _Reach:
                 add("{}", obj, f"the items of {type(obj).__name__}", obj)
             own = getattr(obj, "__dict__", None)
             label = obj.__name__ if isinstance(obj, types.ModuleType) else type(obj).__name__
-            if own is not None and (whole or records and _data_holder(obj) or any(
-                    isinstance(vars(c).get(n), types.FunctionType)
-                    for c in type(obj).__mro__ for n in _DYNAMIC)):
+            if own is not None and not type(obj).__module__.startswith("tinytensor.optim") and (
+                    whole or records and _data_holder(obj) or any(
+                        isinstance(vars(c).get(n), types.FunctionType)
+                        for c in type(obj).__mro__ for n in _DYNAMIC)):
+                # (an optimizer's or a scheduler's steps, lines of the program, write its state
+                # on every call: the attributes the code names are guarded one by one)
                 # (a SimpleNamespace or a dataclass: C code reads every field, ns == other, repr(),
                 # dataclasses.astuple, without naming them)
                 # attributes made up by its own __getattr__: which names it reads cannot be told
