@@ -25,7 +25,7 @@ import contextlib
 import functools
 import itertools
 import math
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
@@ -117,6 +117,8 @@ def tree_unflatten(structure, leaves):
 
 def _rebuild(node, children):
     if isinstance(node, dict):
+        if isinstance(node, defaultdict):          # (its factory kept)
+            return defaultdict(node.default_factory, children)
         return OrderedDict(children) if isinstance(node, OrderedDict) else dict(children)
     if isinstance(node, tuple):
         return type(node)(*children) if hasattr(node, "_fields") else tuple(children)

@@ -1323,3 +1323,24 @@ def test_optimizer_surgery_inside_a_step():
         _same(se(x, y, i % 4 == 3), sc(x, y, i % 4 == 3))
         _same(me.weight.data, mc.weight.data)
         _same(oe.state_dict()["state"], oc.state_dict()["state"])
+
+
+def test_nan_signs_in_keys_scalar_results_and_defaultdicts():
+    """Round 36a: a number argument in the cache key compared NaNs by value ('nan': -nan reused
+    +nan's program); tt.percentile with a scalar q came back a NumPy scalar (np.where's result
+    is an array); a defaultdict result was refused."""
+    import collections
+    import math
+
+    sign = tt.compile(lambda x, a: x * math.copysign(1.0, a))
+    x = np.ones(2)
+    for a in (float("nan"), -float("nan"), float("nan")):
+        np.testing.assert_array_equal(sign(x, a), x * math.copysign(1.0, a))
+    _against_eager(lambda x: (tt.percentile(x, 30.0), tt.quantile(x, 0.3), x[0] * 2 + x[1]),
+                   lambda r: (r.standard_normal(5),), calls=2)
+    d = collections.defaultdict(list, {"a": np.ones(2)})
+    assert tt.compile(lambda d: d)(d) is d
+    made = tt.compile(lambda x: collections.defaultdict(int, {"y": x * 2}))
+    for _ in range(2):
+        r = made(np.ones(2))
+        assert type(r) is collections.defaultdict and r.default_factory is int and r["z"] == 0

@@ -30,6 +30,7 @@ import inspect
 import math
 import os
 import random
+import struct
 import sys
 import time
 import types
@@ -651,14 +652,14 @@ def _refuse_opaque_results(out, name):
 
 
 def _container_subclass(tree, depth=0):
-    """The first tuple, list or dict subclass in a result's structure (not a namedtuple or an
-    OrderedDict, which come back as they are), or None."""
+    """The first tuple, list or dict subclass in a result's structure (not a namedtuple, an
+    OrderedDict or a defaultdict, which come back as they are), or None."""
     t = type(tree)
     if depth > 32 or t in (tuple, list, dict):
         pass
     elif isinstance(tree, (tuple, list, dict)):
         if not (isinstance(tree, tuple) and hasattr(tree, "_fields")
-                or type(tree) is collections.OrderedDict):
+                or type(tree) in (collections.OrderedDict, collections.defaultdict)):
             return t
     else:
         return None
@@ -1049,19 +1050,24 @@ class _Same:
 
 
 def _values(arrays, valued):
-    """The cache key's part for number arguments f used in Python: their values (a zero's sign,
-    and NaN equal to NaN, as the guards compare)."""
+    """The cache key's part for number arguments f used in Python: their values, floats by
+    their bits (a zero's sign, a NaN's sign and payload), as the guards compare."""
     key = []
     for i in valued:
         v = arrays[i] if i < len(arrays) else None
-        if type(v) is float or isinstance(v, np.floating):
-            v = (type(v), float(v).hex())
+        if type(v) is float:
+            v = (float, _DOUBLE.pack(v))
+        elif isinstance(v, np.floating):
+            v = (type(v), v.tobytes())
         elif not isinstance(v, np.ndarray):
             v = (type(v), v)
         else:
             v = None                # an array at that position (another structure)
         key.append(v)
     return _Valued(key)
+
+
+_DOUBLE = struct.Struct("<d")
 
 
 class _Valued(tuple):

@@ -1286,7 +1286,10 @@ def _emit_structure(structure, results, namespace, fresh):
             key = repr(k) if type(k) in (str, int, bool) else _name_for(k, namespace, fresh)
             items.append(f"{key}: {_emit_structure(v, results, namespace, fresh)}")
         text = "{" + ", ".join(items) + "}"
-        if type(structure) is not dict:
+        if isinstance(structure, collections.defaultdict):     # (with its factory)
+            factory = _name_for(structure.default_factory, namespace, fresh)
+            text = f"{_name_for(type(structure), namespace, fresh)}({factory}, {text})"
+        elif type(structure) is not dict:
             text = f"{_name_for(type(structure), namespace, fresh)}({text})"
         return text
     parts = [_emit_structure(v, results, namespace, fresh) for v in structure]

@@ -489,8 +489,9 @@ class _Tracer:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
                 refs = _refs(self.entries[-1].args, [])
                 if not STATE.depth and (generic or builtins.any(   # (inside a transform, values
-                        r in self.generic_prims for r in refs)):   # are Tensors) NumPy's: an op on a
-                    self.generic_prims.add(var)   # NumPy scalar gives one
+                        r in self.generic_prims for r in refs)   # are Tensors) NumPy's: an op on a
+                        and self._gives_a_scalar(prim, args, params)):   # NumPy scalar may give one
+                    self.generic_prims.add(var)
                 elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
         if var is not None and STATE.depth and self.inner_tensors and builtins.any(
@@ -498,6 +499,28 @@ class _Tracer:
             self.inner_tensors[id(out)] = out
         if var is not None and params:        # (last: the entries above are the primitive's)
             self._guard_static_params(prim, params)
+
+    def _gives_a_scalar(self, prim, args, params):
+        """Whether NumPy's form of built-in primitive `prim`, given as NumPy scalars the operands
+        that are NumPy scalars eagerly, gives a NumPy scalar (x - y does; np.where, reshape and
+        a percentile's select do not): NumPy itself decides, on this call's 0-d values."""
+        if type(prim) is not tape.Primitive:
+            return True                   # (a user's: its function is not run twice)
+        values = []
+        for a in args:
+            a = a.value if type(a) in _WRAPPED else a
+            if isinstance(a, Tensor):
+                data = _SLOT_DATA.__get__(a)
+                scalar = self.var_of(a) in self.generic_prims and np.ndim(data) == 0
+                values.append(np.ndarray.view(data, np.ndarray)[()] if scalar else data)
+            else:
+                values.append(a)
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return isinstance(prim.fun(*values, **_plain_numbers(params, [])), np.generic)
+        except Exception:     # noqa: BLE001  (as before: an op on a NumPy scalar gives one)
+            return True
 
     def _eagerly_numpy(self, var):
         """Whether variable var is, eagerly, a NumPy array even inside a transform (a
