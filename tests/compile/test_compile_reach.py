@@ -1344,3 +1344,21 @@ def test_nan_signs_in_keys_scalar_results_and_defaultdicts():
     for _ in range(2):
         r = made(np.ones(2))
         assert type(r) is collections.defaultdict and r.default_factory is int and r["z"] == 0
+
+
+def test_np_array_of_a_list_of_plain_values_beside_traced_arrays():
+    """Round 36b: np.array of a list built from plain values by arithmetic or builtin calls was
+    refused when f held a traced NumPy array; one holding a traced value still is."""
+    def f(x, k):
+        hit = tt.tensor(x).data > 1
+        scores = np.array([0.0] + [-1e9] * (k - 1))
+        steps = np.array([list(range(3))]) < 2
+        n = len(x)
+        return hit + scores[:3] + steps + np.array([n] * 3)
+    _against_eager(f, lambda r: (r.standard_normal(3), 4), calls=3)
+
+    def traced_inside(x):
+        d = tt.tensor(x).data
+        return np.array([d[0] * 2, 1.0])
+    with pytest.raises(RuntimeError, match="tt.compile"):
+        tt.compile(traced_inside)(np.arange(3.0))

@@ -2182,7 +2182,7 @@ for _nm, (_f, _v) in {
     "jacobian_of_float_scalar_out": (tt.jacobian(lambda s: tt.sin(s) * s), lambda i: 0.1 * i + 0.3),
     "jacobian_of_grad_float": (tt.jacobian(tt.grad(lambda s: tt.sin(s) * s**3)), lambda i: 0.1 * i),
 }.items():
-    simple(_nm, _f, (lambda i, _v=_v: (_v(i),)), xfail=XF_0D)
+    simple(_nm, _f, (lambda i, _v=_v: (_v(i),)))   # fixed since: a 0-d array result stays one (XF_0D)
 simple(
     "jacobian_fwd_of_0d_array",
     tt.jacobian(lambda s: tt.sin(s) * s, mode="fwd"),

@@ -481,6 +481,23 @@ def _result_kind(tracer, x, plain, tensors):
     return None
 
 
+def _zero_d_array(tracer, var, value):
+    """Whether result `var`, a 0-d array when recorded, is one eagerly though the program may
+    compute it as a NumPy scalar (its arithmetic on 0-d values gives scalars, where eagerly a
+    Tensor holds a 0-d array): a tinytensor operation's result, or NumPy's function (not a
+    ufunc, which gives scalars for 0-d arrays too) of values that are arrays eagerly
+    (tt.hessian of a function of one number ends in a reshape of one)."""
+    if value.ndim:
+        return False
+    entry = next((e for e in reversed(tracer.entries) if e.out == var), None)
+    if entry is None or entry.kind != "numpy":
+        return True
+    if isinstance(entry.fun, np.ufunc):
+        return False
+    refs = _refs(entry.args, []) + _refs(entry.kwargs, [])
+    return not builtins.any(r in tracer.generic_vars or r in tracer.generic_prims for r in refs)
+
+
 def _held(a, held):
     """Whether array a is one f holds from before the call, or a view of one."""
     base = a if a.base is None else a.base
@@ -975,8 +992,8 @@ def _assemble(tracer, live, body, n, out_refs, out_structure, fname, finish=None
             copied = False
         if type(ref) is _Ref:
             name = names[ref.var]   # NumPy gives scalars for 0-d results: results are arrays
-            value = tracer.values[ref.var]       # (a 0-d array eagerly: NumPy's arithmetic on the
-            scalar = kind != "raw" and (type(value) is not np.ndarray or value.ndim == 0   # program's
+            value = tracer.values[ref.var]
+            scalar = kind != "raw" and (type(value) is not np.ndarray or _zero_d_array(tracer, ref.var, value)
                                         or producer_kind.get(ref.var) == "prim0" or ref.var in n.scalars)
             text = f"np.array({name})" if copied else f"np.asarray({name})" if scalar else name
             if scalar and not copied and repeated[ref.var] > 1:   # one 0-d array for all of them (s

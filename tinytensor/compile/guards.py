@@ -194,6 +194,11 @@ _LITERAL_OPS = frozenset({"LOAD_CONST", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET"
                           "BUILD_CONST_KEY_MAP", "LIST_EXTEND", "SET_UPDATE", "UNARY_NEGATIVE",
                           "KW_NAMES", "PRECALL", "CACHE", "NOP"})
 _CALLS = frozenset({"CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW", "CALL_KW"})
+# in an argument made of plain values only, what keeps it plain: arithmetic (`[1.0] * k`,
+# `[0.0] + [-1e9] * (k - 1)`), indexing, and calls of builtin types and of these functions
+# (`[list(range(n))]`, `[len(xs)]`)
+_PLAIN_OPS = _LITERAL_OPS | {"BINARY_OP", "BINARY_SUBSCR", "PUSH_NULL"} | _CALLS
+_PLAIN_FUNCTIONS = frozenset({len, abs, min, max, sum, round, sorted})
 _LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_FAST", "LOAD_DEREF"})
 _INSTRUCTIONS = {}       # code -> (its instructions, offset -> position among them)
 
@@ -210,6 +215,13 @@ def _plain_value(x, depth=0):
         return True
     return type(x) in (list, tuple) and depth < 3 and len(x) <= 64 and all(
         _plain_value(v, depth + 1) for v in x)
+
+
+def _plain_function(value):
+    try:
+        return value in _PLAIN_FUNCTIONS
+    except TypeError:                  # (unhashable)
+        return False
 
 
 def _literal_call(frame, fun):
@@ -233,7 +245,7 @@ def _literal_call(frame, fun):
     k -= 1
     while k >= 0:
         ins = listed[k]
-        if ins.opname in _LITERAL_OPS:
+        if ins.opname in _PLAIN_OPS:
             k -= 1
             continue
         if ins.opname in _LOADS:
@@ -241,7 +253,7 @@ def _literal_call(frame, fun):
             if value is fun:
                 return True                   # `array(...)` imported by name
             if isinstance(value, type) and value.__module__ in ("builtins", "numpy") \
-                    or _plain_value(value):
+                    or _plain_value(value) or _plain_function(value):
                 k -= 1                        # dtype=float, np.float32 given by name, [k]
                 continue
             return False
