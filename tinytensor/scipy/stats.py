@@ -330,7 +330,8 @@ class _Beta(_Continuous):
         ok = (a > 0) & (b > 0)
         inside = (z > 0) & (z < 1)
         value = sp.betainc(np.where(ok, a, 1.0), np.where(ok, b, 1.0), _inside(inside, z, 0.5))
-        return _valid(ok, _scale_ok(scale, _where(inside, value, np.asarray(z >= 1).astype(float))))
+        above = _where(z >= 1, 1.0, 0.0)      # (recorded: tt.compile recomputes it on every call)
+        return _valid(ok, _scale_ok(scale, _where(inside, value, above)))
 
 
 # ----- discrete ------------------------------------------------------------------------------------------
