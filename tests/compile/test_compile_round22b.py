@@ -3019,7 +3019,16 @@ def _b():
 # ============================================================ results: constants, views, held buffers
 
 
+# Fixed since (a 0-d result stays as NumPy gives it eagerly: NumPy decides whether an operation
+# on NumPy scalars gives one; a tinytensor operation's 0-d result is a 0-d array):
+_FIXED_0D = {"slot_percentile_fixed_q_scaled_data", "type_quantile_of_arg",
+             "type_quantile_residual_threshold", "type_interp_scalar_point"}
+
+
 def _res(name, f, args, calls=11, xfail=None, state=None):
+    if name in _FIXED_0D:
+        xfail = None
+
     def build():
         d = dict(f=f, args=args)
         if state is not None:

@@ -1310,8 +1310,7 @@ case(
     "a_ellipsis",
     lambda x, H, W: x[0, 0][...],
     kinds=("a",),
-    xfail="type: x[0, 0][...] is a 0-d ndarray eagerly, a NumPy float64 compiled",
-)
+)   # (fixed since: x[0, 0][...], a 0-d ndarray eagerly, is one compiled)
 case(
     "a_hist_edges_shared",
     lambda x, H, W: np.histogram(x, bins=np.linspace(-2, 2, 5)),
