@@ -13,6 +13,7 @@ import numpy as np
 
 from . import backend, distributed
 from .rng import generator
+from .state import SHARED, STATE
 from .tensor import Tensor
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -59,6 +60,12 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     >>> [yb.tolist() for xb, yb in tt.data.minibatches(X, y, batch_size=2, shuffle=False)]
     [[0, 1], [2, 3], [4]]
     """
+    if not SHARED.quiet and STATE.recorder is not None:
+        raise RuntimeError(
+            "tt.compile: tt.data.minibatches(...) iterated inside a compiled function: it cuts plain "
+            "arrays, so the program would keep the first call's batches. Iterate outside and "
+            "compile the step on one batch (for xb, yb in minibatches(...): step(xb, yb)), or call "
+            "the function uncompiled")
     X, y = (backend.asarray(a.data if isinstance(a, Tensor) else a) for a in (X, y))
     if device is not None:
         X, y = backend.to_device(X, device), backend.to_device(y, device)

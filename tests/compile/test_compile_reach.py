@@ -1379,3 +1379,15 @@ def test_scalar_power_and_beta_cdf_above_its_support():
     for z in ([0.25, 1.5, 1.5], [1.5, 0.25, -0.5], [0.5, 0.5, 2.0]):
         _same(vg(np.array(z)), g(np.array(z)))
         _same(stats.beta.cdf(np.array(z), 2.0, 3.0), cdf(np.array(z)))
+
+
+def test_minibatches_inside_f_is_refused():
+    """Round 38b: tt.data.minibatches iterated inside f cut plain arrays, so the program kept the
+    first call's batches; refused now, naming the fix."""
+    X, y = np.arange(8.0).reshape(4, 2), np.arange(4)
+
+    def f(xs, ys):
+        return [tt.tensor(xb).sum(0) for xb, _ in tt.data.minibatches(xs, ys, batch_size=3, shuffle=False)]
+    with pytest.raises(RuntimeError, match="minibatches"):
+        tt.compile(f)(X, y)
+    assert len(list(tt.data.minibatches(X, y, 3, shuffle=False))) == 2
