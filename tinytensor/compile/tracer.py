@@ -149,6 +149,7 @@ class _Tracer:
         self.aliased = set()         # variables whose arrays share memory (views of each other)
         self.user_primitives = {}    # id -> a tt.primitive f ran (its rules, replaceable, are guarded)
         self.operator_powers = set()  # variables of `**` (not tt.power/np.power): codegen's scalar power
+        self.outer_depth = STATE.depth   # (called inside a transform: its results are the transform's)
         self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
         #                              a Tensor, even where its variable is an array argument's
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
@@ -360,7 +361,8 @@ class _Tracer:
         reads of it (z.data, z.tolist()) are noted as the value's."""
         if type(t) is Tensor and self.index.get(id(t.data)) is not None:
             t.__class__ = _Traced
-            self.inner_tensors[id(t)] = t
+            if not self.outer_depth:
+                self.inner_tensors[id(t)] = t
         return t
 
     def data_of(self, t):
