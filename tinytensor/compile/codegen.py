@@ -481,12 +481,6 @@ def _result_kind(tracer, x, plain, tensors):
     return None
 
 
-def _eagerly_scalar(tracer, operand):
-    """Whether an entry's operand is, eagerly, a NumPy scalar."""
-    return type(operand) is _Ref and (operand.var in tracer.generic_prims
-                                      or operand.var in tracer.generic_vars)
-
-
 def _zero_d_array(tracer, var, value):
     """Whether result `var`, a 0-d array when recorded, is one eagerly though the program may
     compute it as a NumPy scalar (its arithmetic on 0-d values gives scalars, where eagerly a
@@ -690,13 +684,7 @@ def _emit_body(tracer, live, producer, n):
             special = None
             expr = _emit_fused_cross_entropy(body, tracer, n, pieces[other], rows, e.args[2], e.args[1],
                                              e.kwargs.get("reduction", "mean"))
-        if e.fun is np.power and e.kind in ("prim", "prim0") and e.out in tracer.generic_prims \
-                and e.out in tracer.operator_powers:
-            # eagerly NumPy's scalar power (x[0] ** 3, x.sum() ** 0.5 of an array argument), whose
-            # last bit differs from np.power's: written as NumPy scalars' `**`
-            expr = " ** ".join(f"({a})[()]" if _eagerly_scalar(tracer, r) else f"({a})"
-                               for a, r in zip(args, e.args))
-        elif special is not None and special[0] is e.fun and e.kind != "numpy":
+        if special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
             if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):

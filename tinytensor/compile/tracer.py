@@ -148,7 +148,6 @@ class _Tracer:
         self.generic_vars = set()    # variables that NumPy gave as a NumPy scalar (eagerly one)
         self.aliased = set()         # variables whose arrays share memory (views of each other)
         self.user_primitives = {}    # id -> a tt.primitive f ran (its rules, replaceable, are guarded)
-        self.operator_powers = set()  # variables of `**` (not tt.power/np.power): codegen's scalar power
         self.outer_depth = STATE.depth   # (called inside a transform: its results are the transform's)
         self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
         #                              a Tensor, even where its variable is an array argument's
@@ -497,8 +496,6 @@ class _Tracer:
                     self.generic_prims.add(var)
                 elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
-        if var is not None and prim.name == "power" and not STATE.depth and _by_operator(sys._getframe(1)):
-            self.operator_powers.add(var)        # x[0] ** 3: eagerly maybe NumPy scalars' `**`
         if var is not None and STATE.depth and self.inner_tensors and builtins.any(
                 id(a) in self.inner_tensors for a in args):   # kept and returned by f: a Tensor
             self.inner_tensors[id(out)] = out
@@ -2989,20 +2986,6 @@ class _NumberNP(_Number):
 
 _WRAPPED = frozenset((_Number, _NumberNP))
 tensor_module._NPS = tensor_module._NPS | {_NumberNP}     # read by Tensor's operators on each call
-
-
-_POWER_OPERATORS = (Tensor.__pow__.__code__, Tensor.__rpow__.__code__)
-
-
-def _by_operator(frame):
-    """Whether the primitive being recorded was called by Tensor's `**` (a few frames up)."""
-    for _ in range(4):
-        if frame is None:
-            return False
-        if frame.f_code in _POWER_OPERATORS:
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _plain_numbers(x, found):
