@@ -60,7 +60,8 @@ def minibatches(X, y, batch_size, shuffle=True, drop_last=False, rng=None, devic
     >>> [yb.tolist() for xb, yb in tt.data.minibatches(X, y, batch_size=2, shuffle=False)]
     [[0, 1], [2, 3], [4]]
     """
-    if not SHARED.quiet and STATE.recorder is not None:
+    if not SHARED.quiet and STATE.recorder is not None and any(
+            STATE.recorder.var_of(a) is not None for a in (X, y)):   # data computed from f's arguments
         raise RuntimeError(
             "tt.compile: tt.data.minibatches(...) iterated inside a compiled function: it cuts plain "
             "arrays, so the program would keep the first call's batches. Iterate outside and "

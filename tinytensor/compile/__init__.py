@@ -1057,8 +1057,8 @@ def _values(arrays, valued):
         v = arrays[i] if i < len(arrays) else None
         if type(v) is float:
             v = (float, _DOUBLE.pack(v))
-        elif isinstance(v, np.floating):
-            v = (type(v), v.tobytes())
+        elif isinstance(v, np.floating):    # (a longdouble's padding bytes are not its value)
+            v = (type(v), v.tobytes() if v.itemsize <= 8 else repr(v), bool(np.signbit(v)))
         elif not isinstance(v, np.ndarray):
             v = (type(v), v)
         else:
