@@ -524,6 +524,9 @@ def _tape_of(roots, oldest=-1):
 SWEEPS = [0]     # reverse sweeps so far (DistributedDataParallel: did *this* backward pass its output?)
 
 
+_RAW_DATA = Tensor.__dict__["data"]   # a Tensor's array itself (a traced Tensor's `.data` is a view)
+
+
 def run_tensor_hooks(node, g):
     """The sweep's call: `g` through node's hooks, in registration order (none: g itself)."""
     hooks = TENSOR_HOOKS.get(node)
@@ -537,9 +540,9 @@ def run_tensor_hooks(node, g):
             arg = _make(g) if STATE.recorder is None else STATE.recorder.hook_argument(g)
         new = hook(arg)
         if new is None:
-            if not recorded and type(arg) is not Tensor and arg.data is not g:
-                g = arg.data        # (tt.compile: g.mul_(2) in the hook, eagerly a write into g,
-            continue                # is recorded as a new value of the traced Tensor)
+            if not recorded and type(arg) is not Tensor:   # (tt.compile: g.mul_(2) in the hook,
+                g = _RAW_DATA.__get__(arg)    # eagerly a write into g, is recorded as a new value
+            continue                          # of the traced Tensor; its slot, not a traced view)
         if recorded and isinstance(new, Tensor):
             value = new
         else:
