@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import backend, tape
-from .state import SHARED, STATE, update_hook
+from .state import SHARED, STATE, off_the_record
 from .tape import REGISTRY, forward_sweep, reverse_sweep
 from .tensor import Tensor
 
@@ -45,14 +45,8 @@ def _on_every_call(fun, args, name):
     off the recording, and a line of the program that computes it again on every call (f runs
     whole there, as eagerly: nothing it reads is frozen)."""
     from .ops import on_values
-    recorder = STATE.recorder
-    STATE.recorder = None
-    update_hook(tape.ANOMALY_CHECK)
-    try:
+    with off_the_record(tape.ANOMALY_CHECK):
         result = fun(*args)
-    finally:
-        STATE.recorder = recorder
-        update_hook(tape.ANOMALY_CHECK)
     if type(result) is tuple and any(r is None for r in result):   # (a non-float argument's None)
         raise RuntimeError(f"tt.compile: tt.{name} inside a compiled function with a non-float "
                            f"argument; call it outside the compiled function")

@@ -23,6 +23,7 @@ attribute that is True while no thread has gradients off, a recorder or anomaly 
 loop's forward and backward), and read `STATE` only when it is False.
 """
 
+import contextlib
 import threading
 
 
@@ -115,6 +116,20 @@ def replayed_while_recording(what, method, *args, **kwargs):
     if SHARED.quiet or STATE.recorder is None:
         return False, None
     return True, STATE.recorder.effect(what, method, args, kwargs)
+
+
+@contextlib.contextmanager
+def off_the_record(anomaly_check):
+    """The block runs with this thread's tt.compile recording paused (what it computes is not
+    noted: an effect run now that the program repeats, a check run whole), then resumed."""
+    recorder = STATE.recorder
+    STATE.recorder = None
+    update_hook(anomaly_check)
+    try:
+        yield recorder
+    finally:
+        STATE.recorder = recorder
+        update_hook(anomaly_check)
 
 
 def update_hook(anomaly_check):

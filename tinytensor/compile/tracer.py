@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import draws, ops, tape
 from .. import tensor as tensor_module
-from ..state import STATE, update_hook
+from ..state import STATE, off_the_record, update_hook
 from ..tensor import Tensor, _make
 
 
@@ -591,16 +591,13 @@ class _Tracer:
         owners = [o for o in (owner, getattr(owner, "optimizer", None)) if _hyperparameters(o) is not None]
         self.check_owners(what, owners)
         self.remember_owner(owner, method, args)
-        previous, stamp = STATE.recorder, STATE.memory_write
-        STATE.recorder = None
+        stamp = STATE.memory_write
         self.recording = False              # (a number argument written into a param group and
-        update_hook(tape.ANOMALY_CHECK)     # read by the step: the line reads it on each call)
-        try:
-            result = method(*args, **kwargs)
+        try:                                # read by the step: the line reads it on each call)
+            with off_the_record(tape.ANOMALY_CHECK):
+                result = method(*args, **kwargs)
         finally:
-            STATE.recorder = previous
             self.recording = True
-            update_hook(tape.ANOMALY_CHECK)
             STATE.memory_write = stamp      # a write the program repeats: not refused
         for o in owners:                    # what f itself may not change until the next step
             self.owner_states[id(o)] = (o, _hyperparameters(o))
