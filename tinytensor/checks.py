@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import backend, tape
-from .state import SHARED, STATE, off_the_record
+from .state import off_the_record, recording
 from .tape import REGISTRY, forward_sweep, reverse_sweep
 from .tensor import Tensor
 
@@ -34,10 +34,6 @@ class GradcheckError(AssertionError):
     ...
     the VJP rule is wrong
     """
-
-
-def _recording():
-    return not SHARED.quiet and STATE.recorder is not None
 
 
 def _on_every_call(fun, args, name):
@@ -99,7 +95,7 @@ def numerical_grad(f, *args, eps=1e-6):
     >>> tt.numerical_grad(lambda a, b: (a * b).sum(), a, b)
     (array([3., 4.]), array([1., 2.]))
     """
-    if _recording():
+    if recording():
         return _on_every_call(lambda *a: numerical_grad(f, *a, eps=eps), args, "numerical_grad")
     _require_a_float(args, "numerical_grad")
     values = [_as_array(a) for a in args]
@@ -207,7 +203,7 @@ def gradcheck(f, *args, eps=1e-6, atol=1e-5, rtol=1e-3, modes=("rev", "fwd")):
     >>> tt.gradcheck(lambda W: (W ** 2).sum(), np.array([1.0, 2.0]))
     True
     """
-    if _recording():
+    if recording():
         return _on_every_call(lambda *a: gradcheck(f, *a, eps=eps, atol=atol, rtol=rtol, modes=modes),
                               args, "gradcheck")
     _require_a_float(args, "gradcheck")

@@ -108,6 +108,11 @@ def constant_read(t, how):
     return t.data
 
 
+def recording():
+    """Whether tt.compile records in this thread."""
+    return not SHARED.quiet and STATE.recorder is not None
+
+
 def replayed_while_recording(what, method, *args, **kwargs):
     """While tt.compile records in this thread: `method(*args, **kwargs)` (an optimizer's
     step or zero_grad, a scheduler's step, gradient clipping) runs now and becomes a line of the

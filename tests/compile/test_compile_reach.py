@@ -1386,3 +1386,21 @@ def test_minibatches_inside_f_is_refused():
     with pytest.raises(RuntimeError, match="minibatches"):
         tt.compile(f)(X, y)
     assert len(list(tt.data.minibatches(X, y, 3, shuffle=False))) == 2
+
+
+def test_a_random_init_inside_f_takes_an_int_seed():
+    """Round 40a: nn.init.normal_(p) (rng=None) inside f drew from the global generator while
+    recording and again in the program's first run: values differed from the first call. A
+    generator is refused; an int seed is a line of the program."""
+    model = tt.nn.Linear(3, 2, rng=0)
+    with pytest.raises(RuntimeError, match="int seed"):
+        tt.compile(lambda x: (tt.nn.init.normal_(model.weight, std=0.1), model(x))[1])(np.ones((2, 3)))
+
+    def seeded():
+        m = tt.nn.Linear(3, 2, rng=0)
+        return lambda x: (tt.nn.init.normal_(m.weight, std=0.1, rng=3), m(x))[1]
+    _against_eager(seeded(), lambda r: (r.standard_normal((2, 3)),), calls=1)
+    f, g = seeded(), tt.compile(seeded())
+    for i in range(3):
+        x = np.random.default_rng(i).standard_normal((2, 3))
+        _same(f(x), g(x))

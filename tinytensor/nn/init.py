@@ -9,10 +9,12 @@ tt.manual_seed).
 """
 
 import functools
+import inspect
 import math
+import numbers
 
 from ..rng import generator
-from ..state import replayed_while_recording
+from ..state import recording, replayed_while_recording
 from ..tensor import Tensor, mark_modified
 
 __all__ = [   # the public names: the API reference lists these (docs/_ext/tt_api.py)
@@ -56,9 +58,20 @@ def _fans(t):
 
 def _in_place(init):
     """An initialiser that is, inside tt.compile, a line of the program (it fills the parameter
-    again on every call, drawing as eagerly)."""
+    again on every call). A random one there takes an int seed: from a generator (rng=None, the
+    global one, or an np.random.Generator) the recording's draw and the program's would both
+    advance it, so that is refused."""
+    signature = inspect.signature(init)
+
     @functools.wraps(init)
     def filled(t, *args, **kwargs):
+        if recording():
+            seed = signature.bind(t, *args, **kwargs).arguments.get("rng", 0)
+            if "rng" in signature.parameters and not isinstance(seed, numbers.Integral):
+                raise RuntimeError(
+                    f"tt.compile: nn.init.{init.__name__}(...) inside a compiled function draws from "
+                    f"a generator (rng={seed!r}), which the recording would advance besides the "
+                    f"program; pass an int seed (rng=0), or initialise outside the compiled function")
         replayed, _ = replayed_while_recording(f"nn.init.{init.__name__}(...)", _filled, init, t,
                                                *args, **kwargs)
         return t if replayed else init(t, *args, **kwargs)
