@@ -66,8 +66,10 @@ def _in_place(init):
     @functools.wraps(init)
     def filled(t, *args, **kwargs):
         if recording():
-            seed = signature.bind(t, *args, **kwargs).arguments.get("rng", 0)
-            if "rng" in signature.parameters and not isinstance(seed, numbers.Integral):
+            bound = signature.bind(t, *args, **kwargs)
+            bound.apply_defaults()
+            seed = bound.arguments.get("rng", 0)
+            if not isinstance(seed, numbers.Integral):
                 raise RuntimeError(
                     f"tt.compile: nn.init.{init.__name__}(...) inside a compiled function draws from "
                     f"a generator (rng={seed!r}), which the recording would advance besides the "
