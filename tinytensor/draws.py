@@ -66,14 +66,16 @@ def generators_in(*objects):
     """The np.random.Generators (and legacy RandomStates) among objects and, one level down,
     their attributes, closure cells and containers (where tt.compile looks for generators a
     function may draw from)."""
-    found, seen = [], set()
+    found, seen = [], {}     # id -> the most levels below it visited (met again higher up: again)
 
     def visit(obj, depth):
-        if id(obj) in seen or type(obj) in weakref.ProxyTypes:     # (a proxy: maybe dead)
+        if seen.get(id(obj), -1) >= depth or type(obj) in weakref.ProxyTypes:    # (a proxy: maybe dead)
             return
-        seen.add(id(obj))
+        first = id(obj) not in seen
+        seen[id(obj)] = depth
         if isinstance(obj, (np.random.Generator, np.random.RandomState)):
-            found.append(obj)
+            if first:
+                found.append(obj)
             return
         if depth == 0:
             return

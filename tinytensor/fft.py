@@ -159,8 +159,8 @@ def _two_axes(one, np_fun):
         if len(sizes) != len(axes):
             raise ValueError(f"np.fft.{np_fun.__name__}: s and axes must have the same length, got "
                              f"{len(sizes)} and {len(axes)}")
-        for n, axis in zip(sizes, axes):
-            a = one(a, n=n, axis=axis, norm=norm)
+        for n, axis in reversed(list(zip(sizes, axes))):    # the last axis first, as NumPy's
+            a = one(a, n=n, axis=axis, norm=norm)              # (its rounding, bit for bit)
         return a
     transform.__name__ = np_fun.__name__
     transform.__doc__ = f"np.fft.{np_fun.__name__}: {one.__name__} along each axis, recorded."

@@ -863,7 +863,9 @@ def matrix_power(a, n):
     if n == 0:
         eye = backend.namespace(_array(a)).eye(shape[-1], dtype=_dtype(a))
         identity = np.broadcast_to(eye, shape).copy()
-        return Tensor(identity) if isinstance(a, Tensor) else identity
+        recorder = STATE.recorder    # (tt.compile: an array argument is a Tensor inside f, eagerly an array)
+        eagerly_array = recorder is not None and isinstance(a, Tensor) and recorder.passed_as_array(a)
+        return Tensor(identity) if isinstance(a, Tensor) and not eagerly_array else identity
     base, n, result = (inv(a), -n, None) if n < 0 else (a, n, None)
     while n:
         if n & 1:

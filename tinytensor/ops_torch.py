@@ -488,7 +488,7 @@ def scatter(self, dim, index, src=None, value=None, reduce=None):
     index = _index_array(index, "scatter")
     full = _scatter_index(self, dim, index, "scatter")
     src = _source(value if src is None else src, index, self, "scatter")
-    out = self * 1 if self.requires_grad else Tensor(self.data.copy())   # a new Tensor, then written
+    out = PUBLIC["clone"](self)      # a new Tensor (on the tape, as tt.compile records it), then written
     out[full] = src
     return out
 

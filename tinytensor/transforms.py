@@ -275,6 +275,11 @@ def _refuse_output(outs, out, name, allow_unused):
     """f's output (leaves `outs`) holds no recorded Tensor: raise, unless allow_unused."""
     if allow_unused:
         return
+    recorder = STATE.recorder       # (tt.compile: a mask inside a transform is a traced Tensor there)
+    if recorder is not None and outs and all(isinstance(o, Tensor) and recorder.eagerly_numpy_value(o)
+                                             for o in outs):
+        out = outs[0].data[()] if len(outs) == 1 and outs[0].ndim == 0 else outs[0].data
+        outs = [out]
     if not any(isinstance(o, Tensor) for o in outs):
         kind = type(out).__name__ if outs else f"{type(out).__name__} with no arrays in it"
         raise TypeError(

@@ -60,7 +60,8 @@ Also seen (eager, not compile): the guide's own ``tt.hessian(decay)(0.5)`` of an
 TypeError in the recorded adjoint; compiled, the documented refusal is raised instead.
 
 Since fixed: the 10 beta cases (its cdf family recorded above its support); the 15 of NumPy
-scalars' `**` remain.
+scalars' `**` (the recording and the program compute NumPy scalars' power where the code that
+reached the operation stands at a `**` and every operand is a NumPy scalar eagerly).
 """
 
 import math
@@ -152,10 +153,11 @@ XFAILS = {
 
 
 # Fixed since the round was written: beta's cdf above its support is recorded (tt.where, not
-# np.asarray of a mask). (`**` of NumPy scalars, POW, is not: the program computes np.power.)
-FIXED = (BETA, BETA_REFUSED)
+# np.asarray of a mask); `**` of NumPy scalars (POW, POW_LEFT) is their own power in the recording
+# and the program, wherever the `**` stands at the code that reached it.
 POW_LEFT = ("`**` of NumPy scalars the recording sees as NumPy's own operator on an array (np.float64(2) "
             "** x[0] reaches np.power through __array_ufunc__; x.mean() ** 3 is ndarray's): last-ulp")
+FIXED = (BETA, BETA_REFUSED, POW, POW_LEFT)
 XFAILS = {"scalarpow-rows-rpow-npfloat": POW_LEFT, "scalarpow-rows-mean-cubed": POW_LEFT,
           "newton-multivariate-jacobian": POW}
 
@@ -1463,7 +1465,6 @@ def root_world(compiled):
     return out
 
 
-@pytest.mark.xfail(strict=True, reason=POW)
 def test_scipy_root_with_compiled_jacobian():
     assert root_world(False) == root_world(False)
     assert root_world(False) == root_world(True)

@@ -221,6 +221,7 @@ def _max_of(n):
 
 
 _SPECIAL = None
+_ARITHMETIC = {id(declared(name, "fun")) for name in ("add", "sub", "mul", "div")}
 
 
 def _vjp_rule(name, i):
@@ -684,9 +685,19 @@ def _emit_body(tracer, live, producer, n):
             special = None
             expr = _emit_fused_cross_entropy(body, tracer, n, pieces[other], rows, e.args[2], e.args[1],
                                              e.kwargs.get("reduction", "mean"))
-        if special is not None and special[0] is e.fun and e.kind != "numpy":
+        if e.out in tracer.scalar_operators:
+            # eagerly NumPy scalars' own operator (x[0] ** 3, x.sum() + y.sum() of array arguments):
+            # `**`'s last bit and `+`'s NaN of two are not the ufunc's
+            op = tracer.scalar_operators[e.out]
+            expr = f"{n.function(op, op.__name__)}({', '.join(args)})"
+        elif special is not None and special[0] is e.fun and e.kind != "numpy":
             ranks = [np.ndim(tracer.values[a.var]) if type(a) is _Ref else np.ndim(a) for a in e.args]
             expr = special[1]([a if _atom(a) else f"({a})" for a in args], ranks)
+            if id(e.fun) in _ARITHMETIC and not builtins.any(ranks):
+                # 0-d values (of Tensors, or np.add(x.sum(), y.sum())): eagerly the ufunc, whose NaN
+                # of two is not the one NumPy scalars' operator keeps (the program may hold NumPy
+                # scalars): called
+                expr = None
             if e.fun is _FROBENIUS_VJP and _unit_seed(tracer, producer, e.args[0], e.args[2]):
                 expr = expr[expr.index("* ") + 2:]    # 1 * w is w, exactly: one pass over w less
         elif (e.fun is _CE_VJP_LOGITS and e.kind == "rule" and type(e.args[3]) is _Ref

@@ -389,13 +389,15 @@ def scatter_pieces(*gs, indices, shape):
             except ValueError:
                 g = g.reshape(piece.shape)
         piece[...] = g
+    if len(gs) > 1:        # eagerly each element went through an addition (its piece's and zeros):
+        out += 0.0         # a -0.0 there is +0.0
     return out
 
 
 def gather_piece_cotangents(tracer, live, outputs):
     """`live` with each sum of getitem VJPs into the same array (basic, pairwise disjoint indices,
     one dtype, added up by the sweep and by nothing else) written as one scatter_pieces entry at
-    the sum's place: eager's values (each element is one piece's, or 0), one array instead of
+    the sum's place: eager's values (each element is one piece's plus 0, or 0), one array instead of
     one per piece and the sums."""
     getitem = declared("getitem")
     if getitem is None:

@@ -7,6 +7,7 @@ comparisons and reads into Python it notes."""
 
 import builtins
 import copy
+import dis
 import functools
 import inspect
 import itertools
@@ -22,6 +23,7 @@ import warnings
 import numpy as np
 
 from .. import draws, ops, tape
+from .. import rng as rng_module
 from .. import tensor as tensor_module
 from ..state import STATE, off_the_record, update_hook
 from ..tensor import Tensor, _make
@@ -149,6 +151,8 @@ class _Tracer:
         self.aliased = set()         # variables whose arrays share memory (views of each other)
         self.user_primitives = {}    # id -> a tt.primitive f ran (its rules, replaceable, are guarded)
         self.outer_depth = STATE.depth   # (called inside a transform: its results are the transform's)
+        self.scalar_operators = {}    # variable -> NumPy scalars' operator f applied (x[0] ** 3 of an
+        #                              array argument, not np.power): the program applies it too
         self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
         #                              a Tensor, even where its variable is an array argument's
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
@@ -426,6 +430,13 @@ class _Tracer:
             return True
         return var in self.generic_prims and var in self.array_arguments
 
+    def eagerly_numpy_value(self, t):
+        """Whether Tensor t, made inside a transform f runs, is eagerly a NumPy value there (a
+        comparison's mask, or arithmetic on masks alone): a transform given it as f's output
+        refuses it as it refuses a NumPy value."""
+        var = self.index.get(id(t))
+        return var is not None and (var in self.generic_vars or self._eagerly_numpy_var(var))
+
     def passed_as_array(self, t):
         """Whether Tensor t is an argument the caller passed as a NumPy array, or computed from
         such arguments alone, which f has eagerly as an array (f sees a Tensor; where tinytensor
@@ -472,7 +483,8 @@ class _Tracer:
         if self.numbers and out._values is not None:   # a tape node holding the call's numbers:
             self.node_values.add(id(out._values))        # not a place f stored them in
             self.alive.append(out._values)
-        if var is not None and self.array_arguments and not STATE.depth:   # from arrays the caller
+        inner = STATE.depth - self.outer_depth     # > 0: inside a transform f runs (values: Tensors)
+        if var is not None and self.array_arguments and not inner:   # from arrays the caller
             e = self.entries[-1]                           # passed alone: eagerly an array too
             refs = _refs(e.args, []) + _refs(e.kwargs, [])
             if refs and builtins.all(r in self.array_arguments or r in self.number_vars
@@ -490,17 +502,36 @@ class _Tracer:
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
                 refs = _refs(self.entries[-1].args, [])
-                if not STATE.depth and (generic or builtins.any(   # (inside a transform, values
+                if not inner and (generic or builtins.any(   # (inside a transform, values
                         r in self.generic_prims for r in refs)   # are Tensors) NumPy's: an op on a
                         and self._gives_a_scalar(prim, args, params)):   # NumPy scalar may give one
                     self.generic_prims.add(var)
-                elif STATE.depth and generic and refs and builtins.all(self._eagerly_numpy(r) for r in refs):
+                elif inner and generic and refs and builtins.all(self._eagerly_numpy_var(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
+        if var is not None and prim.name in _PRIM_UFUNCS and not inner and builtins.all(
+                self._numpy_operand(a, prim.name == "power") for a in args) \
+                and _operator_at(sys._getframe(1)) is _PRIM_UFUNCS[prim.name]:
+            self._scalar_operator(var, out, args)      # x[0] ** 3, x[0] + y[0]: NumPy scalars' own
         if var is not None and STATE.depth and self.inner_tensors and builtins.any(
                 id(a) in self.inner_tensors for a in args):   # kept and returned by f: a Tensor
             self.inner_tensors[id(out)] = out
         if var is not None and params:        # (last: the entries above are the primitive's)
             self._guard_static_params(prim, params)
+
+    def _scalar_operator(self, var, out, args):
+        """Recorded `a op b` whose operands are NumPy scalars eagerly, at f's operator: NumPy
+        scalars' own arithmetic (C's pow for `**`, whose last bit is not np.power's; the NaN of
+        two their `+` keeps is not np.add's), in the program and in this recording's value."""
+        op = _SCALAR_OPERATORS[_PRIM_UFUNCS[self.entries[-1].name]]
+        values = [np.ndarray.view(_SLOT_DATA.__get__(a), np.ndarray) if isinstance(a, Tensor)
+                  else a.value if type(a) in _WRAPPED else a for a in args]
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = op(*values)[()]
+        data = _SLOT_DATA.__get__(out)
+        if np.result_type(value) == data.dtype:
+            np.ndarray.view(data, np.ndarray)[()] = value
+            self.scalar_operators[var] = op
 
     def _gives_a_scalar(self, prim, args, params):
         """Whether NumPy's form of built-in primitive `prim`, given as NumPy scalars the operands
@@ -524,11 +555,24 @@ class _Tracer:
         except Exception:     # noqa: BLE001  (as before: an op on a NumPy scalar gives one)
             return True
 
-    def _eagerly_numpy(self, var):
+    def _numpy_operand(self, a, arrays):
+        """Whether operand `a` is, eagerly, a NumPy scalar or a number, or (`arrays`) a NumPy
+        array of some axes (an array argument, or computed from such alone): an operator f
+        applies to it is NumPy's own (`z ** 2` is np.square, `x[0] ** 3` C's pow)."""
+        if not isinstance(a, Tensor):
+            return _a_number(a)
+        if np.ndim(_SLOT_DATA.__get__(a)) == 0:
+            return self.eagerly_numpy_scalar(a)
+        return arrays and self.passed_as_array(a)
+
+    def _eagerly_numpy_var(self, var):
         """Whether variable var is, eagerly, a NumPy array even inside a transform (a
-        comparison's mask: its entry is NumPy's, not a primitive's)."""
+        comparison's mask: its entry is NumPy's, not a primitive's; or NumPy's scalar of
+        arithmetic on such alone)."""
         if var in self.numpy_tensors or var in self.tensor_vars:
             return False
+        if var in self.generic_vars:
+            return True
         entry = next((e for e in reversed(self.entries) if e.out == var), None)
         return entry is not None and entry.kind == "numpy"
 
@@ -722,11 +766,11 @@ class _Tracer:
         tape: recorded as setitem, t now holding the result. False where it is not traced."""
         if not (self._traced(t) or self._traced(value)) or _is_argument(self, t):
             return False
-        if self.var_of(t) in self.buffers or self._reached(t):
-            self._store(t, ops.setitem(t, value, index=index))   # a Tensor made outside f (an
-            return True                                       # EMA, a clamp_, w[0] = ...)
-        self._refuse_aliased_write(t)
-        new = ops.setitem(t, value, index=index)
+        if self.var_of(t) in self.buffers or self._reached(t):   # (NumPy's write: an index may
+            self._store(t, ops.setitem(t, value, index=index, repeats=True))   # repeat a position)
+            return True                                       # (a Tensor made outside f: an EMA,
+        self._refuse_aliased_write(t)                         # a clamp_, w[0] = ...)
+        new = ops.setitem(t, value, index=index, repeats=True)
         t.data = new.data
         self.index[id(t)] = self.var_of(new)
         t.__class__ = _Traced
@@ -874,8 +918,9 @@ class _Tracer:
 
     def watch_generators(self, *objects):
         """Remember the state of the generators f can reach (its closure, its arguments, the
-        modules it calls), to find draws made past tinytensor."""
-        for g in draws.generators_in(*objects):
+        modules it calls; tinytensor's global one, which any code reaches through rng=None), to
+        find draws made past tinytensor."""
+        for g in [rng_module._GLOBAL, *draws.generators_in(*objects)]:
             if isinstance(g, np.random.RandomState):     # NumPy's legacy one: drawn from, refused
                 self.legacy_states.setdefault(g, _legacy_state(g))
                 self.initial_states.setdefault(g, g.get_state())
@@ -1500,7 +1545,8 @@ def _data_get(self):
     rec = STATE.recorder
     if rec is not None and type(data) is np.ndarray and _is_user(sys._getframe(1).f_code):
         var = rec.var_of(self)
-        if var is not None and var in rec.array_arguments and not rec.depth_inside and not STATE.depth:
+        if var is not None and var in rec.array_arguments and not rec.depth_inside \
+                and STATE.depth == rec.outer_depth:
             raise RuntimeError(
                 "tt.compile: .data of a value f has as a NumPy array eagerly (an array argument, or "
                 "computed from such alone) is NumPy's raw buffer there (a memoryview), which C code "
@@ -1818,6 +1864,12 @@ class _Tainted(np.ndarray):
             if written is not None:
                 return written
             raise _written()
+        if ufunc in _SCALAR_OPERATORS and method == "__call__" and not kwargs \
+                and _scalar_operands(inputs, ufunc is np.power) \
+                and _operator_at(sys._getframe(1)) is ufunc:    # x.mean() ** 3: NumPy scalars' own
+            op = _SCALAR_OPERATORS[ufunc]
+            result = _raising_noted(op, _plain(inputs), {})[()]
+            return _noted_numpy(op, ufunc.__name__, inputs, {}, result)
         fun = getattr(ufunc, method)
         result = _raising_noted(fun, _plain(inputs), _plain(kwargs))
         return _noted_numpy(fun, f"{ufunc.__name__}" + ("" if method == "__call__" else f".{method}"),
@@ -2983,6 +3035,77 @@ class _NumberNP(_Number):
 
 _WRAPPED = frozenset((_Number, _NumberNP))
 tensor_module._NPS = tensor_module._NPS | {_NumberNP}     # read by Tensor's operators on each call
+
+
+_DISPATCH = tuple(os.path.join(os.path.dirname(os.path.dirname(__file__)), part)
+                  for part in ("tensor.py", "tape.py", "ops" + os.sep, "compile" + os.sep))
+_BINARY_OP = dis.opmap.get("BINARY_OP")
+_OPERATOR_UFUNCS = {"NB_ADD": np.add, "NB_INPLACE_ADD": np.add, "NB_SUBTRACT": np.subtract,
+                    "NB_INPLACE_SUBTRACT": np.subtract, "NB_MULTIPLY": np.multiply,
+                    "NB_INPLACE_MULTIPLY": np.multiply, "NB_TRUE_DIVIDE": np.true_divide,
+                    "NB_INPLACE_TRUE_DIVIDE": np.true_divide, "NB_POWER": np.power,
+                    "NB_INPLACE_POWER": np.power}
+_BY_ARG = {i: _OPERATOR_UFUNCS[name] for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ()))
+           if name in _OPERATOR_UFUNCS}
+_PRIM_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+                "power": np.power}
+
+
+def _operator_at(frame):
+    """The ufunc of the operator (+ - * / **, in place too) at which the code that reached this
+    operation stands (the first frame outside Tensor's and NumPy arrays' dispatch); None where it
+    stands at a call (np.power(...), tt.add(...)). On NumPy scalars an operator is NumPy
+    scalars' own arithmetic, not the ufunc's."""
+    while frame is not None and frame.f_code.co_filename.startswith(_DISPATCH):
+        frame = frame.f_back
+    if frame is None or _BINARY_OP is None:
+        return None
+    code, i = frame.f_code.co_code, frame.f_lasti
+    if not 0 <= i < len(code) - 1 or code[i] != _BINARY_OP:
+        return None
+    return _BY_ARG.get(code[i + 1])
+
+
+def _a_number(a):
+    """Whether operand `a` is, eagerly, a number or a NumPy scalar (not a bool, not an array)."""
+    a = a.value if type(a) in _WRAPPED else a
+    return isinstance(a, (int, float, np.generic)) and not isinstance(a, (bool, np.bool_))
+
+
+def _scalar_operands(inputs, arrays):
+    """Whether each operand is, eagerly, a NumPy scalar or a number (a recorded 0-d value NumPy
+    gave as a scalar, x.mean() of an array argument; not a 0-d array), or (`arrays`) an array
+    of some axes."""
+    rec = STATE.recorder
+    if rec is None or len(inputs) != 2:
+        return False
+    for a in inputs:
+        if type(a) is _Tainted:
+            if not (a.ndim and arrays) and (a.ndim or rec.var_of(a) not in rec.generic_vars):
+                return False
+        elif not _a_number(a):
+            return False
+    return True
+
+
+def _scalar(a):
+    return a[()] if isinstance(a, np.ndarray) else a
+
+
+def _scalar_operator(op, name):
+    def apply(a, b):
+        return np.asarray(op(_scalar(a), _scalar(b)))
+    apply.__name__ = apply.__qualname__ = f"scalar_{name}"
+    apply.__doc__ = (f"`a {name} b` on values that are NumPy scalars eagerly (0-d arrays here, or "
+                     f"numbers): NumPy scalars' own operator, as f's gives eagerly; a 0-d array.")
+    return apply
+
+
+_SCALAR_OPERATORS = {np.add: _scalar_operator(operator.add, "add"),
+                     np.subtract: _scalar_operator(operator.sub, "sub"),
+                     np.multiply: _scalar_operator(operator.mul, "mul"),
+                     np.true_divide: _scalar_operator(operator.truediv, "div"),
+                     np.power: _scalar_operator(operator.pow, "power")}
 
 
 def _plain_numbers(x, found):

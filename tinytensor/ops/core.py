@@ -937,9 +937,11 @@ frobeniusNorm = publish(frobenius_norm, "frobeniusNorm")
 
 
 # ----- setitem: `t[index] = v` while recording (issue 10; Tensor.__setitem__ uses it) -----------
-def _setitem_forward(x, v, index):
-    """A copy of `x` with `v` written at `index` (the previous value stays on the tape)."""
-    if not _is_basic(index):
+def _setitem_forward(x, v, index, repeats=False):
+    """A copy of `x` with `v` written at `index` (the previous value stays on the tape).
+    `repeats`: an index may repeat a position, as NumPy's own write (tt.compile's record of a
+    write nothing differentiates)."""
+    if not repeats and not _is_basic(index):
         hits = backend.namespace(x).zeros(np.shape(x), dtype=np.intp)
         backend.add_at(hits, index, 1)
         if hits.size and int(hits.max()) > 1:     # (CuPy's max has no initial=)
@@ -951,8 +953,8 @@ def _setitem_forward(x, v, index):
 
 
 setitem = defprim(_setitem_forward, "setitem",
-                  vjp=[lambda g, ans, x, v, index: setitem(g, 0.0, index=index),   # overwritten
-                       lambda g, ans, x, v, index: g[index]],   # the engine sums out broadcasting
-                  jvp=[lambda t, ans, x, v, index: setitem(t, 0.0, index=index),
-                       lambda t, ans, x, v, index: setitem(np.zeros_like(ans), t, index=index)])
+                  vjp=[lambda g, ans, x, v, index, **_: setitem(g, 0.0, index=index),   # overwritten
+                       lambda g, ans, x, v, index, **_: g[index]],   # the engine sums out broadcasting
+                  jvp=[lambda t, ans, x, v, index, **_: setitem(t, 0.0, index=index),
+                       lambda t, ans, x, v, index, **_: setitem(np.zeros_like(ans), t, index=index)])
 # ----- end of setitem ------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from .. import backend
 from ..state import constant_read
 from ..tensor import Tensor
 from .core import broadcast_to, concatenate, getitem, reshape, transpose
-from .table import METHODS, _joined, complex_rules, deflinear, defprim, nondifferentiable, public
+from .table import METHODS, _joined, complex_rules, deflinear, defprim, nondifferentiable, on_values, public
 
 
 # ----- helpers ---------------------------------------------------------------------------------------
@@ -431,10 +431,10 @@ def take(a, indices, axis=None, out=None, mode="raise"):
         a, axis = reshape(a, (-1,)), 0
     axis = _axes(axis, a.ndim, "take")[0]
     n = a.shape[axis]
-    if mode == "wrap":
-        index = index % n if n else index
+    if mode == "wrap" and n:      # (on_values: tt.compile's program computes them again each call)
+        index = on_values(np.remainder, (index, n), {}, index % n)
     elif mode == "clip":
-        index = np.clip(index, 0, max(n - 1, 0))
+        index = on_values(np.clip, (index, 0, max(n - 1, 0)), {}, np.clip(index, 0, max(n - 1, 0)))
     elif mode != "raise":
         raise ValueError(f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     if index.size and (index.min() < -n or index.max() >= n):
