@@ -510,7 +510,7 @@ class _Tracer:
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
         if var is not None and prim.name in _PRIM_UFUNCS and not inner and builtins.all(
                 self._numpy_operand(a, prim.name == "power") for a in args) \
-                and _operator_at(sys._getframe(1)) is _PRIM_UFUNCS[prim.name]:
+                and _operator_at(sys._getframe(1), _PRIM_UFUNCS[prim.name]):
             self._scalar_operator(var, out, args)      # x[0] ** 3, x[0] + y[0]: NumPy scalars' own
         if var is not None and STATE.depth and self.inner_tensors and builtins.any(
                 id(a) in self.inner_tensors for a in args):   # kept and returned by f: a Tensor
@@ -756,6 +756,8 @@ class _Tracer:
             return None
         self._refuse_aliased_write(t)
         out = op(t, other)
+        if self.eagerly_numpy_scalar(t):     # eagerly a NumPy scalar: `t += v` rebinds t to the
+            return out                       # result, of the promoted type (int64 += 1.5: float64)
         if out.shape != t.shape:
             raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
                              f"{t.shape}; an in-place operation cannot change the shape")
@@ -1475,6 +1477,10 @@ def _item(a):
     return a.item()
 
 
+def _of_scalar(conversion, a):
+    return conversion(np.asarray(a)[()])      # (a 0-d value as the NumPy scalar it is eagerly)
+
+
 def _item_at(index, a):
     return a.item(*index)          # t.item(3), t.item(0, 1): NumPy's element by index
 
@@ -1498,8 +1504,13 @@ def _guarded_read(name, how):
     conversion = _conversion(name)
 
     def read(self, *args, **kwargs):
-        value = base(self, *args, **kwargs) if base is not None else conversion(self.data)
         rec = STATE.recorder
+        if rec is not None and not args and not kwargs and name.startswith("__") \
+                and rec.eagerly_numpy_scalar(self):      # float(x[0]) of an array argument: the
+            value = conversion(np.asarray(self.data)[()])    # NumPy scalar's (a complex one's real
+            rec.guard(functools.partial(_of_scalar, conversion), self, value, how)   # part, warned)
+            return value
+        value = base(self, *args, **kwargs) if base is not None else conversion(self.data)
         if rec is not None and not kwargs:
             rec.guard(functools.partial(_item_at, args) if args else conversion, self, value, how)
         return value
@@ -1847,6 +1858,7 @@ class _Tainted(np.ndarray):
     refused where it is used."""
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        by_operator, _TAINTED_OPERATOR[0] = _TAINTED_OPERATOR[0], None    # (see _tainted_operator)
         if builtins.any(isinstance(x, Tensor) for x in inputs) or "out" not in kwargs and method != "at" \
                 and builtins.any(type(x) in _WRAPPED for x in inputs):
             return NotImplemented          # Tensor's own dispatch records it (a number argument's too)
@@ -1866,7 +1878,7 @@ class _Tainted(np.ndarray):
             raise _written()
         if ufunc in _SCALAR_OPERATORS and method == "__call__" and not kwargs \
                 and _scalar_operands(inputs, ufunc is np.power) \
-                and _operator_at(sys._getframe(1)) is ufunc:    # x.mean() ** 3: NumPy scalars' own
+                and (by_operator is ufunc or _operator_at(sys._getframe(1), ufunc)):
             op = _SCALAR_OPERATORS[ufunc]
             result = _raising_noted(op, _plain(inputs), {})[()]
             return _noted_numpy(op, ufunc.__name__, inputs, {}, result)
@@ -2258,6 +2270,28 @@ def _plain(x):
     if t is dict:
         return {k: _plain(v) for k, v in x.items()}
     return x
+
+
+def _tainted_operator(name, ufunc):
+    """A traced array's operator (`+`, `**`, `abs()`, reached by operator.add, sum(), pow() too):
+    NumPy's own, telling __array_ufunc__ that it runs (on NumPy scalars: their arithmetic)."""
+    own = getattr(np.ndarray, name)
+
+    def method(self, *other):
+        _TAINTED_OPERATOR[0] = ufunc
+        try:
+            return own(self, *other)
+        finally:
+            _TAINTED_OPERATOR[0] = None
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("truediv", np.true_divide), ("pow", np.power)):
+    setattr(_Tainted, f"__{_name}__", _tainted_operator(f"__{_name}__", _ufunc))
+    setattr(_Tainted, f"__r{_name}__", _tainted_operator(f"__r{_name}__", _ufunc))
+_Tainted.__abs__ = _tainted_operator("__abs__", np.absolute)
 
 
 def _noted_numpy(fun, name, args, kwargs, result):
@@ -3048,28 +3082,33 @@ _OPERATOR_UFUNCS = {"NB_ADD": np.add, "NB_INPLACE_ADD": np.add, "NB_SUBTRACT": n
 _BY_ARG = {i: _OPERATOR_UFUNCS[name] for i, (name, _) in enumerate(getattr(dis, "_nb_ops", ()))
            if name in _OPERATOR_UFUNCS}
 _PRIM_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
-                "power": np.power}
+                "power": np.power, "abs": np.absolute}
+# Tensor's operators (Python's number protocol reaches them: `+`, operator.add, sum(), pow(), +=)
+_TENSOR_OPERATORS = frozenset(f.__code__ for f in (
+    Tensor.__add__, Tensor.__radd__, Tensor.__abs__, tensor_module._in_place))
+_TAINTED_OPERATOR = [None]    # the ufunc a traced array's operator is running (see _Tainted)
 
 
-def _operator_at(frame):
-    """The ufunc of the operator (+ - * / **, in place too) at which the code that reached this
-    operation stands (the first frame outside Tensor's and NumPy arrays' dispatch); None where it
-    stands at a call (np.power(...), tt.add(...)). On NumPy scalars an operator is NumPy
-    scalars' own arithmetic, not the ufunc's."""
+def _operator_at(frame, ufunc):
+    """Whether the operation being recorded (NumPy's `ufunc`) was reached through Python's number
+    protocol: a Tensor operator on the way (`+`, `operator.add`, `sum()`, `pow()`, `x.__pow__`,
+    `+=`, `abs()`), a traced array's (_TAINTED_OPERATOR), or, where nothing of ours is on the way
+    (`np.float64(2) ** t`), the code that reached it standing at `+ - * / **`. On NumPy scalars
+    that is their own arithmetic, not the ufunc's (np.add(...), tt.power(...) stay the ufunc)."""
     while frame is not None and frame.f_code.co_filename.startswith(_DISPATCH):
+        if frame.f_code in _TENSOR_OPERATORS:
+            return True
         frame = frame.f_back
     if frame is None or _BINARY_OP is None:
-        return None
+        return False
     code, i = frame.f_code.co_code, frame.f_lasti
-    if not 0 <= i < len(code) - 1 or code[i] != _BINARY_OP:
-        return None
-    return _BY_ARG.get(code[i + 1])
+    return 0 <= i < len(code) - 1 and code[i] == _BINARY_OP and _BY_ARG.get(code[i + 1]) is ufunc
 
 
 def _a_number(a):
-    """Whether operand `a` is, eagerly, a number or a NumPy scalar (not a bool, not an array)."""
+    """Whether operand `a` is, eagerly, a number, a bool or a NumPy scalar (not an array)."""
     a = a.value if type(a) in _WRAPPED else a
-    return isinstance(a, (int, float, np.generic)) and not isinstance(a, (bool, np.bool_))
+    return isinstance(a, (int, float, complex, np.generic))
 
 
 def _scalar_operands(inputs, arrays):
@@ -3077,7 +3116,7 @@ def _scalar_operands(inputs, arrays):
     gave as a scalar, x.mean() of an array argument; not a 0-d array), or (`arrays`) an array
     of some axes."""
     rec = STATE.recorder
-    if rec is None or len(inputs) != 2:
+    if rec is None or len(inputs) not in (1, 2):
         return False
     for a in inputs:
         if type(a) is _Tainted:
@@ -3093,8 +3132,8 @@ def _scalar(a):
 
 
 def _scalar_operator(op, name):
-    def apply(a, b):
-        return np.asarray(op(_scalar(a), _scalar(b)))
+    def apply(*operands):
+        return np.asarray(op(*[_scalar(a) for a in operands]))
     apply.__name__ = apply.__qualname__ = f"scalar_{name}"
     apply.__doc__ = (f"`a {name} b` on values that are NumPy scalars eagerly (0-d arrays here, or "
                      f"numbers): NumPy scalars' own operator, as f's gives eagerly; a 0-d array.")
@@ -3105,7 +3144,8 @@ _SCALAR_OPERATORS = {np.add: _scalar_operator(operator.add, "add"),
                      np.subtract: _scalar_operator(operator.sub, "sub"),
                      np.multiply: _scalar_operator(operator.mul, "mul"),
                      np.true_divide: _scalar_operator(operator.truediv, "div"),
-                     np.power: _scalar_operator(operator.pow, "power")}
+                     np.power: _scalar_operator(operator.pow, "power"),
+                     np.absolute: _scalar_operator(operator.abs, "abs")}
 
 
 def _plain_numbers(x, found):
