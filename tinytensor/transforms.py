@@ -184,7 +184,12 @@ def _tracked(x):
 
 
 def _value(x):
-    return x.data if isinstance(x, Tensor) else backend.asarray(x)   # a CuPy array stays one
+    if isinstance(x, Tensor):
+        return x.data
+    recorder = STATE.recorder       # tt.compile: a number argument differentiated, an input
+    if recorder is not None and type(x) in recorder.number_types:
+        return recorder.number_array(x)
+    return backend.asarray(x)       # a CuPy array stays one
 
 
 def _input(x, nested):
@@ -683,7 +688,8 @@ def value_and_grad(f, argnums=0, allow_unused=False, has_aux=False):
 def _check_real(out):
     """grad of a complex-valued f is refused, as JAX's (a complex output has no gradient; take
     its real part, imaginary part or modulus first)."""
-    if isinstance(out, Tensor) and out.data.dtype.kind == "c":
+    if isinstance(out, (Tensor, np.ndarray)) and out.dtype.kind == "c":   # (an array: tt.compile's
+        #                                                                   recorded value of it)
         raise TypeError(f"grad requires real-valued outputs (f returned dtype {out.dtype}); take "
                         f"tt.real(out), tt.imag(out) or tt.abs(out) of it, or use tt.vjp with a "
                         f"complex cotangent")

@@ -1513,3 +1513,58 @@ def test_grad_of_a_comparison_raises_as_eagerly():
     for g in (f, tt.compile(f)):
         with pytest.raises(TypeError, match="not a Tensor"):
             g(np.ones((2, 2)))
+
+
+def test_number_protocol_on_numpy_scalars_is_theirs():
+    """Round 42a: however Python's number protocol reaches an operation on values that are NumPy
+    scalars eagerly (operator.*, pow(), sum(), reduce, a dunder, abs(), a bool exponent), it is
+    their own arithmetic; `t += v` rebinds a NumPy scalar to the promoted one; float() of a
+    complex one is its real part."""
+    import functools
+    import operator
+    import warnings
+
+    def inplace(x, y):
+        t = x[0]
+        t += y[0]
+        t /= 3
+        return t
+
+    fs = [lambda x, y: operator.pow(x[0], 3), lambda x, y: pow(2.0, x[1]), lambda x, y: sum([x[0], y[0]]),
+          lambda x, y: functools.reduce(operator.add, [x[0], y[0], x[1]]), lambda x, y: x[0].__pow__(3),
+          lambda x, y: x[0] ** True, lambda x, y: operator.abs(x[0] + 1j * y[0]), inplace,
+          lambda x, y: pow(x + 1j * y, 0.5), lambda x, y: float(x[0] - 2.5j)]
+    xs = [np.array([np.copysign(np.nan, -1), 2.0]), np.array([3.1, -2.7]), np.array([2, 3]),
+          np.array([1.5, 2.5], dtype=np.float32)]
+    ys = [np.array([np.nan, 1.0]), np.array([0.3, 0.7]), np.array([1, 2]), np.array([0.5, 2.0], np.float32)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for f in fs:
+            g = tt.compile(f)
+            for x, y in zip(xs * 2, ys * 2):
+                _same(f(x, y), g(x, y))
+
+
+def test_transforms_inside_meet_arrays_f_has_as_arrays():
+    """Round 42a, 42b: inside a transform's function within f, f's array arguments are NumPy's
+    as eagerly (only the transform's leaves and vmap's values are Tensors there): x[0] ** 3 is
+    NumPy scalars' power, a function of them alone is refused as eagerly (a TypeError), a
+    has_aux value of them is a NumPy scalar; a complex output is refused; a number argument a
+    transform differentiates is an input, not a cache key."""
+    x = np.array([np.copysign(np.nan, -1), 2.0])
+    y = np.ones(2)
+    g = lambda x, y: tt.grad(lambda t: (t * x[0] ** 3).sum())(tt.tensor(y))  # noqa: E731
+    _same(g(x, y), tt.compile(g)(x, y))
+    aux = tt.grad(lambda x, y: (tt.sum(x * x), tt.sum(y)), has_aux=True)
+    _same(aux(x, y), tt.compile(aux)(x, y))
+    for f, args, match in ((tt.grad(lambda x, y: tt.sum(y * 2.0)), (y, y), "not a Tensor"),
+                           (tt.grad(lambda x: tt.sum(tt.exp(x * 1j))), (y,), "real-valued")):
+        with pytest.raises(TypeError, match=match):
+            f(*args)
+        with pytest.raises(TypeError, match=match):
+            tt.compile(f)(*args)
+    f = tt.grad(lambda s: tt.sin(s) * s)
+    c = tt.compile(f)
+    for i in range(12):
+        _same(f(0.5 + i), c(0.5 + i))
+    assert len(c.recompiles) == 1

@@ -466,8 +466,9 @@ def _result_kind(tracer, x, plain, tensors):
         if var is None or var in tensors:
             return "tensor"
         return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
-    if isinstance(x, np.ndarray) and tracer.var_of(x) in tracer.generic_vars:
-        return "scalar"
+    if isinstance(x, np.ndarray) and (tracer.var_of(x) in tracer.generic_vars or tracer.var_of(x) in
+                                      tracer.generic_prims and tracer.var_of(x) in tracer.array_arguments):
+        return "scalar"                                   # (a has_aux value: tt.sum(y) of an argument)
     if isinstance(x, np.ndarray) and x.ndim == 0 and tracer.var_of(x) is not None:
         # NumPy on NumPy scalars (a number argument's tt.exp, and sums of such) gives a scalar
         var = tracer.var_of(x)

@@ -153,6 +153,7 @@ class _Tracer:
         self.outer_depth = STATE.depth   # (called inside a transform: its results are the transform's)
         self.scalar_operators = {}    # variable -> NumPy scalars' operator f applied (x[0] ** 3 of an
         #                              array argument, not np.power): the program applies it too
+        self.leaf_ids = set()        # id of every transform's leaf on a traced value
         self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
         #                              a Tensor, even where its variable is an array argument's
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
@@ -218,6 +219,13 @@ class _Tracer:
         if var is not None:
             self.number_vars.add(var)
         return n
+
+    def number_array(self, n):
+        """_Number n made an array by a transform (tt.grad of a function of a number argument):
+        its 0-d array, a line of the program, so the number stays an input rather than a key."""
+        value = np.asarray(n.value)
+        self.record(np.asarray, "asarray", (n,), {}, value, "a number argument as a 0-d array", "numpy")
+        return value
 
     def number_read(self, n, how):
         """f used _Number n in Python (a branch, a conversion, a shape): the number arguments it
@@ -364,6 +372,8 @@ class _Tracer:
         reads of it (z.data, z.tolist()) are noted as the value's."""
         if type(t) is Tensor and self.index.get(id(t.data)) is not None:
             t.__class__ = _Traced
+            self.leaf_ids.add(id(t))          # (not an array f has: see _raw_inside)
+            self.alive.append(t)
             if not self.outer_depth:
                 self.inner_tensors[id(t)] = t
         return t
@@ -435,7 +445,8 @@ class _Tracer:
         comparison's mask, or arithmetic on masks alone): a transform given it as f's output
         refuses it as it refuses a NumPy value."""
         var = self.index.get(id(t))
-        return var is not None and (var in self.generic_vars or self._eagerly_numpy_var(var))
+        return var is not None and (var in self.generic_vars or self._eagerly_numpy_var(var)
+                                    or var in self.array_arguments and id(t) not in self.leaf_ids)
 
     def passed_as_array(self, t):
         """Whether Tensor t is an argument the caller passed as a NumPy array, or computed from
@@ -484,7 +495,8 @@ class _Tracer:
             self.node_values.add(id(out._values))        # not a place f stored them in
             self.alive.append(out._values)
         inner = STATE.depth - self.outer_depth     # > 0: inside a transform f runs (values: Tensors)
-        if var is not None and self.array_arguments and not inner:   # from arrays the caller
+        raw = not inner or self._raw_inside(args)  # NumPy values eagerly may be met there too
+        if var is not None and self.array_arguments and raw:   # from arrays the caller
             e = self.entries[-1]                           # passed alone: eagerly an array too
             refs = _refs(e.args, []) + _refs(e.kwargs, [])
             if refs and builtins.all(r in self.array_arguments or r in self.number_vars
@@ -502,13 +514,13 @@ class _Tracer:
             if out.data.ndim == 0:
                 self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
                 refs = _refs(self.entries[-1].args, [])
-                if not inner and (generic or builtins.any(   # (inside a transform, values
+                if raw and (generic or builtins.any(   # (inside a transform, values
                         r in self.generic_prims for r in refs)   # are Tensors) NumPy's: an op on a
                         and self._gives_a_scalar(prim, args, params)):   # NumPy scalar may give one
                     self.generic_prims.add(var)
                 elif inner and generic and refs and builtins.all(self._eagerly_numpy_var(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
-        if var is not None and prim.name in _PRIM_UFUNCS and not inner and builtins.all(
+        if var is not None and prim.name in _PRIM_UFUNCS and raw and builtins.all(
                 self._numpy_operand(a, prim.name == "power") for a in args) \
                 and _operator_at(sys._getframe(1), _PRIM_UFUNCS[prim.name]):
             self._scalar_operator(var, out, args)      # x[0] ** 3, x[0] + y[0]: NumPy scalars' own
@@ -517,6 +529,14 @@ class _Tracer:
             self.inner_tensors[id(out)] = out
         if var is not None and params:        # (last: the entries above are the primitive's)
             self._guard_static_params(prim, params)
+
+    def _raw_inside(self, args):
+        """Inside a transform f runs: whether an operation on `args` may be on NumPy values f has
+        eagerly (its array arguments, x[0] of one: `tt.grad(lambda t: t * x[0] ** 3)`), not on
+        the transform's leaves (which share an array argument's memory, and variable) or under
+        tt.vmap (its values are batched)."""
+        return not STATE.batch and not builtins.any(
+            isinstance(a, Tensor) and id(a) in self.leaf_ids for a in args)
 
     def _scalar_operator(self, var, out, args):
         """Recorded `a op b` whose operands are NumPy scalars eagerly, at f's operator: NumPy
@@ -3068,6 +3088,7 @@ class _NumberNP(_Number):
 
 
 _WRAPPED = frozenset((_Number, _NumberNP))
+_Tracer.number_types = _WRAPPED      # (read by transforms._value: a number argument made an array)
 tensor_module._NPS = tensor_module._NPS | {_NumberNP}     # read by Tensor's operators on each call
 
 
