@@ -23,7 +23,7 @@ from .ops import concatenate
 from .ops import shape as ops_shape
 from .ops.elementwise import isnan, where
 from .ops.reductions import cumsum
-from .ops.table import _reduced_axes, defprim, nondifferentiable, on_values, public
+from .ops.table import _in_dtype, _reduced_axes, defprim, nondifferentiable, on_values, public
 from .state import constant_read
 from .tensor import Tensor
 
@@ -230,10 +230,11 @@ def cumprod(a, axis=None, dtype=None, out=None):
     tensor([1., 2., 6.])
     """
     _no("cumprod", "out=", out)
-    _no("cumprod", "dtype=", dtype)
+    if dtype is not None:               # NumPy's dtype=: cast first, the products in that dtype
+        a = a.astype(dtype) if isinstance(a, Tensor) else np.asarray(a, dtype=dtype)
     if axis is None:
         a, axis = ops_shape.ravel(a), 0
-    return _cumprod(a, axis=axis)
+    return _in_dtype(_cumprod(a, axis=axis), dtype)
 
 
 # ----- interpolation, polynomials, integration, differences -------------------------------------------

@@ -8,6 +8,7 @@ Leaves are Tensors made by the user (`_prim is None`).
 """
 
 import itertools
+import math
 import numbers
 import operator
 
@@ -295,7 +296,14 @@ class Tensor:
     def __matmul__(self, other): return ops.matmul(self, other)
     def __rmatmul__(self, other): return ops.matmul(other, self)
     def __neg__(self): return ops.neg(self)
-    def __pos__(self): return self
+    def __pos__(self):
+        if self.dtype == bool:           # NumPy's error (np.positive has no bool loop), as PyTorch
+            np.positive(self.data)       # refuses `+` of a bool tensor too
+        return self
+
+    def __trunc__(self): return math.trunc(self.item())     # math.trunc(t), as of a NumPy scalar
+    def __floor__(self): return math.floor(self.item())
+    def __ceil__(self): return math.ceil(self.item())
     def __abs__(self): return ops.abs(self)
     def __getitem__(self, index): return ops.getitem(self, index=_plain_index(index))
 
@@ -305,6 +313,7 @@ class Tensor:
     def __imul__(self, other): return _in_place(self, other, ops.mul, np.multiply, "*=")
     def __itruediv__(self, other): return _in_place(self, other, ops.div, np.divide, "/=")
     def __ipow__(self, other): return _in_place(self, other, ops.power, np.power, "**=")
+    def __imatmul__(self, other): return _in_place(self, other, ops.matmul, np.matmul, "@=")
 
     def __setitem__(self, index, value):
         """`t[idx] = v`: in place when nothing needs a gradient (or under no_grad); otherwise
@@ -542,7 +551,7 @@ def _in_place(t, other, op, ufunc, symbol):
             raise err
         recorder = STATE.recorder          # tt.compile: recorded, the name rebound to the result
         if recorder is not None:
-            out = recorder.in_place(t, other, op)
+            out = recorder.in_place(t, other, op, ufunc)
             if out is not None:
                 return out
         value = _value(other)
@@ -917,3 +926,19 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
                    ("pow", ops.power)):
     setattr(Tensor, f"__{_name}__", _arithmetic(_op, reflected=False))
     setattr(Tensor, f"__r{_name}__", _arithmetic(_op, reflected=True))
+
+
+def _in_place_operator(name, ufunc, symbol):
+    def op(a, b):                     # (a's own, looked up when called: & | ^ come later)
+        return getattr(type(a), name)(a, b)
+
+    def operator(self, other):
+        return _in_place(self, other, op, ufunc, symbol)
+    return operator
+
+
+# `t //= v` and friends, as `+=` (without them Python rebinds t to t // v, of another dtype)
+for _name, _ufunc, _symbol in (("floordiv", np.floor_divide, "//="), ("mod", np.remainder, "%="),
+                               ("and", np.bitwise_and, "&="), ("or", np.bitwise_or, "|="),
+                               ("xor", np.bitwise_xor, "^=")):
+    setattr(Tensor, f"__i{_name}__", _in_place_operator(f"__{_name}__", _ufunc, _symbol))

@@ -488,6 +488,8 @@ def _vjp(f, primals, allow_unused, name):
         elif roots and STATE.recorder is not None:
             rec = STATE.recorder
             grads = reverse_sweep([o for o, _ in roots], [c for _, c in roots], wrt=inputs)
+            if not grads:     # (the tape's structure: as eagerly, refused where nothing leads back)
+                _check_reached([o for o, _ in roots], inputs, name, allow_unused)
             slot = Tensor.__dict__["data"]
             handed = [slot.__get__(c) if isinstance(c, Tensor) else c for c in cotangents] + [
                 slot.__get__(x) for x in inputs]
@@ -573,7 +575,7 @@ def _linearize(f, primals, allow_unused=False, name="jvp"):
     tracked = [i for i, o in enumerate(outs) if _tracked(o)]
     if not tracked:
         _refuse_output(outs, out, name, allow_unused)
-    elif STATE.recorder is None:
+    else:       # (the tape's structure: so while tt.compile records too, as eagerly)
         _check_reached([outs[i] for i in tracked], inputs, name, allow_unused)
     transposed_graph = []
 

@@ -3245,6 +3245,10 @@ simple(
 # array, pullbacks handing back their cotangent, grad of namedtuple/OrderedDict parameters,
 # NumPy scalars against 0-d arrays of number arguments' results.
 FIXED = {
+    # (has_aux values of arguments not differentiated: NumPy's inside the transform too, 43a/42b)
+    "vag_has_aux_tuple", "vag_aux_mean_of_other_arg", "vag_aux_tuple_sum_of_other_arg",
+    "grad_aux_mean_of_other_arg", "vag_aux_dict_max_of_other_arg", "jacobian_aux_mean_of_other_arg",
+    "vag_aux_numpy_sum_of_other_arg", "vag_aux_index_of_other_arg",
     "array_arg_data_attribute_returned",
     "caller_mutates_const_jacobian_argnums_tuple",
     "caller_mutates_const_jacobian_identity",

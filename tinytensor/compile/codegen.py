@@ -221,6 +221,7 @@ def _max_of(n):
 
 
 _SPECIAL = None
+_MAKE_ARRAYS = (np.asarray, np.array, np.asanyarray, np.ascontiguousarray)
 _ARITHMETIC = {id(declared(name, "fun")) for name in ("add", "sub", "mul", "div")}
 
 
@@ -466,15 +467,14 @@ def _result_kind(tracer, x, plain, tensors):
         if var is None or var in tensors:
             return "tensor"
         return "scalar" if var in tracer.generic_prims else None   # eagerly NumPy's array or scalar
-    if isinstance(x, np.ndarray) and (tracer.var_of(x) in tracer.generic_vars or tracer.var_of(x) in
-                                      tracer.generic_prims and tracer.var_of(x) in tracer.array_arguments):
-        return "scalar"                                   # (a has_aux value: tt.sum(y) of an argument)
+    if isinstance(x, np.ndarray) and tracer.var_of(x) in tracer.generic_vars:
+        return "scalar"
     if isinstance(x, np.ndarray) and x.ndim == 0 and tracer.var_of(x) is not None:
         # NumPy on NumPy scalars (a number argument's tt.exp, and sums of such) gives a scalar
         var = tracer.var_of(x)
         entry = next((e for e in reversed(tracer.entries) if e.out == var), None)
-        refs = [] if entry is None or entry.kind != "numpy" else (
-            _refs(entry.args, []) + _refs(entry.kwargs, []))
+        refs = [] if entry is None or entry.kind != "numpy" or entry.fun in _MAKE_ARRAYS else (
+            _refs(entry.args, []) + _refs(entry.kwargs, []))     # (np.asarray of one: an array)
         if refs and builtins.all(r in tracer.generic_vars or r in tracer.generic_prims for r in refs):
             tracer.generic_vars.add(var)
             return "scalar"

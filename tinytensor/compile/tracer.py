@@ -154,6 +154,7 @@ class _Tracer:
         self.scalar_operators = {}    # variable -> NumPy scalars' operator f applied (x[0] ** 3 of an
         #                              array argument, not np.power): the program applies it too
         self.leaf_ids = set()        # id of every transform's leaf on a traced value
+        self.leaf_vars = set()       # and its variable (a Tensor there, whatever made it)
         self.inner_tensors = {}      # id -> a transform's leaf, or a primitive's result on one: eagerly
         #                              a Tensor, even where its variable is an array argument's
         self.holders = {}            # variable -> the Tensors holding its memory (t, t.detach())
@@ -373,6 +374,7 @@ class _Tracer:
         if type(t) is Tensor and self.index.get(id(t.data)) is not None:
             t.__class__ = _Traced
             self.leaf_ids.add(id(t))          # (not an array f has: see _raw_inside)
+            self.leaf_vars.add(self.index[id(t.data)])
             self.alive.append(t)
             if not self.outer_depth:
                 self.inner_tensors[id(t)] = t
@@ -457,11 +459,14 @@ class _Tracer:
     def array(self, x):
         """A transform's result at the outermost level as f gets it eagerly, an array: recorded
         (a _Tainted, its NumPy operations noted), or, computed from constants, the array itself."""
+        scalar = isinstance(x, Tensor) and self.eagerly_numpy_scalar(x)   # (a has_aux tt.sum(y))
         if isinstance(x, Tensor):
             x = _SLOT_DATA.__get__(x)
         if not isinstance(x, np.ndarray) or type(x) is _Tainted:
             return x
         var = self.var_of(x)
+        if var is not None and scalar:
+            self.generic_vars.add(var)     # handed out as the NumPy scalar it is eagerly
         return x if var is None else self.tainted(x, var)
 
     # ----- recording, this thread only -----
@@ -518,7 +523,7 @@ class _Tracer:
                         r in self.generic_prims for r in refs)   # are Tensors) NumPy's: an op on a
                         and self._gives_a_scalar(prim, args, params)):   # NumPy scalar may give one
                     self.generic_prims.add(var)
-                elif inner and generic and refs and builtins.all(self._eagerly_numpy_var(r) for r in refs):
+                if inner and generic and refs and builtins.all(self._eagerly_numpy_var(r) for r in refs):
                     self.generic_vars.add(var)    # (on a comparison's mask, eagerly NumPy's: tt.sum(x > 0))
         if var is not None and prim.name in _PRIM_UFUNCS and raw and builtins.all(
                 self._numpy_operand(a, prim.name == "power") for a in args) \
@@ -589,7 +594,7 @@ class _Tracer:
         """Whether variable var is, eagerly, a NumPy array even inside a transform (a
         comparison's mask: its entry is NumPy's, not a primitive's; or NumPy's scalar of
         arithmetic on such alone)."""
-        if var in self.numpy_tensors or var in self.tensor_vars:
+        if var in self.numpy_tensors or var in self.tensor_vars or var in self.leaf_vars:
             return False
         if var in self.generic_vars:
             return True
@@ -764,7 +769,7 @@ class _Tracer:
         while self.undo:
             self.undo.pop()()
 
-    def in_place(self, t, other, op):
+    def in_place(self, t, other, op, ufunc=None):
         """`t += v` (tensor._in_place) where t or v is traced and nothing records it on the tape:
         recorded, the name rebound to the result (writing into t's array would be a side effect
         the program never repeats); None where it is not traced (or t is an argument: written,
@@ -774,10 +779,17 @@ class _Tracer:
             return self._store(t, op(t, other))
         if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
-        self._refuse_aliased_write(t)
         out = op(t, other)
         if self.eagerly_numpy_scalar(t):     # eagerly a NumPy scalar: `t += v` rebinds t to the
             return out                       # result, of the promoted type (int64 += 1.5: float64)
+        if out.dtype != t.dtype and not np.can_cast(out.dtype, t.dtype, "same_kind"):
+            if ufunc is None or not self.passed_as_array(t):   # eager's error: a Tensor's
+                return None                                 # (tensor._in_place), or NumPy's own
+            data = np.array(_SLOT_DATA.__get__(t))
+            value = (_SLOT_DATA.__get__(other) if isinstance(other, Tensor) else
+                     other.value if type(other) in _WRAPPED else _plain(other))
+            ufunc(data, np.asarray(value), out=data)      # (raises, as `a += 1.5` on an int array)
+        self._refuse_aliased_write(t)
         if out.shape != t.shape:
             raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
                              f"{t.shape}; an in-place operation cannot change the shape")
@@ -1210,7 +1222,12 @@ def _numpy_on_arrays(args, kwargs):
     """Whether a NumPy call's Tensor operands (one level of lists inside) are all traced arrays
     f was passed (or computed from such alone), outside any transform: eagerly NumPy's own."""
     rec = STATE.recorder
-    if rec is None or STATE.depth or rec.depth_inside or not _is_user(sys._getframe(2).f_code):
+    if rec is None or STATE.depth != rec.outer_depth or rec.depth_inside:
+        return False
+    frame = sys._getframe(2)
+    while frame.f_code.co_filename == _TENSOR_FILE or frame.f_code in _SKIPPED_CODES:
+        frame = frame.f_back               # (`a &= b`: Tensor's in-place operator, recorded)
+    if not _is_user(frame.f_code):
         return False                       # (tinytensor's own code computes on Tensors)
     found = False
     for a in itertools.chain(args, kwargs.values()):
@@ -1413,6 +1430,29 @@ for _name, _ufunc in (("invert", np.invert), ("and", np.bitwise_and), ("or", np.
         setattr(_Traced, f"__r{_name}__", _array_operator(f"__r{_name}__", _ufunc, reflected=True))
 
 
+_SKIPPED_CODES = set()    # recording an in-place operator (see _numpy_on_arrays): _Tracer.in_place's too
+
+
+def _shift_in_place(name, ufunc, symbol):
+    """_Traced's `a <<= b` (Tensor has no shifts; on arrays f was passed, NumPy's, in place)."""
+    def apply(self, other):
+        return tensor_module._in_place(self, other, shift, ufunc, symbol)
+
+    def shift(a, b):
+        out = getattr(type(a), name)(a, b)
+        if out is NotImplemented:
+            raise TypeError(f"unsupported operand type(s) for {symbol}: {type(a).__name__} and "
+                            f"{type(b).__name__}")
+        return out
+    apply.__name__ = name.replace("__", "__i", 1)
+    _SKIPPED_CODES.update((shift.__code__, apply.__code__))
+    return apply
+
+
+_Traced.__ilshift__ = _shift_in_place("__lshift__", np.left_shift, "<<=")
+_Traced.__irshift__ = _shift_in_place("__rshift__", np.right_shift, ">>=")
+
+
 def _round(self, ndigits=None):
     """round(x) of a traced value: a Python read, guarded (a NumPy scalar's round on an array
     f was passed)."""
@@ -1490,7 +1530,8 @@ def _conversion(name):
     """The Python value a Tensor method gives (bool, float, .item(), .tolist()) as a function of
     the array, for the program's guard line."""
     return {"__bool__": bool, "__float__": float, "__int__": int, "__index__": operator.index,
-            "__complex__": complex, "item": _item, "tolist": _tolist}[name]
+            "__complex__": complex, "__trunc__": math.trunc, "__floor__": math.floor, "__ceil__": math.ceil,
+            "item": _item, "tolist": _tolist}[name]
 
 
 def _item(a):
@@ -1514,7 +1555,8 @@ def _tolist(a):
 
 
 _READS = {"__bool__": "bool()", "__float__": "float()", "__int__": "int()", "__index__": "an index",
-          "__complex__": "complex()", "item": ".item()", "tolist": ".tolist()"}
+          "__complex__": "complex()", "__trunc__": "math.trunc()", "__floor__": "math.floor()",
+          "__ceil__": "math.ceil()", "item": ".item()", "tolist": ".tolist()"}
 
 
 def _guarded_read(name, how):
@@ -3092,6 +3134,8 @@ _Tracer.number_types = _WRAPPED      # (read by transforms._value: a number argu
 tensor_module._NPS = tensor_module._NPS | {_NumberNP}     # read by Tensor's operators on each call
 
 
+_TENSOR_FILE = tensor_module.__file__
+_SKIPPED_CODES.add(_Tracer.in_place.__code__)
 _DISPATCH = tuple(os.path.join(os.path.dirname(os.path.dirname(__file__)), part)
                   for part in ("tensor.py", "tape.py", "ops" + os.sep, "compile" + os.sep))
 _BINARY_OP = dis.opmap.get("BINARY_OP")

@@ -40,6 +40,8 @@ from ..torch_interop import numpy_dtype
 from .table import (
     _array,
     _expit,
+    _in_dtype,
+    _initial,
     _joined,
     _keepdims,
     _max_share,
@@ -723,7 +725,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     """
     if dtype is not None or out is not None:
         a, keepdims = _reduce_dtype("sum", a, dtype, out, keepdims)
-    result = _sum(a, axis=axis, keepdims=keepdims)
+    result = _in_dtype(_sum(a, axis=axis, keepdims=keepdims), dtype)
     return result if initial is None else result + initial
 
 
@@ -773,7 +775,7 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
     result = _max(a, axis=axis, keepdims=keepdims)
-    return result if initial is None else maximum(result, initial)
+    return result if initial is None else maximum(_initial(initial, result), result)
 
 
 @public(numpy=scipy.special.logsumexp, method=True)

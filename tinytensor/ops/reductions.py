@@ -20,6 +20,8 @@ from .core import minimum
 from .table import (
     METHODS,
     _array,
+    _in_dtype,
+    _initial,
     _keepdims,
     _max_share,
     _reduced_axes,
@@ -57,7 +59,7 @@ def min(a, axis=None, out=None, keepdims=False, initial=None):
     """
     _no_out("min", out)
     result = _min(a, axis=axis, keepdims=keepdims)
-    return result if initial is None else minimum(result, initial)
+    return result if initial is None else minimum(_initial(initial, result), result)
 
 
 # ----- prod ---------------------------------------------------------------------------------------
@@ -131,7 +133,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None):
     array([0., 6., 0.])
     """
     _no_out("prod", out)
-    result = _prod(_cast(a, dtype), axis=axis, keepdims=keepdims)
+    result = _in_dtype(_prod(_cast(a, dtype), axis=axis, keepdims=keepdims), dtype)
     return result if initial is None else result * initial
 
 
@@ -259,7 +261,7 @@ def cumsum(a, axis=None, dtype=None, out=None):
     array([3., 2., 1.])
     """
     _no_out("cumsum", out)
-    return _cumsum(_cast(a, dtype), axis=axis)
+    return _in_dtype(_cumsum(_cast(a, dtype), axis=axis), dtype)
 
 
 def _with_ends(x, axis, prepend, append):

@@ -291,3 +291,23 @@ def _swap_last(m):   # m^T over the last two axes (.T is the cheap spelling for 
 
 def _safe(norm):
     return norm + (norm == 0)   # the gradient of the norm at W = 0 is 0, not 0/0
+
+
+def _in_dtype(result, dtype):
+    """A sum's (or product's) result in the dtype= asked for: NumPy accumulates small integers in
+    the platform's integer unless told (int8 sums wrap around in int8); the same numbers, modulo."""
+    if dtype is None or isinstance(dtype, bool) or np.dtype(dtype).kind not in "iub" \
+            or result.dtype == np.dtype(dtype):
+        return result
+    return PUBLIC["astype"](result, dtype) if isinstance(result, Tensor) else np.asarray(result).astype(dtype)
+
+
+def _initial(initial, result):
+    """A reduction's initial= as NumPy takes it: in the result's dtype, the first operand (so
+    np.max([-0.0], initial=0) is -0.0, and a bool array's initial=5 is True)."""
+    dtype = result.dtype
+    if np.dtype(dtype) == np.asarray(initial).dtype:
+        return initial
+    if isinstance(initial, int) and not isinstance(initial, bool) and dtype.kind in "iu":
+        return np.asarray(initial, dtype=dtype)     # (out of its range: NumPy's OverflowError)
+    return np.asarray(initial).astype(dtype)
