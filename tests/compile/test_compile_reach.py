@@ -1631,3 +1631,18 @@ def test_transforms_refuse_and_hand_out_as_eagerly_while_recording():
         g = tt.compile(f)
         for a in (0.5, 1.5, -2.0):
             _same(f(x, a), g(x, a))
+
+
+def test_text_and_hash_of_numpy_values_are_numpys():
+    """Round 44a (and 33b's leftovers): str/repr/format of values that are NumPy's eagerly is
+    NumPy's text, hash() of a NumPy scalar its hash (a dict lookup by it), each a guard;
+    max/min(initial=) of an empty array is the initial value, as NumPy."""
+    fs = [lambda x: str(x[0]), lambda x: repr(x[1]), lambda x: f"{x[0]:.3f}", lambda x: str(x),
+          lambda x: hash(x[0]) % 97, lambda x: {2.5: "a", 3.5: "b"}.get(x[0], "none"), lambda x: "%s" % x[2],  # noqa: UP031
+          lambda x: str(tt.tensor(x)), lambda x: x[:0].max(initial=1.0), lambda x: x.reshape(1, 3)[:, :0].min(
+              axis=1, initial=-1.0)]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([1.5, 2.0, 3.0]) + i
+            _same(f(x), g(x))

@@ -1762,13 +1762,40 @@ def _text_read(name):
     base = getattr(Tensor, name)
 
     def read(self, *args):
-        value = base(self, *args)
         rec = STATE.recorder
         if rec is not None and _is_user(sys._getframe(1).f_code):
+            if rec.eagerly_numpy_value(self):     # str(x[0]) of an array argument: NumPy's text
+                value = _numpy_text(_SLOT_DATA.__get__(self), name, args, rec.eagerly_numpy_scalar(self))
+                rec.guard(functools.partial(_numpy_text, name=name, args=args,
+                                            scalar=rec.eagerly_numpy_scalar(self)), self, value, f"{name}()")
+                return value
+            value = base(self, *args)
             rec.guard(functools.partial(_tensor_text, name=name, args=args), self, value, f"{name}()")
-        return value
+            return value
+        return base(self, *args)
     read.__name__ = name
     return read
+
+
+def _numpy_text(a, name, args, scalar):
+    a = np.asarray(a)
+    return getattr(a[()] if scalar else a, name)(*args)
+
+
+def _traced_hash(self):
+    """hash(x[0]) of an array argument by user code (a dict key, a set): the NumPy scalar's, a
+    guard on its value; a Tensor's identity otherwise."""
+    rec = STATE.recorder
+    if rec is not None and _is_user(sys._getframe(1).f_code) and np.ndim(_SLOT_DATA.__get__(self)) == 0 \
+            and (rec.eagerly_numpy_scalar(self) or rec.eagerly_numpy_value(self)):
+        value = hash(np.asarray(_SLOT_DATA.__get__(self))[()])
+        rec.guard(_scalar_hash, self, value, "hash()")
+        return value
+    return Tensor.__hash__(self)
+
+
+def _scalar_hash(a):
+    return hash(np.asarray(a)[()])
 
 
 def _tensor_text(a, name, args):
@@ -1860,6 +1887,7 @@ _OVERRIDES["retain_grad"] = _refused("retain_grad", "t.retain_grad()")
 _OVERRIDES["register_hook"] = _refused("register_hook", "t.register_hook(...) on a Tensor made outside",
                                       made_before_only=True)
 _OVERRIDES.update({name: _text_read(name) for name in ("__repr__", "__str__", "__format__")})
+_OVERRIDES["__hash__"] = _traced_hash
 _OVERRIDES.update(data=property(_data_get, _data_set), numpy=_numpy, __array__=_array)
 _OVERRIDES.update({f"__{r}{n}__": _Traced.__dict__[f"__{r}{n}__"]       # NumPy scalars' rules
                    for n in ("add", "sub", "mul", "truediv", "pow") for r in ("", "r")})

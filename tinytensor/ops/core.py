@@ -42,6 +42,7 @@ from .table import (
     _expit,
     _in_dtype,
     _initial,
+    _initial_only,
     _joined,
     _keepdims,
     _max_share,
@@ -774,6 +775,8 @@ def max(a, axis=None, out=None, keepdims=False, initial=None):
     """
     if out is not None:
         raise TypeError("max: out= is not supported on Tensors; use the returned value")
+    if initial is not None and np.size(a.data if isinstance(a, Tensor) else a) == 0:   # NumPy's: initial
+        return _initial_only(np.max, a, axis, keepdims, initial)
     result = _max(a, axis=axis, keepdims=keepdims)
     return result if initial is None else maximum(_initial(initial, result), result)
 

@@ -22,6 +22,7 @@ from .table import (
     _array,
     _in_dtype,
     _initial,
+    _initial_only,
     _keepdims,
     _max_share,
     _reduced_axes,
@@ -58,6 +59,8 @@ def min(a, axis=None, out=None, keepdims=False, initial=None):
     tensor([1., 2.])
     """
     _no_out("min", out)
+    if initial is not None and np.size(a.data if isinstance(a, Tensor) else a) == 0:   # NumPy's: initial
+        return _initial_only(np.min, a, axis, keepdims, initial)
     result = _min(a, axis=axis, keepdims=keepdims)
     return result if initial is None else minimum(_initial(initial, result), result)
 

@@ -311,3 +311,14 @@ def _initial(initial, result):
     if isinstance(initial, int) and not isinstance(initial, bool) and dtype.kind in "iu":
         return np.asarray(initial, dtype=dtype)     # (out of its range: NumPy's OverflowError)
     return np.asarray(initial).astype(dtype)
+
+
+def _initial_only(np_fun, a, axis, keepdims, initial):
+    """max/min with initial= of an empty array (or axis): NumPy's result, the initial value, with
+    no gradient to give (a Tensor for a Tensor)."""
+    value = np_fun(a.data if isinstance(a, Tensor) else np.asarray(a), axis=axis, keepdims=keepdims,
+                   initial=initial)
+    recorder = None if SHARED.quiet else tape.STATE.recorder   # (tt.compile: eagerly an array argument's)
+    if isinstance(a, Tensor) and not (recorder is not None and recorder.passed_as_array(a)):
+        return Tensor(np.asarray(value))
+    return value
