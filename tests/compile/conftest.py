@@ -1,5 +1,5 @@
 """The fresh-user rounds (4 to 32) overlap each other and the later ones: by default a fixed
-part of each of their files runs (chosen by the hash of each case's name: a 24th of each; of
+part of each of their files runs (chosen by the hash of each case's name: a 32nd of each; of
 the strict xfails, which say when a gap closes, a quarter), to keep the suite within CI's time;
 tests/compile/test_compile_reach.py holds the fixes of the last rounds, whole.
 TT_COMPILE_ALL_ROUNDS=1 runs every case."""
@@ -20,7 +20,7 @@ def pytest_collection_modifyitems(config, items):
     kept, dropped = [], []
     for item in items:
         path = str(item.path)
-        part = 24 if _OLDER.search(path) or _ROUND20.search(path) or _NEWER.search(path) else 1
+        part = 32 if _OLDER.search(path) or _ROUND20.search(path) or _NEWER.search(path) else 1
         crc = zlib.crc32(item.nodeid.encode())
         if item.get_closest_marker("xfail") is not None:   # a known gap
             keep = part == 1 or crc % 4 == 0                # a quarter of them
