@@ -81,6 +81,16 @@ def refuse_read_while_recording(what):
             f"state is not a value it computes). Call it outside the compiled function")
 
 
+def number_value(x):
+    """x itself, or, where x is a number argument tt.compile is recording (a stand-in a
+    transform differentiates or batches), its 0-d array as a line of the program: the number
+    stays an input of the program instead of a key of its cache."""
+    recorder = STATE.recorder
+    if recorder is not None and type(x) in recorder.number_types:
+        return recorder.number_array(x)
+    return x
+
+
 def traced_data(t):
     """t.data (t a Tensor) for tinytensor's own code that computes on the value with NumPy
     (a mask from a shape parameter, counts): while tt.compile records, the traced array, whose

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import backend, ops
 from .ops.batching import BatchArray
-from .state import STATE, traced_data
+from .state import STATE, number_value, traced_data
 from .tape import _is_fresh, _seed, forward_sweep, reverse_sweep
 from .tensor import Tensor, _make
 from .vmap import materialize, rewrap, vmap
@@ -186,10 +186,7 @@ def _tracked(x):
 def _value(x):
     if isinstance(x, Tensor):
         return x.data
-    recorder = STATE.recorder       # tt.compile: a number argument differentiated, an input
-    if recorder is not None and type(x) in recorder.number_types:
-        return recorder.number_array(x)
-    return backend.asarray(x)       # a CuPy array stays one
+    return backend.asarray(number_value(x))     # a CuPy array stays one
 
 
 def _input(x, nested):
@@ -244,7 +241,10 @@ def _outermost(tree):
 
 
 def _float_dtype(value):
-    return value.dtype if value.dtype.kind in "fc" else np.dtype(np.float64)
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:                   # a Python number (its class: a stand-in's is its value's)
+        dtype = np.dtype(value.__class__)
+    return dtype if dtype.kind in "fc" else np.dtype(np.float64)
 
 
 def _zeros(x):
@@ -922,7 +922,7 @@ class _Shaped:
 def _eye_leaves(leaves):
     """The identity, cut per leaf: for n elements in all, one (n, *leaf.shape) array per leaf
     (None when n is 0)."""
-    shapes = [tuple(x.shape) for x in leaves]
+    shapes = [tuple(getattr(x, "shape", ())) for x in leaves]     # (a Python number: ())
     sizes = [math.prod(s) for s in shapes]
     n = sum(sizes)
     if n == 0:

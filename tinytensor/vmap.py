@@ -19,7 +19,7 @@ import functools
 import numpy as np
 
 from .ops.batching import _P, BatchArray, _Frame, _shape, moved, not_batchable
-from .state import STATE, set_batch
+from .state import STATE, number_value, set_batch
 from .tensor import Tensor
 
 __all__ = ["vmap", "batched_draw"]
@@ -135,7 +135,7 @@ def _operand(x):
         return x
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return x
-    return np.asarray(x)
+    return np.asarray(number_value(x))     # (tt.compile: a number argument, an input)
 
 
 def _axis(ax, x, i):

@@ -1646,3 +1646,50 @@ def test_text_and_hash_of_numpy_values_are_numpys():
         for i in range(4):
             x = np.array([1.5, 2.0, 3.0]) + i
             _same(f(x), g(x))
+
+
+def test_piecewise_constant_results_of_array_arguments_are_numpys():
+    """Round 44a: what `//`, sign, floor compute from array arguments alone is NumPy's eagerly,
+    so a NumPy scalar of it hashes, keys a dict, prints and takes `t += 0.5` as NumPy's."""
+    def iadd_after_floordiv(x):
+        t = (x // 2)[0]
+        t += 0.5
+        return t
+
+    def iadd_after_ifloordiv(x):
+        c = x.copy()
+        c //= 2
+        t = c.sum()
+        t += 0.5
+        return t
+
+    fs = [lambda x: hash(x[0] // 1), lambda x: {1.0: "one", 2.0: "two"}.get(x[0] // 1, "other"),
+          lambda x: x[0] // 1 in {1.0, 2.0}, lambda x: str(tt.sign(x[1])), lambda x: repr(np.floor(x[0])),
+          lambda x: hash(tt.floor(x)[2])]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([1.5, -2.0, 3.0]) + 0.4 * i
+            _same(f(x), g(x))
+    for f in (iadd_after_floordiv, iadd_after_ifloordiv):
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([3, 4, -5]) + i
+            _same(f(x), g(x))
+
+
+def test_number_arguments_jacobian_and_vmap_use_are_inputs():
+    """Round 44a: a number argument tt.jacobian differentiates (either mode) or tt.vmap batches
+    with is an input of the program (one recording), not a key; jacobian(mode="fwd") of a Python
+    number works eagerly (it raised AttributeError: no .shape)."""
+    assert tt.jacobian(lambda u: u * 2.0, mode="fwd")(0.5) == tt.jacobian(lambda u: u * 2.0)(0.5) == 2.0
+    fs = [lambda w, s: tt.vmap(lambda r: tt.sum(r) ** s)(w), lambda w, s: tt.vmap(lambda r: r * s + 1)(w),
+          lambda w, s: tt.jacobian(lambda u: w[0] * u)(s),
+          lambda w, s: tt.jacobian(lambda u: tt.sin(w[0] * u) * u, mode="fwd")(s)]
+    for f in fs:
+        for dtype, number in ((np.float64, float), (np.float32, np.float32)):
+            g = tt.compile(f)
+            for i in range(5):
+                args = (np.full((3, 3), 1.0 + i, dtype), number(0.5 + 0.1 * i))
+                _same(f(*args), g(*args))
+            assert g.traces == 1, g.recompiles

@@ -39,10 +39,13 @@ the global generator's state compared on every call.
 - a NumPy scalar used as a key of a returned dict comes back as a Tensor key (1).
 Since fixed: 9 of the 35 -- str()/repr()/format()/'%s' of values that are NumPy's eagerly give
 NumPy's text and hash() of a NumPy scalar its hash (each a guard); max/min(initial=) of an empty
-array or axis gives the initial value. Left (26): type()/isinstance()/np.isscalar of a NumPy scalar
-(documented: array arguments are Tensors inside f), float's own methods on np.float64, the hash of
-a value NumPy computed on a traced value (x[0] // 1), the exception swaps, `t += 0.5` after `//`,
-a number argument differentiated by jacobian or used inside vmap as a key, a returned dict key.
+array or axis gives the initial value. Then 6 more: what tinytensor's piecewise-constant operations
+(`//`, sign, floor) compute from array arguments alone is NumPy's eagerly (hash, dict keys, sets,
+`t += 0.5` after `//`); a number argument tt.jacobian differentiates or tt.vmap batches is an
+input (one recording), and jacobian(mode="fwd") of a Python number works (eagerly it raised
+AttributeError). Left (18): type()/isinstance()/np.isscalar of a NumPy scalar (documented: array
+arguments are Tensors inside f), float's own methods on np.float64, the exception swaps, a
+returned dict key.
 Refusals observed and accepted: in-place writes into a view of an array f computed or while a
 view of it is held (v = c[1:]; v += 1, c[0] //= 2, v @= ..., c @= c.T: "an in-place write ...
 into a Tensor that shares its memory"); np.add.at into an array f computed; backward() inside
@@ -197,7 +200,11 @@ CASES = []
 # And max/min(initial=) of an empty array or axis gives the initial value, as NumPy (eagerly too).
 FIXED = ("str()/repr() of a NumPy scalar", "str()/f-string of a float32", "'%s' % x[0]", "repr() of an int64",
          "hash() of an int64", "hash(x[0]) of a NumPy scalar", "str() of an np.bool_",
-         "a[:, :0].min(axis=1, initial=-1.0)", "x[:0].max(initial=1.0)")
+         "a[:, :0].min(axis=1, initial=-1.0)", "x[:0].max(initial=1.0)",
+         "dict lookup by a NumPy scalar key", "x[0] // 1 in a set", "t = (x // 2)[0]; t += 0.5",
+         "t = c.sum(); t += 0.5 after c //= 2", "t = c[0]; t += 0.5 after c //= 2",
+         "hash() of a float32 NumPy scalar", "a number argument as an exponent inside tt.vmap",
+         "tt.jacobian of a differentiated number argument")
 
 
 def case(cid, f, args, n=N, expect="equal", traces=None, xfail=None):

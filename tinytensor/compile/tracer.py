@@ -501,14 +501,8 @@ class _Tracer:
             self.alive.append(out._values)
         inner = STATE.depth - self.outer_depth     # > 0: inside a transform f runs (values: Tensors)
         raw = not inner or self._raw_inside(args)  # NumPy values eagerly may be met there too
-        if var is not None and self.array_arguments and raw:   # from arrays the caller
-            e = self.entries[-1]                           # passed alone: eagerly an array too
-            refs = _refs(e.args, []) + _refs(e.kwargs, [])
-            if refs and builtins.all(r in self.array_arguments or r in self.number_vars
-                                     or r in self.tainted_vars for r in refs) \
-                    and builtins.any(r in self.array_arguments for r in refs) and not builtins.any(
-                    id(a) in self.tensor_constants for a in e.args):
-                self.array_arguments.add(var)
+        if var is not None and raw:     # from arrays the caller passed alone: eagerly an array too
+            self._from_array_arguments(var)
         if var is not None:
             out.__class__ = _Traced           # its comparisons and reads are noted
             for a in args:                    # a view (reshape, .T, a slice): a write into one
@@ -534,6 +528,19 @@ class _Tracer:
             self.inner_tensors[id(out)] = out
         if var is not None and params:        # (last: the entries above are the primitive's)
             self._guard_static_params(prim, params)
+
+    def _from_array_arguments(self, var):
+        """Note the last entry's result `var` as computed from arrays the caller passed alone
+        (with numbers and f's NumPy values): eagerly NumPy's array (or scalar) too."""
+        if not self.array_arguments:
+            return
+        e = self.entries[-1]
+        refs = _refs(e.args, []) + _refs(e.kwargs, [])
+        if refs and builtins.all(r in self.array_arguments or r in self.number_vars
+                                 or r in self.tainted_vars for r in refs) \
+                and builtins.any(r in self.array_arguments for r in refs) and not builtins.any(
+                id(a) in self.tensor_constants for a in e.args):
+            self.array_arguments.add(var)
 
     def _raw_inside(self, args):
         """Inside a transform f runs: whether an operation on `args` may be on NumPy values f has
@@ -579,6 +586,23 @@ class _Tracer:
                 return isinstance(prim.fun(*values, **_plain_numbers(params, [])), np.generic)
         except Exception:     # noqa: BLE001  (as before: an op on a NumPy scalar gives one)
             return True
+
+    def _numpy_gives_a_scalar(self, fun, args, kwargs):
+        """Whether NumPy function `fun`, given as NumPy scalars the operands that are NumPy
+        scalars eagerly, gives a NumPy scalar (np.floor_divide(x[0], 1) does)."""
+        def value(a):
+            if not isinstance(a, Tensor):
+                return a
+            data = _SLOT_DATA.__get__(a)
+            scalar = self.var_of(a) in self.generic_prims and np.ndim(data) == 0
+            return np.ndarray.view(data, np.ndarray)[()] if scalar else data
+        try:
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return isinstance(fun(*map(value, args), **{k: value(v) for k, v in kwargs.items()}),
+                                  np.generic)
+        except Exception:     # noqa: BLE001
+            return False
 
     def _numpy_operand(self, a, arrays):
         """Whether operand `a` is, eagerly, a NumPy scalar or a number, or (`arrays`) a NumPy
@@ -1036,6 +1060,11 @@ class _Tracer:
             self.numpy_tensors.add(var)      # a Tensor where an operand is one (tt.floor(t))
             if always:                       # a Tensor whatever its operands (F.one_hot)
                 self.tensor_vars.add(var)
+            elif STATE.depth == self.outer_depth or self._raw_inside((*args, *kwargs.values())):
+                self._from_array_arguments(var)      # x // 2 of an array argument: eagerly NumPy's
+                if var in self.array_arguments and tensor.data.ndim == 0 and self._numpy_gives_a_scalar(
+                        target, args, kwargs):
+                    self.generic_prims.add(var)      # x[0] // 1: eagerly a NumPy scalar
         if var is not None and tensor is None:
             return self.tainted(result, var)     # an argmax, a mask: its NumPy operations recorded
         return result
@@ -3052,9 +3081,11 @@ class _Number:
     def __reduce_ex__(self, protocol):    # pickle, copy: the value's own
         return self._read("pickle or copy").__reduce_ex__(protocol)
 
-    def __getattr__(self, name):          # .real, .is_integer(), .dtype, ...: read as the value's
+    def __getattr__(self, name):          # .real, .is_integer(), ...: read as the value's
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
+        if name in _STRUCTURE:                # the same for every value of the type (a key already)
+            return getattr(self.value, name)
         return getattr(self._read(f".{name}"), name)
 
     def __array__(self, dtype=None, copy=None):
@@ -3079,6 +3110,9 @@ class _Number:
         self._read(f"np.{ufunc.__name__}")
         inputs = [x._read(f"np.{ufunc.__name__}") if type(x) in _WRAPPED else x for x in inputs]
         return getattr(ufunc, method)(*inputs, **kwargs)
+
+
+_STRUCTURE = frozenset(("shape", "ndim", "size", "dtype", "itemsize", "nbytes"))
 
 
 def _plain_number(x):

@@ -292,7 +292,8 @@ def _example_nd(vals, dims):
     nd = 0
     for v, d in zip(vals, dims):
         if v is not None:
-            k = (v.ndim if hasattr(v, "ndim") else np.ndim(v)) - (d is not None)
+            k = (v.ndim if hasattr(v, "ndim") else 0 if isinstance(v, (int, float, complex))
+                 else np.ndim(v)) - (d is not None)
             if k > nd:
                 nd = k
     return nd
