@@ -84,6 +84,7 @@ class _Tracer:
         self.values = []          # variable -> its value at trace time
         self.hints = []           # variable -> a name hint
         self.entries = []
+        self.out_kinds = {}       # variable -> the kind of the last entry that wrote it
         self.index = {}           # id(Tensor or array) -> variable
         self.alive = []           # keeps every indexed object alive, so ids stay unique
         self.arguments = []
@@ -310,8 +311,12 @@ class _Tracer:
             added = next((filters[:k] for k, x in enumerate(filters) if x is ours), ())   # its filters
             if added:
                 self.warning_filters[var] = tuple(added)
-        self.entries.append(_Entry(fun, name, args, kwargs, var, label, kind, context))
+        self._append(_Entry(fun, name, args, kwargs, var, label, kind, context))
         return var
+
+    def _append(self, entry):
+        self.entries.append(entry)
+        self.out_kinds[entry.out] = entry.kind     # (the kind of the last line writing a variable)
 
     def live(self, t, hint=None):
         """The variable of Tensor t, made before this recording (a parameter, a buffer, a Tensor
@@ -353,7 +358,7 @@ class _Tracer:
         where = "" if frame is None else f" at {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
         out = self._new(value, "guard")
         recorded = copy.deepcopy(value) if type(value) in (list, dict) else value   # (f may edit
-        self.entries.append(_Entry(conversion, "guard", (_Ref(var),), {}, out,     # the list
+        self._append(_Entry(conversion, "guard", (_Ref(var),), {}, out,     # the list
                                    f"{how}{where} was {_short(value)} when recorded", "guard",   # it got)
                                    context=recorded))
         return value
@@ -511,7 +516,7 @@ class _Tracer:
                     self.aliased.add(var)
                     self.aliased.add(self.var_of(a))
             if out.data.ndim == 0:
-                self.entries[-1].kind = "prim0"     # NumPy may give a scalar: a result is asarray'd
+                self.entries[-1].kind = self.out_kinds[var] = "prim0"   # NumPy may give a scalar: asarray'd
                 refs = _refs(self.entries[-1].args, [])
                 if raw and (generic or builtins.any(   # (inside a transform, values
                         r in self.generic_prims for r in refs)   # are Tensors) NumPy's: an op on a
@@ -622,8 +627,7 @@ class _Tracer:
             return False
         if var in self.generic_vars:
             return True
-        entry = next((e for e in reversed(self.entries) if e.out == var), None)
-        return entry is not None and entry.kind == "numpy"
+        return self.out_kinds.get(var) == "numpy"
 
     # ----- a whole training step: backward(), zero_grad, clipping, optimizer and scheduler steps --
     def backward(self, output):
@@ -755,7 +759,7 @@ class _Tracer:
     def _effect_entry(self, fun, name, args, value, label, objects=()):
         known = value if isinstance(value, np.ndarray) else None
         var = self._new(value, name, known, *objects)
-        self.entries.append(_Entry(fun, name, args, {}, var, label, "effect"))
+        self._append(_Entry(fun, name, args, {}, var, label, "effect"))
         self.stepped = True
         return var
 
@@ -917,7 +921,7 @@ class _Tracer:
             self.generator_states[generator] = generator.bit_generator.state
         name = getattr(fun, "__name__", "draw")
         var = self._new(value, f"{name.strip('_')}", value if isinstance(value, np.ndarray) else None)
-        self.entries.append(_Entry(fun, name, (rng, *self.template(tuple(args))), self.template(dict(kwargs)),
+        self._append(_Entry(fun, name, (rng, *self.template(tuple(args))), self.template(dict(kwargs)),
                                    var, f"a random draw, anew on every call ({name})", "draw"))
         self.draw_vars.add(var)
         return value
@@ -1025,7 +1029,7 @@ class _Tracer:
                 var = self.var_of(value) if isinstance(value, (np.ndarray, Tensor)) else None
                 if var is not None:
                     out = self._new(None, f"{attr}_kept")
-                    self.entries.append(_Entry(_set_output, "set_output", (m, attr, _Ref(var)), {}, out,
+                    self._append(_Entry(_set_output, "set_output", (m, attr, _Ref(var)), {}, out,
                                                f"{type(m).__name__}.{attr} kept, on every call", "store"))
 
     def module(self, m):
@@ -1169,7 +1173,7 @@ class _Tracer:
             for k, part in enumerate(value):
                 if part is not None:
                     v = self._new(part, f"g_{self._hint(node._inputs[k])}", part)
-                    self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
+                    self._append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
                                                f"{label} to {self._label(node._inputs[k], k)}", "part"))
         return value
 
@@ -1195,7 +1199,7 @@ class _Tracer:
             for k, part in enumerate(value):
                 if type(part) is np.ndarray:
                     v = self._new(part, f"g_{self._hint(node._inputs[k])}", part)
-                    self.entries.append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
+                    self._append(_Entry(operator.getitem, "getitem", (_Ref(var), k), {}, v,
                                                f"{label} to {self._label(node._inputs[k], k)}", "part"))
         return value
 
@@ -1223,7 +1227,7 @@ class _Tracer:
         value = c.data if isinstance(c, Tensor) else c
         if self.var_of(c) is None:
             var = self._new(value, f"g_{self._hint(root)}", value)
-            self.entries.append(_Entry(None, "seed", (value,), {}, var,
+            self._append(_Entry(None, "seed", (value,), {}, var,
                                        f"the seed: d {self._label(root)} / d {self._label(root)}", "seed"))
         return value
 
@@ -2682,10 +2686,7 @@ def _undrawn(generator, name="the function"):
 
 def _made_by_numpy(rec, var):
     """Whether variable var is a NumPy result f computed (not a Tensor's value: t.data)."""
-    for e in reversed(rec.entries):
-        if e.out == var:
-            return e.kind == "numpy"
-    return False
+    return rec.out_kinds.get(var) == "numpy"
 
 
 def _shared(rec, a, var, mine=()):
