@@ -32,6 +32,7 @@ import numpy as np
 from . import backend, draws, rng
 from . import tensor as tensor_module
 from .ops import METHODS, NUMPY_FUNCTIONS, PUBLIC, public
+from .state import call_warning
 from .tensor import _ITER_CHECKS, Tensor
 from .transforms import _value
 
@@ -124,11 +125,11 @@ def _warn_if_unpacked(t):
     ref = _LAST_POSITIONAL[0]
     if ref is not None and ref() is t:
         name, axis = _LAST_POSITIONAL[1:]
-        warnings.warn(f"{name}({axis}) is NumPy's: the {name}ima along axis {axis}, one Tensor, so "
-                      f"unpacking it (`_, predicted = out.{name}({axis})`) takes its rows. For "
-                      f"PyTorch's pair write `values, indices = t.{name}(dim={axis})`; for NumPy's "
-                      f"values write t.{name}(axis={axis}) (which does not warn)",
-                      UserWarning, stacklevel=3)
+        warnings.warn(call_warning(
+            f"{name}({axis}) is NumPy's: the {name}ima along axis {axis}, one Tensor, so unpacking it "
+            f"(`_, predicted = out.{name}({axis})`) takes its rows. For PyTorch's pair write "
+            f"`values, indices = t.{name}(dim={axis})`; for NumPy's values write t.{name}(axis={axis}) "
+            f"(which does not warn)"), stacklevel=3)
 
 
 _ITER_CHECKS.append(_warn_if_unpacked)
@@ -209,11 +210,11 @@ def _estimator_warning(name, method):
         if not any(k in kwargs for k in explicit):
             where = f"{args[0]}" if args else ""
             axis, dim = (f"axis={where}, ", f"dim={where}, ") if args else ("", "")
-            warnings.warn(
+            warnings.warn(call_warning(
                 f"t.{name}({where}) is NumPy's biased estimate (ddof=0); PyTorch's t.{name}({where}) is "
                 f"the unbiased one (correction=1). Say which: t.{name}({axis}ddof=0) for NumPy's, "
-                f"t.{name}({dim}correction=1) for PyTorch's (tt.{name}(t) is NumPy's and does not warn)",
-                UserWarning, stacklevel=2)
+                f"t.{name}({dim}correction=1) for PyTorch's (tt.{name}(t) is NumPy's and does not warn)"),
+                stacklevel=2)
         return method(self, *args, **kwargs)
     return call
 

@@ -81,6 +81,14 @@ def refuse_read_while_recording(what):
             f"state is not a value it computes). Call it outside the compiled function")
 
 
+def call_warning(text):
+    """A UserWarning about how an operation was called (its arguments' spelling, not their
+    values): tt.compile gives it again on every call of a program that made that call."""
+    warning = UserWarning(text)
+    warning.tt_every_call = True
+    return warning
+
+
 def number_value(x):
     """x itself, or, where x is a number argument tt.compile is recording (a stand-in a
     transform differentiates or batches), its 0-d array as a line of the program: the number

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import itertools
 import math
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 
 import numpy as np
 
@@ -119,6 +119,8 @@ def _rebuild(node, children):
     if isinstance(node, dict):
         if isinstance(node, defaultdict):          # (its factory kept)
             return defaultdict(node.default_factory, children)
+        if isinstance(node, Counter):
+            return Counter(children)
         return OrderedDict(children) if isinstance(node, OrderedDict) else dict(children)
     if isinstance(node, tuple):
         return type(node)(*children) if hasattr(node, "_fields") else tuple(children)

@@ -1693,3 +1693,116 @@ def test_number_arguments_jacobian_and_vmap_use_are_inputs():
                 args = (np.full((3, 3), 1.0 + i, dtype), number(0.5 + 0.1 * i))
                 _same(f(*args), g(*args))
             assert g.traces == 1, g.recompiles
+
+
+def test_numpy_scalars_from_traced_arrays_hash_print_and_repeat_as_numpys():
+    """Round 45b: a traced value that is eagerly a NumPy scalar (np.sign(x[0]), x.argmax(),
+    (x > 0).sum(), x[0] > 0) hashes and prints as one (a guard); dict keys f returns are eager's
+    NumPy scalars (a guard on their bits); np.array2string/array_repr/array_str of f's arrays are
+    lines of the program (outside and inside a transform); a sequence times an integer NumPy
+    scalar repeats it, as Python (by a float one: Python's TypeError)."""
+    import collections
+    fs = [lambda x: hash(np.sign(x[0])), lambda x: {1.0: "p", -1.0: "m"}.get(np.sign(x[0]), "z"),
+          lambda x: hash(x.argmax()), lambda x: hash((x > 0).sum()), lambda x: repr(np.sign(x[0])),
+          lambda x: str(x.argmax()), lambda x: f"{np.floor(x[1]):.2f}", lambda x: repr(x[0] > 0),
+          lambda x: dict(collections.Counter(np.sign(x))), lambda x: {x[0]: 1, "a": x[1]},
+          lambda x: [{x[0] // 1: 2}], lambda x: {x.argmax(): 3}, lambda x: np.array2string(x),
+          lambda x: np.array_repr(x[:2]), lambda x: np.array_str(np.sign(x)),
+          lambda x: tt.grad(lambda w: tt.sum(w) * len(np.array2string(x, precision=2)))(x[:2] * 0 + 1.0),
+          lambda x: [1] * (x.astype(int)[0] + 3), lambda x: "ab" * abs(x.astype(int)[1]),
+          lambda x: (1, 2) * x.argmax(), lambda x: [0] * (x > 1).sum()]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(5):
+            x = np.array([1.5, -2.0, 3.0]) * (-1) ** i + 0.5 * i
+            a, b = f(x), g(x)
+            assert repr(a) == repr(b) and type(a) is type(b), (a, b)
+    with pytest.raises(TypeError, match="non-int of type 'numpy.float64'"):
+        tt.compile(lambda x: [1] * x[0])(np.array([1.5]))
+    with pytest.raises(TypeError, match="unhashable"):
+        tt.compile(lambda x: hash(np.sign(x)))(np.ones(2))
+
+
+def test_guards_read_dunder_names_and_dotted_attrgetters():
+    """Round 45a: hasattr/getattr of a name only `object` defines (it raised KeyError while
+    recording); operator.attrgetter("sub.k") made inside f guards both names (it kept the
+    recording's value)."""
+    import operator
+    import types
+
+    class Cfg:
+        pass
+
+    c = Cfg()
+    c.sub = Cfg()
+    c.sub.k = 3.0
+    ns = types.SimpleNamespace(sub=types.SimpleNamespace(k=3.0))
+    g = tt.compile(lambda x: x * 2 if hasattr(c, "__eq__") and getattr(c, "__dict__", None) else x)
+    _same(g(np.ones(3)), np.full(3, 2.0))
+    for f in (lambda x: x * operator.attrgetter("sub.k")(c), lambda x: x * operator.attrgetter("sub.k")(ns)):
+        g = tt.compile(f)
+        for v in (3.0, 2.0, 5.0):
+            c.sub.k = ns.sub.k = v
+            _same(f(np.ones(2)), g(np.ones(2)))
+        c.sub, ns.sub = Cfg(), types.SimpleNamespace(k=7.0)
+        c.sub.k = 7.0
+        _same(f(np.ones(2)), g(np.ones(2)))
+
+
+def test_warnings_about_the_call_and_before_an_error_are_given_every_call():
+    """Round 45c: tinytensor's warnings about how an operation was called (t.std(-1)'s
+    ambiguity) are given on every call of the program; a call whose recording raises f's own
+    error gives the warnings f gave before it, as eagerly."""
+    import warnings
+    w = tt.nn.Parameter(np.ones(3, np.float32))
+
+    def unpack(x):
+        _, p = (w * x).max(1)
+        return p
+
+    def log_then_raise(x):
+        np.log(x - 2.0)
+        raise ValueError("no")
+
+    for f, x in ((lambda x: (w * x).std(-1), np.ones(3, np.float32)), (unpack, np.ones((4, 3), np.float32)),
+                 (log_then_raise, np.ones(3))):
+        seen = []
+        for g in (f, tt.compile(f)):
+            with warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("always")
+                for _ in range(3):
+                    try:
+                        g(x)
+                    except ValueError:
+                        pass
+            seen.append([type(m.message).__name__ for m in ws])
+        assert seen[0] == seen[1] and len(seen[0]) == 3, seen
+
+
+def test_numpy_writes_into_arrays_f_made_and_returned_sets_and_counters():
+    """Round 45b: an in-place write of f's arrays into an array f made with NumPy (np.sign's,
+    a comparison's) is NumPy's write, a line of the program (it was refused); x.max(where=) of
+    an array argument is NumPy's method; a set, frozenset or Counter f returns comes back as
+    eager's (members and keys NumPy's scalars, guards)."""
+    import collections
+
+    def sign_times(x):
+        t = np.sign(x)
+        t *= x
+        return t
+
+    def mask_view(x):
+        t = (x > 0) * 1.0
+        v = t[:2]
+        v += x[:2]
+        return t
+
+    fs = [sign_times, mask_view, lambda x: x.max(initial=0.0, where=x > 1), lambda x: x.sum(where=x > 0),
+          lambda x: {x[0], x[2]}, lambda x: collections.Counter(np.sign(x)), lambda x: frozenset(np.sign(x)),
+          lambda x: collections.OrderedDict([(x[0], 1)])]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([1.5, -2.0, 3.0]) * (-1) ** i + 0.5 * i
+            a, b = f(x), g(x)
+            assert repr(a) == repr(b) and type(a) is type(b), (a, b)

@@ -27,7 +27,7 @@ Since fixed: 52 of the 61 -- NumPy's casting error for an in-place op on an arra
 np.asarray of a NumPy scalar is a 0-d array; dtype= of sum/prod/cumsum/cumprod (eagerly too);
 initial= in the result's dtype, first; math.trunc/floor/ceil. Left: where=, sort(), conj of a
 bool, isinstance (9). `a @= B` into a view of a copy is now refused, as every in-place write
-into a view.
+into a view. Then where= too (x.sum(where=) of an array argument is NumPy's method; left: 6).
 Refusals observed and accepted: writes into an argument (`x += 1`, `x[0] = 0`) and `out=` into a
 copy (`np.add(a, 1.5, out=a)`, `np.negative(a, out=a)`): "wrote into one of its arguments ... in
 place ... Write x = x + ... instead"; `a[:] += 1.5` on a copy: "an in-place write ... into a
@@ -794,8 +794,8 @@ REFUSED = {"argwrite-iadd", "argwrite-setitem", "err-ifloordiv_bool-mix2",
 # Since fixed (tests/compile/test_compile_reach.py): NumPy's casting error for an in-place op on an
 # array f has eagerly; `+` of a bool; np.asarray of a NumPy scalar is a 0-d array; dtype= of the
 # integer reductions (tt.sum's own, eagerly too); initial= in the result's dtype, first; math.trunc;
-# `@=` in place.
-FIXED = {R_INPLACE, R_POSBOOL, R_ZEROD, R_DTYPE, R_INITIAL, R_TRUNC, R_MATMUL}
+# `@=` in place. Then (round 45b) where= of an array argument's reduction methods: NumPy's method.
+FIXED = {R_INPLACE, R_POSBOOL, R_ZEROD, R_DTYPE, R_INITIAL, R_TRUNC, R_MATMUL, R_WHERE}
 XF = {k: v for k, v in XF.items() if v not in FIXED}
 
 

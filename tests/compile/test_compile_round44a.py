@@ -43,9 +43,9 @@ array or axis gives the initial value. Then 6 more: what tinytensor's piecewise-
 (`//`, sign, floor) compute from array arguments alone is NumPy's eagerly (hash, dict keys, sets,
 `t += 0.5` after `//`); a number argument tt.jacobian differentiates or tt.vmap batches is an
 input (one recording), and jacobian(mode="fwd") of a Python number works (eagerly it raised
-AttributeError). Left (18): type()/isinstance()/np.isscalar of a NumPy scalar (documented: array
-arguments are Tensors inside f), float's own methods on np.float64, the exception swaps, a
-returned dict key.
+AttributeError). Left (17): type()/isinstance()/np.isscalar of a NumPy scalar (documented: array
+arguments are Tensors inside f), float's own methods on np.float64, the exception swaps. Then the
+returned dict key too (eager's NumPy scalar, a guard on its bits).
 Refusals observed and accepted: in-place writes into a view of an array f computed or while a
 view of it is held (v = c[1:]; v += 1, c[0] //= 2, v @= ..., c @= c.T: "an in-place write ...
 into a Tensor that shares its memory"); np.add.at into an array f computed; backward() inside
@@ -204,7 +204,7 @@ FIXED = ("str()/repr() of a NumPy scalar", "str()/f-string of a float32", "'%s' 
          "dict lookup by a NumPy scalar key", "x[0] // 1 in a set", "t = (x // 2)[0]; t += 0.5",
          "t = c.sum(); t += 0.5 after c //= 2", "t = c[0]; t += 0.5 after c //= 2",
          "hash() of a float32 NumPy scalar", "a number argument as an exponent inside tt.vmap",
-         "tt.jacobian of a differentiated number argument")
+         "tt.jacobian of a differentiated number argument", "a NumPy scalar used as a key of a returned dict")
 
 
 def case(cid, f, args, n=N, expect="equal", traces=None, xfail=None):

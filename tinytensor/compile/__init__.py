@@ -395,6 +395,7 @@ class Compiled:
         python_random = random.getstate()
         modes = (STATE.grad_enabled, STATE.anomaly)
         returned = numbers = False
+        caught = ()
         try:
             with tracer:
                 reach.enter()
@@ -426,6 +427,7 @@ class Compiled:
                                 f"(d[k] = ..., append, a defaultdict's new key) while being recorded; "
                                 f"the program would not repeat that. Return the new values instead, "
                                 f"or call the function uncompiled")
+                        out = tracer.output_keys(out)      # {x[0]: 1}: eager's key, a guard
                         returns = _returned_arguments(tracer, out, inputs, traced_args, traced_kwargs)
                         del traced_args, traced_kwargs, inputs     # the _Numbers: only f's now
                         if tracer.numbers:     # a number returned is the call's own: a key
@@ -452,6 +454,8 @@ class Compiled:
             err = sys.exc_info()[1]       # f's optimizer steps &c. put back: the program's first
             if returned or isinstance(err, RuntimeError) and str(err).startswith("tt.compile"):
                 tracer.undo_effects()     # run does them (a refusal leaves no trace of the call)
+            elif err is not None and not getattr(err, "tt_compile_numbers", False):
+                _warn_again(caught)       # f's own error: the warnings it gave first, as eagerly
 
         if numbers and builtins.any("type" in code.co_names for code in reach.codes):
             # `type(lr) is float` would see the tracked number's class, not eager's: numbers as keys
@@ -543,7 +547,8 @@ class Compiled:
         program.modes = None if program.guard is None else program.guard()
         program.undo = _undo(tracer)
         program.side_effects = builtins.any(e.kind in ("draw", "store", "effect") for e in tracer.entries)
-        program.warns = [w for w in caught if (_is_user_file(w.filename) or w.filename == __file__)
+        program.warns = [w for w in caught if (_is_user_file(w.filename) or w.filename == __file__
+                                               or getattr(w.message, "tt_every_call", False))
                          and not _numpy_float_warning(w)] or None   # (__file__: f's
         # warnings.warn(..., stacklevel=2), which names the line that called f)
         program.trace_seconds = time.perf_counter() - start
@@ -653,13 +658,13 @@ def _refuse_opaque_results(out, name):
 
 def _container_subclass(tree, depth=0):
     """The first tuple, list or dict subclass in a result's structure (not a namedtuple, an
-    OrderedDict or a defaultdict, which come back as they are), or None."""
+    OrderedDict, a defaultdict or a Counter, which come back as they are), or None."""
     t = type(tree)
     if depth > 32 or t in (tuple, list, dict):
         pass
     elif isinstance(tree, (tuple, list, dict)):
         if not (isinstance(tree, tuple) and hasattr(tree, "_fields")
-                or type(tree) in (collections.OrderedDict, collections.defaultdict)):
+                or type(tree) in (collections.OrderedDict, collections.defaultdict, collections.Counter)):
             return t
     else:
         return None
@@ -680,7 +685,7 @@ def _warn_again(warns):
     """The user's own warnings f gave while recorded, again on a call of the program (as eagerly;
     one that named the line calling f names the line calling the compiled function)."""
     for w in warns or ():
-        if w.filename == __file__:
+        if w.filename == __file__ or not _is_user_file(w.filename):   # (or tinytensor's own line)
             frame = sys._getframe(1)
             while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
                 frame = frame.f_back

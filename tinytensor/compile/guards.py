@@ -1129,7 +1129,8 @@ class _Reach:
         def absent(glob, code):
             """The names code reads as globals that are builtins now (`abs`, `len`): a global of
             that name defined later shadows the builtin."""
-            missing = tuple(n for n in _global_names(code) if n not in glob and hasattr(builtins, n))
+            names = vars(builtins)            # (not hasattr: the module's own __eq__, __class__)
+            missing = tuple(n for n in _global_names(code) if n not in glob and n in names)
             for n in missing:                 # one the user set on the builtins module (builtins.K = 2)
                 value = vars(builtins)[n]
                 if not isinstance(value, (type, types.BuiltinFunctionType)) and n not in _BUILTIN_NAMES:
@@ -1221,7 +1222,8 @@ class _Reach:
                 if isinstance(module, types.ModuleType) and _user_module(module):
                     add(f"{{}}.get({name!r})", sys.modules, f"sys.modules[{name!r}]", module)
                     self.objects.setdefault(id(module), module)
-        named = {n for n in spelled if n.isidentifier()} if "attrgetter" in ran else set()
+        named = {p for n in spelled for p in n.split(".") if p.isidentifier()} if "attrgetter" in ran \
+            else set()                                 # (attrgetter("sub.k"): both names)
         whole = not {"vars", "__dict__", "getattr"}.isdisjoint(ran)   # f reads whole __dict__s
         looked_up = {n for n in spelled if n.isidentifier()} if not {"getattr", "hasattr"}.isdisjoint(ran) \
             else set()                                 # attributes f may look up by a string

@@ -6,6 +6,7 @@ the engine calls it (see tinytensor/state.py). The Tensors it records become `_T
 comparisons and reads into Python it notes."""
 
 import builtins
+import collections
 import copy
 import dis
 import functools
@@ -368,6 +369,44 @@ class _Tracer:
         what it computes: a guard on the whole value."""
         if not self.depth_inside and self.var_of(t) is not None:
             self.guard(_snapshot, t, _snapshot(t.data), how)
+
+    def output_keys(self, out, depth=0):
+        """out with each dict key (and set member) that is a traced value NumPy's scalar eagerly
+        ({x[0]: 1}, Counter(np.sign(x)), {x[0], x[2]}) made that scalar, a guard on its bits: the
+        program gives back eager's key by construction (another key records again). Containers
+        are rebuilt only where a key changed."""
+        if depth > 32:
+            return out
+        if isinstance(out, dict):
+            items = [(self._output_key(k), self.output_keys(v, depth + 1)) for k, v in out.items()]
+            if builtins.all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(items, out.items())):
+                return out
+            if type(out) is collections.defaultdict:
+                return collections.defaultdict(out.default_factory, items)
+            return type(out)(dict(items))         # (a Counter counts a list's pairs)
+        if type(out) in (set, frozenset):        # {x[0], x[2]}: eager's scalars, guards
+            items = [self._output_key(k) for k in out]
+            return out if builtins.all(k is k0 for k, k0 in zip(items, out)) else type(out)(items)
+        if type(out) in (tuple, list) or isinstance(out, tuple) and hasattr(out, "_fields"):
+            parts = [self.output_keys(v, depth + 1) for v in out]
+            if builtins.all(p is v for p, v in zip(parts, out)):
+                return out
+            return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
+        return out
+
+    def _output_key(self, k):
+        if isinstance(k, Tensor):
+            scalar = np.ndim(_SLOT_DATA.__get__(k)) == 0 and (self.eagerly_numpy_scalar(k)
+                                                              or self.eagerly_numpy_value(k))
+            data = _SLOT_DATA.__get__(k)
+        elif type(k) is _Tainted:
+            scalar, data = _tainted_scalar(k), _raw(k)
+        else:
+            return k
+        if not scalar:
+            return k
+        self.guard(_snapshot, k, _snapshot(data), "a dict key f returns")
+        return np.asarray(data)[()]
 
     def guard_var(self, var, value, how):
         """A guard on variable `var` itself (a Python value a NumPy call on traced values gave)."""
@@ -937,6 +976,8 @@ class _Tracer:
             return value
         if STATE.depth > 0:
             return self.wrap(mask, var)
+        if mask is not value:
+            self.generic_vars.add(var)     # eagerly a NumPy bool (x[0] > 0)
         return self.tainted(mask, var)     # its NumPy operations are recorded, wherever it goes
 
     def copied(self, t, value):
@@ -1253,10 +1294,11 @@ def _as_array(t):
 
 def _numpy_on_arrays(args, kwargs):
     """Whether a NumPy call's Tensor operands (one level of lists inside) are all traced arrays
-    f was passed (or computed from such alone), outside any transform: eagerly NumPy's own."""
+    f was passed (or computed from such alone), not a transform's leaves nor under vmap:
+    eagerly NumPy's own."""
     rec = STATE.recorder
-    if rec is None or STATE.depth != rec.outer_depth or rec.depth_inside:
-        return False
+    if rec is None or rec.depth_inside or STATE.depth != rec.outer_depth and STATE.batch:
+        return False                       # (inside a transform: f's arrays are NumPy's there too)
     frame = sys._getframe(2)
     while frame.f_code.co_filename == _TENSOR_FILE or frame.f_code in _SKIPPED_CODES:
         frame = frame.f_back               # (`a &= b`: Tensor's in-place operator, recorded)
@@ -1266,7 +1308,7 @@ def _numpy_on_arrays(args, kwargs):
     for a in itertools.chain(args, kwargs.values()):
         for x in (a if type(a) in (list, tuple) else (a,)):
             if isinstance(x, Tensor):
-                if not (isinstance(x, _Traced) and rec.passed_as_array(x)):
+                if not (isinstance(x, _Traced) and rec.passed_as_array(x)) or id(x) in rec.leaf_ids:
                     return False
                 found = True
     return found
@@ -1309,9 +1351,13 @@ def _numpy_scalar_rule(name, op, reflected):
     """_Traced's arithmetic operator: with a NumPy scalar on an array the caller passed (or one
     computed from such alone), NumPy's rule for arrays (the scalar's dtype counts, NEP 50), as f
     computes eagerly; else Tensor's (a NumPy scalar is weak, as a Python number)."""
+    repeats = name in ("__mul__", "__rmul__")
+
     def operator(self, other):
         rec = STATE.recorder
         if rec is not None:
+            if repeats and type(other) in _SEQUENCES and rec.eagerly_numpy_scalar(self):
+                return _repeated(self, other)     # [1] * (x[0] + 1), "ab" * x.argmax(): Python's
             if type(other) in tensor_module._NUMPY_SCALARS or type(other) is _NumberNP:
                 if rec.passed_as_array(self):   # (a NumPy-scalar number argument: still the input)
                     return op(other, self) if reflected else op(self, other)
@@ -1323,6 +1369,19 @@ def _numpy_scalar_rule(name, op, reflected):
         return getattr(Tensor, name)(self, other)
     operator.__name__ = name
     return operator
+
+
+_SEQUENCES = (list, tuple, str, bytes, bytearray)
+_PYTHON_VALUES = frozenset((str, bytes, bool, int, float, complex))
+
+
+def _repeated(t, seq):
+    """seq * t where t is eagerly a NumPy integer scalar: the sequence repeated, as eagerly (the
+    count a guard); by any other NumPy scalar, Python's TypeError."""
+    dtype = t.dtype
+    if dtype.kind not in "iu":
+        raise TypeError(f"can't multiply sequence by non-int of type 'numpy.{dtype.name}'")
+    return seq * operator.index(t)
 
 
 def _weakened(rec, t, other):
@@ -1386,7 +1445,8 @@ class _Traced(Tensor):
             if result is None:       # np.put, np.fill_diagonal, np.copyto: a write it cannot see
                 raise _written()
             if isinstance(result, (np.ndarray, np.generic)) or isinstance(result, tuple) and result \
-                    and builtins.all(isinstance(r, (np.ndarray, np.generic)) for r in result):
+                    and builtins.all(isinstance(r, (np.ndarray, np.generic)) for r in result) \
+                    or type(result) in _PYTHON_VALUES:     # np.array2string(x): a guard on the text
                 return _noted_numpy(func, func.__name__, args, kwargs, result)
         return Tensor.__array_function__(self, func, types, args, kwargs)
 
@@ -1397,6 +1457,15 @@ class _Traced(Tensor):
         if out is not None and STATE.recorder is not None and not STATE.recorder.depth_inside \
                 and builtins.any(isinstance(o, np.ndarray) for o in (out if type(out) is tuple else (out,))) \
                 and not _internal():
+            outs = out if type(out) is tuple else (out,)
+            if method == "__call__" and builtins.all(type(o) is _Tainted for o in outs) \
+                    and _numpy_on_arrays(inputs, {}):   # t = np.sign(x); t *= x: NumPy's write
+                rec = STATE.recorder                   # into an array f made, as eagerly
+                written = _written_into(ufunc, method, [
+                    rec.tainted(np.ndarray.view(_SLOT_DATA.__get__(a), np.ndarray), rec.var_of(a))
+                    if isinstance(a, Tensor) else a for a in inputs], kwargs)
+                if written is not None:
+                    return written
             raise _written_into_array(ufunc)
         if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
             inputs = _weak_eager_scalars(inputs)
@@ -1441,6 +1510,22 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
 
 for _name in ("var", "std", "mean", "view", "tobytes", "astype"):
     setattr(_Traced, _name, _array_method(_name))
+
+
+def _where_method(name):
+    """_Traced's reduction `name` given NumPy's where= (which Tensors do not take): on an array
+    f was passed, NumPy's method, a line of the program; else Tensor's (its error)."""
+    def method(self, *args, **kwargs):
+        if "where" in kwargs and _numpy_on_arrays((self, *args), kwargs):
+            plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
+            return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
+        return getattr(Tensor, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("sum", "prod", "max", "min", "any", "all"):
+    setattr(_Traced, _name, _where_method(_name))
 
 
 def _array_operator(name, ufunc, reflected=False):
@@ -1819,10 +1904,11 @@ def _traced_hash(self):
     """hash(x[0]) of an array argument by user code (a dict key, a set): the NumPy scalar's, a
     guard on its value; a Tensor's identity otherwise."""
     rec = STATE.recorder
-    if rec is not None and _is_user(sys._getframe(1).f_code) and np.ndim(_SLOT_DATA.__get__(self)) == 0 \
+    if rec is not None and np.ndim(_SLOT_DATA.__get__(self)) == 0 \
             and (rec.eagerly_numpy_scalar(self) or rec.eagerly_numpy_value(self)):
-        value = hash(np.asarray(_SLOT_DATA.__get__(self))[()])
-        rec.guard(_scalar_hash, self, value, "hash()")
+        value = hash(np.asarray(_SLOT_DATA.__get__(self))[()])    # (from any caller: one hash)
+        if _is_user(sys._getframe(1).f_code):
+            rec.guard(_scalar_hash, self, value, "hash()")
         return value
     return Tensor.__hash__(self)
 
@@ -2068,13 +2154,29 @@ class _Tainted(np.ndarray):
         return (_element(self, i) for i in range(self.shape[0]))
 
     def __format__(self, spec):
+        if _tainted_scalar(self):
+            return _scalar_text(self, "__format__", (spec,), _internal())
         return _guarded_text(self, format(_raw(self), spec), "format()", _internal(), spec)
 
     def __repr__(self):
+        if _tainted_scalar(self):
+            return _scalar_text(self, "__repr__", (), _internal())
         return _guarded_text(self, repr(_raw(self)), "repr()", _internal())
 
     def __str__(self):
+        if _tainted_scalar(self):
+            return _scalar_text(self, "__str__", (), _internal())
         return _guarded_text(self, str(_raw(self)), "str()", _internal())
+
+    def __hash__(self):
+        """hash(np.sign(x[0])): eagerly a NumPy scalar's hash, a guard; an array's is unhashable."""
+        if not _tainted_scalar(self):
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        value = _scalar_hash(_raw(self))
+        rec = STATE.recorder
+        if rec is not None and not _internal():
+            rec.guard(_scalar_hash, self, value, "hash()")
+        return value
 
     def __array_finalize__(self, obj):
         if type(obj) is _Tainted and _is_user(sys._getframe(1).f_code) and not _plain_here():
@@ -2360,6 +2462,21 @@ def _element(a, i):
     return _noted_numpy(operator.getitem, "getitem", (a, i), {}, result)
 
 
+def _tainted_scalar(a):
+    """Whether _Tainted a is eagerly a NumPy scalar (np.sign(x[0]), x.argmax(), (x > 0).sum())."""
+    rec = STATE.recorder
+    return a.ndim == 0 and rec is not None and rec.var_of(a) in rec.generic_vars
+
+
+def _scalar_text(a, name, args, internal):
+    """str/repr/format of a _Tainted that is eagerly a NumPy scalar: the scalar's text, a guard."""
+    value = _numpy_text(_raw(a), name, args, True)
+    if not internal:
+        STATE.recorder.guard(functools.partial(_numpy_text, name=name, args=args, scalar=True), a, value,
+                             f"{name}()")
+    return value
+
+
 def _guarded_text(x, text, how, internal, spec=None):
     """repr/str/format of a traced value: a guard on the text (a key, a branch on it)."""
     rec = STATE.recorder
@@ -2399,8 +2516,11 @@ def _tainted_operator(name, ufunc):
     """A traced array's operator (`+`, `**`, `abs()`, reached by operator.add, sum(), pow() too):
     NumPy's own, telling __array_ufunc__ that it runs (on NumPy scalars: their arithmetic)."""
     own = getattr(np.ndarray, name)
+    repeats = name in ("__mul__", "__rmul__")
 
     def method(self, *other):
+        if repeats and type(other[0]) in _SEQUENCES and _tainted_scalar(self):
+            return _repeated(self, other[0])      # (1, 2) * x.argmax(): Python's repetition
         _TAINTED_OPERATOR[0] = ufunc
         try:
             return own(self, *other)
