@@ -846,16 +846,16 @@ class _Tracer:
             return self._store(t, op(t, other))
         if not (self._traced(t) or self._traced(other)) or _is_argument(self, t):
             return None
+        numpy_own = ufunc is not None and self.passed_as_array(t) and not self.eagerly_numpy_scalar(t)
+        if numpy_own:                        # NumPy checks the cast before computing (no warning
+            _numpy_cast_first(t, other, ufunc)   # of `c **= 0.5` on negative ints: its error)
         out = op(t, other)
         if self.eagerly_numpy_scalar(t):     # eagerly a NumPy scalar: `t += v` rebinds t to the
             return out                       # result, of the promoted type (int64 += 1.5: float64)
         if out.dtype != t.dtype and not np.can_cast(out.dtype, t.dtype, "same_kind"):
-            if ufunc is None or not self.passed_as_array(t):   # eager's error: a Tensor's
-                return None                                 # (tensor._in_place), or NumPy's own
-            data = np.array(_SLOT_DATA.__get__(t))
-            value = (_SLOT_DATA.__get__(other) if isinstance(other, Tensor) else
-                     other.value if type(other) in _WRAPPED else _plain(other))
-            ufunc(data, np.asarray(value), out=data)      # (raises, as `a += 1.5` on an int array)
+            if not numpy_own:                # eager's error: a Tensor's (tensor._in_place)
+                return None
+            _numpy_cast_first(t, other, ufunc, always=True)   # (raises, as `a += 1.5` on ints)
         self._refuse_aliased_write(t)
         if out.shape != t.shape:
             raise ValueError(f"in-place operator: the result has shape {out.shape} but t has shape "
@@ -1510,6 +1510,23 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
 
 for _name in ("var", "std", "mean", "view", "tobytes", "astype"):
     setattr(_Traced, _name, _array_method(_name))
+
+
+def _numpy_cast_first(t, other, ufunc, always=False):
+    """NumPy's casting error of `t op= other` on an array f has eagerly (int64 **= 0.5), raised
+    before anything is computed, as NumPy does; nothing where the result's dtype casts."""
+    value = (_SLOT_DATA.__get__(other) if isinstance(other, Tensor) else
+             other.value if type(other) in _WRAPPED else _plain(other))
+    if not always:
+        kind = type(value) if type(value) in (int, float, complex) else np.asarray(value).dtype
+        try:
+            result = ufunc.resolve_dtypes((t.dtype, kind, None))[-1]
+        except Exception:     # noqa: BLE001  (no loop for these dtypes: the operation's own error)
+            return
+        if result == t.dtype or np.can_cast(result, t.dtype, "same_kind"):
+            return
+    data = np.array(_SLOT_DATA.__get__(t))
+    ufunc(data, np.asarray(value), out=data)
 
 
 def _where_method(name):
