@@ -1806,3 +1806,72 @@ def test_numpy_writes_into_arrays_f_made_and_returned_sets_and_counters():
             x = np.array([1.5, -2.0, 3.0]) * (-1) ** i + 0.5 * i
             a, b = f(x), g(x)
             assert repr(a) == repr(b) and type(a) is type(b), (a, b)
+
+
+def test_backward_from_some_results_of_a_taped_call_runs_their_sweep_alone():
+    """Round 46b: backward() from one result of a compiled call returning several (a loss and a
+    metric) runs the sweep from that result alone, as eagerly (the other's zero cotangent times
+    its inf made NaN, and a -0.0 gradient +0.0); the recording's sweep gives no warnings (they
+    are backward()'s, given when it runs)."""
+    import warnings
+    cases = [(lambda w, x: (tt.sum(w * x), tt.sum(tt.exp(w * x))), np.array([1.0, 1000.0]), 0),
+             (lambda w, x: (tt.sum(w * x), tt.sum(w * w)), np.array([-0.0, 1.0]), 0),
+             (lambda w, x: (tt.sum(w * x), tt.sum(tt.exp(w * x))), np.array([1.0, 3.0]), 1),
+             (lambda w, x: {"loss": tt.sum(w * x), "logz": tt.sum(tt.exp(w * x)),
+                            "k": tt.sum(tt.sqrt(w * x))}, np.array([1.0, 1000.0]), "loss"),
+             (lambda w, x: (tt.sum(tt.sqrt(w * x)),), np.zeros(2), 0)]
+    for f, x, which in cases:
+        seen = []
+        for compiled in (False, True):
+            w = tt.nn.Parameter(np.array([1.0, 2.0]))
+            g = tt.compile(lambda x, f=f, w=w: f(w, x)) if compiled else (lambda x, f=f, w=w: f(w, x))
+            with warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("always")
+                grads = []
+                for _ in range(3):
+                    w.grad = None
+                    g(x)[which].backward()
+                    grads.append(w.grad.tobytes())
+            seen.append((grads, [str(m.message) for m in ws]))
+        assert seen[0] == seen[1], seen
+
+
+def test_out_writes_keys_and_scalar_methods_of_numpy_values():
+    """Round 46a: out= into an array f has eagerly is NumPy's write, a line (np.clip(t, -1, 1,
+    out=t) was dropped silently, np.add(t, 1, out=t) refused); tuple and frozenset keys f
+    returns are eager's NumPy scalars; .astype() of a NumPy scalar is one; k *= seq repeats; a
+    Tensor made inside f as a returned key, and np.ndenumerate of a traced array, are refused."""
+    def clip_out(x):
+        t = x * 3
+        np.clip(t, -1, 1, out=t)
+        return t
+
+    def chain_out(x):
+        t = x * 2
+        np.exp(t, out=t)
+        np.maximum(t, 1.5, out=t)
+        return t.sum()
+
+    def imul_list(x):
+        k = x.argmax()
+        k *= [1]
+        return k
+
+    def sign_imul(x):
+        k = np.sign(x)
+        k *= 2
+        return k
+
+    fs = [clip_out, chain_out, imul_list, sign_imul, lambda x: np.add(x * 2, 1, out=x * 0 + 1),
+          lambda x: {(x[0], x.argmax()): 1}, lambda x: {frozenset(np.sign(x[:2])): 1},
+          lambda x: "-" * np.sign(x[2]).astype(np.int64), lambda x: np.sign(x[0]).astype(np.float32)]
+    for f in fs:
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([1.5, -2.0, 3.0]) * (-1) ** i + 0.37 * i
+            a, b = f(x), g(x)
+            assert repr(a) == repr(b) and type(a) is type(b), (a, b)
+    w = tt.tensor([1.0, 2.0])
+    for f in (lambda x: {w[0] * x[0]: 1}, lambda x: {i: v for i, v in np.ndenumerate(np.sign(x))}):
+        with pytest.raises(RuntimeError, match="tt.compile"):
+            tt.compile(f)(np.ones(2))

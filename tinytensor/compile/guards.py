@@ -369,6 +369,16 @@ _SITE = tuple(os.path.abspath(sysconfig.get_paths()[k]) for k in ("purelib", "pl
 _NUMPY_HOME = os.path.dirname(os.path.abspath(np.__file__))
 
 
+def _numpy_helper_of_user(frame):
+    """Whether `frame` is NumPy's Python code called straight from user code with a traced NumPy
+    array among its locals (np.ndenumerate(mask) takes np.asarray(mask).flat): what it reads of
+    the array's buffer nobody sees. (NumPy's functions that dispatch reach the recording first
+    and run on plain arrays.)"""
+    caller = frame.f_back
+    return frame.f_code.co_filename.startswith(_NUMPY_HOME) and caller is not None \
+        and _is_user(caller.f_code) and any(type(v) is _Tainted for v in frame.f_locals.values())
+
+
 def _library(code):
     """Whether code is an installed package's (SciPy's, not NumPy's or tinytensor's)."""
     name = code.co_filename
@@ -1003,7 +1013,7 @@ class _Reach:
                     f"(tt.tensor(...)), or call the function uncompiled")
             elif event == "c_call" and (arg in _LAUNDERING or _reads_buffer(arg)) \
                     and (id(frame) in tracer.tainted_frames or _is_user(frame.f_code)
-                         and _loads_traced(frame, _tainted)) \
+                         and _loads_traced(frame, _tainted) or _numpy_helper_of_user(frame)) \
                     and tracer.laundered is None and not _literal_call(frame, arg):
                 # NumPy hands np.asarray(mask) on as a plain array whose operations nobody can
                 # note: where the calling function holds traced arrays, it is refused

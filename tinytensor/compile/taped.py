@@ -14,6 +14,7 @@ at the compiled speed.
 
 import builtins
 import copy
+import warnings
 
 import numpy as np
 
@@ -31,11 +32,25 @@ def sweep(tracer, out):
     leaves, _, roots, wrt = _on_the_tape(tracer, out)
     if not roots or not wrt:
         return None
-    cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in roots]
+    # Several results on the tape: besides the sweep from all of them, one from each proper
+    # subset (up to _SUBSET_ROOTS results), so that backward() from some of them runs the sweep
+    # eager's visits, from those alone (an unused result's zero cotangent times its inf is NaN).
+    tracked = [k for k in roots if id(leaves[k]) not in {id(t) for _, t in tracer.lives}]
+    subsets = [tuple(roots)]
+    if 1 < len(tracked) <= _SUBSET_ROOTS:
+        subsets += [tuple(k for i, k in enumerate(tracked) if mask >> i & 1)
+                    for mask in range(1, 2 ** len(tracked) - 1)]
+    sweeps, made = [], []
     tracer.hookless = set(wrt)        # their hooks run when backward() reaches them, not in here
     tracer.deferred = True
     try:
-        results = tape.reverse_sweep([leaves[k] for k in roots], [c.data for c in cotangents], wrt=wrt)
+        for subset in subsets:
+            cotangents = [tracer.argument(np.zeros_like(leaves[k].data), f"g_result{k}") for k in subset]
+            made += [tracer.var_of(c) for c in cotangents]
+            with _quietly(tracer):    # (the rules' warnings are backward()'s, when it runs)
+                results = tape.reverse_sweep([leaves[k] for k in subset], [c.data for c in cotangents],
+                                             wrt=wrt)
+            sweeps.append((subset, [tracer.var_of(c) for c in cotangents], [results.get(t) for t in wrt]))
     except RuntimeError as err:
         if "modified in place" not in str(err):
             raise
@@ -43,15 +58,40 @@ def sweep(tracer, out):
         # no_grad after the loss): eagerly only a later backward() raises, so the call's results
         # come back on a tape entry whose backward raises that error (stale)
         tracer.stale = str(err)
-        dropped = {tracer.var_of(c) for c in cotangents}
+        dropped = set(made)
         tracer.arguments = [a for a in tracer.arguments if a not in dropped]
         tracer.tensor_arguments -= dropped
         return None
     finally:
         tracer.hookless = ()
         tracer.deferred = False
-    grads = [results.get(t) for t in wrt]
-    return roots, [tracer.var_of(c) for c in cotangents], wrt, grads
+    return roots, wrt, sweeps
+
+
+_SUBSET_ROOTS = 3      # results on the tape for which each subset has a backward program of its own
+
+
+class _quietly:
+    """The recording's sweep with NumPy's warnings and floating-point errors off (they are the
+    backward pass's, given when it runs), without the lines noting a filter or errstate of f's."""
+
+    def __init__(self, tracer):
+        self.tracer = tracer
+
+    def __enter__(self):
+        self.warnings = warnings.catch_warnings()
+        self.warnings.__enter__()
+        warnings.simplefilter("ignore")
+        self.errstate = np.errstate(all="ignore")
+        self.errstate.__enter__()
+        t = self.tracer
+        self.saved = t.filters, t.errstate
+        t.filters, t.errstate = warnings.filters, np.geterr()
+
+    def __exit__(self, *exc):
+        self.tracer.filters, self.tracer.errstate = self.saved
+        self.errstate.__exit__(*exc)
+        self.warnings.__exit__(*exc)
 
 
 def _on_the_tape(tracer, out):
@@ -89,48 +129,61 @@ def new_leaf_reached(tracer, out):
 
 
 def split(tracer, out, swept, fname):
-    """The forward and backward programs of a recording with its sweep (see the module's text)."""
-    roots, ct_vars, wrt, grads = swept
-    backward = set(ct_vars)
-    forward_entries, backward_entries = [], []
+    """The forward and backward programs of a recording with its sweeps (see the module's text):
+    one backward program per sweep (the results it starts from), the forward program returning
+    the residuals any of them reads."""
+    roots, wrt, sweeps = swept
+    group = {v: i for i, (_, ct_vars, _) in enumerate(sweeps) for v in ct_vars}
+    forward_entries, backward_entries = [], [[] for _ in sweeps]
     for e in tracer.entries:
         refs = _refs(e.args, []) + _refs(e.kwargs, [])
-        if e.kind not in ("draw", "store", "guard", "effect") and any(r in backward for r in refs):
-            backward.add(e.out)
-            backward_entries.append(e)
+        owner = next((group[r] for r in refs if r in group), None)
+        if e.kind not in ("draw", "store", "guard", "effect") and owner is not None:
+            group[e.out] = owner
+            backward_entries[owner].append(e)
         else:
             forward_entries.append(e)
-    produced_later = {e.out for e in backward_entries} | set(ct_vars)
+    all_ct = [v for _, ct_vars, _ in sweeps for v in ct_vars]
+    produced_later = {e.out for entries in backward_entries for e in entries} | set(all_ct)
     residuals = []
-    for e in backward_entries:
-        for r in _refs(e.args, []) + _refs(e.kwargs, []):
-            if r not in produced_later and r not in residuals:
-                residuals.append(r)
-    grad_refs = [tracer.template(g) if g is not None else None for g in grads]
-    for r in grad_refs:               # a gradient computed in the forward part (none reached it)
-        if type(r) is _Ref and r.var not in produced_later and r.var not in residuals:
-            residuals.append(r.var)
+    grad_refs = [[tracer.template(g) if g is not None else None for g in grads] for _, _, grads in sweeps]
+    for entries, refs_of_grads in zip(backward_entries, grad_refs):
+        for e in entries:
+            for r in _refs(e.args, []) + _refs(e.kwargs, []):
+                if r not in produced_later and r not in residuals:
+                    residuals.append(r)
+        for r in refs_of_grads:       # a gradient computed in the forward part (none reached it)
+            if type(r) is _Ref and r.var not in produced_later and r.var not in residuals:
+                residuals.append(r.var)
 
     fwd = copy.copy(tracer)
     fwd.entries = forward_entries
-    fwd.arguments = [a for a in tracer.arguments if a not in set(ct_vars)]
+    fwd.arguments = [a for a in tracer.arguments if a not in set(all_ct)]
     leaves, structure = transforms.tree_flatten(out)
     numbers = {len(leaves) + i for i, v in enumerate(residuals) if v in tracer.number_vars}
     forward = _generate(fwd, [*leaves, *(_Ref(v) for v in residuals)], f"{fname}_forward", plain=set(roots),
                         raw=numbers)      # (a number a rule reads: as it is, as eagerly)
 
-    bwd = copy.copy(tracer)
-    bwd.entries = backward_entries
-    bwd.arguments = residuals + list(ct_vars)
-    bwd.lives = []
-    bwd.hints = list(tracer.hints)
-    for k, v in enumerate(residuals):
-        bwd.hints[v] = f"r{k}_{bwd.hints[v]}" if bwd.hints[v] and bwd.hints[v].isidentifier() else f"r{k}"
-    back = _generate(bwd, [r if r is not None else None for r in grad_refs], f"{fname}_backward")
+    backs = {}
+    for i, ((subset, ct_vars, _), entries, refs_of_grads) in enumerate(
+            zip(sweeps, backward_entries, grad_refs)):
+        bwd = copy.copy(tracer)
+        bwd.entries = entries
+        bwd.arguments = residuals + list(ct_vars)
+        bwd.lives = []
+        bwd.hints = list(tracer.hints)
+        for k, v in enumerate(residuals):
+            bwd.hints[v] = f"r{k}_{bwd.hints[v]}" if bwd.hints[v] and bwd.hints[v].isidentifier() else f"r{k}"
+        suffix = "" if i == 0 else "_from_" + "_".join(map(str, subset))
+        backs[frozenset(subset)] = _generate(bwd, list(refs_of_grads), f"{fname}_backward{suffix}")
+    back = backs[frozenset(roots)]
     shapes = [(leaves[k].data.shape, leaves[k].data.dtype) for k in roots]
     lives = {id(t): t for _, t in tracer.lives}
     itself = {k: lives[id(x)] for k, x in enumerate(leaves) if id(x) in lives}   # a parameter returned
     taped = Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
+    taped.backs = backs
+    if len(backs) > 1:
+        taped.source += "".join(f"\n{b.source}" for key, b in backs.items() if b is not back)
     taped.itself = itself
     first = {}                          # a result returned twice ((h, h)): one object, as eagerly
     taped.again = {k: first.setdefault(id(x), k) for k, x in enumerate(leaves) if isinstance(x, Tensor)}
@@ -194,8 +247,15 @@ class _CallEntry(tape.Primitive):
                                "again (backward(create_graph=True), a Hessian through it); call the "
                                "function uncompiled for higher derivatives")
 
-    def _backward(self, cotangents):
-        return tuple(self.taped.backward.function(*self.residuals, *cotangents))
+    def _backward(self, cotangents, given=None):
+        """The backward program on the cotangents; `given`: the results' positions (in roots)
+        whose cotangents backward() gave, where a program from those alone exists."""
+        taped = self.taped
+        if given is not None and len(given) < len(taped.roots):
+            back = taped.backs.get(frozenset(taped.roots[i] for i in given))
+            if back is not None:
+                return tuple(back.function(*self.residuals, *(cotangents[i] for i in given)))
+        return tuple(taped.backward.function(*self.residuals, *cotangents))
 
     def jvp(self, tangents, ans, inputs, params, node=None, rec=None):
         """Forward mode through the call (t.jvp, tt.jvp of a loss built on it): J t, one row per
@@ -229,8 +289,10 @@ class _Joint(_CallEntry):
     def joint_vjp(self, g, ans, *inputs):
         self._first_order(g)
         s = self.starts
-        return self._backward([g[s[i]:s[i + 1]].reshape(shape).astype(dtype, copy=False)
-                               for i, (shape, dtype) in enumerate(self.taped.shapes)])
+        parts = [g[s[i]:s[i + 1]] for i in range(len(self.taped.shapes))]
+        given = [i for i, p in enumerate(parts) if p.any()]     # (a result backward() left out: zeros)
+        return self._backward([p.reshape(shape).astype(dtype, copy=False)
+                               for p, (shape, dtype) in zip(parts, self.taped.shapes)], given or None)
 
 
 class _Part(_CallEntry):

@@ -394,7 +394,12 @@ class _Tracer:
             return type(out)(*parts) if hasattr(out, "_fields") else type(out)(parts)
         return out
 
-    def _output_key(self, k):
+    def _output_key(self, k, depth=0):
+        if type(k) in (tuple, frozenset) or isinstance(k, tuple) and hasattr(k, "_fields"):
+            parts = [self._output_key(v, depth + 1) for v in k] if depth < 32 else list(k)
+            if builtins.all(p is v for p, v in zip(parts, k)):
+                return k
+            return type(k)(*parts) if hasattr(k, "_fields") else type(k)(parts)
         if isinstance(k, Tensor):
             scalar = np.ndim(_SLOT_DATA.__get__(k)) == 0 and (self.eagerly_numpy_scalar(k)
                                                               or self.eagerly_numpy_value(k))
@@ -404,6 +409,12 @@ class _Tracer:
         else:
             return k
         if not scalar:
+            if isinstance(k, Tensor) and k._id >= self.start:   # (a parameter as a key: the same)
+                raise RuntimeError(
+                    "tt.compile: f returns a dict key or set member that is a Tensor computed from "
+                    "traced values ({w[0]: 1}); eagerly a new Tensor each call, hashed by identity, "
+                    "which the program, whose keys are fixed, cannot give back. Key by a number "
+                    "(w[0].item()) or return the Tensors in a list, or call the function uncompiled")
             return k
         self.guard(_snapshot, k, _snapshot(data), "a dict key f returns")
         return np.asarray(data)[()]
@@ -1441,6 +1452,8 @@ class _Traced(Tensor):
         if _numpy_on_arrays(args, kwargs):
             if func in _SHAPE_FROM_VALUES or func is np.where and len(args) == 1:
                 raise _value_shape(func.__name__)
+            if kwargs.get("out") is not None:      # np.clip(t, -1, 1, out=t): NumPy's write
+                return _numpy_out(func, func.__name__, args, kwargs)
             result = func(*_datas(args), **_datas(kwargs))
             if result is None:       # np.put, np.fill_diagonal, np.copyto: a write it cannot see
                 raise _written()
@@ -1467,6 +1480,10 @@ class _Traced(Tensor):
                 if written is not None:
                     return written
             raise _written_into_array(ufunc)
+        if out is not None and method == "__call__" and STATE.recorder is not None \
+                and not STATE.recorder.depth_inside and not _internal() \
+                and _numpy_on_arrays((*inputs, *(out if type(out) is tuple else (out,))), {}):
+            return _numpy_out(ufunc, ufunc.__name__, inputs, kwargs)   # np.add(t, 1, out=t)
         if ufunc in tensor_module._ARITHMETIC and len(inputs) == 2 and method == "__call__":
             inputs = _weak_eager_scalars(inputs)
         if ufunc in tensor_module._ARITHMETIC and _strong_scalars(inputs):
@@ -2085,6 +2102,10 @@ class _Tainted(np.ndarray):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         by_operator, _TAINTED_OPERATOR[0] = _TAINTED_OPERATOR[0], None    # (see _tainted_operator)
+        if ufunc is np.multiply and len(inputs) == 2 and type(inputs[1]) in _SEQUENCES \
+                and type(kwargs.get("out")) is tuple and kwargs["out"][0] is inputs[0] \
+                and _tainted_scalar(inputs[0]):
+            return _repeated(inputs[0], inputs[1])    # k *= [1] of a NumPy integer scalar: a list
         if builtins.any(isinstance(x, Tensor) for x in inputs) or "out" not in kwargs and method != "at" \
                 and builtins.any(type(x) in _WRAPPED for x in inputs):
             return NotImplemented          # Tensor's own dispatch records it (a number argument's too)
@@ -2554,6 +2575,7 @@ for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply
 _Tainted.__abs__ = _tainted_operator("__abs__", np.absolute)
 
 
+
 def _noted_numpy(fun, name, args, kwargs, result):
     """result = fun(*args, **kwargs) on _Tainted values: recorded, handed on as _Tainted."""
     rec = STATE.recorder
@@ -2627,7 +2649,10 @@ def _tainted_method(name):
             if type(out) is _Tainted and _rewrite(STATE.recorder, out, value) is not None:
                 return out
             raise _written()
-        result = method(_raw(self), *_plain(args), **_plain(kwargs))
+        if _tainted_scalar(self) and not _plain_here():    # eagerly a NumPy scalar: its own
+            result = getattr(_raw(self)[()], name)(*_plain(args), **_plain(kwargs))   # (.astype: one)
+        else:
+            result = method(_raw(self), *_plain(args), **_plain(kwargs))
         if _plain_here():
             return result
         noted = _noted_numpy(_calls(name), name, (self, *args), kwargs, result)
@@ -2770,6 +2795,34 @@ def _value_shape(name):
         f"straight-line program can replay it (jax.jit refuses it too). Use a mask of fixed shape "
         f"instead (tt.where(condition, x, 0), x * mask, sum over a mask), or compute it outside the "
         f"compiled function and pass it in")
+
+
+def _numpy_out(fun, name, args, kwargs):
+    """fun(*args, out=t) where every Tensor is an array f has eagerly (np.clip(t, -1, 1, out=t),
+    np.add(t, 1, out=t) with t = x * 3): NumPy's write into t, as eagerly: the value is a line
+    of the program and t holds it from now on. Refused into an argument (the caller's array) or
+    an array another value shares memory with."""
+    rec = STATE.recorder
+    out = kwargs["out"]
+    target = out[0] if type(out) is tuple and len(out) == 1 else out
+    rest = {k: v for k, v in kwargs.items() if k != "out"}
+    if not isinstance(target, _Traced) or not rec.passed_as_array(target) or _is_argument(rec, target) \
+            or rec.var_of(target) in rec.aliased:
+        raise _written()
+    plain = np.array(_SLOT_DATA.__get__(target))        # NumPy's own errors first (a cast, a shape)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fun(*_datas(args), **_datas(rest), out=plain)
+    value = fun(*_datas(args), **_datas(rest))
+    if np.result_type(value) != plain.dtype or np.shape(value) != plain.shape:
+        raise _written()
+    noted = _noted_numpy(fun, name, args, rest, value)
+    raw = np.ndarray.view(_raw(noted) if type(noted) is _Tainted else np.asarray(noted), np.ndarray)
+    _SLOT_DATA.__set__(target, raw)           # t holds the line's value from now on
+    var = rec.var_of(noted)
+    rec.index[id(target)] = var
+    rec.array_arguments.add(var)              # (computed from f's arrays alone, as t was)
+    return target
 
 
 def _is_argument(tracer, t):
