@@ -1875,3 +1875,25 @@ def test_out_writes_keys_and_scalar_methods_of_numpy_values():
     for f in (lambda x: {w[0] * x[0]: 1}, lambda x: {i: v for i, v in np.ndenumerate(np.sign(x))}):
         with pytest.raises(RuntimeError, match="tt.compile"):
             tt.compile(f)(np.ones(2))
+
+
+def test_warnings_given_again_keep_the_default_filters_once_per_line():
+    """Round 46a: the warnings a program gives again (tinytensor's call warnings, the user's own)
+    go through the caller's warning registry, so the "default" filter gives each once per line,
+    as eagerly (it gave them on every call)."""
+    import warnings
+    w = tt.nn.Parameter(np.ones(3))
+
+    def user(x):
+        warnings.warn("checked", UserWarning)
+        return x * 2
+
+    for f in (lambda x: (w * x).std(-1), user):
+        counts = []
+        for g in (f, tt.compile(f)):
+            with warnings.catch_warnings(record=True) as ws:
+                warnings.simplefilter("default")
+                for _ in range(4):
+                    g(np.ones(3))
+            counts.append(len(ws))
+        assert counts == [1, 1], counts

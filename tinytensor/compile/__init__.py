@@ -684,15 +684,19 @@ def _numpy_float_warning(w):
 def _warn_again(warns):
     """The user's own warnings f gave while recorded, again on a call of the program (as eagerly;
     one that named the line calling f names the line calling the compiled function)."""
-    for w in warns or ():
-        if w.filename == __file__ or not _is_user_file(w.filename):   # (or tinytensor's own line)
-            frame = sys._getframe(1)
-            while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-                frame = frame.f_back
-            if frame is not None:
-                warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno)
-                continue
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not warns:
+        return
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    # the caller's module's registry, as warnings.warn uses: "default" gives each once per line
+    registry = None if frame is None else frame.f_globals.setdefault("__warningregistry__", {})
+    for w in warns:
+        if (w.filename == __file__ or not _is_user_file(w.filename)) and frame is not None:
+            warnings.warn_explicit(w.message, w.category, frame.f_code.co_filename, frame.f_lineno,
+                                   registry=registry)   # (tinytensor's own line: the caller's)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, registry=registry)
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
