@@ -1885,7 +1885,7 @@ def test_warnings_given_again_keep_the_default_filters_once_per_line():
     w = tt.nn.Parameter(np.ones(3))
 
     def user(x):
-        warnings.warn("checked", UserWarning)
+        warnings.warn("checked", UserWarning, stacklevel=1)
         return x * 2
 
     for f in (lambda x: (w * x).std(-1), user):
