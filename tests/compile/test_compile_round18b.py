@@ -5226,7 +5226,8 @@ def forward_hook_with_kwargs_scales_output():
     return build()
 
 
-@case()
+@case(xfail="NaN sign bits of in_proj_weight after a NaN batch's step (NumPy 2.4; it passed on the NumPy "
+            "the round was written with; the guide's \"a NaN's sign after training diverged\")")
 def mha_forward_hook_drops_attention_weights():
     def build():
         mha = nn.MultiheadAttention(4, 2, batch_first=True)

@@ -625,6 +625,10 @@ XFAIL = {
 # left to vmap's rules, an in-place update of a running statistic by a batched value says it is not
 # batchable (tt.jacobian loops, as eagerly), and _select takes np.where on Tensors and traced arrays.
 XFAIL_WRITTEN, XFAIL = XFAIL, {}
+# With NumPy 2.4 (2.4.6 on this machine; it passed on the NumPy the round was written with): a
+# NaN's sign in the gradients after the data's NaN reaches a MAML step through attention (the
+# guide's "a NaN's sign after training diverged").
+XFAIL["mha_pad-ce_ignore-maml"] = "NaN sign bits of in_proj_weight's gradient after a NaN batch (NumPy 2.4)"
 
 
 def _param(c):
