@@ -233,7 +233,25 @@ def _sqrtm_forward(a):
             raise ValueError("sqrtm: this matrix has no real square root (a negative real eigenvalue); "
                              "tt.scipy.linalg.sqrtm differentiates real square roots only")
         root = root.real
-    return _same_float(np.asarray(root), a)
+    return _same_float(_refined_root(np.asarray(root), np.asarray(a)), a)
+
+
+def _refined_root(root, a):
+    """One Newton step on X^2 = A (X E + E X = A - X^2, a Sylvester solve): SciPy's sqrtm leaves
+    a residual of some ulp (since SciPy 1.16), the step brings it below one; kept only where it
+    does reduce the residual (a singular root, say, keeps SciPy's)."""
+    if root.dtype.kind != "f" or not np.isfinite(root).all():
+        return root
+    residual = a - root @ root
+    with np.errstate(all="ignore"):
+        try:
+            step = scipy.linalg.solve_sylvester(root, root, residual)
+        except (np.linalg.LinAlgError, ValueError):
+            return root
+        better = root + step
+        if not np.isfinite(better).all() or np.abs(a - better @ better).max() >= np.abs(residual).max():
+            return root
+    return better
 
 
 _sqrtm = defprim(_sqrtm_forward, "sqrtm",
@@ -243,7 +261,9 @@ _sqrtm = defprim(_sqrtm_forward, "sqrtm",
 
 def sqrtm(A, disp=True, blocksize=64):
     """The principal square root of A (real), differentiable: X dX + dX X = dA. A matrix with no
-    real square root (a negative real eigenvalue) raises.
+    real square root (a negative real eigenvalue) raises. SciPy's root refined by one Newton
+    step (a Sylvester solve), which leaves a residual X @ X - A below an ulp where SciPy's has
+    some.
 
     Examples
     --------

@@ -942,7 +942,10 @@ NOT_PORTED = {
     "fluidsim/wing.py": "the fluidsim computation with an obstacle mask: fluidsim covers it",
 }
 RTOL = 1e-6      # a match: every number within 1e-6 relative of autograd's (of the largest, near zero)
-TOLERANCE = {"ode_net": 1e-5}   # both adjoints at the program's rtol=0.01 (the values: 1e-12)
+TOLERANCE = {"ode_net": 1e-5,   # both adjoints at the program's rtol=0.01 (the values: 1e-12)
+             # L-BFGS-B stopped after 10 and 5 iterations (SciPy >= 1.15's C port) amplifies the
+             # last bits of the two gradients (equal to 2e-15 at the start) to 2e-6 in the result
+             "bayesian_optimization": 1e-5}
 
 
 def compare(name, autograd=None, tinytensor=None):
