@@ -40,6 +40,8 @@ def sweep(tracer, out):
     if 1 < len(tracked) <= _SUBSET_ROOTS:
         subsets += [tuple(k for i, k in enumerate(tracked) if mask >> i & 1)
                     for mask in range(1, 2 ** len(tracked) - 1)]
+    elif len(tracked) > _SUBSET_ROOTS:     # more: one from each result (a subset: their sum)
+        subsets += [(k,) for k in tracked]
     sweeps, made = [], []
     tracer.hookless = set(wrt)        # their hooks run when backward() reaches them, not in here
     tracer.deferred = True
@@ -255,29 +257,66 @@ class _CallEntry(tape.Primitive):
             back = taped.backs.get(frozenset(taped.roots[i] for i in given))
             if back is not None:
                 return tuple(back.function(*self.residuals, *(cotangents[i] for i in given)))
+            singles = [taped.backs.get(frozenset((taped.roots[i],))) for i in given]
+            if builtins.all(b is not None for b in singles):
+                return self._from_some(cotangents, given, singles)
         return tuple(taped.backward.function(*self.residuals, *cotangents))
 
-    def jvp(self, tangents, ans, inputs, params, node=None, rec=None):
-        """Forward mode through the call (t.jvp, tt.jvp of a loss built on it): J t, one row per
-        element of the result, each row a run of the backward program (J^T e_i, dotted with the
-        tangents): exact, and as cheap as a backward() for a scalar result."""
-        if builtins.all(t is None for t in tangents):
-            return None
-        value = np.asarray(ans)
-        if rec is not None or value.size > _JVP_ROWS:
-            raise RuntimeError(
-                f"tt.compile: forward mode through a compiled call's result of {value.size} elements"
-                f"{' inside another recording' if rec is not None else ''} is not taken (it costs one "
-                f"backward program per element; the limit is {_JVP_ROWS}); call the function "
-                f"uncompiled for it (tt.compile.disable())")
-        dtype = np.result_type(value.dtype, *(t.dtype for t in tangents if t is not None))
-        flat = np.zeros(value.size, dtype)
-        for i in range(value.size):
-            e = np.zeros(value.size, value.dtype)
-            e[i] = 1
-            grads = self.joint_vjp(e.reshape(value.shape), ans, *inputs)
-            flat[i] = sum(np.vdot(g, t) for g, t in zip(grads, tangents) if g is not None and t is not None)
-        return flat.reshape(value.shape)
+    def _from_some(self, cotangents, given, singles):
+        """backward() from some of more results than have a program each subset: the program
+        from all of them, the others' cotangents zeros, is eager's sweep but where those zeros
+        meet an inf or a NaN (0 * inf: NaN) or turn a -0.0 into +0.0; there, and where no given
+        result reaches a Tensor (None, as eagerly), the sum of each given result's own sweep."""
+        taped = self.taped
+
+        def summed(indices, quiet):
+            total = None
+            for i in indices:
+                back = taped.backs[frozenset((taped.roots[i],))]
+                with _quiet_run(quiet):
+                    grads = back.function(*self.residuals, cotangents[i])
+                total = list(grads) if total is None else [
+                    g if t is None else t if g is None else t + g for t, g in zip(total, grads)]
+            return total
+
+        given_sum = summed(given, False)
+        absent = [i for i in range(len(taped.roots)) if i not in given
+                  and frozenset((taped.roots[i],)) in taped.backs]
+        absent_sum = summed(absent, True) if absent else [None] * len(given_sum)
+        with _quiet_run(True):   # (the given ones' warnings: their own sweeps')
+            full = taped.backward.function(*self.residuals, *cotangents)
+        out = []
+        for f, t, z in zip(full, given_sum, absent_sum):
+            if t is None or f is None:
+                out.append(t)
+                continue
+            with np.errstate(invalid="ignore"):
+                poisoned = (f == 0) & (t == 0) & (np.signbit(f) != np.signbit(t))
+                if z is not None:
+                    poisoned |= np.isnan(z)
+            out.append(np.where(poisoned, t, f) if poisoned.any() else f)
+        return tuple(out)
+
+
+class _quiet_run:
+    """NumPy's floating-point warnings off (`quiet`), for a program run whose warnings are not
+    eager's."""
+
+    def __init__(self, quiet):
+        self.quiet = quiet
+
+    def __enter__(self):
+        if self.quiet:
+            self.errstate = np.errstate(all="ignore")
+            self.errstate.__enter__()
+            self.warnings = warnings.catch_warnings()
+            self.warnings.__enter__()
+            warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        if self.quiet:
+            self.warnings.__exit__(*exc)
+            self.errstate.__exit__(*exc)
 
 
 class _Joint(_CallEntry):

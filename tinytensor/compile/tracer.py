@@ -1346,6 +1346,8 @@ def _array_method(name):
     a line of the program (NumPy's formula and accumulation, float16 in float32); else Tensor's."""
     def method(self, *args, **kwargs):
         if _numpy_on_arrays((self, *args), kwargs):
+            if kwargs.get("out") is not None:    # x.mean(axis=0, out=m): NumPy's write
+                return _numpy_out(getattr(np.ndarray, name), name, (self, *args), kwargs)
             plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
             return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
         return getattr(Tensor, name)(self, *args, **kwargs)     # (looked up now: torch's spellings)
@@ -1547,10 +1549,12 @@ def _numpy_cast_first(t, other, ufunc, always=False):
 
 
 def _where_method(name):
-    """_Traced's reduction `name` given NumPy's where= (which Tensors do not take): on an array
-    f was passed, NumPy's method, a line of the program; else Tensor's (its error)."""
+    """_Traced's method `name` given NumPy's where= or out= (which Tensors do not take): on an
+    array f was passed, NumPy's method, a line of the program (out=: its write); else Tensor's."""
     def method(self, *args, **kwargs):
-        if "where" in kwargs and _numpy_on_arrays((self, *args), kwargs):
+        if ("where" in kwargs or kwargs.get("out") is not None) and _numpy_on_arrays((self, *args), kwargs):
+            if kwargs.get("out") is not None:    # t.clip(-1, 1, out=t): NumPy's write
+                return _numpy_out(getattr(np.ndarray, name), name, (self, *args), kwargs)
             plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
             return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
         return getattr(Tensor, name)(self, *args, **kwargs)
@@ -1558,7 +1562,7 @@ def _where_method(name):
     return method
 
 
-for _name in ("sum", "prod", "max", "min", "any", "all"):
+for _name in ("sum", "prod", "max", "min", "any", "all", "clip", "cumsum", "cumprod", "round"):
     setattr(_Traced, _name, _where_method(_name))
 
 
@@ -2799,9 +2803,10 @@ def _value_shape(name):
 
 def _numpy_out(fun, name, args, kwargs):
     """fun(*args, out=t) where every Tensor is an array f has eagerly (np.clip(t, -1, 1, out=t),
-    np.add(t, 1, out=t) with t = x * 3): NumPy's write into t, as eagerly: the value is a line
-    of the program and t holds it from now on. Refused into an argument (the caller's array) or
-    an array another value shares memory with."""
+    np.add(t, 1, out=t), np.sqrt(t, out=t, where=t > 0) with t = x * 3): NumPy's write into t,
+    as eagerly: a line of the program computes t's new value (a copy of t written by `fun` with
+    out=, so where=, casting and NumPy's errors are NumPy's own) and t holds it from now on.
+    Refused into an argument (the caller's array) or an array another value shares memory with."""
     rec = STATE.recorder
     out = kwargs["out"]
     target = out[0] if type(out) is tuple and len(out) == 1 else out
@@ -2809,20 +2814,24 @@ def _numpy_out(fun, name, args, kwargs):
     if not isinstance(target, _Traced) or not rec.passed_as_array(target) or _is_argument(rec, target) \
             or rec.var_of(target) in rec.aliased:
         raise _written()
-    plain = np.array(_SLOT_DATA.__get__(target))        # NumPy's own errors first (a cast, a shape)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fun(*_datas(args), **_datas(rest), out=plain)
-    value = fun(*_datas(args), **_datas(rest))
-    if np.result_type(value) != plain.dtype or np.shape(value) != plain.shape:
-        raise _written()
-    noted = _noted_numpy(fun, name, args, rest, value)
+    written = functools.partial(_written_copy, fun)
+    value = written(_SLOT_DATA.__get__(target), *_datas(args), **_datas(rest))
+    noted = _noted_numpy(written, name, (target, *args), rest, value)
     raw = np.ndarray.view(_raw(noted) if type(noted) is _Tainted else np.asarray(noted), np.ndarray)
     _SLOT_DATA.__set__(target, raw)           # t holds the line's value from now on
     var = rec.var_of(noted)
-    rec.index[id(target)] = var
+    rec.index[id(target)] = rec.index[id(raw)] = var
+    rec.alive.append(raw)
     rec.array_arguments.add(var)              # (computed from f's arrays alone, as t was)
     return target
+
+
+def _written_copy(fun, target, *args, **kwargs):
+    """A copy of `target` after fun(*args, out=it, **kwargs): NumPy's write, on a copy."""
+    copy_ = np.array(target)
+    args = [copy_ if a is target else a for a in args]      # (t among the operands: the copy's
+    fun(*args, out=copy_, **kwargs)                        # old value, as NumPy reads it)
+    return copy_
 
 
 def _is_argument(tracer, t):
