@@ -1949,3 +1949,21 @@ def test_four_or_more_results_and_out_writes_with_where():
             x = np.array([1.5, -2.0, 3.0]) * (-1) ** i + 0.37 * i
             a, b = f(x), g(x)
             assert repr(a) == repr(b) and type(a) is type(b), (a, b)
+
+
+def test_flatten_copy_diagonal_of_array_arguments_are_numpys():
+    """Round 47b: x.flatten() and the ravel of a strided x are copies (they shared the caller's
+    memory, so writing the result wrote x), x.copy() is C-ordered, x.diagonal() a read-only view,
+    x.reshape(order="F") NumPy's: NumPy's own methods on array arguments."""
+    m = np.arange(6.0).reshape(2, 3)
+    cases = [(lambda x: x.flatten(), np.arange(12.0).reshape(3, 4)), (lambda x: x.ravel(), np.ones((3, 8))[:, ::2]),
+             (lambda x: x.copy(), np.asfortranarray(m)), (lambda x: x.T.copy(), m),
+             (lambda x: x.diagonal(), np.arange(9.0).reshape(3, 3)), (lambda x: x.reshape(-1, order="F"), m)]
+    for f, x in cases:
+        g = tt.compile(f)
+        for i in range(3):
+            xi = x + i if x.flags.c_contiguous else x
+            a, b = f(xi), g(xi)
+            assert type(a) is type(b) and a.tobytes() == b.tobytes()
+            assert (a.flags.c_contiguous, a.flags.writeable) == (b.flags.c_contiguous, b.flags.writeable)
+            assert np.shares_memory(a, xi) == np.shares_memory(b, xi)

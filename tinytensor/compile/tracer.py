@@ -1527,7 +1527,8 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
     setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
     setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
 
-for _name in ("var", "std", "mean", "view", "tobytes", "astype"):
+for _name in ("var", "std", "mean", "view", "tobytes", "astype",
+              "flatten", "ravel", "copy", "diagonal"):   # (a copy, a view as NumPy's: its memory)
     setattr(_Traced, _name, _array_method(_name))
 
 
@@ -1549,10 +1550,11 @@ def _numpy_cast_first(t, other, ufunc, always=False):
 
 
 def _where_method(name):
-    """_Traced's method `name` given NumPy's where= or out= (which Tensors do not take): on an
-    array f was passed, NumPy's method, a line of the program (out=: its write); else Tensor's."""
+    """_Traced's method `name` given NumPy's where=, order= or out= (which Tensors do not take): on
+    an array f was passed, NumPy's method, a line of the program (out=: its write); else Tensor's."""
     def method(self, *args, **kwargs):
-        if ("where" in kwargs or kwargs.get("out") is not None) and _numpy_on_arrays((self, *args), kwargs):
+        if ("where" in kwargs or "order" in kwargs or kwargs.get("out") is not None) \
+                and _numpy_on_arrays((self, *args), kwargs):
             if kwargs.get("out") is not None:    # t.clip(-1, 1, out=t): NumPy's write
                 return _numpy_out(getattr(np.ndarray, name), name, (self, *args), kwargs)
             plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
@@ -1562,7 +1564,7 @@ def _where_method(name):
     return method
 
 
-for _name in ("sum", "prod", "max", "min", "any", "all", "clip", "cumsum", "cumprod", "round"):
+for _name in ("sum", "prod", "max", "min", "any", "all", "clip", "cumsum", "cumprod", "round", "reshape"):
     setattr(_Traced, _name, _where_method(_name))
 
 
