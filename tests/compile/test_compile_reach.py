@@ -1956,7 +1956,8 @@ def test_flatten_copy_diagonal_of_array_arguments_are_numpys():
     memory, so writing the result wrote x), x.copy() is C-ordered, x.diagonal() a read-only view,
     x.reshape(order="F") NumPy's: NumPy's own methods on array arguments."""
     m = np.arange(6.0).reshape(2, 3)
-    cases = [(lambda x: x.flatten(), np.arange(12.0).reshape(3, 4)), (lambda x: x.ravel(), np.ones((3, 8))[:, ::2]),
+    cases = [(lambda x: x.flatten(), np.arange(12.0).reshape(3, 4)),
+             (lambda x: x.ravel(), np.ones((3, 8))[:, ::2]),
              (lambda x: x.copy(), np.asfortranarray(m)), (lambda x: x.T.copy(), m),
              (lambda x: x.diagonal(), np.arange(9.0).reshape(3, 3)), (lambda x: x.reshape(-1, order="F"), m)]
     for f, x in cases:
