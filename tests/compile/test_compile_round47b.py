@@ -50,7 +50,7 @@ call 10, the sign flipped from call 40 in the 42-call runs.
   cases)
 
 Since fixed: flatten (which shared the caller's memory: writing the result wrote x) and
-reshape's order=, each with a test in tests/compile/test_compile_reach.py. Left: the ravel of a
+reshape's order= (19), each with a test in tests/compile/test_compile_reach.py. Left (41): the ravel of a
 strided argument (a strided view, eagerly a copy), copy()'s C order and diagonal's read-only view
 (layout and flags; values equal), identity (squeeze/conj returning x itself, a NumPy-scalar
 argument returned, a view of a closed-over array), and a list or dict f reads and returns coming
