@@ -1965,3 +1965,34 @@ def test_flatten_copy_diagonal_of_array_arguments_are_numpys():
             assert type(a) is type(b) and a.tobytes() == b.tobytes()
             assert (a.flags.c_contiguous, a.flags.writeable) == (b.flags.c_contiguous, b.flags.writeable)
             assert np.shares_memory(a, xi) == np.shares_memory(b, xi)
+
+
+def test_nan_to_num_in_place_scalar_astype_and_hooks_on_feeding_results():
+    """Round 48a: np.nan_to_num(t, copy=False) is NumPy's write (it was dropped: the NaN stayed);
+    .astype of a NumPy scalar is one (a dict key); a hook or retain_grad() on a result that
+    another result of the call is computed from is refused (backward() from the other would
+    not pass through it)."""
+    def in_place(x):
+        t = x * 1
+        np.nan_to_num(t, copy=False)
+        return t
+
+    for f in (in_place, lambda x: {x[0].astype(np.float32): 0}):
+        g = tt.compile(f)
+        for i in range(4):
+            x = np.array([1.5, np.nan, 3.0]) * (-1) ** i + 0.37 * i
+            a, b = f(x), g(x)
+            assert repr(a) == repr(b) and type(a) is type(b), (a, b)
+    W = tt.tensor(np.ones((2, 2)), requires_grad=True)
+
+    def views(x):
+        h = tt.dot(x, W)
+        return h, h[0]
+
+    h, h0 = tt.compile(views)(np.ones((2, 2)))
+    for refused in (lambda: h.register_hook(lambda g: g * 2.0), h.retain_grad):
+        with pytest.raises(RuntimeError, match="tt.compile"):
+            refused()
+    h0.register_hook(lambda g: g)
+    tt.sum(h0).backward()
+    assert W.grad.tolist() == [[1.0, 1.0], [1.0, 1.0]]

@@ -184,6 +184,7 @@ def split(tracer, out, swept, fname):
     itself = {k: lives[id(x)] for k, x in enumerate(leaves) if id(x) in lives}   # a parameter returned
     taped = Taped(forward, back, len(leaves), structure, roots, shapes, wrt, len(residuals))
     taped.backs = backs
+    taped.feeding = _feeding(tracer, leaves, [k for k in roots if k not in itself])
     if len(backs) > 1:
         taped.source += "".join(f"\n{b.source}" for key, b in backs.items() if b is not back)
     taped.itself = itself
@@ -224,11 +225,59 @@ class Taped:
             entries = []
         for j, k in entries:
             outs[k] = _make(np.asarray(outs[k]), _Entry(self, residuals, j), inputs, data, {}, True)
+        for k in self.feeding:
+            outs[k].__class__ = _FeedingResult
         for k, t in self.itself.items():       # as eagerly: the Tensor itself
             outs[k] = t
         for k, j in self.again.items():
             outs[k] = outs[j]
         return transforms.tree_unflatten(self.structure, outs)
+
+
+def _feeding(tracer, leaves, roots):
+    """The results (positions) another result is computed from (h and h[0]): eagerly backward()
+    from h[0] passes through h, its hooks and retain_grad(); the compiled call's results are
+    side by side on the tape, so those are refused on them (_FeedingResult)."""
+    writer = {}
+    for e in tracer.entries:
+        writer[e.out] = e
+    var = {k: tracer.var_of(leaves[k]) for k in roots}
+    found = set()
+    for j in roots:
+        others = {var[k]: k for k in roots if k != j and var[k] is not None and var[k] != var[j]}
+        if not others:
+            continue
+        stack, seen = [var[j]], set()
+        while stack:
+            v = stack.pop()
+            e = writer.get(v)
+            if e is None:
+                continue
+            for r in _refs(e.args, []) + _refs(e.kwargs, []):
+                if r in others:
+                    found.add(others[r])
+                if r not in seen:
+                    seen.add(r)
+                    stack.append(r)
+    return found
+
+
+class _FeedingResult(Tensor):
+    """A result of a compiled call that another of its results is computed from: a hook or
+    retain_grad() on it would not see backward() from the other (refused, naming the fix)."""
+    __slots__ = ()
+
+    def register_hook(self, hook):
+        raise RuntimeError(_FEEDING.format("register_hook(...)"))
+
+    def retain_grad(self):
+        raise RuntimeError(_FEEDING.format("retain_grad()"))
+
+
+_FEEDING = ("tt.compile: {} on a result of a compiled call that another of its results is computed "
+            "from (h and h[0]): the compiled call puts its results side by side on the tape, so "
+            "backward() from the other would not pass through this one. Register it inside the "
+            "function, return only the one result, or call the function uncompiled")
 
 
 _JVP_ROWS = 4096      # forward mode through a compiled call: at most this many backward runs

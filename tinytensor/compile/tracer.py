@@ -1348,7 +1348,10 @@ def _array_method(name):
         if _numpy_on_arrays((self, *args), kwargs):
             if kwargs.get("out") is not None:    # x.mean(axis=0, out=m): NumPy's write
                 return _numpy_out(getattr(np.ndarray, name), name, (self, *args), kwargs)
-            plain = getattr(np.ndarray.view(self.data, np.ndarray), name)(*_datas(args), **_datas(kwargs))
+            value = np.ndarray.view(self.data, np.ndarray)
+            if STATE.recorder.eagerly_numpy_scalar(self):    # x[0].astype(np.float32): the NumPy
+                value = value[()]                            # scalar's own method (a scalar)
+            plain = getattr(value, name)(*_datas(args), **_datas(kwargs))
             return _noted_numpy(_calls(name), name, (self, *args), kwargs, plain)
         return getattr(Tensor, name)(self, *args, **kwargs)     # (looked up now: torch's spellings)
     method.__name__ = name
@@ -1456,6 +1459,9 @@ class _Traced(Tensor):
                 raise _value_shape(func.__name__)
             if kwargs.get("out") is not None:      # np.clip(t, -1, 1, out=t): NumPy's write
                 return _numpy_out(func, func.__name__, args, kwargs)
+            if func is np.nan_to_num and kwargs.get("copy", True) is False and args:
+                rest = {k: v for k, v in kwargs.items() if k != "copy"}   # np.nan_to_num(t, copy=False):
+                return _numpy_out(_nan_to_num_into, "nan_to_num", args, {**rest, "out": args[0]})  # in place
             result = func(*_datas(args), **_datas(kwargs))
             if result is None:       # np.put, np.fill_diagonal, np.copyto: a write it cannot see
                 raise _written()
@@ -2838,6 +2844,11 @@ def _numpy_out(fun, name, args, kwargs):
     rec.alive.append(raw)
     rec.array_arguments.add(var)              # (computed from f's arrays alone, as t was)
     return target
+
+
+def _nan_to_num_into(x, *args, out, **kwargs):
+    """np.nan_to_num(x, copy=False) as a write into `out` (x itself eagerly)."""
+    out[...] = np.nan_to_num(x, *args, **kwargs)
 
 
 def _written_copy(fun, target, *args, **kwargs):
