@@ -11,7 +11,7 @@ _OLDER = re.compile(r"test_compile_round(4|5|6|7|8|9|10_r10a|10_r10b|10_r11|13a|
                     r"|17a|17b|18a|18b|19a|19b)\.py$")
 _ROUND20 = re.compile(r"test_compile_round20[abc]\.py$")
 _NEWER = re.compile(r"test_compile_round(21a|22a|22b|23a|23b|24a|24b|25a|25b|26a|26b|27a|27b|28a|28b"
-                    r"|29a|29b|30a|30b|31a|31b|32a|32b|33a|33b|34a|34b|35a|35b|36a|36b|37a|38a|38b|39a|40a|41a|41b|41c|42a|42b|43a|43b|44a|45a|45b|45c|46a|46b|47a|47b)\.py$")
+                    r"|29a|29b|30a|30b|31a|31b|32a|32b|33a|33b|34a|34b|35a|35b|36a|36b|37a|38a|38b|39a|40a|41a|41b|41c|42a|42b|43a|43b|44a|45a|45b|45c|46a|46b|47a|47b|48a|48b)\.py$")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -136,10 +136,38 @@ def _disable(flag=True):
     """tt.compile.disable(): every compiled function runs its Python function eagerly (as
     torch.compiler.set_stance("force_eager") and MLX's disable_compile) until
     tt.compile.disable(False); so does the environment variable TINYTENSOR_DISABLE_COMPILE=1.
-    Returns the previous setting."""
+    Returns the previous setting (True or False as a bool does), which is also a context
+    manager: `with tt.compile.disable(): ...` puts the previous setting back at its end."""
     previous = DISABLED[0]
     DISABLED[0] = bool(flag)
-    return previous
+    return _Setting(previous)
+
+
+class _Setting:
+    """The previous setting tt.compile.disable() returns: a bool, and a context manager that
+    puts it back."""
+    __slots__ = ("previous",)
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __bool__(self):
+        return self.previous
+
+    def __eq__(self, other):
+        return self.previous == other
+
+    def __hash__(self):
+        return hash(self.previous)
+
+    def __repr__(self):
+        return repr(self.previous)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        DISABLED[0] = self.previous
 
 
 compile.disable = _disable
