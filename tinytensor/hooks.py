@@ -91,11 +91,19 @@ def _leaf_hooks_changed():
     LEAF_HOOKS[0] += 1
 
 
+# Tensors on which a hook (or retain_grad()) would not see every backward(): the message saying
+# why (a result of a compiled call that another of its results is computed from)
+NO_HOOKS = IdentityWeakMap()
+
+
 def register_hook(self, hook):
     """Tensor.register_hook(hook): during backward, hook(grad) is called with this Tensor's
     gradient (a Tensor, complete: every contribution summed) before it is passed on or
     accumulated into `.grad`; it may return a replacement gradient (a Tensor or array of the
     same shape) or None to keep it. Returns a handle with `remove()`. As PyTorch's."""
+    refused = NO_HOOKS.get(self)
+    if refused is not None:
+        raise RuntimeError(refused.format("register_hook(...)"))
     if not callable(hook):
         raise TypeError(f"register_hook: expected a callable hook(grad), got {type(hook).__name__}")
     if not self.requires_grad:

@@ -173,6 +173,10 @@ class Tensor:
         leaf's does (a leaf keeps its gradient anyway)."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad: this tensor does not require grad")
+        from .hooks import NO_HOOKS
+        refused = NO_HOOKS.get(self)
+        if refused is not None:          # (a compiled call's result another result is computed from)
+            raise RuntimeError(refused.format("retain_grad()"))
         if ops.fused_into_loss(self):
             raise RuntimeError("retain_grad: a cross_entropy of this softmax output was already computed "
                                "from its logits (fused, for stability), so it gets no gradient of its "

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from .. import tape, transforms
+from ..hooks import NO_HOOKS
 from ..tensor import Tensor, _consumed, _make, _mark_consumed
 from .codegen import _generate
 from .tracer import _Ref, _refs
@@ -226,7 +227,7 @@ class Taped:
         for j, k in entries:
             outs[k] = _make(np.asarray(outs[k]), _Entry(self, residuals, j), inputs, data, {}, True)
         for k in self.feeding:
-            outs[k].__class__ = _FeedingResult
+            NO_HOOKS[outs[k]] = _FEEDING
         for k, t in self.itself.items():       # as eagerly: the Tensor itself
             outs[k] = t
         for k, j in self.again.items():
@@ -237,7 +238,7 @@ class Taped:
 def _feeding(tracer, leaves, roots):
     """The results (positions) another result is computed from (h and h[0]): eagerly backward()
     from h[0] passes through h, its hooks and retain_grad(); the compiled call's results are
-    side by side on the tape, so those are refused on them (_FeedingResult)."""
+    side by side on the tape, so those are refused on them (hooks.NO_HOOKS)."""
     writer = {}
     for e in tracer.entries:
         writer[e.out] = e
@@ -260,18 +261,6 @@ def _feeding(tracer, leaves, roots):
                     seen.add(r)
                     stack.append(r)
     return found
-
-
-class _FeedingResult(Tensor):
-    """A result of a compiled call that another of its results is computed from: a hook or
-    retain_grad() on it would not see backward() from the other (refused, naming the fix)."""
-    __slots__ = ()
-
-    def register_hook(self, hook):
-        raise RuntimeError(_FEEDING.format("register_hook(...)"))
-
-    def retain_grad(self):
-        raise RuntimeError(_FEEDING.format("retain_grad()"))
 
 
 _FEEDING = ("tt.compile: {} on a result of a compiled call that another of its results is computed "
