@@ -43,9 +43,9 @@ function to eager for the rest of the process; the harness calls tt.compile.disa
 before each run so that no case compares eager with eager.
 
 Since: the guide now says that a value read into Python inside a step after its backward() is
-refused (return it and read it outside), so the 6 cases expect that refusal; and
-`with tt.compile.disable():` works (disable() returns the previous setting, a context manager
-that puts it back; it had raised TypeError after switching every compiled function off).
+refused (return it and read it outside), so the 6 cases expect that refusal; and a block is
+`with tt.compile.disabled():` (disable() returns the previous setting, a bool, as round 24a
+holds it to, so `with tt.compile.disable():` still raises TypeError after switching off).
 
 Refusals observed and accepted: "tt.compile: f called Python's random module (random.random()
 / random.getrandbits()) ... while being recorded" and "f called Random.seed() (a random state)"
@@ -2237,7 +2237,7 @@ for _nm, _mk in (("two-groups-freeze", _mk_groups), ("accum-2-micro-norm1", _mk_
 
 # Since (tests/compile/test_compile_reach.py): the guide says what the 6 xfails found -- a value read
 # into Python inside a step after its backward() is refused, naming the fix (return it, read it
-# outside) -- so they expect that refusal; and tt.compile.disable() is a context manager too.
+# outside) -- so they expect that refusal; tt.compile.disabled() is the block form.
 _DOCUMENTED = (XF_ITEM, XF_NORM)
 
 

@@ -22,6 +22,7 @@ recomputed (see the README's compile section and tests/compile/test_compile_sema
 
 import builtins
 import collections
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -136,41 +137,25 @@ def _disable(flag=True):
     """tt.compile.disable(): every compiled function runs its Python function eagerly (as
     torch.compiler.set_stance("force_eager") and MLX's disable_compile) until
     tt.compile.disable(False); so does the environment variable TINYTENSOR_DISABLE_COMPILE=1.
-    Returns the previous setting (True or False as a bool does), which is also a context
-    manager: `with tt.compile.disable(): ...` puts the previous setting back at its end."""
+    Returns the previous setting (a bool). For a block: `with tt.compile.disabled(): ...`."""
     previous = DISABLED[0]
     DISABLED[0] = bool(flag)
-    return _Setting(previous)
+    return previous
 
 
-class _Setting:
-    """The previous setting tt.compile.disable() returns: a bool, and a context manager that
-    puts it back."""
-    __slots__ = ("previous",)
-
-    def __init__(self, previous):
-        self.previous = previous
-
-    def __bool__(self):
-        return self.previous
-
-    def __eq__(self, other):
-        return self.previous == other
-
-    def __hash__(self):
-        return hash(self.previous)
-
-    def __repr__(self):
-        return repr(self.previous)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        DISABLED[0] = self.previous
+@contextlib.contextmanager
+def _disabled():
+    """`with tt.compile.disabled(): ...`: compiled functions run eagerly inside the block; the
+    previous setting is put back at its end."""
+    previous = _disable(True)
+    try:
+        yield
+    finally:
+        _disable(previous)
 
 
 compile.disable = _disable
+compile.disabled = _disabled
 
 
 class Compiled:
