@@ -2009,3 +2009,18 @@ def test_disable_is_a_context_manager_too():
     _same(g(np.ones(2)), np.full(2, 2.0))
     assert g.traces == 1
     assert tt.compile.disable(False) is False
+
+
+def test_forward_mode_through_a_taped_compiled_call():
+    """t.jvp of a compiled call's result that is on the tape: J t by the backward program, as
+    eagerly (its rule was lost when the subset programs were added this round)."""
+    W = tt.tensor(np.array([[1.0, 2.0], [3.0, -1.0]]), requires_grad=True)
+
+    def f(x):
+        return tt.sum(tt.tanh(tt.dot(x, W)) ** 2)
+
+    x = np.array([[0.5, -1.0]])
+    V = np.array([[0.1, 0.2], [-0.3, 0.4]])
+    eager = f(x).jvp({W: V})
+    compiled = tt.compile(f)(x).jvp({W: V})
+    np.testing.assert_allclose(compiled, eager, rtol=1e-14)

@@ -13,6 +13,7 @@ at the compiled speed.
 """
 
 import builtins
+import contextlib
 import copy
 import warnings
 
@@ -74,27 +75,25 @@ def sweep(tracer, out):
 _SUBSET_ROOTS = 3      # results on the tape for which each subset has a backward program of its own
 
 
-class _quietly:
-    """The recording's sweep with NumPy's warnings and floating-point errors off (they are the
-    backward pass's, given when it runs), without the lines noting a filter or errstate of f's."""
-
-    def __init__(self, tracer):
-        self.tracer = tracer
-
-    def __enter__(self):
-        self.warnings = warnings.catch_warnings()
-        self.warnings.__enter__()
+@contextlib.contextmanager
+def _quiet():
+    """NumPy's warnings and floating-point errors off: a run whose warnings are not eager's."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        self.errstate = np.errstate(all="ignore")
-        self.errstate.__enter__()
-        t = self.tracer
-        self.saved = t.filters, t.errstate
-        t.filters, t.errstate = warnings.filters, np.geterr()
+        yield
 
-    def __exit__(self, *exc):
-        self.tracer.filters, self.tracer.errstate = self.saved
-        self.errstate.__exit__(*exc)
-        self.warnings.__exit__(*exc)
+
+@contextlib.contextmanager
+def _quietly(tracer):
+    """The recording's sweep _quiet (its rules' warnings are backward()'s, given when it runs),
+    without its lines noting a filter or errstate of f's."""
+    with _quiet():
+        saved = tracer.filters, tracer.errstate
+        tracer.filters, tracer.errstate = warnings.filters, np.geterr()
+        try:
+            yield
+        finally:
+            tracer.filters, tracer.errstate = saved
 
 
 def _on_the_tape(tracer, out):
@@ -300,6 +299,28 @@ class _CallEntry(tape.Primitive):
                 return self._from_some(cotangents, given, singles)
         return tuple(taped.backward.function(*self.residuals, *cotangents))
 
+    def jvp(self, tangents, ans, inputs, params, node=None, rec=None):
+        """Forward mode through the call (t.jvp, tt.jvp of a loss built on it): J t, one row per
+        element of the result, each row a run of the backward program (J^T e_i, dotted with the
+        tangents): exact, and as cheap as a backward() for a scalar result."""
+        if builtins.all(t is None for t in tangents):
+            return None
+        value = np.asarray(ans)
+        if rec is not None or value.size > _JVP_ROWS:
+            raise RuntimeError(
+                f"tt.compile: forward mode through a compiled call's result of {value.size} elements"
+                f"{' inside another recording' if rec is not None else ''} is not taken (it costs one "
+                f"backward program per element; the limit is {_JVP_ROWS}); call the function "
+                f"uncompiled for it (tt.compile.disable())")
+        dtype = np.result_type(value.dtype, *(t.dtype for t in tangents if t is not None))
+        flat = np.zeros(value.size, dtype)
+        for i in range(value.size):
+            e = np.zeros(value.size, value.dtype)
+            e[i] = 1
+            grads = self.joint_vjp(e.reshape(value.shape), ans, *inputs)
+            flat[i] = sum(np.vdot(g, t) for g, t in zip(grads, tangents) if g is not None and t is not None)
+        return flat.reshape(value.shape)
+
     def _from_some(self, cotangents, given, singles):
         """backward() from some of more results than have a program each subset: the program
         from all of them, the others' cotangents zeros, is eager's sweep but where those zeros
@@ -311,7 +332,7 @@ class _CallEntry(tape.Primitive):
             total = None
             for i in indices:
                 back = taped.backs[frozenset((taped.roots[i],))]
-                with _quiet_run(quiet):
+                with _quiet() if quiet else contextlib.nullcontext():
                     grads = back.function(*self.residuals, cotangents[i])
                 total = list(grads) if total is None else [
                     g if t is None else t if g is None else t + g for t, g in zip(total, grads)]
@@ -321,7 +342,7 @@ class _CallEntry(tape.Primitive):
         absent = [i for i in range(len(taped.roots)) if i not in given
                   and frozenset((taped.roots[i],)) in taped.backs]
         absent_sum = summed(absent, True) if absent else [None] * len(given_sum)
-        with _quiet_run(True):   # (the given ones' warnings: their own sweeps')
+        with _quiet():   # (the given ones' warnings: their own sweeps')
             full = taped.backward.function(*self.residuals, *cotangents)
         out = []
         for f, t, z in zip(full, given_sum, absent_sum):
@@ -334,27 +355,6 @@ class _CallEntry(tape.Primitive):
                     poisoned |= np.isnan(z)
             out.append(np.where(poisoned, t, f) if poisoned.any() else f)
         return tuple(out)
-
-
-class _quiet_run:
-    """NumPy's floating-point warnings off (`quiet`), for a program run whose warnings are not
-    eager's."""
-
-    def __init__(self, quiet):
-        self.quiet = quiet
-
-    def __enter__(self):
-        if self.quiet:
-            self.errstate = np.errstate(all="ignore")
-            self.errstate.__enter__()
-            self.warnings = warnings.catch_warnings()
-            self.warnings.__enter__()
-            warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc):
-        if self.quiet:
-            self.warnings.__exit__(*exc)
-            self.errstate.__exit__(*exc)
 
 
 class _Joint(_CallEntry):

@@ -626,26 +626,14 @@ class _Tracer:
         a percentile's select do not): NumPy itself decides, on this call's 0-d values."""
         if type(prim) is not tape.Primitive:
             return True                   # (a user's: its function is not run twice)
-        values = []
-        for a in args:
-            a = a.value if type(a) in _WRAPPED else a
-            if isinstance(a, Tensor):
-                data = _SLOT_DATA.__get__(a)
-                scalar = self.var_of(a) in self.generic_prims and np.ndim(data) == 0
-                values.append(np.ndarray.view(data, np.ndarray)[()] if scalar else data)
-            else:
-                values.append(a)
-        try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return isinstance(prim.fun(*values, **_plain_numbers(params, [])), np.generic)
-        except Exception:     # noqa: BLE001  (as before: an op on a NumPy scalar gives one)
-            return True
+        return self._numpy_gives_a_scalar(prim.fun, args, _plain_numbers(params, []), failing=True)
 
-    def _numpy_gives_a_scalar(self, fun, args, kwargs):
+    def _numpy_gives_a_scalar(self, fun, args, kwargs, failing=False):
         """Whether NumPy function `fun`, given as NumPy scalars the operands that are NumPy
-        scalars eagerly, gives a NumPy scalar (np.floor_divide(x[0], 1) does)."""
+        scalars eagerly, gives a NumPy scalar (np.floor_divide(x[0], 1) does); `failing` where
+        it raises."""
         def value(a):
+            a = a.value if type(a) in _WRAPPED else a
             if not isinstance(a, Tensor):
                 return a
             data = _SLOT_DATA.__get__(a)
@@ -656,8 +644,8 @@ class _Tracer:
                 warnings.simplefilter("ignore")
                 return isinstance(fun(*map(value, args), **{k: value(v) for k, v in kwargs.items()}),
                                   np.generic)
-        except Exception:     # noqa: BLE001
-            return False
+        except Exception:     # noqa: BLE001  (a prim's: as before, an op on a NumPy scalar gives one)
+            return failing
 
     def _numpy_operand(self, a, arrays):
         """Whether operand `a` is, eagerly, a NumPy scalar or a number, or (`arrays`) a NumPy
